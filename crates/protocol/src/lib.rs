@@ -1,0 +1,24 @@
+//! Kafka wire codec for Shoal.
+//!
+//! Owns: length-prefixed framing with a size limit ([`frame`]), request-header parsing and the
+//! request/response enums over the `kafka-protocol` crate's message types ([`request`],
+//! [`response`]), the table of APIs a broker can advertise ([`api`]) and Kafka's error codes
+//! ([`ErrorCode`]).
+//!
+//! Must not: perform I/O, spawn tasks, read clocks or panic on bytes from the network. Every
+//! decoding failure is a typed [`request::RequestError`] that the broker turns into the reply a
+//! Kafka client expects (or, for frames Kafka itself would reject, a closed connection).
+
+pub mod alloc;
+pub mod api;
+pub mod error;
+pub mod frame;
+pub mod request;
+pub mod response;
+
+pub use error::ErrorCode;
+pub use kafka_protocol;
+pub use kafka_protocol::messages;
+pub use kafka_protocol::protocol::StrBytes;
+pub use request::{decode_request, peek_header, Request, RequestError, RequestFrame};
+pub use response::{encode_response, Response};

@@ -1,0 +1,196 @@
+//! Request decoding: header plus body into one [`Request`] enum value.
+//!
+//! The broker peeks the api key and version first ([`peek_header`]) so that it can answer an
+//! unsupported ApiVersions with the v0 fallback and close the connection for anything else it
+//! does not serve, exactly as Kafka does; only then is the body decoded.
+
+use bytes::Bytes;
+use kafka_protocol::messages::{self as m, ApiKey, RequestHeader};
+use kafka_protocol::protocol::{Decodable, HeaderVersion};
+
+/// The first fields of every request header, readable before anything else is decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeekedHeader {
+    pub api_key: i16,
+    pub api_version: i16,
+    pub correlation_id: i32,
+}
+
+/// Reads api key, version and correlation id without decoding the rest.
+pub fn peek_header(frame: &[u8]) -> Option<PeekedHeader> {
+    if frame.len() < 8 {
+        return None;
+    }
+    Some(PeekedHeader {
+        api_key: i16::from_be_bytes([frame[0], frame[1]]),
+        api_version: i16::from_be_bytes([frame[2], frame[3]]),
+        correlation_id: i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]),
+    })
+}
+
+/// Why a request frame could not be decoded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    #[error("request frame of {len} bytes is shorter than a request header")]
+    Truncated { len: usize },
+    #[error("unknown api key {api_key}")]
+    UnknownApiKey { api_key: i16, correlation_id: i32 },
+    #[error("api key {api_key} version {api_version} cannot be decoded")]
+    UnsupportedVersion {
+        api_key: i16,
+        api_version: i16,
+        correlation_id: i32,
+    },
+    #[error("malformed {api_key:?} v{api_version} request: {reason}")]
+    Malformed {
+        api_key: ApiKey,
+        api_version: i16,
+        correlation_id: i32,
+        reason: String,
+    },
+}
+
+/// A decoded request with its header.
+#[derive(Debug, Clone)]
+pub struct RequestFrame {
+    pub header: RequestHeader,
+    pub api_key: ApiKey,
+    pub body: Request,
+}
+
+impl RequestFrame {
+    pub fn version(&self) -> i16 {
+        self.header.request_api_version
+    }
+
+    pub fn correlation_id(&self) -> i32 {
+        self.header.correlation_id
+    }
+}
+
+macro_rules! requests {
+    ($($variant:ident => $ty:ty),* $(,)?) => {
+        /// Every request body Shoal can decode. Whether a broker serves it (and at which
+        /// versions) is the broker's ApiVersions table, not this enum.
+        #[derive(Debug, Clone)]
+        #[non_exhaustive]
+        pub enum Request {
+            $($variant($ty),)*
+        }
+
+        impl Request {
+            pub fn api_key(&self) -> ApiKey {
+                match self {
+                    $(Request::$variant(_) => ApiKey::$variant,)*
+                }
+            }
+        }
+
+        fn header_version(api_key: ApiKey, api_version: i16) -> Option<i16> {
+            match api_key {
+                $(ApiKey::$variant => Some(<$ty as HeaderVersion>::header_version(api_version)),)*
+                _ => None,
+            }
+        }
+
+        fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> Option<anyhow::Result<Request>> {
+            match api_key {
+                $(ApiKey::$variant => Some(<$ty as Decodable>::decode(buf, version).map(Request::$variant)),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+requests! {
+    Produce => m::ProduceRequest,
+    Fetch => m::FetchRequest,
+    ListOffsets => m::ListOffsetsRequest,
+    Metadata => m::MetadataRequest,
+    OffsetCommit => m::OffsetCommitRequest,
+    OffsetFetch => m::OffsetFetchRequest,
+    FindCoordinator => m::FindCoordinatorRequest,
+    JoinGroup => m::JoinGroupRequest,
+    Heartbeat => m::HeartbeatRequest,
+    LeaveGroup => m::LeaveGroupRequest,
+    SyncGroup => m::SyncGroupRequest,
+    DescribeGroups => m::DescribeGroupsRequest,
+    ListGroups => m::ListGroupsRequest,
+    ApiVersions => m::ApiVersionsRequest,
+    CreateTopics => m::CreateTopicsRequest,
+    DeleteTopics => m::DeleteTopicsRequest,
+    DeleteRecords => m::DeleteRecordsRequest,
+    InitProducerId => m::InitProducerIdRequest,
+    OffsetForLeaderEpoch => m::OffsetForLeaderEpochRequest,
+    AddPartitionsToTxn => m::AddPartitionsToTxnRequest,
+    AddOffsetsToTxn => m::AddOffsetsToTxnRequest,
+    EndTxn => m::EndTxnRequest,
+    WriteTxnMarkers => m::WriteTxnMarkersRequest,
+    TxnOffsetCommit => m::TxnOffsetCommitRequest,
+    DescribeConfigs => m::DescribeConfigsRequest,
+    AlterConfigs => m::AlterConfigsRequest,
+    CreatePartitions => m::CreatePartitionsRequest,
+    DeleteGroups => m::DeleteGroupsRequest,
+    IncrementalAlterConfigs => m::IncrementalAlterConfigsRequest,
+    OffsetDelete => m::OffsetDeleteRequest,
+    UpdateFeatures => m::UpdateFeaturesRequest,
+    DescribeCluster => m::DescribeClusterRequest,
+    DescribeProducers => m::DescribeProducersRequest,
+    DescribeTransactions => m::DescribeTransactionsRequest,
+    ListTransactions => m::ListTransactionsRequest,
+    DescribeTopicPartitions => m::DescribeTopicPartitionsRequest,
+    ShareGroupHeartbeat => m::ShareGroupHeartbeatRequest,
+    ShareGroupDescribe => m::ShareGroupDescribeRequest,
+    ShareFetch => m::ShareFetchRequest,
+    ShareAcknowledge => m::ShareAcknowledgeRequest,
+    DescribeShareGroupOffsets => m::DescribeShareGroupOffsetsRequest,
+    AlterShareGroupOffsets => m::AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsets => m::DeleteShareGroupOffsetsRequest,
+}
+
+/// Decodes a whole request frame (the bytes after the length prefix).
+///
+/// # Errors
+/// [`RequestError`] for truncated frames, api keys this crate does not know, versions the
+/// message type cannot decode, and malformed bodies (including trailing bytes).
+pub fn decode_request(frame: Bytes) -> Result<RequestFrame, RequestError> {
+    let peeked = peek_header(&frame).ok_or(RequestError::Truncated { len: frame.len() })?;
+    let unknown = RequestError::UnknownApiKey {
+        api_key: peeked.api_key,
+        correlation_id: peeked.correlation_id,
+    };
+    let api_key = ApiKey::try_from(peeked.api_key).map_err(|_| unknown)?;
+    let unsupported = || RequestError::UnsupportedVersion {
+        api_key: peeked.api_key,
+        api_version: peeked.api_version,
+        correlation_id: peeked.correlation_id,
+    };
+    let range = api_key.valid_versions();
+    if peeked.api_version < range.min || peeked.api_version > range.max {
+        return Err(unsupported());
+    }
+    let malformed = |reason: String| RequestError::Malformed {
+        api_key,
+        api_version: peeked.api_version,
+        correlation_id: peeked.correlation_id,
+        reason,
+    };
+    let header_version =
+        header_version(api_key, peeked.api_version).ok_or(RequestError::UnknownApiKey {
+            api_key: peeked.api_key,
+            correlation_id: peeked.correlation_id,
+        })?;
+    let mut buf = frame;
+    let header = RequestHeader::decode(&mut buf, header_version)
+        .map_err(|e| malformed(format!("header: {e}")))?;
+    let body = decode_body(api_key, peeked.api_version, &mut buf)
+        .ok_or_else(unsupported)?
+        .map_err(|e| malformed(format!("{e}")))?;
+    // Kafka ignores bytes after the body; so do we, to accept what Kafka accepts.
+    Ok(RequestFrame {
+        header,
+        api_key,
+        body,
+    })
+}

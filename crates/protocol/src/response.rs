@@ -1,0 +1,115 @@
+//! Response encoding: `[size][response header][body]` into a caller-owned buffer.
+
+use bytes::{BufMut, BytesMut};
+use kafka_protocol::messages::{self as m, ApiKey, ResponseHeader};
+use kafka_protocol::protocol::{Encodable, HeaderVersion};
+
+macro_rules! responses {
+    ($($variant:ident => $ty:ty),* $(,)?) => {
+        /// Every response body Shoal can encode.
+        #[derive(Debug, Clone)]
+        #[non_exhaustive]
+        pub enum Response {
+            $($variant($ty),)*
+        }
+
+        impl Response {
+            pub fn api_key(&self) -> ApiKey {
+                match self {
+                    $(Response::$variant(_) => ApiKey::$variant,)*
+                }
+            }
+
+            fn header_version(&self, version: i16) -> i16 {
+                match self {
+                    $(Response::$variant(_) => <$ty as HeaderVersion>::header_version(version),)*
+                }
+            }
+
+            fn encode_body(&self, buf: &mut BytesMut, version: i16) -> anyhow::Result<()> {
+                match self {
+                    $(Response::$variant(body) => body.encode(buf, version),)*
+                }
+            }
+        }
+
+        $(impl From<$ty> for Response {
+            fn from(body: $ty) -> Self {
+                Response::$variant(body)
+            }
+        })*
+    };
+}
+
+responses! {
+    Produce => m::ProduceResponse,
+    Fetch => m::FetchResponse,
+    ListOffsets => m::ListOffsetsResponse,
+    Metadata => m::MetadataResponse,
+    OffsetCommit => m::OffsetCommitResponse,
+    OffsetFetch => m::OffsetFetchResponse,
+    FindCoordinator => m::FindCoordinatorResponse,
+    JoinGroup => m::JoinGroupResponse,
+    Heartbeat => m::HeartbeatResponse,
+    LeaveGroup => m::LeaveGroupResponse,
+    SyncGroup => m::SyncGroupResponse,
+    DescribeGroups => m::DescribeGroupsResponse,
+    ListGroups => m::ListGroupsResponse,
+    ApiVersions => m::ApiVersionsResponse,
+    CreateTopics => m::CreateTopicsResponse,
+    DeleteTopics => m::DeleteTopicsResponse,
+    DeleteRecords => m::DeleteRecordsResponse,
+    InitProducerId => m::InitProducerIdResponse,
+    OffsetForLeaderEpoch => m::OffsetForLeaderEpochResponse,
+    AddPartitionsToTxn => m::AddPartitionsToTxnResponse,
+    AddOffsetsToTxn => m::AddOffsetsToTxnResponse,
+    EndTxn => m::EndTxnResponse,
+    WriteTxnMarkers => m::WriteTxnMarkersResponse,
+    TxnOffsetCommit => m::TxnOffsetCommitResponse,
+    DescribeConfigs => m::DescribeConfigsResponse,
+    AlterConfigs => m::AlterConfigsResponse,
+    CreatePartitions => m::CreatePartitionsResponse,
+    DeleteGroups => m::DeleteGroupsResponse,
+    IncrementalAlterConfigs => m::IncrementalAlterConfigsResponse,
+    OffsetDelete => m::OffsetDeleteResponse,
+    UpdateFeatures => m::UpdateFeaturesResponse,
+    DescribeCluster => m::DescribeClusterResponse,
+    DescribeProducers => m::DescribeProducersResponse,
+    DescribeTransactions => m::DescribeTransactionsResponse,
+    ListTransactions => m::ListTransactionsResponse,
+    DescribeTopicPartitions => m::DescribeTopicPartitionsResponse,
+    ShareGroupHeartbeat => m::ShareGroupHeartbeatResponse,
+    ShareGroupDescribe => m::ShareGroupDescribeResponse,
+    ShareFetch => m::ShareFetchResponse,
+    ShareAcknowledge => m::ShareAcknowledgeResponse,
+    DescribeShareGroupOffsets => m::DescribeShareGroupOffsetsResponse,
+    AlterShareGroupOffsets => m::AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsets => m::DeleteShareGroupOffsetsResponse,
+}
+
+/// Appends one whole response frame (size prefix included) to `buf`.
+///
+/// # Errors
+/// When the body cannot be encoded at `version` (a field this version cannot carry was set);
+/// `buf` is then left as it was.
+pub fn encode_response(
+    buf: &mut BytesMut,
+    correlation_id: i32,
+    version: i16,
+    response: &Response,
+) -> anyhow::Result<()> {
+    let start = buf.len();
+    buf.put_i32(0);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let result = header
+        .encode(buf, response.header_version(version))
+        .and_then(|()| response.encode_body(buf, version));
+    if let Err(e) = result {
+        buf.truncate(start);
+        return Err(e);
+    }
+    let size = buf.len() - start - 4;
+    let size = i32::try_from(size).map_err(|_| anyhow::anyhow!("response of {size} bytes"))?;
+    buf[start..start + 4].copy_from_slice(&size.to_be_bytes());
+    Ok(())
+}
