@@ -1,0 +1,155 @@
+//! Decompression of v2 batch payloads under a size budget.
+//!
+//! Owns: [`Compression`] and `decompress`. Invariant: output never exceeds the caller's budget;
+//! a payload that would is rejected with `DecompressedTooLarge` before (snappy) or while (stream
+//! codecs) it is produced, so a small batch cannot make the broker allocate gigabytes.
+
+use std::io::Read;
+
+use crate::error::{Result, StorageError};
+
+/// Compression codec of a batch (attributes bits 0-2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// 0
+    #[default]
+    None,
+    /// 1
+    Gzip,
+    /// 2
+    Snappy,
+    /// 3
+    Lz4,
+    /// 4
+    Zstd,
+}
+
+impl Compression {
+    /// Codec for an attributes id, or `None` if unknown.
+    pub fn from_id(id: u8) -> Option<Compression> {
+        Some(match id {
+            0 => Compression::None,
+            1 => Compression::Gzip,
+            2 => Compression::Snappy,
+            3 => Compression::Lz4,
+            4 => Compression::Zstd,
+            _ => return None,
+        })
+    }
+    /// The attributes id.
+    pub fn id(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Gzip => 1,
+            Compression::Snappy => 2,
+            Compression::Lz4 => 3,
+            Compression::Zstd => 4,
+        }
+    }
+    /// Kafka's name (`compression.type` value).
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+/// Header of the xerial snappy-java stream format used by the Java client.
+const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
+/// Magic + version i32 + compatible-version i32.
+const XERIAL_HEADER_BYTES: usize = 16;
+
+fn failed(codec: Compression, e: impl std::fmt::Display) -> StorageError {
+    StorageError::Decompression {
+        codec: codec.name(),
+        reason: e.to_string(),
+    }
+}
+
+/// Decompresses `input` (a compressed batch payload) into at most `budget` bytes.
+///
+/// # Errors
+/// `DecompressedTooLarge` if the output would exceed `budget`; `Decompression` if `input` is not
+/// valid for the codec.
+pub(crate) fn decompress(codec: Compression, input: &[u8], budget: usize) -> Result<Vec<u8>> {
+    match codec {
+        Compression::None => {
+            if input.len() > budget {
+                return Err(StorageError::DecompressedTooLarge { max: budget });
+            }
+            Ok(input.to_vec())
+        }
+        Compression::Gzip => read_bounded(codec, flate2::read::MultiGzDecoder::new(input), budget),
+        Compression::Lz4 => read_bounded(codec, lz4_flex::frame::FrameDecoder::new(input), budget),
+        Compression::Zstd => {
+            let decoder =
+                zstd::stream::read::Decoder::with_buffer(input).map_err(|e| failed(codec, e))?;
+            read_bounded(codec, decoder, budget)
+        }
+        Compression::Snappy => {
+            if input.starts_with(&XERIAL_MAGIC) {
+                xerial_snappy(input, budget)
+            } else {
+                let mut out = Vec::new();
+                snappy_block(input, budget, &mut out)?;
+                Ok(out)
+            }
+        }
+    }
+}
+
+fn read_bounded(codec: Compression, reader: impl Read, budget: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let limit = u64::try_from(budget).unwrap_or(u64::MAX).saturating_add(1);
+    reader
+        .take(limit)
+        .read_to_end(&mut out)
+        .map_err(|e| failed(codec, e))?;
+    if out.len() > budget {
+        return Err(StorageError::DecompressedTooLarge { max: budget });
+    }
+    Ok(out)
+}
+
+/// Appends one raw snappy block to `out`, keeping `out.len() <= budget`.
+fn snappy_block(block: &[u8], budget: usize, out: &mut Vec<u8>) -> Result<()> {
+    let codec = Compression::Snappy;
+    let len = snap::raw::decompress_len(block).map_err(|e| failed(codec, e))?;
+    let start = out.len();
+    if len > budget.saturating_sub(start) {
+        return Err(StorageError::DecompressedTooLarge { max: budget });
+    }
+    out.resize(start + len, 0);
+    let written = snap::raw::Decoder::new()
+        .decompress(block, &mut out[start..])
+        .map_err(|e| failed(codec, e))?;
+    out.truncate(start + written);
+    Ok(())
+}
+
+/// xerial framing: header, then blocks of `[length i32 BE][raw snappy block]`.
+fn xerial_snappy(input: &[u8], budget: usize) -> Result<Vec<u8>> {
+    let codec = Compression::Snappy;
+    let mut rest = input
+        .get(XERIAL_HEADER_BYTES..)
+        .ok_or_else(|| failed(codec, "truncated xerial header"))?;
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let len_bytes: [u8; 4] = rest
+            .get(..4)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| failed(codec, "truncated xerial block length"))?;
+        let len = usize::try_from(i32::from_be_bytes(len_bytes))
+            .map_err(|_| failed(codec, "negative xerial block length"))?;
+        let block = rest
+            .get(4..4 + len)
+            .ok_or_else(|| failed(codec, "truncated xerial block"))?;
+        snappy_block(block, budget, &mut out)?;
+        rest = &rest[4 + len..];
+    }
+    Ok(out)
+}

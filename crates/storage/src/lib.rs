@@ -1,0 +1,25 @@
+//! shoal-storage: the partition log.
+//!
+//! Owns: Kafka record batches (magic v2) stored byte-exact as received in per-partition segment
+//! logs with sparse offset and time indexes, crash recovery, retention and the log start offset
+//! checkpoint. [`batch`] parses, validates, rewrites, decodes and encodes batches; [`log`] owns a
+//! partition directory.
+//!
+//! Invariants: nothing on a disk or network path panics; every size read from input is bounded
+//! by a named limit. The API is synchronous and does no locking: the broker serialises calls per
+//! partition and may fsync outside its lock through [`log::SyncHandle`].
+//!
+//! Must not: spawn threads or tasks, read clocks (time comes in as `now_ms`), or take directory
+//! locks (the broker does).
+
+pub mod batch;
+pub mod error;
+pub mod log;
+
+pub use batch::{
+    assign_offsets, decode_records, encode_batch, set_log_append_time, set_partition_leader_epoch,
+    validate_record_set, BatchHeader, BatchOptions, Compression, RecordHeader, RecordView,
+    TimestampType, ValidationLimits,
+};
+pub use error::{codes, StorageError};
+pub use log::{AppendInfo, Batch, BatchIter, Log, LogConfig, ReadResult, SyncHandle};

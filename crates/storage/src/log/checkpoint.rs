@@ -1,0 +1,73 @@
+//! Small crash-safe files in a partition directory: the log start offset checkpoint and the
+//! clean-shutdown marker.
+//!
+//! Invariant: a checkpoint file is either its old or its new content after a crash (write to a
+//! temporary file, fsync, rename, fsync the directory).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Result, StorageError};
+
+/// Checkpoint of the log start offset.
+pub(crate) const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+/// Present only between a clean `close` and the next `open`.
+pub(crate) const CLEAN_SHUTDOWN_FILE: &str = "clean_shutdown";
+/// Suffix of files being written; leftovers are deleted on open.
+pub(crate) const TMP_SUFFIX: &str = ".tmp";
+/// A checkpoint is one decimal i64; anything longer is not ours.
+const CHECKPOINT_BYTES_MAX: u64 = 64;
+
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StorageError::io("fsync directory", dir, e))
+}
+
+/// Writes `contents` to `dir/name` atomically and durably.
+pub(crate) fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(|e| StorageError::io("create", &tmp, e))?;
+    f.write_all(contents)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| StorageError::io("write", &tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| StorageError::io("rename", &path, e))?;
+    sync_dir(dir)
+}
+
+/// Reads the log start offset checkpoint; `None` if absent or unreadable (logged).
+pub(crate) fn read_log_start_offset(dir: &Path) -> Result<Option<i64>> {
+    let path = dir.join(LOG_START_OFFSET_FILE);
+    let meta = match fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StorageError::io("stat", &path, e)),
+    };
+    if meta.len() > CHECKPOINT_BYTES_MAX {
+        tracing::warn!(?path, "ignoring oversized log start offset checkpoint");
+        return Ok(None);
+    }
+    let text = fs::read(&path).map_err(|e| StorageError::io("read", &path, e))?;
+    match std::str::from_utf8(&text)
+        .ok()
+        .and_then(|t| t.trim().parse::<i64>().ok())
+        .filter(|o| *o >= 0)
+    {
+        Some(o) => Ok(Some(o)),
+        None => {
+            tracing::warn!(?path, "ignoring unparsable log start offset checkpoint");
+            Ok(None)
+        }
+    }
+}
+
+pub(crate) fn write_log_start_offset(dir: &Path, offset: i64) -> Result<()> {
+    write_atomic(dir, LOG_START_OFFSET_FILE, format!("{offset}\n").as_bytes())
+}
