@@ -1,0 +1,3 @@
+//! shoal-core
+pub mod group_coordinator;
+pub mod hash;
