@@ -1,0 +1,261 @@
+//! Driver of the classic group coordinator (`shoal_core::group_coordinator`).
+//!
+//! One task owns the sans-IO machine. It takes every request queued since its last pass, feeds
+//! them (and timer ticks) to the machine, appends the records the machine emitted to
+//! `__consumer_offsets` — one batch per partition, then one group-commit fsync — and only then
+//! delivers the replies. If the append fails, the replies are dropped (the client sees
+//! COORDINATOR_NOT_AVAILABLE and retries) and the machine is rebuilt from the log, so its state
+//! never runs ahead of what is durable. At start the machine is rebuilt by replaying the log.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use shoal_core::group_coordinator::{
+    partition_for, GroupConfig, GroupCoordinator, GroupRecord, GroupRequest, GroupResponse, Output,
+    ReplyToken,
+};
+use shoal_storage::batch::{encode_batch, BatchOptions};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, info, warn};
+
+use crate::broker::{now_ms, Broker, CONSUMER_OFFSETS, INTERNAL_DECODE_BYTES_MAX};
+
+/// Requests queued at most before callers wait (backpressure).
+const QUEUE_REQUESTS_MAX: usize = 10_000;
+/// Requests handled in one pass (one fsync) at most.
+const PASS_REQUESTS_MAX: usize = 1_000;
+/// Longest sleep between timer checks.
+const TICK_MAX: Duration = Duration::from_millis(500);
+/// Bytes read per call while replaying.
+const REPLAY_READ_BYTES: usize = 8 * 1024 * 1024;
+
+/// A record's encoded key and value (None = tombstone).
+type EncodedRecord = (Vec<u8>, Option<Vec<u8>>);
+
+type Pending = (GroupRequest, oneshot::Sender<GroupResponse>);
+
+/// The coordinator failed to answer (not running, or its write failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unavailable;
+
+/// Handle to the group coordinator task.
+pub struct GroupService {
+    tx: Mutex<Option<mpsc::Sender<Pending>>>,
+}
+
+impl Default for GroupService {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GroupService {
+    pub fn new() -> Self {
+        Self {
+            tx: Mutex::new(None),
+        }
+    }
+
+    /// Replays `__consumer_offsets` and starts the coordinator task.
+    ///
+    /// # Errors
+    /// The log cannot be read.
+    pub fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
+        let config = group_config(broker);
+        let mut machine = GroupCoordinator::new(config.clone());
+        let replayed = replay(broker, &mut machine)?;
+        machine.loaded(now_ms());
+        info!(records = replayed, "group coordinator loaded");
+        let (tx, rx) = mpsc::channel(QUEUE_REQUESTS_MAX);
+        *self.tx.lock().expect("group service lock poisoned") = Some(tx);
+        tokio::spawn(run(Arc::downgrade(broker), machine, config, rx));
+        Ok(())
+    }
+
+    /// Sends one request and waits for its (possibly deferred) reply.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the coordinator is not running or could not persist the change.
+    pub async fn call(&self, request: GroupRequest) -> Result<GroupResponse, Unavailable> {
+        let tx = self
+            .tx
+            .lock()
+            .expect("group service lock poisoned")
+            .clone()
+            .ok_or(Unavailable)?;
+        let (reply, wait) = oneshot::channel();
+        tx.send((request, reply)).await.map_err(|_| Unavailable)?;
+        wait.await.map_err(|_| Unavailable)
+    }
+}
+
+fn group_config(broker: &Broker) -> GroupConfig {
+    let c = &broker.config;
+    GroupConfig {
+        min_session_timeout_ms: c.long("group.min.session.timeout.ms") as i32,
+        max_session_timeout_ms: c.long("group.max.session.timeout.ms") as i32,
+        initial_rebalance_delay_ms: c.long("group.initial.rebalance.delay.ms"),
+        max_size: c.long("group.max.size") as usize,
+        offsets_retention_ms: c.long("offsets.retention.minutes") * 60_000,
+        ..GroupConfig::default()
+    }
+}
+
+fn offsets_partitions(broker: &Broker) -> u32 {
+    broker
+        .topic(CONSUMER_OFFSETS)
+        .map(|t| t.partition_count() as u32)
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Replays every record of `__consumer_offsets` into `machine`; returns how many.
+fn replay(broker: &Broker, machine: &mut GroupCoordinator) -> anyhow::Result<usize> {
+    let Some(topic) = broker.topic(CONSUMER_OFFSETS) else {
+        return Ok(0);
+    };
+    let mut count = 0;
+    for partition in topic.partitions() {
+        let log = partition.lock();
+        let mut offset = log.log_start_offset();
+        while offset < log.log_end_offset() {
+            let read = log.read(offset, REPLAY_READ_BYTES, None)?;
+            if read.records.is_empty() {
+                break;
+            }
+            for batch in shoal_storage::batch::split_batches(&read.records) {
+                let (header, range) = batch?;
+                offset = header.next_offset();
+                if header.is_control() {
+                    continue;
+                }
+                for record in
+                    shoal_storage::decode_records(&read.records[range], INTERNAL_DECODE_BYTES_MAX)?
+                {
+                    let Some(key) = record.key.as_deref() else {
+                        continue;
+                    };
+                    match GroupRecord::decode(key, record.value.as_deref()) {
+                        Ok(r) => {
+                            machine.replay(&r);
+                            count += 1;
+                        }
+                        Err(e) => warn!(
+                            partition = partition.index,
+                            offset = record.offset,
+                            error = %e,
+                            "skipping undecodable group record"
+                        ),
+                    }
+                }
+            }
+        }
+    }
+    Ok(count)
+}
+
+/// Appends `records` (one batch per partition) and fsyncs them.
+async fn persist(broker: &Arc<Broker>, records: &[GroupRecord]) -> Result<(), String> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let topic = broker
+        .topic(CONSUMER_OFFSETS)
+        .ok_or_else(|| format!("{CONSUMER_OFFSETS} is missing"))?;
+    let partitions = offsets_partitions(broker);
+    let mut by_partition: BTreeMap<u32, Vec<EncodedRecord>> = BTreeMap::new();
+    for r in records {
+        by_partition
+            .entry(partition_for(r.group_id(), partitions))
+            .or_default()
+            .push(r.encode());
+    }
+    let mut touched = Vec::new();
+    for (index, encoded) in by_partition {
+        let partition = topic
+            .partition(index as i32)
+            .ok_or_else(|| format!("{CONSUMER_OFFSETS}-{index} is missing"))?;
+        let pairs: Vec<shoal_storage::batch::KeyValue<'_>> = encoded
+            .iter()
+            .map(|(k, v)| (Some(&k[..]), v.as_deref()))
+            .collect();
+        let now = now_ms();
+        let batch = encode_batch(
+            &pairs,
+            BatchOptions {
+                timestamp_ms: now,
+                ..BatchOptions::default()
+            },
+        );
+        let mut batch = BytesMut::from(&batch[..]);
+        partition
+            .lock()
+            .append(&mut batch, now)
+            .map_err(|e| e.to_string())?;
+        touched.push(partition);
+    }
+    broker.flusher.flush(touched).await
+}
+
+async fn run(
+    broker: Weak<Broker>,
+    mut machine: GroupCoordinator,
+    config: GroupConfig,
+    mut rx: mpsc::Receiver<Pending>,
+) {
+    let mut next_token: u64 = 0;
+    let mut waiting: HashMap<ReplyToken, oneshot::Sender<GroupResponse>> = HashMap::new();
+    loop {
+        let sleep = machine
+            .next_deadline()
+            .map(|d| Duration::from_millis((d - now_ms()).max(0) as u64))
+            .unwrap_or(TICK_MAX)
+            .min(TICK_MAX);
+        let mut output = Output::default();
+        tokio::select! {
+            received = rx.recv() => {
+                let Some(first) = received else { return };
+                let mut batch = vec![first];
+                while batch.len() < PASS_REQUESTS_MAX {
+                    match rx.try_recv() {
+                        Ok(more) => batch.push(more),
+                        Err(_) => break,
+                    }
+                }
+                for (request, reply) in batch {
+                    let token = ReplyToken(next_token);
+                    next_token += 1;
+                    waiting.insert(token, reply);
+                    output.extend(machine.handle(now_ms(), token, request));
+                }
+            }
+            _ = tokio::time::sleep(sleep) => {}
+        }
+        output.extend(machine.tick(now_ms()));
+        let Some(broker) = broker.upgrade() else {
+            return;
+        };
+        if let Err(e) = persist(&broker, &output.records).await {
+            error!(error = %e, "group coordinator write failed; reloading state from the log");
+            // Drop every reply of this pass: their changes are not durable.
+            for (token, _) in output.replies {
+                waiting.remove(&token);
+            }
+            machine = GroupCoordinator::new(config.clone());
+            if let Err(e) = replay(&broker, &mut machine) {
+                error!(error = %e, "group coordinator reload failed");
+            }
+            machine.loaded(now_ms());
+            // Members waiting on deferred replies must rejoin: their senders drop here.
+            waiting.clear();
+            continue;
+        }
+        for (token, response) in output.replies {
+            if let Some(reply) = waiting.remove(&token) {
+                let _ = reply.send(response);
+            }
+        }
+    }
+}

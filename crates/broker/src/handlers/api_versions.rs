@@ -1,0 +1,67 @@
+//! ApiVersions: the APIs this broker serves, at the version ranges Kafka 4.1 advertises.
+
+use shoal_protocol::api::ApiTable;
+use shoal_protocol::messages::api_versions_response::ApiVersion;
+use shoal_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use shoal_protocol::ErrorCode;
+
+pub const API_KEY: i16 = ApiKey::ApiVersions as i16;
+
+/// Everything the broker foundation implements.
+pub fn broker_api_table() -> ApiTable {
+    [
+        ApiKey::Produce,
+        ApiKey::Fetch,
+        ApiKey::ListOffsets,
+        ApiKey::Metadata,
+        ApiKey::OffsetCommit,
+        ApiKey::OffsetFetch,
+        ApiKey::FindCoordinator,
+        ApiKey::JoinGroup,
+        ApiKey::Heartbeat,
+        ApiKey::LeaveGroup,
+        ApiKey::SyncGroup,
+        ApiKey::DescribeGroups,
+        ApiKey::ListGroups,
+        ApiKey::ApiVersions,
+        ApiKey::CreateTopics,
+        ApiKey::DeleteTopics,
+        ApiKey::DeleteRecords,
+        ApiKey::DescribeConfigs,
+        ApiKey::AlterConfigs,
+        ApiKey::CreatePartitions,
+        ApiKey::DeleteGroups,
+        ApiKey::IncrementalAlterConfigs,
+        ApiKey::OffsetDelete,
+        ApiKey::DescribeCluster,
+    ]
+    .into_iter()
+    .fold(ApiTable::new(), ApiTable::with)
+}
+
+fn api_keys(table: &ApiTable) -> Vec<ApiVersion> {
+    table
+        .advertised()
+        .map(|r| {
+            ApiVersion::default()
+                .with_api_key(r.api_key as i16)
+                .with_min_version(r.min)
+                .with_max_version(r.max)
+        })
+        .collect()
+}
+
+pub fn handle(table: &ApiTable, _request: &ApiVersionsRequest) -> ApiVersionsResponse {
+    ApiVersionsResponse::default()
+        .with_error_code(0)
+        .with_api_keys(api_keys(table))
+        .with_finalized_features_epoch(-1)
+}
+
+/// The v0 answer to an ApiVersions request at a version we do not serve: the client reads the
+/// error and the key list, then retries at a version both sides support.
+pub fn unsupported_version_response(table: &ApiTable) -> ApiVersionsResponse {
+    ApiVersionsResponse::default()
+        .with_error_code(ErrorCode::UNSUPPORTED_VERSION.code())
+        .with_api_keys(api_keys(table))
+}

@@ -1,0 +1,165 @@
+//! Fetch: whole stored batches from each partition, long-polling on MinBytes/MaxWaitMs.
+//!
+//! Sessions (KIP-227) are not kept: a request opening one gets session id 0, which every client
+//! handles by sending full fetch requests; a request naming a session gets
+//! FETCH_SESSION_ID_NOT_FOUND. The response-level MaxBytes is soft for the first batch (a client
+//! must always make progress), per-partition limits likewise.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use shoal_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use shoal_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use shoal_protocol::ErrorCode;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::topic_name;
+use crate::broker::Broker;
+use crate::topics::Topic;
+
+/// Longest long poll honoured, whatever the client asks.
+const FETCH_WAIT_MAX: Duration = Duration::from_secs(60);
+
+fn partition_error(index: i32, code: ErrorCode) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(code.code())
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_preferred_read_replica(BrokerId(-1))
+        .with_records(Some(Bytes::new()))
+}
+
+struct Resolved {
+    name: String,
+    id: Uuid,
+    topic: Result<Arc<Topic>, ErrorCode>,
+}
+
+fn resolve(broker: &Broker, version: i16, request: &FetchRequest) -> Vec<Resolved> {
+    request
+        .topics
+        .iter()
+        .map(|t| {
+            if version >= 13 {
+                Resolved {
+                    name: String::new(),
+                    id: t.topic_id,
+                    topic: broker
+                        .topic_by_id(t.topic_id)
+                        .ok_or(ErrorCode::UNKNOWN_TOPIC_ID),
+                }
+            } else {
+                let name = t.topic.0.as_str().to_string();
+                Resolved {
+                    topic: broker
+                        .topic(&name)
+                        .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+                    name,
+                    id: Uuid::nil(),
+                }
+            }
+        })
+        .collect()
+}
+
+/// One pass over every requested partition; returns the response and its record bytes.
+fn read_all(version: i16, request: &FetchRequest, resolved: &[Resolved]) -> (FetchResponse, usize) {
+    let read_committed = request.isolation_level == 1;
+    let mut remaining = usize::try_from(request.max_bytes).unwrap_or(0);
+    if version < 3 || request.max_bytes <= 0 {
+        remaining = usize::MAX;
+    }
+    let mut total = 0usize;
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for (fetch_topic, r) in request.topics.iter().zip(resolved) {
+        let partitions = fetch_topic
+            .partitions
+            .iter()
+            .map(|fp| {
+                let topic = match &r.topic {
+                    Ok(t) => t,
+                    Err(code) => return partition_error(fp.partition, *code),
+                };
+                let Some(partition) = topic.partition(fp.partition) else {
+                    return partition_error(fp.partition, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+                };
+                let log = partition.lock();
+                let high_watermark = log.log_end_offset();
+                let log_start = log.log_start_offset();
+                let mut data = PartitionData::default()
+                    .with_partition_index(fp.partition)
+                    .with_high_watermark(high_watermark)
+                    .with_last_stable_offset(high_watermark)
+                    .with_log_start_offset(log_start)
+                    .with_preferred_read_replica(BrokerId(-1))
+                    .with_aborted_transactions(read_committed.then(Vec::new))
+                    .with_records(Some(Bytes::new()));
+                if fp.fetch_offset < log_start || fp.fetch_offset > high_watermark {
+                    data.error_code = ErrorCode::OFFSET_OUT_OF_RANGE.code();
+                    return data;
+                }
+                if fp.fetch_offset == high_watermark || remaining == 0 {
+                    return data;
+                }
+                let partition_max = usize::try_from(fp.partition_max_bytes).unwrap_or(0);
+                let limit = partition_max.min(remaining).max(1);
+                match log.read(fp.fetch_offset, limit, Some(high_watermark)) {
+                    Ok(read) => {
+                        let n = read.records.len();
+                        if total > 0 && n > remaining {
+                            return data;
+                        }
+                        total += n;
+                        remaining = remaining.saturating_sub(n);
+                        data.records = Some(read.records);
+                    }
+                    Err(e) => data.error_code = e.kafka_error_code(),
+                }
+                data
+            })
+            .collect();
+        topics.push(
+            FetchableTopicResponse::default()
+                .with_topic(topic_name(r.name.clone()))
+                .with_topic_id(r.id)
+                .with_partitions(partitions),
+        );
+    }
+    (FetchResponse::default().with_responses(topics), total)
+}
+
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: &FetchRequest) -> FetchResponse {
+    if version >= 7 && request.session_id != 0 {
+        return FetchResponse::default()
+            .with_error_code(ErrorCode::FETCH_SESSION_ID_NOT_FOUND.code())
+            .with_session_id(0);
+    }
+    let wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX);
+    let deadline = Instant::now() + wait;
+    let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    loop {
+        // Register for wake-ups before reading, so an append between the read and the wait is
+        // not missed.
+        let notified = broker.appended.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let resolved = resolve(broker, version, request);
+        let (response, bytes) = read_all(version, request, &resolved);
+        let has_error = response
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .any(|p| p.error_code != 0);
+        if bytes >= min_bytes || has_error || Instant::now() >= deadline {
+            return response;
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            let (response, _) = read_all(version, request, &resolve(broker, version, request));
+            return response;
+        }
+    }
+}

@@ -1,0 +1,553 @@
+//! Classic consumer-group APIs: wire messages to and from the core coordinator's types.
+
+use std::collections::BTreeMap;
+
+use shoal_core::group_coordinator as gc;
+use shoal_protocol::messages::{
+    self as m, describe_groups_response, leave_group_response, list_groups_response,
+    offset_commit_response, offset_delete_response, offset_fetch_response, GroupId,
+};
+use shoal_protocol::ErrorCode;
+use uuid::Uuid;
+
+use super::{str_bytes, topic_name};
+use crate::broker::Broker;
+use crate::dispatch::RequestContext;
+
+const UNAVAILABLE: i16 = ErrorCode::COORDINATOR_NOT_AVAILABLE.code();
+
+fn s(v: &shoal_protocol::StrBytes) -> String {
+    v.as_str().to_string()
+}
+
+fn opt(v: &Option<shoal_protocol::StrBytes>) -> Option<String> {
+    v.as_ref().map(s)
+}
+
+async fn call(broker: &Broker, request: gc::GroupRequest) -> Option<gc::GroupResponse> {
+    broker.groups.call(request).await.ok()
+}
+
+pub async fn join_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    client_id: &str,
+    version: i16,
+    r: &m::JoinGroupRequest,
+) -> m::JoinGroupResponse {
+    let request = gc::JoinGroupRequest {
+        group_id: s(&r.group_id.0),
+        member_id: s(&r.member_id),
+        group_instance_id: opt(&r.group_instance_id),
+        client_id: client_id.to_string(),
+        client_host: format!("/{}", ctx.peer.ip()),
+        session_timeout_ms: r.session_timeout_ms,
+        rebalance_timeout_ms: if version >= 1 {
+            r.rebalance_timeout_ms
+        } else {
+            r.session_timeout_ms
+        },
+        protocol_type: s(&r.protocol_type),
+        protocols: r
+            .protocols
+            .iter()
+            .map(|p| (s(&p.name), p.metadata.clone()))
+            .collect(),
+        reason: opt(&r.reason),
+        require_known_member_id: version >= 4,
+    };
+    let mut out = m::JoinGroupResponse::default().with_generation_id(-1);
+    match call(broker, gc::GroupRequest::JoinGroup(request)).await {
+        Some(gc::GroupResponse::JoinGroup(j)) => {
+            out.error_code = j.error_code.code();
+            out.generation_id = j.generation_id;
+            out.protocol_type = j.protocol_type.map(str_bytes);
+            out.protocol_name = j.protocol_name.map(str_bytes);
+            if version < 7 && out.protocol_name.is_none() {
+                out.protocol_name = Some(str_bytes(""));
+            }
+            out.leader = str_bytes(j.leader);
+            out.member_id = str_bytes(j.member_id);
+            out.members = j
+                .members
+                .into_iter()
+                .map(|mm| {
+                    m::join_group_response::JoinGroupResponseMember::default()
+                        .with_member_id(str_bytes(mm.member_id))
+                        .with_group_instance_id(mm.group_instance_id.map(str_bytes))
+                        .with_metadata(mm.metadata)
+                })
+                .collect();
+        }
+        _ => {
+            out.error_code = UNAVAILABLE;
+            out.member_id = r.member_id.clone();
+            out.protocol_name = (version < 7).then(|| str_bytes(""));
+        }
+    }
+    out
+}
+
+pub async fn sync_group(
+    broker: &Broker,
+    version: i16,
+    r: &m::SyncGroupRequest,
+) -> m::SyncGroupResponse {
+    let request = gc::SyncGroupRequest {
+        group_id: s(&r.group_id.0),
+        generation_id: r.generation_id,
+        member_id: s(&r.member_id),
+        group_instance_id: opt(&r.group_instance_id),
+        protocol_type: if version >= 5 {
+            opt(&r.protocol_type)
+        } else {
+            None
+        },
+        protocol_name: if version >= 5 {
+            opt(&r.protocol_name)
+        } else {
+            None
+        },
+        assignments: r
+            .assignments
+            .iter()
+            .map(|a| (s(&a.member_id), a.assignment.clone()))
+            .collect(),
+    };
+    let mut out = m::SyncGroupResponse::default();
+    match call(broker, gc::GroupRequest::SyncGroup(request)).await {
+        Some(gc::GroupResponse::SyncGroup(sr)) => {
+            out.error_code = sr.error_code.code();
+            out.protocol_type = sr.protocol_type.map(str_bytes);
+            out.protocol_name = sr.protocol_name.map(str_bytes);
+            out.assignment = sr.assignment;
+        }
+        _ => out.error_code = UNAVAILABLE,
+    }
+    out
+}
+
+pub async fn heartbeat(broker: &Broker, r: &m::HeartbeatRequest) -> m::HeartbeatResponse {
+    let request = gc::HeartbeatRequest {
+        group_id: s(&r.group_id.0),
+        generation_id: r.generation_id,
+        member_id: s(&r.member_id),
+        group_instance_id: opt(&r.group_instance_id),
+    };
+    let code = match call(broker, gc::GroupRequest::Heartbeat(request)).await {
+        Some(gc::GroupResponse::Heartbeat(h)) => h.error_code.code(),
+        _ => UNAVAILABLE,
+    };
+    m::HeartbeatResponse::default().with_error_code(code)
+}
+
+pub async fn leave_group(
+    broker: &Broker,
+    version: i16,
+    r: &m::LeaveGroupRequest,
+) -> m::LeaveGroupResponse {
+    let members = if version >= 3 {
+        r.members
+            .iter()
+            .map(|mm| gc::LeavingMember {
+                member_id: s(&mm.member_id),
+                group_instance_id: opt(&mm.group_instance_id),
+            })
+            .collect()
+    } else {
+        vec![gc::LeavingMember {
+            member_id: s(&r.member_id),
+            group_instance_id: None,
+        }]
+    };
+    let request = gc::LeaveGroupRequest {
+        group_id: s(&r.group_id.0),
+        members,
+    };
+    let mut out = m::LeaveGroupResponse::default();
+    match call(broker, gc::GroupRequest::LeaveGroup(request)).await {
+        Some(gc::GroupResponse::LeaveGroup(l)) => {
+            out.error_code = l.error_code.code();
+            if version >= 3 {
+                out.members = l
+                    .members
+                    .into_iter()
+                    .map(|mm| {
+                        leave_group_response::MemberResponse::default()
+                            .with_member_id(str_bytes(mm.member_id))
+                            .with_group_instance_id(mm.group_instance_id.map(str_bytes))
+                            .with_error_code(mm.error_code.code())
+                    })
+                    .collect();
+            } else if out.error_code == 0 {
+                out.error_code = l
+                    .members
+                    .first()
+                    .map(|mm| mm.error_code.code())
+                    .unwrap_or(0);
+            }
+        }
+        _ => out.error_code = UNAVAILABLE,
+    }
+    out
+}
+
+/// Topic name of a topic id, for the id-based OffsetCommit/OffsetFetch versions.
+fn name_of(broker: &Broker, id: Uuid) -> Option<String> {
+    broker.topic_by_id(id).map(|t| t.name.clone())
+}
+
+pub async fn offset_commit(
+    broker: &Broker,
+    version: i16,
+    r: &m::OffsetCommitRequest,
+) -> m::OffsetCommitResponse {
+    let by_id = version >= 10;
+    let mut offsets = Vec::new();
+    let mut unknown: Vec<(usize, i32)> = Vec::new();
+    let mut names = Vec::with_capacity(r.topics.len());
+    for (ti, t) in r.topics.iter().enumerate() {
+        let name = if by_id {
+            name_of(broker, t.topic_id)
+        } else {
+            Some(s(&t.name.0))
+        };
+        names.push(name.clone());
+        for p in &t.partitions {
+            match &name {
+                Some(name) => offsets.push(gc::OffsetCommitPartition {
+                    topic: name.clone(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: opt(&p.committed_metadata),
+                }),
+                None => unknown.push((ti, p.partition_index)),
+            }
+        }
+    }
+    let request = gc::OffsetCommitRequest {
+        group_id: s(&r.group_id.0),
+        generation_id: r.generation_id_or_member_epoch,
+        member_id: s(&r.member_id),
+        group_instance_id: opt(&r.group_instance_id),
+        offsets,
+    };
+    let results: BTreeMap<(String, i32), i16> =
+        match call(broker, gc::GroupRequest::OffsetCommit(request)).await {
+            Some(gc::GroupResponse::OffsetCommit(c)) => c
+                .partitions
+                .into_iter()
+                .map(|p| ((p.topic, p.partition), p.error_code.code()))
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+    let topics = r
+        .topics
+        .iter()
+        .zip(&names)
+        .map(|(t, name)| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let code = match name {
+                        None => ErrorCode::UNKNOWN_TOPIC_ID.code(),
+                        Some(name) => *results
+                            .get(&(name.clone(), p.partition_index))
+                            .unwrap_or(&UNAVAILABLE),
+                    };
+                    offset_commit_response::OffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                })
+                .collect();
+            offset_commit_response::OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    m::OffsetCommitResponse::default().with_topics(topics)
+}
+
+async fn fetch_group(
+    broker: &Broker,
+    group_id: &str,
+    partitions: Option<Vec<(String, i32)>>,
+    require_stable: bool,
+) -> Result<gc::OffsetFetchResponse, i16> {
+    let request = gc::OffsetFetchRequest {
+        group_id: group_id.to_string(),
+        partitions,
+        require_stable,
+    };
+    match call(broker, gc::GroupRequest::OffsetFetch(request)).await {
+        Some(gc::GroupResponse::OffsetFetch(f)) => Ok(f),
+        _ => Err(UNAVAILABLE),
+    }
+}
+
+fn by_topic(fetched: &gc::OffsetFetchResponse) -> BTreeMap<String, Vec<&gc::FetchedOffset>> {
+    let mut map: BTreeMap<String, Vec<&gc::FetchedOffset>> = BTreeMap::new();
+    for p in &fetched.partitions {
+        map.entry(p.topic.clone()).or_default().push(p);
+    }
+    map
+}
+
+pub async fn offset_fetch(
+    broker: &Broker,
+    version: i16,
+    r: &m::OffsetFetchRequest,
+) -> m::OffsetFetchResponse {
+    let mut out = m::OffsetFetchResponse::default();
+    if version < 8 {
+        let partitions = r.topics.as_ref().map(|topics| {
+            topics
+                .iter()
+                .flat_map(|t| t.partition_indexes.iter().map(move |&p| (s(&t.name.0), p)))
+                .collect()
+        });
+        match fetch_group(broker, r.group_id.0.as_str(), partitions, r.require_stable).await {
+            Ok(f) => {
+                out.error_code = f.error_code.code();
+                out.topics = by_topic(&f)
+                    .into_iter()
+                    .map(|(name, parts)| {
+                        offset_fetch_response::OffsetFetchResponseTopic::default()
+                            .with_name(topic_name(name))
+                            .with_partitions(
+                                parts
+                                    .into_iter()
+                                    .map(|p| {
+                                        offset_fetch_response::OffsetFetchResponsePartition::default()
+                                            .with_partition_index(p.partition)
+                                            .with_committed_offset(p.offset)
+                                            .with_committed_leader_epoch(p.leader_epoch)
+                                            .with_metadata(Some(str_bytes(p.metadata.clone())))
+                                            .with_error_code(p.error_code.code())
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+            }
+            Err(code) => out.error_code = code,
+        }
+        return out;
+    }
+    let by_id = version >= 10;
+    for g in &r.groups {
+        let mut ids: BTreeMap<String, Uuid> = BTreeMap::new();
+        let partitions = g.topics.as_ref().map(|topics| {
+            topics
+                .iter()
+                .flat_map(|t| {
+                    let name = if by_id {
+                        name_of(broker, t.topic_id).unwrap_or_default()
+                    } else {
+                        s(&t.name.0)
+                    };
+                    ids.insert(name.clone(), t.topic_id);
+                    t.partition_indexes.iter().map(move |&p| (name.clone(), p))
+                })
+                .collect()
+        });
+        let mut group = offset_fetch_response::OffsetFetchResponseGroup::default()
+            .with_group_id(GroupId(g.group_id.0.clone()));
+        match fetch_group(broker, g.group_id.0.as_str(), partitions, r.require_stable).await {
+            Ok(f) => {
+                group.error_code = f.error_code.code();
+                group.topics = by_topic(&f)
+                    .into_iter()
+                    .map(|(name, parts)| {
+                        let id = ids
+                            .get(&name)
+                            .copied()
+                            .or_else(|| broker.topic(&name).map(|t| t.id))
+                            .unwrap_or_default();
+                        offset_fetch_response::OffsetFetchResponseTopics::default()
+                            .with_name(topic_name(if by_id { String::new() } else { name }))
+                            .with_topic_id(if by_id { id } else { Uuid::nil() })
+                            .with_partitions(
+                                parts
+                                    .into_iter()
+                                    .map(|p| {
+                                        offset_fetch_response::OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(p.partition)
+                                            .with_committed_offset(p.offset)
+                                            .with_committed_leader_epoch(p.leader_epoch)
+                                            .with_metadata(Some(str_bytes(p.metadata.clone())))
+                                            .with_error_code(p.error_code.code())
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+            }
+            Err(code) => group.error_code = code,
+        }
+        out.groups.push(group);
+    }
+    out
+}
+
+pub async fn list_groups(broker: &Broker, r: &m::ListGroupsRequest) -> m::ListGroupsResponse {
+    let request = gc::ListGroupsRequest {
+        states_filter: r.states_filter.iter().map(s).collect(),
+        types_filter: r.types_filter.iter().map(s).collect(),
+    };
+    let mut out = m::ListGroupsResponse::default();
+    match call(broker, gc::GroupRequest::ListGroups(request)).await {
+        Some(gc::GroupResponse::ListGroups(l)) => {
+            out.error_code = l.error_code.code();
+            out.groups = l
+                .groups
+                .into_iter()
+                .map(|g| {
+                    list_groups_response::ListedGroup::default()
+                        .with_group_id(GroupId(str_bytes(g.group_id)))
+                        .with_protocol_type(str_bytes(g.protocol_type))
+                        .with_group_state(str_bytes(g.group_state))
+                        .with_group_type(str_bytes(g.group_type))
+                })
+                .collect();
+        }
+        _ => out.error_code = UNAVAILABLE,
+    }
+    out
+}
+
+pub async fn describe_groups(
+    broker: &Broker,
+    r: &m::DescribeGroupsRequest,
+) -> m::DescribeGroupsResponse {
+    let request = gc::DescribeGroupsRequest {
+        group_ids: r.groups.iter().map(|g| s(&g.0)).collect(),
+    };
+    let mut out = m::DescribeGroupsResponse::default();
+    match call(broker, gc::GroupRequest::DescribeGroups(request)).await {
+        Some(gc::GroupResponse::DescribeGroups(d)) => {
+            out.groups = d
+                .groups
+                .into_iter()
+                .map(|g| {
+                    describe_groups_response::DescribedGroup::default()
+                        .with_error_code(g.error_code.code())
+                        .with_group_id(GroupId(str_bytes(g.group_id)))
+                        .with_group_state(str_bytes(g.group_state))
+                        .with_protocol_type(str_bytes(g.protocol_type))
+                        .with_protocol_data(str_bytes(g.protocol_data))
+                        .with_authorized_operations(i32::MIN)
+                        .with_members(
+                            g.members
+                                .into_iter()
+                                .map(|mm| {
+                                    describe_groups_response::DescribedGroupMember::default()
+                                        .with_member_id(str_bytes(mm.member_id))
+                                        .with_group_instance_id(mm.group_instance_id.map(str_bytes))
+                                        .with_client_id(str_bytes(mm.client_id))
+                                        .with_client_host(str_bytes(mm.client_host))
+                                        .with_member_metadata(mm.member_metadata)
+                                        .with_member_assignment(mm.member_assignment)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+        }
+        _ => {
+            out.groups = r
+                .groups
+                .iter()
+                .map(|g| {
+                    describe_groups_response::DescribedGroup::default()
+                        .with_error_code(UNAVAILABLE)
+                        .with_group_id(g.clone())
+                })
+                .collect()
+        }
+    }
+    out
+}
+
+pub async fn delete_groups(broker: &Broker, r: &m::DeleteGroupsRequest) -> m::DeleteGroupsResponse {
+    let request = gc::DeleteGroupsRequest {
+        group_ids: r.groups_names.iter().map(|g| s(&g.0)).collect(),
+    };
+    let results = match call(broker, gc::GroupRequest::DeleteGroups(request)).await {
+        Some(gc::GroupResponse::DeleteGroups(d)) => d
+            .results
+            .into_iter()
+            .map(|g| {
+                m::delete_groups_response::DeletableGroupResult::default()
+                    .with_group_id(GroupId(str_bytes(g.group_id)))
+                    .with_error_code(g.error_code.code())
+            })
+            .collect(),
+        _ => r
+            .groups_names
+            .iter()
+            .map(|g| {
+                m::delete_groups_response::DeletableGroupResult::default()
+                    .with_group_id(g.clone())
+                    .with_error_code(UNAVAILABLE)
+            })
+            .collect(),
+    };
+    m::DeleteGroupsResponse::default().with_results(results)
+}
+
+pub async fn offset_delete(broker: &Broker, r: &m::OffsetDeleteRequest) -> m::OffsetDeleteResponse {
+    let request = gc::OffsetDeleteRequest {
+        group_id: s(&r.group_id.0),
+        partitions: r
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (s(&t.name.0), p.partition_index))
+            })
+            .collect(),
+    };
+    let mut out = m::OffsetDeleteResponse::default();
+    let (top, results): (i16, BTreeMap<(String, i32), i16>) =
+        match call(broker, gc::GroupRequest::OffsetDelete(request)).await {
+            Some(gc::GroupResponse::OffsetDelete(d)) => (
+                d.error_code.code(),
+                d.partitions
+                    .into_iter()
+                    .map(|p| ((p.topic, p.partition), p.error_code.code()))
+                    .collect(),
+            ),
+            _ => (UNAVAILABLE, BTreeMap::new()),
+        };
+    out.error_code = top;
+    if top == 0 {
+        out.topics = r
+            .topics
+            .iter()
+            .map(|t| {
+                offset_delete_response::OffsetDeleteResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                offset_delete_response::OffsetDeleteResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(
+                                        *results
+                                            .get(&(s(&t.name.0), p.partition_index))
+                                            .unwrap_or(&0),
+                                    )
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+    }
+    out
+}

@@ -1,0 +1,136 @@
+//! ListOffsets (earliest, latest, by timestamp, max timestamp) and DeleteRecords.
+
+use shoal_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use shoal_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use shoal_protocol::messages::{
+    DeleteRecordsRequest, DeleteRecordsResponse, ListOffsetsRequest, ListOffsetsResponse,
+};
+use shoal_protocol::ErrorCode;
+
+use crate::broker::Broker;
+
+/// Special timestamps of ListOffsets.
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+
+fn lookup(
+    broker: &Broker,
+    topic: &str,
+    index: i32,
+    timestamp: i64,
+) -> Result<(i64, i64), ErrorCode> {
+    let topic = broker
+        .topic(topic)
+        .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let partition = topic
+        .partition(index)
+        .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let log = partition.lock();
+    let storage = |e: shoal_storage::StorageError| ErrorCode(e.kafka_error_code());
+    Ok(match timestamp {
+        LATEST => (-1, log.log_end_offset()),
+        EARLIEST | EARLIEST_LOCAL => (-1, log.log_start_offset()),
+        // Nothing is tiered: the latest tiered offset is "none".
+        LATEST_TIERED => (-1, -1),
+        MAX_TIMESTAMP => log
+            .max_timestamp_offset()
+            .map_err(storage)?
+            .map(|(offset, ts)| (ts, offset))
+            .unwrap_or((-1, -1)),
+        ts if ts >= 0 => log
+            .offset_for_timestamp(ts)
+            .map_err(storage)?
+            .map(|(offset, ts)| (ts, offset))
+            .unwrap_or((-1, -1)),
+        _ => return Err(ErrorCode::INVALID_REQUEST),
+    })
+}
+
+pub fn handle(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut out = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_leader_epoch(0);
+                    match lookup(broker, t.name.0.as_str(), p.partition_index, p.timestamp) {
+                        Ok((ts, offset)) => {
+                            out.timestamp = ts;
+                            out.offset = offset;
+                            if offset < 0 {
+                                out.leader_epoch = -1;
+                            }
+                        }
+                        Err(code) => {
+                            out.error_code = code.code();
+                            out.leader_epoch = -1;
+                        }
+                    }
+                    out
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+fn delete_before(broker: &Broker, topic: &str, index: i32, offset: i64) -> Result<i64, ErrorCode> {
+    let topic = broker
+        .topic(topic)
+        .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let partition = topic
+        .partition(index)
+        .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let mut log = partition.lock();
+    let high_watermark = log.log_end_offset();
+    let offset = if offset == -1 { high_watermark } else { offset };
+    if offset < 0 || offset > high_watermark {
+        return Err(ErrorCode::OFFSET_OUT_OF_RANGE);
+    }
+    log.delete_records_before(offset)
+        .map_err(|e| ErrorCode(e.kafka_error_code()))
+}
+
+pub fn delete_records(broker: &Broker, request: &DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut out = DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_low_watermark(-1);
+                    match delete_before(broker, t.name.0.as_str(), p.partition_index, p.offset) {
+                        Ok(low) => out.low_watermark = low,
+                        Err(code) => out.error_code = code.code(),
+                    }
+                    out
+                })
+                .collect();
+            DeleteRecordsTopicResult::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    DeleteRecordsResponse::default().with_topics(topics)
+}

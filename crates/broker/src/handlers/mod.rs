@@ -1,0 +1,23 @@
+//! One module per API family. Each handler takes the decoded request and returns the response
+//! body; none of them writes to the socket.
+
+pub mod api_versions;
+pub mod cluster;
+pub mod configs;
+pub mod fetch;
+pub mod groups;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+pub mod topics;
+
+use shoal_protocol::messages::TopicName;
+use shoal_protocol::StrBytes;
+
+pub fn str_bytes(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+pub fn topic_name(s: impl Into<String>) -> TopicName {
+    TopicName(str_bytes(s))
+}

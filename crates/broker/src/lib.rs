@@ -1,0 +1,36 @@
+//! The Shoal broker: the I/O shell around the sans-IO core.
+//!
+//! Owns sockets, tasks, clocks, fsync and the translation between Kafka wire messages and the
+//! core's types. Layout:
+//! - [`server`]: listener, connection limit, shutdown; [`connection`]: one client connection,
+//!   requests answered in order; [`dispatch`]: request → handler.
+//! - [`handlers`]: one module per API family; none writes to the socket.
+//! - [`broker`]: shared state and admin operations; [`topics`]: topic registry and partition
+//!   logs; [`meta`]: topic metadata as records in the `__cluster_metadata` log.
+//! - [`flush`]: group-commit fsync; [`retention`]: periodic retention and time-based flushing.
+//! - [`groups`]: the classic group coordinator's driver (records in `__consumer_offsets`).
+//! - [`config`]: Kafka-named configuration; [`metrics`]: Prometheus endpoint.
+//!
+//! Embedding: a process that runs the broker must install
+//! `shoal_protocol::alloc::ReserveLazily` as its global allocator (the `shoal` binary does), or a
+//! malformed frame can abort it; see that module.
+//!
+//! Must not: panic on bytes from the network or disk (bad input is an error code or a closed
+//! connection), hold a partition lock across an await, or fsync under a partition lock.
+
+pub mod broker;
+pub mod codec;
+pub mod config;
+pub mod connection;
+pub mod dispatch;
+pub mod flush;
+pub mod groups;
+pub mod handlers;
+pub mod meta;
+pub mod metrics;
+pub mod retention;
+pub mod server;
+pub mod topics;
+
+pub use broker::{Broker, BrokerOptions};
+pub use config::BrokerConfig;

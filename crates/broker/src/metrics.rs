@@ -1,0 +1,295 @@
+//! Prometheus metrics: request rate, errors and latency per api, bytes in and out,
+//! connections, and per-partition log end offset and size (read at scrape time).
+//!
+//! Counters are atomics indexed by api key, so recording costs no lock on the data path; the
+//! per-error-code map takes a short lock only when a response carries an error.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shoal_protocol::messages::ApiKey;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use crate::broker::Broker;
+
+/// Highest api key tracked (keys above share one slot).
+const API_SLOTS: usize = 128;
+/// Latency histogram bucket upper bounds, in seconds.
+const LATENCY_BUCKETS_S: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+/// Distinct (api, error) pairs tracked at most.
+const ERROR_SERIES_MAX: usize = 4096;
+/// Largest HTTP request header accepted by the metrics endpoint.
+const HTTP_REQUEST_BYTES_MAX: usize = 8192;
+
+struct ApiStats {
+    count: AtomicU64,
+    latency_us: AtomicU64,
+    buckets: [AtomicU64; LATENCY_BUCKETS_S.len()],
+}
+
+impl ApiStats {
+    fn new() -> Self {
+        Self {
+            count: AtomicU64::new(0),
+            latency_us: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// The broker's metrics registry.
+pub struct Metrics {
+    apis: Vec<ApiStats>,
+    errors: Mutex<BTreeMap<(&'static str, i16), u64>>,
+    rejected: AtomicU64,
+    connections: AtomicI64,
+    connections_total: AtomicU64,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            apis: (0..API_SLOTS).map(|_| ApiStats::new()).collect(),
+            errors: Mutex::new(BTreeMap::new()),
+            rejected: AtomicU64::new(0),
+            connections: AtomicI64::new(0),
+            connections_total: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+        }
+    }
+}
+
+fn slot(api: ApiKey) -> usize {
+    (api as i16 as usize).min(API_SLOTS - 1)
+}
+
+/// Kafka's name of an api (as in its `request` metric tag).
+pub fn api_name(api: ApiKey) -> &'static str {
+    macro_rules! names {
+        ($($v:ident),*) => { match api { $(ApiKey::$v => stringify!($v),)* _ => "Other" } };
+    }
+    names!(
+        Produce,
+        Fetch,
+        ListOffsets,
+        Metadata,
+        OffsetCommit,
+        OffsetFetch,
+        FindCoordinator,
+        JoinGroup,
+        Heartbeat,
+        LeaveGroup,
+        SyncGroup,
+        DescribeGroups,
+        ListGroups,
+        ApiVersions,
+        CreateTopics,
+        DeleteTopics,
+        DeleteRecords,
+        InitProducerId,
+        AddPartitionsToTxn,
+        AddOffsetsToTxn,
+        EndTxn,
+        TxnOffsetCommit,
+        DescribeConfigs,
+        AlterConfigs,
+        CreatePartitions,
+        DeleteGroups,
+        IncrementalAlterConfigs,
+        OffsetDelete,
+        UpdateFeatures,
+        DescribeCluster,
+        DescribeProducers,
+        DescribeTransactions,
+        ListTransactions,
+        ShareGroupHeartbeat,
+        ShareGroupDescribe,
+        ShareFetch,
+        ShareAcknowledge
+    )
+}
+
+impl Metrics {
+    pub fn request(&self, api: ApiKey, elapsed: Duration) {
+        let stats = &self.apis[slot(api)];
+        stats.count.fetch_add(1, Ordering::Relaxed);
+        stats
+            .latency_us
+            .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+        let secs = elapsed.as_secs_f64();
+        if let Some(i) = LATENCY_BUCKETS_S.iter().position(|&b| secs <= b) {
+            stats.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn request_error(&self, api: &'static str, code: i16) {
+        let mut errors = self.errors.lock().expect("metrics lock poisoned");
+        if errors.len() < ERROR_SERIES_MAX || errors.contains_key(&(api, code)) {
+            *errors.entry((api, code)).or_insert(0) += 1;
+        }
+    }
+
+    pub fn request_rejected(&self) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        self.connections_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn bytes_in(&self, n: usize) {
+        self.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub fn bytes_out(&self, n: usize) {
+        self.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Renders the registry and the broker's partitions in Prometheus text format.
+    pub fn render(&self, broker: &Broker) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "# TYPE shoal_requests_total counter");
+        let _ = writeln!(out, "# TYPE shoal_request_latency_seconds histogram");
+        for api in ApiKey::iter() {
+            let stats = &self.apis[slot(api)];
+            let count = stats.count.load(Ordering::Relaxed);
+            if count == 0 {
+                continue;
+            }
+            let name = api_name(api);
+            let _ = writeln!(out, "shoal_requests_total{{request=\"{name}\"}} {count}");
+            let mut cumulative = 0;
+            for (i, bound) in LATENCY_BUCKETS_S.iter().enumerate() {
+                cumulative += stats.buckets[i].load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "shoal_request_latency_seconds_bucket{{request=\"{name}\",le=\"{bound}\"}} {cumulative}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "shoal_request_latency_seconds_bucket{{request=\"{name}\",le=\"+Inf\"}} {count}"
+            );
+            let sum = stats.latency_us.load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(
+                out,
+                "shoal_request_latency_seconds_sum{{request=\"{name}\"}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "shoal_request_latency_seconds_count{{request=\"{name}\"}} {count}"
+            );
+        }
+        let _ = writeln!(out, "# TYPE shoal_request_errors_total counter");
+        for ((api, code), n) in self.errors.lock().expect("metrics lock poisoned").iter() {
+            let error = shoal_protocol::ErrorCode(*code).name().unwrap_or("UNKNOWN");
+            let _ = writeln!(
+                out,
+                "shoal_request_errors_total{{request=\"{api}\",error=\"{error}\"}} {n}"
+            );
+        }
+        let gauges = [
+            (
+                "shoal_requests_rejected_total",
+                "counter",
+                self.rejected.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "shoal_connections",
+                "gauge",
+                self.connections.load(Ordering::Relaxed),
+            ),
+            (
+                "shoal_connections_created_total",
+                "counter",
+                self.connections_total.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "shoal_bytes_in_total",
+                "counter",
+                self.bytes_in.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "shoal_bytes_out_total",
+                "counter",
+                self.bytes_out.load(Ordering::Relaxed) as i64,
+            ),
+        ];
+        for (name, kind, value) in gauges {
+            let _ = writeln!(out, "# TYPE {name} {kind}\n{name} {value}");
+        }
+        let _ = writeln!(out, "# TYPE shoal_log_end_offset gauge");
+        let _ = writeln!(out, "# TYPE shoal_log_size_bytes gauge");
+        for topic in broker.topic_list() {
+            for p in topic.partitions() {
+                let (leo, size) = {
+                    let log = p.lock();
+                    (log.log_end_offset(), log.size_bytes())
+                };
+                let labels = format!("topic=\"{}\",partition=\"{}\"", topic.name, p.index);
+                let _ = writeln!(out, "shoal_log_end_offset{{{labels}}} {leo}");
+                let _ = writeln!(out, "shoal_log_size_bytes{{{labels}}} {size}");
+            }
+        }
+        out
+    }
+}
+
+/// Serves `GET /metrics` (any path, in fact) on `listener` until `stop` is set.
+pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+    loop {
+        let (mut stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    warn!(error = %e, "metrics accept failed");
+                    continue;
+                }
+            },
+            _ = stop.changed() => return,
+        };
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            let mut request = Vec::with_capacity(1024);
+            let mut chunk = [0u8; 1024];
+            let read = tokio::time::timeout(Duration::from_secs(5), async {
+                while !request.windows(4).any(|w| w == b"\r\n\r\n")
+                    && request.len() < HTTP_REQUEST_BYTES_MAX
+                {
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return false,
+                        Ok(n) => request.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                true
+            })
+            .await;
+            if !matches!(read, Ok(true)) {
+                debug!(%peer, "metrics request incomplete");
+                return;
+            }
+            let body = broker.metrics.render(&broker);
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
+}

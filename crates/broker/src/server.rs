@@ -1,0 +1,81 @@
+//! The listener: accepts connections up to `max.connections`, runs each on its own task, and
+//! shuts down cleanly when the future passed to [`run`] completes.
+//!
+//! Shutdown (mini-redis style): the signal is broadcast through a `watch` channel; every
+//! connection finishes the request it is handling and exits; [`run`] waits for all of them, then
+//! closes the broker (flushing and closing every log).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+use tracing::{info, warn};
+
+use crate::broker::Broker;
+use crate::connection;
+
+/// Serves `listener` until `shutdown` completes, then closes `broker`.
+///
+/// # Errors
+/// Only when closing the broker's logs fails; accept errors are logged and retried.
+pub async fn run(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+    shutdown: impl Future,
+) -> anyhow::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let connections_max = broker.config.long("max.connections") as usize;
+    let permits = Arc::new(Semaphore::new(connections_max));
+    let mut tasks = JoinSet::new();
+    let background = broker.start_background(stop_rx.clone());
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = permits.clone().try_acquire_owned() else {
+                    warn!(%peer, connections_max, "connection refused: max.connections reached");
+                    continue;
+                };
+                let broker = broker.clone();
+                let stop = stop_rx.clone();
+                tasks.spawn(async move {
+                    connection::serve(broker, stream, peer, stop).await;
+                    drop(permit);
+                });
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    info!("shutting down: closing listener and connections");
+    drop(listener);
+    let _ = stop_tx.send(true);
+    while tasks.join_next().await.is_some() {}
+    for task in background {
+        let _ = task.await;
+    }
+    broker.close()?;
+    info!("shutdown complete");
+    Ok(())
+}
+
+/// Binds `addr`; a helper so callers get a clear error message.
+///
+/// # Errors
+/// When the address cannot be bound.
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
+}

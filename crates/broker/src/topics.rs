@@ -1,0 +1,257 @@
+//! The topic registry: topics by name and id, their partitions and effective configs.
+//!
+//! Admin changes (create, delete, grow, alter configs) are serialized by the registry's async
+//! admin lock and written to the metadata log before they are visible. Each partition's log sits
+//! behind its own short `std::sync::Mutex` (no awaits while held), so the data path takes no
+//! global lock beyond a read lock on the name map.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use shoal_storage::{Log, LogConfig, TimestampType};
+use uuid::Uuid;
+
+use crate::config::{BrokerConfig, ConfigMap};
+use crate::meta::TopicMeta;
+
+/// Kafka's limit on topic-name length.
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+
+/// Kafka's topic-name rule: 1..=249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("topic name is empty".into());
+    }
+    if name == "." || name == ".." {
+        return Err(format!("topic name cannot be '{name}'"));
+    }
+    if name.len() > TOPIC_NAME_BYTES_MAX {
+        return Err(format!(
+            "topic name is longer than {TOPIC_NAME_BYTES_MAX} characters"
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "topic name '{name}' contains '{c}'; legal characters are ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// One partition of a topic, owning its log.
+pub struct Partition {
+    pub topic: String,
+    pub topic_id: Uuid,
+    pub index: i32,
+    pub log: Mutex<Log>,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Partition({}-{})", self.topic, self.index)
+    }
+}
+
+impl Partition {
+    /// Locks the log. A poisoned lock means a panic happened mid-change; the log's in-memory
+    /// state may be inconsistent, so we keep failing loudly rather than serve it.
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log
+            .lock()
+            .expect("partition log lock poisoned by an earlier panic")
+    }
+}
+
+/// A topic with its partitions.
+#[derive(Debug)]
+pub struct Topic {
+    pub name: String,
+    pub id: Uuid,
+    pub internal: bool,
+    partitions: RwLock<Vec<Arc<Partition>>>,
+    configs: RwLock<ConfigMap>,
+}
+
+impl Topic {
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions
+            .read()
+            .expect("topic partitions lock poisoned")
+            .clone()
+    }
+
+    pub fn partition(&self, index: i32) -> Option<Arc<Partition>> {
+        let partitions = self
+            .partitions
+            .read()
+            .expect("topic partitions lock poisoned");
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| partitions.get(i).cloned())
+    }
+
+    pub fn partition_count(&self) -> usize {
+        self.partitions
+            .read()
+            .expect("topic partitions lock poisoned")
+            .len()
+    }
+
+    /// The topic's overrides (not the defaults).
+    pub fn overrides(&self) -> ConfigMap {
+        self.configs
+            .read()
+            .expect("topic configs lock poisoned")
+            .clone()
+    }
+
+    pub fn set_overrides(&self, configs: ConfigMap) {
+        *self.configs.write().expect("topic configs lock poisoned") = configs;
+    }
+
+    pub fn meta(&self) -> TopicMeta {
+        TopicMeta {
+            name: self.name.clone(),
+            id: self.id,
+            partitions: self.partition_count() as u32,
+            configs: self.overrides(),
+            internal: self.internal,
+        }
+    }
+}
+
+/// The effective value of a topic key: override, else broker synonym, else default.
+pub fn effective(broker: &BrokerConfig, overrides: &ConfigMap, key: &str) -> String {
+    overrides
+        .get(key)
+        .map(str::to_string)
+        .or_else(|| broker.topic_default(key))
+        .unwrap_or_default()
+}
+
+fn effective_long(broker: &BrokerConfig, overrides: &ConfigMap, key: &str) -> i64 {
+    effective(broker, overrides, key).parse().unwrap_or(0)
+}
+
+/// Builds the storage config of a topic from its overrides and the broker defaults.
+pub fn log_config(broker: &BrokerConfig, overrides: &ConfigMap) -> LogConfig {
+    let long = |key| effective_long(broker, overrides, key);
+    let mut config = LogConfig {
+        segment_bytes: long("segment.bytes").max(1) as u64,
+        segment_ms: long("segment.ms"),
+        retention_ms: long("retention.ms"),
+        retention_bytes: long("retention.bytes"),
+        max_message_bytes: long("max.message.bytes").max(0) as usize,
+        index_interval_bytes: long("index.interval.bytes").clamp(0, i64::from(u32::MAX)) as u32,
+        message_timestamp_type: if effective(broker, overrides, "message.timestamp.type")
+            == "logappendtime"
+        {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        },
+        ..LogConfig::default()
+    };
+    // Compacted topics keep their records (compaction itself is not implemented yet): time
+    // and size retention must not delete coordinator state or keyed data.
+    let policy = effective(broker, overrides, "cleanup.policy");
+    if !policy.split(',').any(|p| p == "delete") {
+        config.retention_ms = -1;
+        config.retention_bytes = -1;
+    }
+    config
+}
+
+/// Partition directory name, as Kafka names it.
+pub fn partition_dir(data_dir: &Path, topic: &str, index: i32) -> PathBuf {
+    data_dir.join(format!("{topic}-{index}"))
+}
+
+/// Name maps of the registry.
+#[derive(Debug, Default)]
+pub struct TopicMaps {
+    pub by_name: HashMap<String, Arc<Topic>>,
+    pub by_id: HashMap<Uuid, Arc<Topic>>,
+}
+
+/// Opens (creating if needed) every partition log of `meta`.
+///
+/// # Errors
+/// The first storage error.
+pub fn open_topic(
+    data_dir: &Path,
+    broker: &BrokerConfig,
+    meta: &TopicMeta,
+) -> Result<Arc<Topic>, shoal_storage::StorageError> {
+    let config = log_config(broker, &meta.configs);
+    let mut partitions = Vec::with_capacity(meta.partitions as usize);
+    for index in 0..meta.partitions as i32 {
+        partitions.push(open_partition(data_dir, meta, index, config)?);
+    }
+    Ok(Arc::new(Topic {
+        name: meta.name.clone(),
+        id: meta.id,
+        internal: meta.internal,
+        partitions: RwLock::new(partitions),
+        configs: RwLock::new(meta.configs.clone()),
+    }))
+}
+
+fn open_partition(
+    data_dir: &Path,
+    meta: &TopicMeta,
+    index: i32,
+    config: LogConfig,
+) -> Result<Arc<Partition>, shoal_storage::StorageError> {
+    let log = Log::open(&partition_dir(data_dir, &meta.name, index), config)?;
+    Ok(Arc::new(Partition {
+        topic: meta.name.clone(),
+        topic_id: meta.id,
+        index,
+        log: Mutex::new(log),
+    }))
+}
+
+/// Adds partitions `existing..meta.partitions` to `topic`.
+///
+/// # Errors
+/// The first storage error; partitions opened before it stay.
+pub fn grow_topic(
+    data_dir: &Path,
+    broker: &BrokerConfig,
+    topic: &Topic,
+    meta: &TopicMeta,
+) -> Result<(), shoal_storage::StorageError> {
+    let config = log_config(broker, &meta.configs);
+    let existing = topic.partition_count() as i32;
+    for index in existing..meta.partitions as i32 {
+        let partition = open_partition(data_dir, meta, index, config)?;
+        topic
+            .partitions
+            .write()
+            .expect("topic partitions lock poisoned")
+            .push(partition);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_kafka_rules() {
+        assert!(validate_topic_name("orders.v1_x-2").is_ok());
+        assert!(validate_topic_name("").is_err());
+        assert!(validate_topic_name(".").is_err());
+        assert!(validate_topic_name("..").is_err());
+        assert!(validate_topic_name("a b").is_err());
+        assert!(validate_topic_name("ü").is_err());
+        assert!(validate_topic_name(&"a".repeat(249)).is_ok());
+        assert!(validate_topic_name(&"a".repeat(250)).is_err());
+    }
+}

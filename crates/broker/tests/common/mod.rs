@@ -1,0 +1,89 @@
+//! An in-process broker on 127.0.0.1:0 for integration tests.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shoal_broker::{Broker, BrokerConfig, BrokerOptions};
+use shoal_client::Connection;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+// The broker decodes untrusted frames: install the allocator the `shoal` binary uses.
+#[global_allocator]
+static ALLOCATOR: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
+
+pub struct TestBroker {
+    pub addr: SocketAddr,
+    pub broker: Arc<Broker>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestBroker {
+    pub async fn start(dir: &Path) -> TestBroker {
+        Self::start_with(dir, &[]).await
+    }
+
+    pub async fn start_with(dir: &Path, settings: &[(&str, &str)]) -> TestBroker {
+        let mut config = BrokerConfig::default();
+        config.set("group.initial.rebalance.delay.ms", "0").unwrap();
+        config.set("offsets.topic.num.partitions", "3").unwrap();
+        for (k, v) in settings {
+            config.set(k, v).unwrap();
+        }
+        let listener = shoal_broker::server::bind("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let broker = Broker::open(
+            config,
+            BrokerOptions {
+                data_dir: dir.to_path_buf(),
+                advertised_host: addr.ip().to_string(),
+                advertised_port: addr.port(),
+            },
+        )
+        .await
+        .unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(shoal_broker::server::run(broker.clone(), listener, async {
+            let _ = stopped.await;
+        }));
+        TestBroker {
+            addr,
+            broker,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    pub async fn connect(&self) -> Connection {
+        Connection::connect(self.addr).await.unwrap()
+    }
+
+    /// Clean shutdown; waits until the data directory is released.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .expect("broker did not stop in time")
+                .unwrap()
+                .unwrap();
+        }
+        // The directory lock is released when the last Arc<Broker> goes.
+        let broker = self.broker;
+        for _ in 0..100 {
+            if Arc::strong_count(&broker) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

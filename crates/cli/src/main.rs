@@ -1,0 +1,160 @@
+//! `shoal`: the Shoal command-line tool. `shoal serve` runs one broker node.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use shoal_broker::config::{env_key, parse_properties};
+use shoal_broker::{Broker, BrokerConfig, BrokerOptions};
+use tracing::{info, warn};
+
+#[global_allocator]
+static ALLOCATOR: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "shoal",
+    version,
+    about = "Shoal: a Kafka-wire-compatible broker for exactly-once queues"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one broker node.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// Data directory (Kafka's log.dirs).
+    #[arg(long, env = "SHOAL_DATA_DIR", default_value = "./data")]
+    data_dir: PathBuf,
+    /// Address to listen on for Kafka clients.
+    #[arg(long, env = "SHOAL_LISTEN", default_value = "127.0.0.1:9092")]
+    listen: String,
+    /// A properties file with Kafka's key names (e.g. num.partitions=3).
+    #[arg(long, env = "SHOAL_CONFIG")]
+    config: Option<PathBuf>,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9100).
+    #[arg(long, env = "SHOAL_METRICS")]
+    metrics: Option<String>,
+    /// Set a configuration key, overriding the file and the environment (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
+    addr.to_socket_addrs()
+        .with_context(|| format!("cannot resolve {addr}"))?
+        .next()
+        .with_context(|| format!("{addr} resolves to no address"))
+}
+
+fn load_config(args: &ServeArgs) -> anyhow::Result<BrokerConfig> {
+    let mut config = BrokerConfig::default();
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {path:?}"))?;
+        let pairs = parse_properties(&text);
+        let ignored = config.apply(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+        for key in ignored {
+            warn!(key, "ignoring configuration key Shoal does not use");
+        }
+    }
+    for (var, value) in std::env::vars() {
+        if let Some(key) = env_key(&var) {
+            config.set(&key, &value)?;
+        }
+    }
+    for pair in &args.set {
+        let (k, v) = pair
+            .split_once('=')
+            .with_context(|| format!("--set expects KEY=VALUE, got {pair}"))?;
+        config.set(k, v)?;
+    }
+    Ok(config)
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = load_config(&args)?;
+    let listen = resolve(&args.listen)?;
+    let listener = shoal_broker::server::bind(listen).await?;
+    let local = listener.local_addr()?;
+    let advertised = config.get("advertised.listeners").to_string();
+    let (host, port) = match advertised.rsplit_once(':') {
+        Some((h, p)) if !advertised.is_empty() => {
+            let h = h.rsplit("//").next().unwrap_or(h).to_string();
+            (h, p.parse().context("advertised.listeners port")?)
+        }
+        _ => (local.ip().to_string(), local.port()),
+    };
+    let broker = Broker::open(
+        config,
+        BrokerOptions {
+            data_dir: args.data_dir.clone(),
+            advertised_host: host,
+            advertised_port: port,
+        },
+    )
+    .await?;
+    let (metrics_stop, metrics_stop_rx) = tokio::sync::watch::channel(false);
+    if let Some(metrics) = &args.metrics {
+        let addr = resolve(metrics)?;
+        let metrics_listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen for metrics on {addr}"))?;
+        info!(%addr, "metrics endpoint listening");
+        tokio::spawn(shoal_broker::metrics::serve(
+            broker.clone(),
+            metrics_listener,
+            metrics_stop_rx,
+        ));
+    }
+    info!(listen = %local, data_dir = ?args.data_dir, node_id = broker.node_id, "shoal broker started");
+    let result = shoal_broker::server::run(broker, listener, shutdown_signal()).await;
+    let _ = metrics_stop.send(true);
+    result
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    match cli.command {
+        Command::Serve(args) => runtime.block_on(serve(args)),
+    }
+}
