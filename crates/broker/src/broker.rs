@@ -292,6 +292,20 @@ impl Broker {
         list
     }
 
+    /// An existing topic whose name differs from `name` only by '.' versus '_': Kafka refuses
+    /// such pairs because their metric names would be the same.
+    pub fn colliding_topic(&self, name: &str) -> Option<String> {
+        let canonical = |n: &str| n.replace('.', "_");
+        let wanted = canonical(name);
+        self.topics
+            .read()
+            .expect("topic map lock poisoned")
+            .by_name
+            .keys()
+            .find(|existing| existing.as_str() != name && canonical(existing) == wanted)
+            .cloned()
+    }
+
     /// The configuration in force: static values with the dynamic broker overrides applied.
     pub fn current_config(&self) -> Arc<BrokerConfig> {
         self.current.read().expect("config lock poisoned").clone()
@@ -349,6 +363,12 @@ impl Broker {
             return Err(AdminError::new(
                 ErrorCode::TOPIC_ALREADY_EXISTS,
                 format!("Topic '{name}' already exists."),
+            ));
+        }
+        if let Some(existing) = self.colliding_topic(name) {
+            return Err(AdminError::new(
+                ErrorCode::INVALID_TOPIC_EXCEPTION,
+                format!("Topic '{name}' collides with existing topic: {existing}"),
             ));
         }
         let meta = TopicMeta {

@@ -17,8 +17,10 @@ pub enum Kind {
         max: i64,
     },
     Bool,
-    /// One of the listed words (compared case-insensitively, stored lower-case).
+    /// One of the listed words (compared case-insensitively, stored as listed).
     Choice(&'static [&'static str]),
+    /// A comma-separated list of the listed words (Kafka's LIST type), stored as listed.
+    List(&'static [&'static str]),
     /// Any string.
     Text,
 }
@@ -73,13 +75,23 @@ impl ConfigDef {
                 "false" => Ok("false".into()),
                 _ => Err(invalid("must be true or false".to_string())),
             },
-            Kind::Choice(options) => {
-                let lower = value.to_ascii_lowercase();
-                if options.contains(&lower.as_str()) {
-                    Ok(lower)
-                } else {
-                    Err(invalid(format!("must be one of {options:?}")))
+            Kind::Choice(options) => options
+                .iter()
+                .find(|o| o.eq_ignore_ascii_case(value))
+                .map(|o| o.to_string())
+                .ok_or_else(|| invalid(format!("must be one of {options:?}"))),
+            Kind::List(options) => {
+                let mut items: Vec<&str> = Vec::new();
+                for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+                    let canonical = options
+                        .iter()
+                        .find(|o| o.eq_ignore_ascii_case(item))
+                        .ok_or_else(|| invalid(format!("'{item}' is not one of {options:?}")))?;
+                    if !items.contains(canonical) {
+                        items.push(canonical);
+                    }
                 }
+                Ok(items.join(","))
             }
             Kind::Text => Ok(value.to_string()),
         }
@@ -107,7 +119,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     ConfigDef { name: "log.retention.bytes", kind: Kind::Long { min: -1, max: i64::MAX }, default: "-1", doc: "Delete old segments above this size per partition; -1 keeps them." },
     ConfigDef { name: "log.retention.check.interval.ms", kind: Kind::Long { min: 1, max: i64::MAX }, default: "300000", doc: "How often retention runs." },
     ConfigDef { name: "log.index.interval.bytes", kind: Kind::Long { min: 0, max: I32_MAX }, default: "4096", doc: "Bytes between offset-index entries." },
-    ConfigDef { name: "log.message.timestamp.type", kind: Kind::Choice(&["createtime", "logappendtime"]), default: "createtime", doc: "Topic default of message.timestamp.type." },
+    ConfigDef { name: "log.message.timestamp.type", kind: Kind::Choice(&["CreateTime", "LogAppendTime"]), default: "CreateTime", doc: "Topic default of message.timestamp.type." },
     ConfigDef { name: "log.flush.interval.messages", kind: Kind::Long { min: 1, max: i64::MAX }, default: "1", doc: "fsync after this many messages. 1 (Shoal's default) fsyncs every acknowledged write, with group commit; Kafka's default 9223372036854775807 leaves flushing to the OS." },
     ConfigDef { name: "log.flush.interval.ms", kind: Kind::Long { min: 1, max: i64::MAX }, default: "9223372036854775807", doc: "fsync at least this often when writes are not flushed one by one." },
     ConfigDef { name: "offsets.topic.num.partitions", kind: Kind::Long { min: 1, max: 1000 }, default: "50", doc: "Partitions of __consumer_offsets (fixed once created)." },
@@ -120,10 +132,10 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
 
 /// Topic-level keys, each with the broker key that supplies its default.
 pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
-    (ConfigDef { name: "cleanup.policy", kind: Kind::Choice(&["delete", "compact", "compact,delete", "delete,compact"]), default: "delete", doc: "delete or compact (compaction is not implemented yet: compacted topics keep everything)." }, None),
+    (ConfigDef { name: "cleanup.policy", kind: Kind::List(&["delete", "compact"]), default: "delete", doc: "delete or compact (compaction is not implemented yet: compacted topics keep everything)." }, None),
     (ConfigDef { name: "compression.type", kind: Kind::Choice(&["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]), default: "producer", doc: "Only producer (keep the producer's codec) is applied." }, None),
     (ConfigDef { name: "max.message.bytes", kind: Kind::Long { min: 0, max: I32_MAX }, default: "1048588", doc: "Largest record batch." }, Some("message.max.bytes")),
-    (ConfigDef { name: "message.timestamp.type", kind: Kind::Choice(&["createtime", "logappendtime"]), default: "createtime", doc: "CreateTime or LogAppendTime." }, Some("log.message.timestamp.type")),
+    (ConfigDef { name: "message.timestamp.type", kind: Kind::Choice(&["CreateTime", "LogAppendTime"]), default: "CreateTime", doc: "CreateTime or LogAppendTime." }, Some("log.message.timestamp.type")),
     (ConfigDef { name: "min.insync.replicas", kind: Kind::Long { min: 1, max: 1 }, default: "1", doc: "A single node has one replica." }, None),
     (ConfigDef { name: "retention.ms", kind: Kind::Long { min: -1, max: i64::MAX }, default: "604800000", doc: "Delete segments older than this." }, Some("log.retention.ms")),
     (ConfigDef { name: "retention.bytes", kind: Kind::Long { min: -1, max: i64::MAX }, default: "-1", doc: "Delete old segments above this size." }, Some("log.retention.bytes")),

@@ -148,7 +148,7 @@ pub fn log_config(broker: &BrokerConfig, overrides: &ConfigMap) -> LogConfig {
         max_message_bytes: long("max.message.bytes").max(0) as usize,
         index_interval_bytes: long("index.interval.bytes").clamp(0, i64::from(u32::MAX)) as u32,
         message_timestamp_type: if effective(broker, overrides, "message.timestamp.type")
-            == "logappendtime"
+            == "LogAppendTime"
         {
             TimestampType::LogAppendTime
         } else {

@@ -54,6 +54,7 @@ fn config_type(def: &ConfigDef) -> i8 {
         Kind::Bool => 1,
         Kind::Long { max, .. } if max <= i64::from(i32::MAX) => 3,
         Kind::Long { .. } => 5,
+        Kind::List(_) => 7,
         Kind::Choice(_) | Kind::Text => 2,
     }
 }
@@ -255,6 +256,7 @@ fn apply_change(
     mut overrides: ConfigMap,
     change: &Change<'_>,
     known: &dyn Fn(&str) -> Result<(), AdminError>,
+    default_of: &dyn Fn(&str) -> Option<String>,
     validate: &dyn Fn(&str, &str) -> Result<String, AdminError>,
 ) -> Result<ConfigMap, AdminError> {
     match change {
@@ -282,7 +284,10 @@ fn apply_change(
                         overrides.remove(key);
                     }
                     OP_APPEND | OP_SUBTRACT => {
-                        let current = overrides.get(key).map(str::to_string);
+                        let current = overrides
+                            .get(key)
+                            .map(str::to_string)
+                            .or_else(|| default_of(key));
                         let mut items = list_values(current.as_deref());
                         for item in list_values(*value) {
                             if *op == OP_APPEND {
@@ -362,6 +367,7 @@ async fn alter_resource(
                 topic.overrides(),
                 &change,
                 &known_topic_key,
+                &|key| broker.current_config().topic_default(key),
                 &validate_topic_key,
             )?;
             if validate_only {
@@ -375,6 +381,7 @@ async fn alter_resource(
                 broker.dynamic_broker_overrides(),
                 &change,
                 &known_broker_key,
+                &|key| Some(broker.current_config().get(key).to_string()),
                 &validate_broker_key,
             )?;
             if validate_only {

@@ -47,6 +47,12 @@ fn check(
             format!("Topic '{name}' already exists."),
         ));
     }
+    if let Some(existing) = broker.colliding_topic(name) {
+        return Err(AdminError::new(
+            ErrorCode::INVALID_TOPIC_EXCEPTION,
+            format!("Topic '{name}' collides with existing topic: {existing}"),
+        ));
+    }
     if has_assignments {
         return Err(AdminError::new(
             ErrorCode::INVALID_REQUEST,
