@@ -1,0 +1,169 @@
+//! The `shoal serve` binary: configuration sources, metrics, signals, the directory lock.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use shoal_client::Connection;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_listening(addr: SocketAddr, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(addr).is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("broker exited early: {status}");
+        }
+        assert!(Instant::now() < deadline, "broker did not start listening");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "broker ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn scrape(addr: SocketAddr) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_file_env_and_flags_apply_and_sigterm_shuts_down_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("server.properties");
+    std::fs::write(
+        &config,
+        "# Kafka-style file\nnum.partitions=3\nlog.dirs=/ignored\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let metrics_port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let metrics: SocketAddr = format!("127.0.0.1:{metrics_port}").parse().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shoal"))
+        .args([
+            "serve",
+            "--listen",
+            &addr.to_string(),
+            "--metrics",
+            &metrics.to_string(),
+        ])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--config")
+        .arg(&config)
+        .args(["--set", "group.initial.rebalance.delay.ms=0"])
+        .env("SHOAL_OFFSETS_TOPIC_NUM_PARTITIONS", "2")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_listening(addr, &mut child);
+
+    let mut conn = Connection::connect(addr).await.unwrap();
+    let request = MetadataRequest::default()
+        .with_allow_auto_topic_creation(true)
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("auto"))))]));
+    let response = conn.request(12, &request).await.unwrap();
+    assert_eq!(
+        response.topics[0].partitions.len(),
+        3,
+        "num.partitions from the file"
+    );
+    let all = conn
+        .request(12, &MetadataRequest::default().with_topics(None))
+        .await
+        .unwrap();
+    let offsets = all
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().map(|n| n.0.as_str()) == Some("__consumer_offsets"))
+        .unwrap();
+    assert_eq!(
+        offsets.partitions.len(),
+        2,
+        "from SHOAL_OFFSETS_TOPIC_NUM_PARTITIONS"
+    );
+    assert!(offsets.is_internal);
+
+    let text = scrape(metrics);
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert!(
+        text.contains("shoal_requests_total{request=\"Metadata\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shoal_log_end_offset{topic=\"auto\",partition=\"2\"} 0"),
+        "{text}"
+    );
+    assert!(text.contains("shoal_connections 1"), "{text}");
+
+    // A second broker on the same directory refuses to start.
+    let second = Command::new(env!("CARGO_BIN_EXE_shoal"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("in use by another Shoal broker"),
+        "{stderr}"
+    );
+
+    drop(conn);
+    let status = terminate(&mut child);
+    assert!(status.success(), "clean exit on SIGTERM: {status}");
+    // A clean shutdown leaves every log marked clean.
+    assert!(dir.path().join("data/auto-0/clean_shutdown").exists());
+}
+
+#[test]
+fn invalid_configuration_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_shoal"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--set",
+            "num.partitions=0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("num.partitions"), "{stderr}");
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every Shoal test on a fresh machine: formatting and lints, the Rust unit, property and
+# integration tests, the real-client interop suite (Python venv created on first run) and a
+# short fuzzing pass of every decoder.
+#
+#   scripts/test.sh            everything
+#   SHOAL_FUZZ_SECONDS=0 ...   skip fuzzing
+#   SHOAL_TEST_KAFKA=1 ...     also run the interop suite against real Apache Kafka
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test (unit, property, integration)"
+cargo test --workspace --locked
+
+step "cargo build --release (the broker the interop suite starts)"
+cargo build --release --locked -p shoal-cli
+
+step "interop: confluent-kafka and kafka-python against Shoal"
+tests/interop/run.sh
+
+if [ "${SHOAL_TEST_KAFKA:-0}" = 1 ]; then
+  step "interop: the same suite against Apache Kafka"
+  INTEROP_TARGET=kafka tests/interop/run.sh
+fi
+
+if [ "${SHOAL_FUZZ_SECONDS:-30}" != 0 ] && [ -x .ci/fuzz.sh ]; then
+  step "fuzz: every decoder for ${SHOAL_FUZZ_SECONDS:-30}s"
+  .ci/fuzz.sh
+fi
+
+step "all tests passed"
