@@ -113,6 +113,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     ConfigDef { name: "max.connections", kind: Kind::Long { min: 1, max: 1_000_000 }, default: "10000", doc: "Open client connections at most." },
     ConfigDef { name: "connections.max.idle.ms", kind: Kind::Long { min: 1000, max: i64::MAX }, default: "600000", doc: "Idle connections are closed after this." },
     ConfigDef { name: "message.max.bytes", kind: Kind::Long { min: 0, max: I32_MAX }, default: "1048588", doc: "Largest record batch (topic default of max.message.bytes)." },
+    ConfigDef { name: "fetch.max.bytes", kind: Kind::Long { min: 1024, max: I32_MAX }, default: "57671680", doc: "Largest fetch response, whatever the client asks (one batch may still exceed it)." },
     ConfigDef { name: "log.segment.bytes", kind: Kind::Long { min: 14, max: I32_MAX }, default: "1073741824", doc: "Segment size before a roll." },
     ConfigDef { name: "log.roll.ms", kind: Kind::Long { min: 1, max: i64::MAX }, default: "604800000", doc: "Segment age before a roll." },
     ConfigDef { name: "log.retention.ms", kind: Kind::Long { min: -1, max: i64::MAX }, default: "604800000", doc: "Delete segments older than this; -1 keeps them." },

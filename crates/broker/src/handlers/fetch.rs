@@ -67,12 +67,18 @@ fn resolve(broker: &Broker, version: i16, request: &FetchRequest) -> Vec<Resolve
 }
 
 /// One pass over every requested partition; returns the response and its record bytes.
-fn read_all(version: i16, request: &FetchRequest, resolved: &[Resolved]) -> (FetchResponse, usize) {
+fn read_all(
+    version: i16,
+    request: &FetchRequest,
+    resolved: &[Resolved],
+    fetch_bytes_max: usize,
+) -> (FetchResponse, usize) {
     let read_committed = request.isolation_level == 1;
     let mut remaining = usize::try_from(request.max_bytes).unwrap_or(0);
     if version < 3 || request.max_bytes <= 0 {
         remaining = usize::MAX;
     }
+    remaining = remaining.min(fetch_bytes_max);
     let mut total = 0usize;
     let mut topics = Vec::with_capacity(request.topics.len());
     for (fetch_topic, r) in request.topics.iter().zip(resolved) {
@@ -141,6 +147,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: &FetchRequest) 
     let wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
+    let fetch_bytes_max = broker.config.long("fetch.max.bytes") as usize;
     loop {
         // Register for wake-ups before reading, so an append between the read and the wait is
         // not missed.
@@ -148,7 +155,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: &FetchRequest) 
         tokio::pin!(notified);
         notified.as_mut().enable();
         let resolved = resolve(broker, version, request);
-        let (response, bytes) = read_all(version, request, &resolved);
+        let (response, bytes) = read_all(version, request, &resolved, fetch_bytes_max);
         let has_error = response
             .responses
             .iter()
@@ -158,7 +165,12 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: &FetchRequest) 
             return response;
         }
         if tokio::time::timeout_at(deadline, notified).await.is_err() {
-            let (response, _) = read_all(version, request, &resolve(broker, version, request));
+            let (response, _) = read_all(
+                version,
+                request,
+                &resolve(broker, version, request),
+                fetch_bytes_max,
+            );
             return response;
         }
     }

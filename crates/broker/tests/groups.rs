@@ -1,0 +1,160 @@
+//! Group coordinator through the broker: committed offsets and group membership are records in
+//! `__consumer_offsets` and come back after a restart.
+
+mod common;
+
+use common::TestBroker;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    DescribeGroupsRequest, GroupId, HeartbeatRequest, JoinGroupRequest, ListGroupsRequest,
+    OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use shoal_protocol::ErrorCode;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn commit(group: &str, generation: i32, member: &str, offset: i64) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(s(member))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(s("orders")))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)
+                .with_committed_metadata(Some(s("meta")))])])
+}
+
+fn fetch_offsets(group: &str) -> OffsetFetchRequest {
+    OffsetFetchRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(s("orders")))
+            .with_partition_indexes(vec![0, 1])]))
+}
+
+#[tokio::test]
+async fn committed_offsets_and_groups_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+
+    // A standalone commit (generation -1) on a group with no members.
+    let response = conn
+        .request(8, &commit("standalone", -1, "", 42))
+        .await
+        .unwrap();
+    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+
+    // A real member: join (v4+ first gets MEMBER_ID_REQUIRED), sync, commit.
+    let join = |member: &str| {
+        JoinGroupRequest::default()
+            .with_group_id(GroupId(s("members")))
+            .with_session_timeout_ms(30_000)
+            .with_rebalance_timeout_ms(30_000)
+            .with_member_id(s(member))
+            .with_protocol_type(s("consumer"))
+            .with_protocols(vec![JoinGroupRequestProtocol::default()
+                .with_name(s("range"))
+                .with_metadata(bytes::Bytes::from_static(b"sub"))])
+    };
+    let first = conn.request(7, &join("")).await.unwrap();
+    assert_eq!(first.error_code, ErrorCode::MEMBER_ID_REQUIRED.code());
+    let member = first.member_id.to_string();
+    let joined = conn.request(7, &join(&member)).await.unwrap();
+    assert_eq!(joined.error_code, 0);
+    assert_eq!(joined.leader.as_str(), member);
+    let generation = joined.generation_id;
+    let synced = conn
+        .request(
+            5,
+            &SyncGroupRequest::default()
+                .with_group_id(GroupId(s("members")))
+                .with_generation_id(generation)
+                .with_member_id(s(&member))
+                .with_protocol_type(Some(s("consumer")))
+                .with_protocol_name(Some(s("range")))
+                .with_assignments(vec![SyncGroupRequestAssignment::default()
+                    .with_member_id(s(&member))
+                    .with_assignment(bytes::Bytes::from_static(b"assigned"))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(synced.error_code, 0);
+    assert_eq!(&synced.assignment[..], b"assigned");
+    let response = conn
+        .request(8, &commit("members", generation, &member, 7))
+        .await
+        .unwrap();
+    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+    let stale = conn
+        .request(8, &commit("members", generation + 5, &member, 8))
+        .await
+        .unwrap();
+    assert_eq!(
+        stale.topics[0].partitions[0].error_code,
+        ErrorCode::ILLEGAL_GENERATION.code()
+    );
+
+    drop(conn);
+    broker.stop().await;
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+
+    let fetched = conn.request(7, &fetch_offsets("standalone")).await.unwrap();
+    let partitions = &fetched.topics[0].partitions;
+    assert_eq!(partitions[0].committed_offset, 42);
+    assert_eq!(
+        partitions[0].metadata.as_ref().map(|m| m.as_str()),
+        Some("meta")
+    );
+    assert_eq!(
+        partitions[1].committed_offset, -1,
+        "nothing committed for partition 1"
+    );
+    let fetched = conn.request(7, &fetch_offsets("members")).await.unwrap();
+    assert_eq!(fetched.topics[0].partitions[0].committed_offset, 7);
+
+    // The member came back with the group and can keep heartbeating at its generation.
+    let heartbeat = conn
+        .request(
+            4,
+            &HeartbeatRequest::default()
+                .with_group_id(GroupId(s("members")))
+                .with_generation_id(generation)
+                .with_member_id(s(&member)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(heartbeat.error_code, 0);
+    let described = conn
+        .request(
+            5,
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("members"))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(described.groups[0].group_state.as_str(), "Stable");
+    assert_eq!(described.groups[0].members.len(), 1);
+    let listed = conn
+        .request(4, &ListGroupsRequest::default())
+        .await
+        .unwrap();
+    let mut names: Vec<_> = listed
+        .groups
+        .iter()
+        .map(|g| g.group_id.0.to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["members".to_string(), "standalone".to_string()]);
+    broker.stop().await;
+}
