@@ -392,3 +392,128 @@ async fn data_survives_restart_and_a_second_broker_cannot_share_the_directory() 
     assert_eq!(fetched.responses[0].partitions[0].high_watermark, 2);
     broker.stop().await;
 }
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order() {
+    use kafka_protocol::protocol::HeaderVersion;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    assert_eq!(create(&mut conn, "p", 1).await, 0);
+    // Write a slow request (a long-polling fetch) followed by quick ones, without reading.
+    let mut frames = Vec::new();
+    let mut add =
+        |key: ApiKey, version: i16, correlation_id: i32, body: &dyn Fn(&mut bytes::BytesMut)| {
+            let mut frame = bytes::BytesMut::new();
+            let header = RequestHeader::default()
+                .with_request_api_key(key as i16)
+                .with_request_api_version(version)
+                .with_correlation_id(correlation_id)
+                .with_client_id(Some(StrBytes::from_static_str("pipeline")));
+            let header_version = match key {
+                ApiKey::Fetch => FetchRequest::header_version(version),
+                ApiKey::Metadata => MetadataRequest::header_version(version),
+                _ => ApiVersionsRequest::header_version(version),
+            };
+            header.encode(&mut frame, header_version).unwrap();
+            body(&mut frame);
+            frames.push(frame);
+        };
+    add(ApiKey::Fetch, 12, 1, &|b| {
+        fetch("p", 0, 0, 300).encode(b, 12).unwrap()
+    });
+    add(ApiKey::Metadata, 12, 2, &|b| {
+        MetadataRequest::default()
+            .with_topics(None)
+            .encode(b, 12)
+            .unwrap()
+    });
+    add(ApiKey::ApiVersions, 3, 3, &|b| {
+        ApiVersionsRequest::default().encode(b, 3).unwrap()
+    });
+    for frame in &frames {
+        conn.send_frame(frame).await.unwrap();
+    }
+    for expected in 1..=3 {
+        let reply = conn.read_frame().await.unwrap();
+        assert_eq!(shoal_client::correlation_id(&reply), Some(expected));
+    }
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn list_offsets_and_delete_records() {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{DeleteRecordsRequest, ListOffsetsRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    assert_eq!(create(&mut conn, "l", 1).await, 0);
+    let base = shoal_broker::broker::now_ms();
+    for (i, ts) in [base, base + 10, base + 5].iter().enumerate() {
+        let records = Bytes::from(encode_batch(
+            &[(None, Some(format!("r{i}").as_bytes()))],
+            BatchOptions {
+                timestamp_ms: *ts,
+                ..BatchOptions::default()
+            },
+        ));
+        let response = conn
+            .request(9, &produce("l", 0, records, -1))
+            .await
+            .unwrap();
+        assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+    }
+    let list = |timestamp: i64| {
+        ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("l"))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(timestamp)])])
+    };
+    let offset = |r: &kafka_protocol::messages::ListOffsetsResponse| {
+        let p = &r.topics[0].partitions[0];
+        (p.error_code, p.offset, p.timestamp)
+    };
+    assert_eq!(offset(&conn.request(7, &list(-2)).await.unwrap()).1, 0);
+    assert_eq!(offset(&conn.request(7, &list(-1)).await.unwrap()).1, 3);
+    assert_eq!(
+        offset(&conn.request(7, &list(-3)).await.unwrap()),
+        (0, 1, base + 10)
+    );
+    assert_eq!(
+        offset(&conn.request(7, &list(base + 3)).await.unwrap()),
+        (0, 1, base + 10)
+    );
+    assert_eq!(
+        offset(&conn.request(7, &list(base + 11)).await.unwrap()).1,
+        -1
+    );
+
+    let delete = |offset: i64| {
+        DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(name("l"))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(offset)])])
+    };
+    let deleted = conn.request(2, &delete(2)).await.unwrap();
+    assert_eq!(deleted.topics[0].partitions[0].low_watermark, 2);
+    assert_eq!(offset(&conn.request(7, &list(-2)).await.unwrap()).1, 2);
+    let beyond = conn.request(2, &delete(99)).await.unwrap();
+    assert_eq!(
+        beyond.topics[0].partitions[0].error_code,
+        ErrorCode::OFFSET_OUT_OF_RANGE.code()
+    );
+    let below = conn.request(12, &fetch("l", 0, 0, 0)).await.unwrap();
+    assert_eq!(
+        below.responses[0].partitions[0].error_code,
+        ErrorCode::OFFSET_OUT_OF_RANGE.code()
+    );
+    broker.stop().await;
+}
