@@ -1,28 +1,52 @@
-//! One client connection: frames in, requests handled one at a time, responses out in order.
+//! One client connection: frames in, requests handled in order, responses out in order.
 //!
-//! Kafka processes one request per connection at a time (it mutes the channel until the
-//! response is sent), which keeps responses in request order for pipelining clients; so do we.
+//! Requests are taken one at a time, in order, so everything whose order matters (appends,
+//! coordinator calls) happens in request order, as when Kafka mutes a channel per request. A
+//! produce that only waits for its group-commit fsync does not hold up the next request: its
+//! response slot waits in an ordered queue (at most `IN_FLIGHT_REQUESTS_MAX` per connection)
+//! while the connection reads and appends the next one, so one client can keep the disk busy.
+//! Responses are written strictly in request order.
+//!
 //! A frame that cannot be handled (oversized, unknown api key, unsupported version other than
 //! ApiVersions', undecodable body) closes this connection with one log line and nothing else.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use shoal_protocol::frame::FrameDecoder;
+use shoal_protocol::messages::ApiKey;
 use shoal_protocol::request::peek_header;
-use shoal_protocol::{decode_request, encode_response, RequestError};
+use shoal_protocol::{decode_request, encode_response, Response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
-use crate::dispatch::{self, RequestContext};
+use crate::dispatch::{self, Reply, RequestContext};
 use crate::handlers::api_versions;
 
 const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// Requests of one connection in flight at most (read, not yet answered).
+pub const IN_FLIGHT_REQUESTS_MAX: usize = 16;
+
+/// Where a request's response comes from.
+enum Slot {
+    /// Encoded and ready to write (empty for "no response").
+    Ready(BytesMut),
+    /// Completes later; encoded when it does.
+    Waiting {
+        task: JoinHandle<Option<Response>>,
+        api: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        started: Instant,
+    },
+}
 
 /// Serves one connection until the peer closes it, an error closes it, it stays idle for
 /// `connections.max.idle.ms`, or shutdown is signalled.
@@ -37,10 +61,11 @@ pub async fn serve(
     let decoder = FrameDecoder::new(broker.config.long("socket.request.max.bytes") as usize);
     let idle = Duration::from_millis(broker.config.long("connections.max.idle.ms") as u64);
     let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
-    let mut out = BytesMut::new();
+    let mut queue: VecDeque<Slot> = VecDeque::new();
     let ctx = RequestContext { peer };
     'conn: loop {
-        loop {
+        // Take every complete frame we have room for, in order.
+        while queue.len() < IN_FLIGHT_REQUESTS_MAX && !*stop.borrow() {
             let frame = match decoder.decode(&mut buf) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
@@ -50,50 +75,159 @@ pub async fn serve(
                 }
             };
             broker.metrics.bytes_in(frame.len() + 4);
-            let started = Instant::now();
-            out.clear();
-            match handle_frame(&broker, &ctx, frame, &mut out).await {
-                Ok(()) => {}
+            match handle_frame(&broker, &ctx, frame).await {
+                Ok(slot) => queue.push_back(slot),
                 Err(reason) => {
                     warn!(%peer, %reason, "closing connection");
+                    // Answer what was already accepted before closing.
+                    let _ = drain(&broker, &mut stream, &mut queue).await;
                     break 'conn;
                 }
             }
-            if !out.is_empty() {
-                broker.metrics.bytes_out(out.len());
-                if let Err(e) = stream.write_all(&out).await {
-                    debug!(%peer, error = %e, "write failed");
-                    break 'conn;
-                }
-            }
-            let _ = started;
-            if *stop.borrow() {
+        }
+        // Write every response that is ready at the front.
+        while let Some(Slot::Ready(_)) = queue.front() {
+            let Some(Slot::Ready(out)) = queue.pop_front() else {
+                unreachable!("front was just matched as Ready");
+            };
+            if !write(&broker, &mut stream, &out, peer).await {
                 break 'conn;
             }
+        }
+        if *stop.borrow() {
+            let _ = drain(&broker, &mut stream, &mut queue).await;
+            break;
         }
         if buf.capacity() - buf.len() < READ_BUFFER_BYTES / 4 {
             buf.reserve(READ_BUFFER_BYTES);
         }
+        let room = queue.len() < IN_FLIGHT_REQUESTS_MAX;
+        let waiting = matches!(queue.front(), Some(Slot::Waiting { .. }));
         tokio::select! {
-            read = stream.read_buf(&mut buf) => match read {
-                Ok(0) => break,
+            read = stream.read_buf(&mut buf), if room => match read {
+                Ok(0) => {
+                    let _ = drain(&broker, &mut stream, &mut queue).await;
+                    break;
+                }
                 Ok(_) => {}
                 Err(e) => {
                     debug!(%peer, error = %e, "read failed");
                     break;
                 }
             },
-            _ = stop.changed() => break,
-            _ = tokio::time::sleep(idle) => {
+            done = wait_front(&mut queue), if waiting => {
+                let out = finish(&broker, done);
+                if !write(&broker, &mut stream, &out, peer).await {
+                    break;
+                }
+            }
+            _ = stop.changed() => {}
+            _ = tokio::time::sleep(idle), if queue.is_empty() => {
                 info!(%peer, "closing idle connection");
                 break;
             }
         }
     }
+    for slot in queue {
+        if let Slot::Waiting { task, .. } = slot {
+            // The work (an append) is done; only its answer is lost with the connection.
+            drop(task);
+        }
+    }
     broker.metrics.connection_closed();
 }
 
-/// Handles one frame, appending the response frame (if any) to `out`.
+type Finished = (
+    Result<Option<Response>, tokio::task::JoinError>,
+    ApiKey,
+    i16,
+    i32,
+    Instant,
+);
+
+/// Waits for the front slot, which must be `Waiting`, and removes it.
+async fn wait_front(queue: &mut VecDeque<Slot>) -> Finished {
+    let Some(Slot::Waiting { task, .. }) = queue.front_mut() else {
+        return std::future::pending().await;
+    };
+    let result = task.await;
+    let Some(Slot::Waiting {
+        api,
+        version,
+        correlation_id,
+        started,
+        ..
+    }) = queue.pop_front()
+    else {
+        unreachable!("front was Waiting");
+    };
+    (result, api, version, correlation_id, started)
+}
+
+/// Encodes a completed deferred response.
+fn finish(broker: &Broker, (result, api, version, correlation_id, started): Finished) -> BytesMut {
+    broker.metrics.request(api, started.elapsed());
+    let mut out = BytesMut::new();
+    match result {
+        Ok(Some(response)) => encode(broker, &mut out, api, version, correlation_id, &response),
+        Ok(None) => {}
+        Err(e) => warn!(error = %e, ?api, "request task failed"),
+    }
+    out
+}
+
+fn encode(
+    broker: &Broker,
+    out: &mut BytesMut,
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    response: &Response,
+) {
+    for code in dispatch::error_codes(response) {
+        broker
+            .metrics
+            .request_error(crate::metrics::api_name(api), code);
+    }
+    if let Err(e) = encode_response(out, correlation_id, version, response) {
+        // A response this version cannot carry is a bug of ours; the client times out.
+        warn!(error = %e, ?api, version, "cannot encode response");
+    }
+}
+
+/// Writes `out`; false when the connection is gone.
+async fn write(broker: &Broker, stream: &mut TcpStream, out: &[u8], peer: SocketAddr) -> bool {
+    if out.is_empty() {
+        return true;
+    }
+    broker.metrics.bytes_out(out.len());
+    match stream.write_all(out).await {
+        Ok(()) => true,
+        Err(e) => {
+            debug!(%peer, error = %e, "write failed");
+            false
+        }
+    }
+}
+
+/// Answers every queued request, in order (before closing the connection).
+async fn drain(broker: &Broker, stream: &mut TcpStream, queue: &mut VecDeque<Slot>) -> bool {
+    while let Some(slot) = queue.front() {
+        let out = match slot {
+            Slot::Ready(_) => match queue.pop_front() {
+                Some(Slot::Ready(out)) => out,
+                _ => unreachable!("front was Ready"),
+            },
+            Slot::Waiting { .. } => finish(broker, wait_front(queue).await),
+        };
+        if stream.write_all(&out).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Handles one frame up to its response slot.
 ///
 /// # Errors
 /// A reason to close the connection.
@@ -101,8 +235,7 @@ async fn handle_frame(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     frame: bytes::Bytes,
-    out: &mut BytesMut,
-) -> Result<(), String> {
+) -> Result<Slot, String> {
     let Some(peeked) = peek_header(&frame) else {
         return Err(format!("request of {} bytes has no header", frame.len()));
     };
@@ -112,8 +245,10 @@ async fn handle_frame(
             // Kafka answers an ApiVersions it cannot parse at v0 so the client can retry.
             let response = api_versions::unsupported_version_response(&table);
             broker.metrics.request_error("ApiVersions", 35);
-            return encode_response(out, peeked.correlation_id, 0, &response.into())
-                .map_err(|e| format!("encoding ApiVersions fallback: {e}"));
+            let mut out = BytesMut::new();
+            encode_response(&mut out, peeked.correlation_id, 0, &response.into())
+                .map_err(|e| format!("encoding ApiVersions fallback: {e}"))?;
+            return Ok(Slot::Ready(out));
         }
         broker.metrics.request_rejected();
         return Err(format!(
@@ -123,28 +258,27 @@ async fn handle_frame(
     }
     let request = decode_request(frame).map_err(|e| {
         broker.metrics.request_rejected();
-        match e {
-            RequestError::Malformed { .. } => e.to_string(),
-            other => other.to_string(),
-        }
+        e.to_string()
     })?;
     let api = request.api_key;
     let version = request.version();
     let correlation_id = request.correlation_id();
     let started = Instant::now();
-    let response = dispatch::dispatch(broker, ctx, request).await;
-    let elapsed = started.elapsed();
-    broker.metrics.request(api, elapsed);
-    if let Some(response) = response {
-        for code in dispatch::error_codes(&response) {
-            broker.metrics.request_error(api_name(api), code);
+    match dispatch::dispatch(broker, ctx, request).await {
+        Reply::Now(response) => {
+            broker.metrics.request(api, started.elapsed());
+            let mut out = BytesMut::new();
+            if let Some(response) = response {
+                encode(broker, &mut out, api, version, correlation_id, &response);
+            }
+            Ok(Slot::Ready(out))
         }
-        encode_response(out, correlation_id, version, &response)
-            .map_err(|e| format!("encoding {api:?} v{version} response: {e}"))?;
+        Reply::Later(future) => Ok(Slot::Waiting {
+            task: tokio::spawn(future),
+            api,
+            version,
+            correlation_id,
+            started,
+        }),
     }
-    Ok(())
-}
-
-pub fn api_name(api: shoal_protocol::messages::ApiKey) -> &'static str {
-    crate::metrics::api_name(api)
 }

@@ -1,6 +1,8 @@
 //! Routes a decoded request to its handler.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use shoal_protocol::{Request, RequestFrame, Response};
@@ -16,8 +18,20 @@ pub struct RequestContext {
     pub peer: SocketAddr,
 }
 
-/// Handles one request. `None` means no response is sent (Produce with acks=0).
-pub async fn dispatch(
+/// A response that is ready, or one that completes later (a produce waiting for its fsync).
+/// `None` means no response is sent at all (Produce with acks=0).
+pub enum Reply {
+    Now(Option<Response>),
+    Later(Pin<Box<dyn Future<Output = Option<Response>> + Send>>),
+}
+
+/// Handles one request. Work whose order matters (appends) is done before this returns, in
+/// request order; only waiting (for an fsync) is left to [`Reply::Later`].
+pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, frame: RequestFrame) -> Reply {
+    Reply::Now(respond(broker, ctx, frame).await)
+}
+
+async fn respond(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     frame: RequestFrame,
