@@ -21,6 +21,7 @@ use crate::flush::Flusher;
 use crate::groups::GroupService;
 use crate::meta::{MetaRecord, MetadataImage, TopicMeta};
 use crate::metrics::Metrics;
+use crate::producers::ProducerIdAllocator;
 use crate::topics::{self, grow_topic, open_topic, Topic, TopicMaps};
 
 /// Name of the internal topic holding group membership and committed offsets.
@@ -76,6 +77,8 @@ pub struct Broker {
     pub appended: Notify,
     pub flusher: Flusher,
     pub groups: GroupService,
+    /// Producer ids for InitProducerId.
+    pub producer_ids: ProducerIdAllocator,
     topics: RwLock<TopicMaps>,
     admin: AsyncMutex<MetaStore>,
     /// Static configuration with the dynamic broker overrides applied.
@@ -212,6 +215,7 @@ impl Broker {
         let current = Arc::new(with_overrides(&config, &dynamic));
         let (flusher, flusher_task) = Flusher::start();
         let groups = GroupService::new();
+        let producer_ids = ProducerIdAllocator::open(&data_dir)?;
         let broker = Arc::new(Broker {
             node_id,
             cluster_id,
@@ -222,6 +226,7 @@ impl Broker {
             appended: Notify::new(),
             flusher,
             groups,
+            producer_ids,
             topics: RwLock::new(maps),
             current: RwLock::new(current),
             dynamic: RwLock::new(dynamic),
@@ -547,7 +552,7 @@ impl Broker {
         let mut first_error = None;
         for topic in self.topic_list() {
             for p in topic.partitions() {
-                if let Err(e) = p.lock().shutdown() {
+                if let Err(e) = p.shutdown() {
                     first_error.get_or_insert(anyhow::anyhow!("{}-{}: {e}", p.topic, p.index));
                 }
             }

@@ -123,6 +123,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     ConfigDef { name: "log.message.timestamp.type", kind: Kind::Choice(&["CreateTime", "LogAppendTime"]), default: "CreateTime", doc: "Topic default of message.timestamp.type." },
     ConfigDef { name: "log.flush.interval.messages", kind: Kind::Long { min: 1, max: i64::MAX }, default: "1", doc: "fsync after this many messages. 1 (Shoal's default) fsyncs every acknowledged write, with group commit; Kafka's default 9223372036854775807 leaves flushing to the OS." },
     ConfigDef { name: "log.flush.interval.ms", kind: Kind::Long { min: 1, max: i64::MAX }, default: "9223372036854775807", doc: "fsync at least this often when writes are not flushed one by one." },
+    ConfigDef { name: "producer.id.expiration.ms", kind: Kind::Long { min: 1, max: i64::MAX }, default: "86400000", doc: "Idle idempotent producers are forgotten after this." },
     ConfigDef { name: "offsets.topic.num.partitions", kind: Kind::Long { min: 1, max: 1000 }, default: "50", doc: "Partitions of __consumer_offsets (fixed once created)." },
     ConfigDef { name: "offsets.retention.minutes", kind: Kind::Long { min: 1, max: I32_MAX }, default: "10080", doc: "Committed offsets of empty groups expire after this." },
     ConfigDef { name: "group.initial.rebalance.delay.ms", kind: Kind::Long { min: 0, max: I32_MAX }, default: "3000", doc: "Wait for more members before the first rebalance of an empty group." },

@@ -9,7 +9,8 @@ use shoal_protocol::{Request, RequestFrame, Response};
 
 use crate::broker::Broker;
 use crate::handlers::{
-    api_versions, cluster, configs, fetch, groups, list_offsets, metadata, produce, topics,
+    api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, metadata,
+    produce, topics,
 };
 
 /// What a handler may need to know about the connection.
@@ -28,6 +29,16 @@ pub enum Reply {
 /// Handles one request. Work whose order matters (appends) is done before this returns, in
 /// request order; only waiting (for an fsync) is left to [`Reply::Later`].
 pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, frame: RequestFrame) -> Reply {
+    if let Request::Produce(r) = &frame.body {
+        let appended = produce::append(broker, frame.version(), r).await;
+        if appended.waits() {
+            let broker = broker.clone();
+            return Reply::Later(Box::pin(async move {
+                appended.finish(broker).await.map(Response::from)
+            }));
+        }
+        return Reply::Now(appended.finish(broker.clone()).await.map(Response::from));
+    }
     Reply::Now(respond(broker, ctx, frame).await)
 }
 
@@ -46,7 +57,6 @@ async fn respond(
     let response: Response = match &frame.body {
         Request::ApiVersions(r) => api_versions::handle(&broker.api_table(), r).into(),
         Request::Metadata(r) => metadata::handle(broker, version, r).await.into(),
-        Request::Produce(r) => produce::handle(broker, version, r).await?.into(),
         Request::Fetch(r) => fetch::handle(broker, version, r).await.into(),
         Request::ListOffsets(r) => list_offsets::handle(broker, r).into(),
         Request::DeleteRecords(r) => list_offsets::delete_records(broker, r).into(),
@@ -56,6 +66,7 @@ async fn respond(
         Request::DescribeConfigs(r) => configs::describe(broker, r).into(),
         Request::AlterConfigs(r) => configs::alter(broker, r).await.into(),
         Request::IncrementalAlterConfigs(r) => configs::incremental_alter(broker, r).await.into(),
+        Request::InitProducerId(r) => init_producer_id::handle(broker, r).into(),
         Request::FindCoordinator(r) => cluster::find_coordinator(broker, version, r).into(),
         Request::DescribeCluster(r) => cluster::describe_cluster(broker, r).into(),
         Request::JoinGroup(r) => groups::join_group(broker, ctx, &client_id, version, r)

@@ -9,6 +9,7 @@
 //!   logs; [`meta`]: topic metadata as records in the `__cluster_metadata` log.
 //! - [`flush`]: group-commit fsync; [`retention`]: periodic retention and time-based flushing.
 //! - [`groups`]: the classic group coordinator's driver (records in `__consumer_offsets`).
+//! - [`producers`]: producer ids and per-partition producer state (idempotent producer).
 //! - [`config`]: Kafka-named configuration; [`metrics`]: Prometheus endpoint.
 //!
 //! Embedding: a process that runs the broker must install
@@ -28,6 +29,7 @@ pub mod groups;
 pub mod handlers;
 pub mod meta;
 pub mod metrics;
+pub mod producers;
 pub mod retention;
 pub mod server;
 pub mod topics;

@@ -9,11 +9,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+use shoal_core::producer_state::ProducerStateConfig;
 use shoal_storage::{Log, LogConfig, TimestampType};
 use uuid::Uuid;
 
 use crate::config::{BrokerConfig, ConfigMap};
 use crate::meta::TopicMeta;
+use crate::producers::{remove_stale_snapshots, PartitionProducers};
 
 /// Kafka's limit on topic-name length.
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
@@ -48,6 +50,9 @@ pub struct Partition {
     pub topic_id: Uuid,
     pub index: i32,
     pub log: Mutex<Log>,
+    /// Producer state, loaded on first use; lock only while holding `log` (lock order: log,
+    /// then producers).
+    pub producers: Mutex<Option<PartitionProducers>>,
 }
 
 impl std::fmt::Debug for Partition {
@@ -63,6 +68,64 @@ impl Partition {
         self.log
             .lock()
             .expect("partition log lock poisoned by an earlier panic")
+    }
+
+    /// Locks the producer state; call with the log lock held (`log` proves it) and the state
+    /// loaded if it was not.
+    ///
+    /// # Errors
+    /// Loading the state failed (the log or a snapshot could not be read).
+    pub fn producers(
+        &self,
+        log: &Log,
+        config: ProducerStateConfig,
+        now_ms: i64,
+    ) -> Result<MappedProducers<'_>, shoal_storage::StorageError> {
+        let mut guard = self
+            .producers
+            .lock()
+            .expect("partition producer lock poisoned by an earlier panic");
+        if guard.is_none() {
+            *guard = Some(PartitionProducers::load(log, config, now_ms)?);
+        }
+        Ok(MappedProducers(guard))
+    }
+
+    /// The producer state if it is loaded; call with the log lock held.
+    pub fn loaded_producers(&self) -> std::sync::MutexGuard<'_, Option<PartitionProducers>> {
+        self.producers
+            .lock()
+            .expect("partition producer lock poisoned by an earlier panic")
+    }
+
+    /// Clean shutdown: closes the log (sync, seal, clean-shutdown marker) and writes a durable
+    /// producer snapshot at the log end if the state was loaded.
+    ///
+    /// # Errors
+    /// The first storage error; the log is then recovered on the next open.
+    pub fn shutdown(&self) -> Result<(), shoal_storage::StorageError> {
+        let mut log = self.lock();
+        log.shutdown()?;
+        if let Some(producers) = self.loaded_producers().as_mut() {
+            producers.snapshot(&log, true)?;
+        }
+        Ok(())
+    }
+}
+
+/// A locked, loaded [`PartitionProducers`].
+pub struct MappedProducers<'a>(std::sync::MutexGuard<'a, Option<PartitionProducers>>);
+
+impl std::ops::Deref for MappedProducers<'_> {
+    type Target = PartitionProducers;
+    fn deref(&self) -> &PartitionProducers {
+        self.0.as_ref().expect("loaded by Partition::producers")
+    }
+}
+
+impl std::ops::DerefMut for MappedProducers<'_> {
+    fn deref_mut(&mut self) -> &mut PartitionProducers {
+        self.0.as_mut().expect("loaded by Partition::producers")
     }
 }
 
@@ -208,11 +271,14 @@ fn open_partition(
     config: LogConfig,
 ) -> Result<Arc<Partition>, shoal_storage::StorageError> {
     let log = Log::open(&partition_dir(data_dir, &meta.name, index), config)?;
+    // Before anything is appended: a snapshot past the recovered end describes lost data.
+    remove_stale_snapshots(&log)?;
     Ok(Arc::new(Partition {
         topic: meta.name.clone(),
         topic_id: meta.id,
         index,
         log: Mutex::new(log),
+        producers: Mutex::new(None),
     }))
 }
 

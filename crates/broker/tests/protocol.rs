@@ -86,9 +86,11 @@ async fn api_versions_lists_what_is_served_and_falls_back_to_v0() {
     assert_eq!(response.error_code, 0);
     let produce = response.api_keys.iter().find(|k| k.api_key == 0).unwrap();
     assert_eq!((produce.min_version, produce.max_version), (0, 13));
+    let init = response.api_keys.iter().find(|k| k.api_key == 22).unwrap();
+    assert_eq!((init.min_version, init.max_version), (0, 5));
     assert!(
-        response.api_keys.iter().all(|k| k.api_key != 22),
-        "InitProducerId is not served yet"
+        response.api_keys.iter().all(|k| k.api_key != 24),
+        "AddPartitionsToTxn is not served yet"
     );
 
     // An ApiVersions at a version the broker does not know is answered at v0.

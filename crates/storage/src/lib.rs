@@ -15,6 +15,7 @@
 pub mod batch;
 pub mod error;
 pub mod log;
+pub mod producer_snapshot;
 
 pub use batch::{
     assign_offsets, decode_records, encode_batch, set_log_append_time, set_partition_leader_epoch,

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod configs;
 pub mod fetch;
 pub mod groups;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;

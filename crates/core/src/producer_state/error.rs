@@ -1,0 +1,65 @@
+//! Why a produce was refused by the producer-state checks, with Kafka's error codes.
+
+use super::{ProducerEpoch, ProducerId};
+
+/// Kafka's `OUT_OF_ORDER_SEQUENCE_NUMBER`.
+pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+/// Kafka's `INVALID_PRODUCER_EPOCH`.
+pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+/// Kafka's `INVALID_TXN_STATE`.
+pub const INVALID_TXN_STATE: i16 = 48;
+/// Kafka's `INVALID_RECORD`.
+pub const INVALID_RECORD: i16 = 87;
+
+/// A batch the producer state refuses; nothing of the request may be appended.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProducerStateError {
+    /// The batch's epoch is older than the producer's current one (a zombie producer).
+    #[error(
+        "Epoch of producer {} is {}, which is smaller than the last seen epoch {}",
+        producer_id.0, epoch.0, current.0
+    )]
+    InvalidProducerEpoch {
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        current: ProducerEpoch,
+    },
+    /// The batch does not continue the producer's sequence (a gap or a reordering).
+    #[error(
+        "Out of order sequence number for producer {} at epoch {}: {} (incoming seq. number), {} (current end sequence number)",
+        producer_id.0, epoch.0, base_sequence, last_sequence
+    )]
+    OutOfOrderSequence {
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+        base_sequence: i32,
+        /// The producer's last appended sequence at this epoch (-1 for a new epoch).
+        last_sequence: i32,
+    },
+    /// A batch with a producer id but no sequence (Kafka's LogValidator refuses it).
+    #[error(
+        "Invalid sequence number {} in record batch with producerId {}",
+        base_sequence, producer_id.0
+    )]
+    InvalidSequence {
+        producer_id: ProducerId,
+        base_sequence: i32,
+    },
+    /// A transactional batch outside an ongoing transaction (no transaction is ever ongoing
+    /// until transactions are implemented).
+    #[error("Record was not part of an ongoing transaction (producer {})", producer_id.0)]
+    NotInTransaction { producer_id: ProducerId },
+}
+
+impl ProducerStateError {
+    /// The Kafka error code a produce response carries for this error.
+    pub fn error_code(&self) -> i16 {
+        match self {
+            Self::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
+            Self::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
+            Self::InvalidSequence { .. } => INVALID_RECORD,
+            Self::NotInTransaction { .. } => INVALID_TXN_STATE,
+        }
+    }
+}

@@ -1,0 +1,427 @@
+//! Per-partition producer state for the idempotent producer (Kafka's `ProducerStateManager`).
+//!
+//! Owns, for each producer id that wrote to one partition: its epoch, the metadata of its last
+//! [`BATCHES_RETAINED`] appended batches (to answer retries with the original offsets) and the
+//! timestamp of its last batch (for `producer.id.expiration.ms`). Decides for an incoming batch
+//! set whether it is appended, refused (epoch fencing, sequence gaps) or a duplicate.
+//!
+//! Protocol: call [`ProducerStateManager::check`] with every batch of a produce request before
+//! appending anything; on [`Decision::Append`] append the whole set, then call
+//! [`ProducerStateManager::on_append`] for each batch with its assigned base offset. Loading is
+//! the same `on_append` over the batches in the log (after a snapshot), so live state equals
+//! the state rebuilt from the log.
+//!
+//! Invariants: at most [`BATCHES_RETAINED`] batches per producer, all of its current epoch, in
+//! append order; at most `producers_max` producers (beyond it the producer with the oldest
+//! last timestamp is evicted, as if it had expired: the alternative, refusing new producers,
+//! would stall healthy clients over idle ones, and an evicted producer that comes back is treated
+//! as unknown, which Kafka accepts with any sequence since KIP-360).
+//!
+//! Must not: read clocks (time comes in as `now_ms`), perform I/O, or panic on batch headers.
+//! Transactions are not implemented: `current_txn_first_offset` is kept (and never expired)
+//! for them, but transactional batches are refused by `check`.
+
+mod error;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+pub use error::{
+    ProducerStateError, INVALID_PRODUCER_EPOCH, INVALID_RECORD, INVALID_TXN_STATE,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+};
+
+/// Batches remembered per producer for de-duplication (Kafka's `NUM_BATCHES_TO_RETAIN`, which
+/// matches the client's `max.in.flight.requests.per.connection` limit of 5 for idempotence).
+pub const BATCHES_RETAINED: usize = 5;
+/// Kafka's default `producer.id.expiration.ms` (one day).
+pub const PRODUCER_ID_EXPIRATION_DEFAULT: Duration = Duration::from_millis(86_400_000);
+/// Default limit on producers remembered per partition.
+pub const PRODUCERS_MAX_DEFAULT: usize = 10_000;
+/// `producerId` of a batch written without idempotence.
+pub const NO_PRODUCER_ID: i64 = -1;
+/// `producerEpoch` of a batch without one.
+pub const NO_PRODUCER_EPOCH: i16 = -1;
+/// `baseSequence` of a batch without one.
+pub const NO_SEQUENCE: i32 = -1;
+
+/// A producer id, as handed out by InitProducerId.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProducerId(pub i64);
+
+/// A producer epoch; a higher epoch fences the older ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProducerEpoch(pub i16);
+
+/// The producer-related fields of one incoming or stored batch header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchInfo {
+    pub producer_id: ProducerId,
+    pub producer_epoch: ProducerEpoch,
+    pub base_sequence: i32,
+    /// `lastOffsetDelta`: the batch covers sequences `base_sequence..=base_sequence + delta`.
+    pub last_offset_delta: i32,
+    pub max_timestamp: i64,
+    pub transactional: bool,
+    pub control: bool,
+}
+
+impl BatchInfo {
+    /// Whether the batch carries a producer id (is idempotent or transactional).
+    pub fn has_producer_id(&self) -> bool {
+        self.producer_id.0 >= 0
+    }
+
+    /// The sequence of the batch's last record, wrapping at `i32::MAX` as Kafka does.
+    pub fn last_sequence(&self) -> i32 {
+        increment_sequence(self.base_sequence, self.last_offset_delta)
+    }
+}
+
+/// `sequence + increment`, wrapping from `i32::MAX` to 0 (Kafka's `incrementSequence`).
+pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
+    let increment = increment.max(0);
+    if sequence > i32::MAX - increment {
+        increment - (i32::MAX - sequence) - 1
+    } else {
+        sequence + increment
+    }
+}
+
+/// Whether `next` directly follows `last` (Kafka's `inSequence`).
+fn in_sequence(last: i32, next: i32) -> bool {
+    i64::from(next) == i64::from(last) + 1 || (next == 0 && last == i32::MAX)
+}
+
+/// What the log holds for one appended batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchMetadata {
+    pub first_sequence: i32,
+    pub last_sequence: i32,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+}
+
+/// What one producer has appended to the partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerEntry {
+    epoch: ProducerEpoch,
+    /// Oldest first; all at `epoch`; at most [`BATCHES_RETAINED`].
+    batches: VecDeque<BatchMetadata>,
+    last_timestamp: i64,
+    /// First offset of the ongoing transaction (transactions are the next step).
+    current_txn_first_offset: Option<i64>,
+}
+
+impl ProducerEntry {
+    /// An entry restored from a snapshot; only the newest [`BATCHES_RETAINED`] batches are kept.
+    pub fn restore(
+        epoch: ProducerEpoch,
+        batches: impl IntoIterator<Item = BatchMetadata>,
+        last_timestamp: i64,
+        current_txn_first_offset: Option<i64>,
+    ) -> Self {
+        let mut kept: VecDeque<BatchMetadata> = batches.into_iter().collect();
+        while kept.len() > BATCHES_RETAINED {
+            kept.pop_front();
+        }
+        ProducerEntry {
+            epoch,
+            batches: kept,
+            last_timestamp,
+            current_txn_first_offset,
+        }
+    }
+
+    pub fn epoch(&self) -> ProducerEpoch {
+        self.epoch
+    }
+
+    /// The retained batches, oldest first.
+    pub fn batches(&self) -> impl ExactSizeIterator<Item = &BatchMetadata> + '_ {
+        self.batches.iter()
+    }
+
+    pub fn last_timestamp(&self) -> i64 {
+        self.last_timestamp
+    }
+
+    pub fn current_txn_first_offset(&self) -> Option<i64> {
+        self.current_txn_first_offset
+    }
+
+    /// The last appended sequence at the current epoch, if any batch is retained.
+    pub fn last_sequence(&self) -> Option<i32> {
+        self.batches.back().map(|b| b.last_sequence)
+    }
+
+    fn find_duplicate(&self, batch: &BatchInfo) -> Option<BatchMetadata> {
+        if batch.producer_epoch != self.epoch {
+            return None;
+        }
+        let last = batch.last_sequence();
+        self.batches
+            .iter()
+            .find(|b| b.first_sequence == batch.base_sequence && b.last_sequence == last)
+            .copied()
+    }
+}
+
+/// Limits and timeouts of one partition's producer state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerStateConfig {
+    /// `producer.id.expiration.ms`: producers idle longer are forgotten by `expire`.
+    pub producer_id_expiration: Duration,
+    /// Producers remembered; the one with the oldest last timestamp is evicted beyond it.
+    pub producers_max: usize,
+}
+
+impl Default for ProducerStateConfig {
+    fn default() -> Self {
+        ProducerStateConfig {
+            producer_id_expiration: PRODUCER_ID_EXPIRATION_DEFAULT,
+            producers_max: PRODUCERS_MAX_DEFAULT,
+        }
+    }
+}
+
+/// What to do with a produce request's batch set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Append the set, then report each batch to [`ProducerStateManager::on_append`].
+    Append,
+    /// A retry of an appended batch: append nothing and answer with the original batch's
+    /// offsets and NONE, as Kafka does.
+    Duplicate(BatchMetadata),
+}
+
+/// The producer state of one partition.
+#[derive(Clone, Debug)]
+pub struct ProducerStateManager {
+    config: ProducerStateConfig,
+    producers: HashMap<ProducerId, ProducerEntry>,
+}
+
+impl ProducerStateManager {
+    /// # Panics
+    /// If `config.producers_max` is 0 (a configuration error caught by the caller).
+    pub fn new(config: ProducerStateConfig) -> Self {
+        assert!(config.producers_max > 0, "producers_max must be positive");
+        ProducerStateManager {
+            config,
+            producers: HashMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &ProducerStateConfig {
+        &self.config
+    }
+
+    /// Number of producers remembered.
+    pub fn len(&self) -> usize {
+        self.producers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
+    }
+
+    pub fn entry(&self, producer_id: ProducerId) -> Option<&ProducerEntry> {
+        self.producers.get(&producer_id)
+    }
+
+    /// Every producer and its entry, in no particular order (for snapshots).
+    pub fn entries(&self) -> impl Iterator<Item = (ProducerId, &ProducerEntry)> + '_ {
+        self.producers.iter().map(|(id, e)| (*id, e))
+    }
+
+    /// Puts back an entry read from a snapshot (evicting as `on_append` does when full).
+    pub fn restore(&mut self, producer_id: ProducerId, entry: ProducerEntry) {
+        if !self.producers.contains_key(&producer_id) {
+            self.make_room();
+        }
+        self.producers.insert(producer_id, entry);
+    }
+
+    /// Decides what to do with a batch set, checking every batch (in order, each one against
+    /// the state the earlier ones would leave) before anything is appended. Batches without a
+    /// producer id are not checked. A duplicate of an appended batch makes the whole set a
+    /// [`Decision::Duplicate`], as in Kafka.
+    ///
+    /// # Errors
+    /// The first batch's [`ProducerStateError`]; nothing may then be appended.
+    pub fn check(&self, batches: &[BatchInfo]) -> Result<Decision, ProducerStateError> {
+        // (epoch, last sequence) of producers changed by earlier batches of this set.
+        let mut pending: Vec<(ProducerId, ProducerEpoch, i32)> = Vec::new();
+        for batch in batches.iter().filter(|b| b.has_producer_id()) {
+            let id = batch.producer_id;
+            if batch.base_sequence < 0 {
+                return Err(ProducerStateError::InvalidSequence {
+                    producer_id: id,
+                    base_sequence: batch.base_sequence,
+                });
+            }
+            let committed = self.producers.get(&id);
+            if let Some(duplicate) = committed.and_then(|e| e.find_duplicate(batch)) {
+                return Ok(Decision::Duplicate(duplicate));
+            }
+            let current = match pending.iter().find(|(p, _, _)| *p == id) {
+                Some(&(_, epoch, last)) => Some((epoch, Some(last))),
+                None => committed.map(|e| (e.epoch, e.last_sequence())),
+            };
+            Self::validate(batch, current)?;
+            let update = (id, batch.producer_epoch, batch.last_sequence());
+            match pending.iter_mut().find(|(p, _, _)| *p == id) {
+                Some(slot) => *slot = update,
+                None => pending.push(update),
+            }
+        }
+        Ok(Decision::Append)
+    }
+
+    /// Kafka's `checkProducerEpoch` + `checkSequence` for a client batch; `current` is the
+    /// producer's (epoch, last sequence at that epoch), `None` if unknown.
+    fn validate(
+        batch: &BatchInfo,
+        current: Option<(ProducerEpoch, Option<i32>)>,
+    ) -> Result<(), ProducerStateError> {
+        let id = batch.producer_id;
+        let epoch = batch.producer_epoch;
+        let Some((current_epoch, last_sequence)) = current else {
+            // Unknown producer (new, expired, or its batches deleted): any sequence (KIP-360).
+            return Self::check_not_transactional(batch);
+        };
+        if epoch < current_epoch {
+            return Err(ProducerStateError::InvalidProducerEpoch {
+                producer_id: id,
+                epoch,
+                current: current_epoch,
+            });
+        }
+        Self::check_not_transactional(batch)?;
+        if current_epoch.0 == NO_PRODUCER_EPOCH {
+            return Ok(());
+        }
+        if epoch != current_epoch {
+            if batch.base_sequence != 0 {
+                return Err(ProducerStateError::OutOfOrderSequence {
+                    producer_id: id,
+                    epoch,
+                    base_sequence: batch.base_sequence,
+                    last_sequence: NO_SEQUENCE,
+                });
+            }
+            return Ok(());
+        }
+        let last = last_sequence.unwrap_or(NO_SEQUENCE);
+        if !in_sequence(last, batch.base_sequence) {
+            return Err(ProducerStateError::OutOfOrderSequence {
+                producer_id: id,
+                epoch,
+                base_sequence: batch.base_sequence,
+                last_sequence: last,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_not_transactional(batch: &BatchInfo) -> Result<(), ProducerStateError> {
+        if batch.transactional {
+            return Err(ProducerStateError::NotInTransaction {
+                producer_id: batch.producer_id,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records a batch now in the log at `base_offset`: after a successful append of a set that
+    /// [`ProducerStateManager::check`] allowed, and when rebuilding from the log. Does not
+    /// validate (the log is the truth). Batches without a producer id are ignored.
+    pub fn on_append(&mut self, batch: &BatchInfo, base_offset: i64) {
+        if !batch.has_producer_id() {
+            return;
+        }
+        let id = batch.producer_id;
+        if !self.producers.contains_key(&id) {
+            self.make_room();
+        }
+        let entry = self.producers.entry(id).or_insert_with(|| ProducerEntry {
+            epoch: batch.producer_epoch,
+            batches: VecDeque::with_capacity(BATCHES_RETAINED),
+            last_timestamp: batch.max_timestamp,
+            current_txn_first_offset: None,
+        });
+        if entry.epoch != batch.producer_epoch {
+            entry.epoch = batch.producer_epoch;
+            entry.batches.clear();
+        }
+        entry.last_timestamp = batch.max_timestamp;
+        if batch.control {
+            // A transaction marker ends the producer's transaction; it carries no sequence.
+            entry.current_txn_first_offset = None;
+            return;
+        }
+        if batch.transactional && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(base_offset);
+        }
+        let last_offset = base_offset.saturating_add(i64::from(batch.last_offset_delta.max(0)));
+        if entry.batches.len() == BATCHES_RETAINED {
+            entry.batches.pop_front();
+        }
+        entry.batches.push_back(BatchMetadata {
+            first_sequence: batch.base_sequence,
+            last_sequence: batch.last_sequence(),
+            first_offset: base_offset,
+            last_offset,
+            max_timestamp: batch.max_timestamp,
+        });
+        assert!(entry.batches.len() <= BATCHES_RETAINED);
+    }
+
+    /// Forgets producers idle for `producer.id.expiration.ms` (last batch timestamp older than
+    /// `now_ms - expiration`), except those with an ongoing transaction. Returns how many.
+    pub fn expire(&mut self, now_ms: i64) -> usize {
+        let expiration =
+            i64::try_from(self.config.producer_id_expiration.as_millis()).unwrap_or(i64::MAX);
+        let before = self.producers.len();
+        self.producers.retain(|_, e| {
+            e.current_txn_first_offset.is_some()
+                || now_ms.saturating_sub(e.last_timestamp) < expiration
+        });
+        before - self.producers.len()
+    }
+
+    /// Forgets every producer (the log was emptied or is being rebuilt).
+    pub fn clear(&mut self) {
+        self.producers.clear();
+    }
+
+    /// Evicts the producer with the oldest last timestamp (ties: lowest id) while full.
+    fn make_room(&mut self) {
+        while self.producers.len() >= self.config.producers_max {
+            let oldest = self
+                .producers
+                .iter()
+                .filter(|(_, e)| e.current_txn_first_offset.is_none())
+                .min_by_key(|(id, e)| (e.last_timestamp, **id))
+                .or_else(|| {
+                    self.producers
+                        .iter()
+                        .min_by_key(|(id, e)| (e.last_timestamp, **id))
+                })
+                .map(|(id, _)| *id);
+            match oldest {
+                Some(id) => {
+                    self.producers.remove(&id);
+                }
+                None => break,
+            }
+        }
+    }
+}

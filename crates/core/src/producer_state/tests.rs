@@ -1,0 +1,199 @@
+use super::*;
+
+const NOW: i64 = 1_000_000;
+
+fn batch(id: i64, epoch: i16, seq: i32, count: i32) -> BatchInfo {
+    BatchInfo {
+        producer_id: ProducerId(id),
+        producer_epoch: ProducerEpoch(epoch),
+        base_sequence: seq,
+        last_offset_delta: count - 1,
+        max_timestamp: NOW,
+        transactional: false,
+        control: false,
+    }
+}
+
+fn manager() -> ProducerStateManager {
+    ProducerStateManager::new(ProducerStateConfig::default())
+}
+
+/// Checks and, if allowed, appends at `*end`; returns the decision.
+fn produce(
+    m: &mut ProducerStateManager,
+    end: &mut i64,
+    batches: &[BatchInfo],
+) -> Result<Decision, ProducerStateError> {
+    let decision = m.check(batches)?;
+    if decision == Decision::Append {
+        for b in batches {
+            m.on_append(b, *end);
+            *end += i64::from(b.last_offset_delta) + 1;
+        }
+    }
+    Ok(decision)
+}
+
+#[test]
+fn sequence_continues_and_duplicates_return_the_original_offsets() {
+    let mut m = manager();
+    let mut end = 0;
+    assert_eq!(
+        produce(&mut m, &mut end, &[batch(7, 0, 0, 3)]),
+        Ok(Decision::Append)
+    );
+    assert_eq!(
+        produce(&mut m, &mut end, &[batch(7, 0, 3, 2)]),
+        Ok(Decision::Append)
+    );
+    assert_eq!(end, 5);
+    match produce(&mut m, &mut end, &[batch(7, 0, 0, 3)]) {
+        Ok(Decision::Duplicate(meta)) => {
+            assert_eq!((meta.first_offset, meta.last_offset), (0, 2));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(end, 5, "a duplicate appends nothing");
+    // Same first sequence but a different range is not a duplicate: it is out of order.
+    let err = produce(&mut m, &mut end, &[batch(7, 0, 0, 4)]).unwrap_err();
+    assert_eq!(err.error_code(), OUT_OF_ORDER_SEQUENCE_NUMBER);
+}
+
+#[test]
+fn gaps_old_epochs_and_new_epochs() {
+    let mut m = manager();
+    let mut end = 0;
+    produce(&mut m, &mut end, &[batch(1, 2, 0, 1)]).unwrap();
+    let gap = produce(&mut m, &mut end, &[batch(1, 2, 5, 1)]).unwrap_err();
+    assert_eq!(gap.error_code(), OUT_OF_ORDER_SEQUENCE_NUMBER);
+    let old = produce(&mut m, &mut end, &[batch(1, 1, 1, 1)]).unwrap_err();
+    assert_eq!(old.error_code(), INVALID_PRODUCER_EPOCH);
+    let bad_start = produce(&mut m, &mut end, &[batch(1, 3, 1, 1)]).unwrap_err();
+    assert_eq!(bad_start.error_code(), OUT_OF_ORDER_SEQUENCE_NUMBER);
+    assert_eq!(
+        produce(&mut m, &mut end, &[batch(1, 3, 0, 1)]),
+        Ok(Decision::Append)
+    );
+    assert_eq!(m.entry(ProducerId(1)).unwrap().epoch(), ProducerEpoch(3));
+    assert_eq!(m.entry(ProducerId(1)).unwrap().batches().len(), 1);
+}
+
+#[test]
+fn unknown_producers_accept_any_sequence_and_negative_sequences_are_invalid() {
+    let mut m = manager();
+    let mut end = 0;
+    assert_eq!(
+        produce(&mut m, &mut end, &[batch(9, 4, 1234, 1)]),
+        Ok(Decision::Append)
+    );
+    let err = produce(&mut m, &mut end, &[batch(10, 0, -1, 1)]).unwrap_err();
+    assert_eq!(err.error_code(), INVALID_RECORD);
+    // Non-idempotent batches are not checked.
+    assert_eq!(
+        produce(&mut m, &mut end, &[batch(-1, -1, -1, 3)]),
+        Ok(Decision::Append)
+    );
+    assert_eq!(m.len(), 1);
+}
+
+#[test]
+fn sequences_wrap_at_i32_max() {
+    let mut m = manager();
+    let mut end = 0;
+    produce(&mut m, &mut end, &[batch(1, 0, i32::MAX - 1, 4)]).unwrap();
+    // MAX-1, MAX, 0, 1
+    assert_eq!(m.entry(ProducerId(1)).unwrap().last_sequence(), Some(1));
+    assert_eq!(
+        produce(&mut m, &mut end, &[batch(1, 0, 2, 1)]),
+        Ok(Decision::Append)
+    );
+    assert_eq!(increment_sequence(i32::MAX, 1), 0);
+    assert!(in_sequence(i32::MAX, 0));
+}
+
+#[test]
+fn a_set_is_validated_as_a_whole_before_anything_is_appended() {
+    let mut m = manager();
+    let mut end = 0;
+    produce(&mut m, &mut end, &[batch(1, 0, 0, 1)]).unwrap();
+    // Second batch continues the first one within the same set.
+    assert_eq!(
+        produce(&mut m, &mut end, &[batch(1, 0, 1, 2), batch(1, 0, 3, 1)]),
+        Ok(Decision::Append)
+    );
+    // A gap in the second batch refuses the set; the first batch is not recorded.
+    let err = produce(&mut m, &mut end, &[batch(1, 0, 4, 1), batch(1, 0, 9, 1)]).unwrap_err();
+    assert_eq!(err.error_code(), OUT_OF_ORDER_SEQUENCE_NUMBER);
+    assert_eq!(m.entry(ProducerId(1)).unwrap().last_sequence(), Some(3));
+}
+
+#[test]
+fn only_the_last_five_batches_are_deduplicated() {
+    let mut m = manager();
+    let mut end = 0;
+    for seq in 0..7 {
+        produce(&mut m, &mut end, &[batch(1, 0, seq, 1)]).unwrap();
+    }
+    assert!(matches!(
+        m.check(&[batch(1, 0, 2, 1)]),
+        Ok(Decision::Duplicate(_))
+    ));
+    // Sequence 1 is no longer cached: Kafka answers OUT_OF_ORDER_SEQUENCE_NUMBER.
+    assert_eq!(
+        m.check(&[batch(1, 0, 1, 1)]).unwrap_err().error_code(),
+        OUT_OF_ORDER_SEQUENCE_NUMBER
+    );
+}
+
+#[test]
+fn transactional_batches_are_refused_after_the_epoch_check() {
+    let mut m = manager();
+    let mut end = 0;
+    produce(&mut m, &mut end, &[batch(1, 5, 0, 1)]).unwrap();
+    let mut txn = batch(1, 5, 1, 1);
+    txn.transactional = true;
+    assert_eq!(m.check(&[txn]).unwrap_err().error_code(), INVALID_TXN_STATE);
+    txn.producer_epoch = ProducerEpoch(4);
+    assert_eq!(
+        m.check(&[txn]).unwrap_err().error_code(),
+        INVALID_PRODUCER_EPOCH
+    );
+}
+
+#[test]
+fn idle_producers_expire_and_the_oldest_is_evicted_when_full() {
+    let mut m = ProducerStateManager::new(ProducerStateConfig {
+        producer_id_expiration: Duration::from_millis(1000),
+        producers_max: 2,
+    });
+    let mut a = batch(1, 0, 0, 1);
+    a.max_timestamp = 100;
+    let mut b = batch(2, 0, 0, 1);
+    b.max_timestamp = 200;
+    let mut c = batch(3, 0, 0, 1);
+    c.max_timestamp = 300;
+    m.on_append(&a, 0);
+    m.on_append(&b, 1);
+    m.on_append(&c, 2);
+    assert_eq!(m.len(), 2);
+    assert!(m.entry(ProducerId(1)).is_none(), "oldest evicted");
+    assert_eq!(m.expire(1199), 0);
+    assert_eq!(m.expire(1200), 1);
+    assert!(m.entry(ProducerId(2)).is_none());
+    assert_eq!(m.expire(1300), 1);
+    assert!(m.is_empty());
+}
+
+#[test]
+fn restore_keeps_the_newest_batches() {
+    let metas = (0..8).map(|i| BatchMetadata {
+        first_sequence: i,
+        last_sequence: i,
+        first_offset: i64::from(i),
+        last_offset: i64::from(i),
+        max_timestamp: 0,
+    });
+    let entry = ProducerEntry::restore(ProducerEpoch(1), metas, 0, None);
+    assert_eq!(entry.batches().len(), BATCHES_RETAINED);
+    assert_eq!(entry.batches().next().unwrap().first_sequence, 3);
+}
