@@ -1,4 +1,15 @@
-//! shoal-core
+//! Shoal's deterministic state machines.
+//!
+//! Owns the protocol logic that must be exactly right and therefore exhaustively testable:
+//! - [`group_coordinator`]: the classic consumer-group protocol and committed offsets;
+//! - [`producer_state`]: per-partition idempotent-producer sequence and epoch checks;
+//! - [`hash`]: Java's `String.hashCode` and Kafka's `Utils.abs`, for coordinator partitioning.
+//!
+//! Invariants: every input is an explicit argument, time included (`now_ms`); every durable
+//! change is returned as a record for the caller to persist, and replaying those records
+//! rebuilds the same state. Must not: perform I/O, read clocks, spawn tasks, take locks or
+//! depend on the wire codec — the broker converts between wire messages and these types.
+
 pub mod group_coordinator;
 pub mod hash;
 pub mod producer_state;
