@@ -11,7 +11,7 @@ use shoal_protocol::messages::ApiKey;
 use shoal_protocol::ErrorCode;
 use shoal_storage::batch::{encode_batch, BatchOptions};
 use shoal_storage::{Log, LogConfig};
-use tokio::sync::{watch, Mutex as AsyncMutex, Notify};
+use tokio::sync::{watch, Mutex as AsyncMutex};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -73,8 +73,6 @@ pub struct Broker {
     pub advertised_host: String,
     pub advertised_port: u16,
     pub metrics: Metrics,
-    /// Woken on every append, for long-polling fetches.
-    pub appended: Notify,
     pub flusher: Flusher,
     pub groups: GroupService,
     /// Producer ids for InitProducerId.
@@ -223,7 +221,6 @@ impl Broker {
             advertised_host: options.advertised_host,
             advertised_port: options.advertised_port,
             metrics: Metrics::default(),
-            appended: Notify::new(),
             flusher,
             groups,
             producer_ids,
@@ -442,7 +439,9 @@ impl Broker {
             }
         }
         info!(topic = name, "topic deleted");
-        self.appended.notify_waiters();
+        for p in topic.partitions() {
+            p.wake();
+        }
         Ok(topic.id)
     }
 

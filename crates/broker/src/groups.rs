@@ -194,6 +194,7 @@ async fn persist(broker: &Arc<Broker>, records: &[GroupRecord]) -> Result<(), St
             .lock()
             .append(&mut batch, now)
             .map_err(|e| e.to_string())?;
+        partition.wake();
         touched.push(partition);
     }
     broker.flusher.flush(touched).await

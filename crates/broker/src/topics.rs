@@ -7,7 +7,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use tokio::sync::Notify;
 
 use shoal_core::producer_state::ProducerStateConfig;
 use shoal_storage::{Log, LogConfig, TimestampType};
@@ -53,7 +55,12 @@ pub struct Partition {
     /// Producer state, loaded on first use; lock only while holding `log` (lock order: log,
     /// then producers).
     pub producers: Mutex<Option<PartitionProducers>>,
+    /// Long-polling readers to wake on the next append.
+    waiters: Mutex<Vec<Weak<Notify>>>,
 }
+
+/// Readers registered on one partition at most; past it a reader waits for its timeout.
+pub const PARTITION_WAITERS_MAX: usize = 100_000;
 
 impl std::fmt::Debug for Partition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,6 +69,32 @@ impl std::fmt::Debug for Partition {
 }
 
 impl Partition {
+    /// Registers `waker` to be notified once, on the next append (or deletion). Register before
+    /// reading: an append after the read then wakes the reader, one before it is seen by it.
+    pub fn watch(&self, waker: &Arc<Notify>) {
+        let mut waiters = self
+            .waiters
+            .lock()
+            .expect("partition waiters lock poisoned");
+        waiters.retain(|w| w.strong_count() > 0);
+        if waiters.len() < PARTITION_WAITERS_MAX {
+            waiters.push(Arc::downgrade(waker));
+        }
+    }
+
+    /// Wakes every registered reader.
+    pub fn wake(&self) {
+        let waiters = std::mem::take(
+            &mut *self
+                .waiters
+                .lock()
+                .expect("partition waiters lock poisoned"),
+        );
+        for waker in waiters.iter().filter_map(Weak::upgrade) {
+            waker.notify_one();
+        }
+    }
+
     /// Locks the log. A poisoned lock means a panic happened mid-change; the log's in-memory
     /// state may be inconsistent, so we keep failing loudly rather than serve it.
     pub fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
@@ -279,6 +312,7 @@ fn open_partition(
         index,
         log: Mutex::new(log),
         producers: Mutex::new(None),
+        waiters: Mutex::new(Vec::new()),
     }))
 }
 

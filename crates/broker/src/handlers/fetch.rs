@@ -12,6 +12,7 @@ use bytes::Bytes;
 use shoal_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use shoal_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use shoal_protocol::ErrorCode;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -138,6 +139,19 @@ fn read_all(
     (FetchResponse::default().with_responses(topics), total)
 }
 
+/// Registers `waker` on every requested partition that exists.
+fn watch_all(resolved: &[Resolved], request: &FetchRequest, waker: &Arc<Notify>) {
+    for (fetch_topic, r) in request.topics.iter().zip(resolved) {
+        if let Ok(topic) = &r.topic {
+            for fp in &fetch_topic.partitions {
+                if let Some(p) = topic.partition(fp.partition) {
+                    p.watch(waker);
+                }
+            }
+        }
+    }
+}
+
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: &FetchRequest) -> FetchResponse {
     if version >= 7 && request.session_id != 0 {
         return FetchResponse::default()
@@ -148,13 +162,12 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: &FetchRequest) 
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let fetch_bytes_max = broker.config.long("fetch.max.bytes") as usize;
+    let waker = Arc::new(Notify::new());
     loop {
         // Register for wake-ups before reading, so an append between the read and the wait is
         // not missed.
-        let notified = broker.appended.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
         let resolved = resolve(broker, version, request);
+        watch_all(&resolved, request, &waker);
         let (response, bytes) = read_all(version, request, &resolved, fetch_bytes_max);
         let has_error = response
             .responses
@@ -164,7 +177,10 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: &FetchRequest) 
         if bytes >= min_bytes || has_error || Instant::now() >= deadline {
             return response;
         }
-        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+        if tokio::time::timeout_at(deadline, waker.notified())
+            .await
+            .is_err()
+        {
             let (response, _) = read_all(
                 version,
                 request,

@@ -150,7 +150,7 @@ fn append_partition(
                     }
                 });
             }
-            broker.appended.notify_waiters();
+            partition.wake();
             PartitionAppended {
                 response: PartitionProduceResponse::default()
                     .with_index(index)
