@@ -1,0 +1,203 @@
+//! Writes small, valid seed inputs for the fuzz targets into `<dir>/<target>/` (default
+//! `fuzz/seeds`). Run from the repo root:
+//!
+//! ```text
+//! cargo run --manifest-path fuzz/Cargo.toml --features seeds --example gen_seeds -- fuzz/seeds
+//! ```
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use bytes::{BufMut, BytesMut};
+use shoal_core::group_coordinator::{GroupMetadataValue, GroupRecord, MemberMetadataValue};
+use shoal_protocol::kafka_protocol::messages::{
+    produce_request::{PartitionProduceData, TopicProduceData},
+    ApiKey, ApiVersionsRequest, FetchRequest, FindCoordinatorRequest, JoinGroupRequest,
+    MetadataRequest, ProduceRequest, RequestHeader, TopicName,
+};
+use shoal_protocol::kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+use shoal_storage::{
+    decode_records, encode_batch, validate_record_set, BatchOptions, Compression, TimestampType,
+    ValidationLimits,
+};
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), bytes).unwrap();
+}
+
+fn frame<T: Encodable + HeaderVersion>(key: ApiKey, version: i16, body: &T) -> Vec<u8> {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(7)
+        .with_client_id(Some(StrBytes::from_static_str("fuzz")));
+    let mut buf = BytesMut::new();
+    header.encode(&mut buf, T::header_version(version)).unwrap();
+    body.encode(&mut buf, version).unwrap();
+    buf.to_vec()
+}
+
+/// Re-encodes the uncompressed payload of `batch` with `codec` and fixes length, attributes and
+/// CRC.
+fn compress(batch: &[u8], codec: Compression) -> Vec<u8> {
+    const HEADER: usize = 61;
+    let payload = &batch[HEADER..];
+    let packed = match codec {
+        Compression::None => payload.to_vec(),
+        Compression::Gzip => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(payload).unwrap();
+            e.finish().unwrap()
+        }
+        Compression::Snappy => snap::raw::Encoder::new().compress_vec(payload).unwrap(),
+        Compression::Lz4 => {
+            let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            e.write_all(payload).unwrap();
+            e.finish().unwrap()
+        }
+        Compression::Zstd => zstd::encode_all(payload, 1).unwrap(),
+    };
+    let mut out = batch[..HEADER].to_vec();
+    out.extend_from_slice(&packed);
+    let batch_length = i32::try_from(out.len() - 12).unwrap();
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    let attributes = i16::from_be_bytes([out[21], out[22]]) & !0x07 | i16::from(codec.id());
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let crc = crc32c_of(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+fn crc32c_of(bytes: &[u8]) -> u32 {
+    // Bitwise CRC-32C (Castagnoli), reflected polynomial 0x82F63B78.
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+fn main() {
+    let root = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "fuzz/seeds".into()));
+
+    // record_batch_validate
+    let dir = root.join("record_batch_validate");
+    let one = encode_batch(&[(Some(b"k"), Some(b"v"))], BatchOptions::default());
+    let several = encode_batch(
+        &[
+            (None, Some(b"value-1".as_slice())),
+            (Some(b"key-2"), None),
+            (Some(b"key-3"), Some(b"value-3")),
+        ],
+        BatchOptions {
+            base_offset: 42,
+            partition_leader_epoch: 3,
+            producer_id: 1000,
+            producer_epoch: 1,
+            base_sequence: 0,
+            transactional: true,
+            timestamp_ms: 1_700_000_000_000,
+            timestamp_type: TimestampType::LogAppendTime,
+            ..BatchOptions::default()
+        },
+    );
+    assert_eq!(compress(&one, Compression::None), one, "crc32c_of agrees with the batch code");
+    write(&dir, "one_record", &one);
+    write(&dir, "three_records_txn", &several);
+    write(&dir, "two_batches", &[one.clone(), several.clone()].concat());
+    for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+        let batch = compress(&several, codec);
+        let records = decode_records(&batch, 1 << 20).expect("compressed seed decodes");
+        assert_eq!(records.len(), 3);
+        write(&dir, &format!("three_records_{}", codec.name()), &batch);
+    }
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        validate_record_set(&bytes, &ValidationLimits::default()).expect("seed batch is valid");
+    }
+
+    // request_decode: bare frames, plus one length-prefixed stream of two frames.
+    let dir = root.join("request_decode");
+    let produce = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(1000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(one.clone().into()))])]);
+    let frames = [
+        ("api_versions_v3", frame(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("fuzz"))
+            .with_client_software_version(StrBytes::from_static_str("1")))),
+        ("metadata_v1", frame(ApiKey::Metadata, 1, &MetadataRequest::default())),
+        ("metadata_v12", frame(ApiKey::Metadata, 12, &MetadataRequest::default())),
+        ("produce_v3", frame(ApiKey::Produce, 3, &produce)),
+        ("produce_v9", frame(ApiKey::Produce, 9, &produce)),
+        ("fetch_v12", frame(ApiKey::Fetch, 12, &FetchRequest::default().with_max_wait_ms(100))),
+        ("find_coordinator_v4", frame(ApiKey::FindCoordinator, 4, &FindCoordinatorRequest::default()
+            .with_coordinator_keys(vec![StrBytes::from_static_str("g")]))),
+        ("join_group_v5", frame(ApiKey::JoinGroup, 5, &JoinGroupRequest::default()
+            .with_group_id(StrBytes::from_static_str("g").into())
+            .with_protocol_type(StrBytes::from_static_str("consumer")))),
+    ];
+    let mut stream = Vec::new();
+    for (name, f) in &frames {
+        shoal_protocol::decode_request(f.clone().into()).expect("seed request decodes");
+        write(&dir, name, f);
+    }
+    for (_, f) in &frames[..2] {
+        stream.put_i32(i32::try_from(f.len()).unwrap());
+        stream.extend_from_slice(f);
+    }
+    write(&dir, "stream_two_frames", &stream);
+
+    // metadata_record_decode: ctl byte (split << 1 | value present), key, value.
+    let dir = root.join("metadata_record_decode");
+    let records = [
+        GroupRecord::OffsetCommit {
+            group_id: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+            offset: 5,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: 1,
+        },
+        GroupRecord::OffsetTombstone { group_id: "g".into(), topic: "t".into(), partition: 1 },
+        GroupRecord::GroupMetadata {
+            group_id: "g".into(),
+            value: GroupMetadataValue {
+                protocol_type: Some("consumer".into()),
+                generation: 1,
+                protocol_name: Some("range".into()),
+                leader: Some("m".into()),
+                current_state_timestamp_ms: 2,
+                members: vec![MemberMetadataValue {
+                    member_id: "m".into(),
+                    group_instance_id: None,
+                    client_id: "c".into(),
+                    client_host: "h".into(),
+                    rebalance_timeout_ms: 300,
+                    session_timeout_ms: 100,
+                    subscription: bytes::Bytes::from_static(b"s"),
+                    assignment: bytes::Bytes::from_static(b"a"),
+                }],
+            },
+        },
+        GroupRecord::GroupTombstone { group_id: "g".into() },
+    ];
+    for (i, r) in records.iter().enumerate() {
+        let (key, value) = r.encode();
+        let ctl = u8::try_from(key.len() << 1).unwrap() | u8::from(value.is_some());
+        let mut input = vec![ctl];
+        input.extend_from_slice(&key);
+        input.extend_from_slice(value.as_deref().unwrap_or(&[]));
+        write(&dir, &format!("record_{i}"), &input);
+    }
+    eprintln!("seeds written under {}", root.display());
+}
