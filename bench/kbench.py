@@ -1,0 +1,638 @@
+#!/usr/bin/env python3
+"""Produce/consume throughput and produce latency through librdkafka.
+
+Driven by bench/run.sh (which starts and stops Shoal); usable on its own:
+
+  kbench.py run --bootstrap 127.0.0.1:9092 --label shoal-durable [--broker-pid PID]
+  kbench.py run --start-kafka --label kafka          # reference Apache Kafka (KRaft)
+  kbench.py run --mock --label librdkafka-mock       # in-process mock broker (client ceiling)
+  kbench.py table results.jsonl                      # human table from the JSON lines
+  kbench.py summary results.jsonl                    # median [min-max] over repetitions
+  kbench.py fsync-probe DIR                          # the disk's write+fdatasync latency
+
+Every result is one JSON line on stdout; progress goes to stderr.
+
+Phases (per label, in this order; each on fresh topics):
+  warm-up          --warmup records produced and consumed, untimed (JIT of the
+                   reference Kafka, connections, allocators).
+  produce          one Producer (acks=all, linger.ms=5, batch.size ~1 MB, no
+                   compression, idempotence off unless --idempotence), N records
+                   of --size bytes to a fresh topic with P partitions, for each P
+                   in --partitions; timed from the first produce() to flush()
+                   returning with nothing left.
+  consume          one Consumer (assign() from the beginning, no group
+                   rebalance, fetch.max.bytes = max.partition.fetch.bytes =
+                   50 MiB, auto commit off) reading back every record of each
+                   produce topic with consume(num_messages=10000); timed from
+                   assign() to the last record.
+  produce_latency  same producer config, 1 partition, paced at each of
+                   --latency-rates (default 'half,50mb': half the measured
+                   1-partition produce rate, and 50 MB/s = half the 100 MB/s
+                   target) for --latency-seconds; latency = produce() call to
+                   delivery callback, per record. client_bound=true when the
+                   paced loop could not reach 95% of the rate.
+
+MB is 10^6 bytes of record values (keys/headers are empty). CPU% is CPU time
+(user+sys, all threads, from /proc/<pid>/stat) over wall time, so 100% = one core.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import types
+import uuid
+from array import array
+from functools import partial
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(*a):
+    print("[kbench]", *a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- /proc helpers
+def cpu_ticks(pid):
+    """utime+stime of a process (all its threads), in clock ticks; None if gone."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+class Sampler:
+    """CPU of this process and of the broker, and the load average, over a phase."""
+
+    def __init__(self, broker_pid):
+        self.broker_pid = broker_pid
+
+    def __enter__(self):
+        self.load_start = loadavg()
+        self.c0 = cpu_ticks(os.getpid())
+        self.b0 = cpu_ticks(self.broker_pid)
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self.t0
+        c1, b1 = cpu_ticks(os.getpid()), cpu_ticks(self.broker_pid)
+        self.load_end = loadavg()
+
+        def pct(a, b):
+            if a is None or b is None or self.wall <= 0:
+                return None
+            return round(100.0 * (b - a) / CLK_TCK / self.wall, 1)
+
+        self.client_cpu = pct(self.c0, c1)
+        self.broker_cpu = pct(self.b0, b1)
+        return False
+
+    def fields(self):
+        return {"client_cpu_pct": self.client_cpu, "broker_cpu_pct": self.broker_cpu,
+                "loadavg_start": self.load_start, "loadavg_end": self.load_end}
+
+
+# ---------------------------------------------------------------- clients
+def producer_conf(args, bootstrap):
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "linger.ms": args.linger_ms,
+        "batch.size": args.batch_size,
+        "batch.num.messages": 1000000,
+        "compression.type": "none",
+        "enable.idempotence": bool(args.idempotence),
+        "queue.buffering.max.messages": 1000000,
+        "queue.buffering.max.kbytes": 2097152,
+        "message.timeout.ms": int(args.phase_timeout * 1000),
+        "log_level": 3,
+    }
+    if args.mock:
+        conf["test.mock.num.brokers"] = 1
+    return conf
+
+
+def payloads(size, count=16):
+    # a few pre-generated random (incompressible) buffers, cycled
+    return [os.urandom(size) for _ in range(count)]
+
+
+def create_topic(bootstrap, name, partitions, timeout=30.0):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    fut = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=timeout)
+    fut[name].result(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # wait until every partition has a leader
+        md = admin.list_topics(topic=name, timeout=5)
+        t = md.topics.get(name)
+        if t and t.error is None and len(t.partitions) == partitions and \
+                all(p.leader >= 0 and p.error is None for p in t.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {name} has no leaders after {timeout}s")
+
+
+def auto_create(bootstrap, topic):
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        t = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+        if t and t.error is None and t.partitions:
+            return len(t.partitions)
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {topic} not auto-created")
+
+
+# ---------------------------------------------------------------- phases
+def base_result(args, test, partitions):
+    return {"label": args.label, "test": test, "partitions": partitions,
+            "record_bytes": args.size, "acks": "all", "linger_ms": args.linger_ms,
+            "batch_size": args.batch_size, "idempotence": bool(args.idempotence)}
+
+
+def bench_produce(args, bootstrap, topic, partitions, bufs):
+    from confluent_kafka import Producer
+
+    errors = []
+    conf = producer_conf(args, bootstrap)
+    conf["delivery.report.only.error"] = True  # no per-record Python callback
+    conf["on_delivery"] = lambda err, msg: errors.append(err)
+    p = Producer(conf)
+    p.list_topics(topic=topic, timeout=10)  # connect + metadata outside the timed part
+    n, nb = args.records, len(bufs)
+    produce, poll = p.produce, p.poll
+    deadline = time.monotonic() + args.phase_timeout
+    with Sampler(args.broker_pid) as s:
+        t0 = time.perf_counter()
+        for i in range(n):
+            while True:
+                try:
+                    produce(topic, bufs[i % nb])
+                    break
+                except BufferError:
+                    poll(0.001)
+            if i % 10000 == 0:
+                poll(0)
+                if time.monotonic() > deadline:
+                    raise RuntimeError("produce phase over --phase-timeout")
+        t_loop = time.perf_counter() - t0
+        left = p.flush(max(1.0, deadline - time.monotonic()))
+        secs = time.perf_counter() - t0
+    if left or errors:
+        raise RuntimeError(f"produce: {left} undelivered, {len(errors)} errors "
+                           f"(first: {errors[:1]})")
+    r = base_result(args, "produce", partitions)
+    r.update(records=n, seconds=round(secs, 3), records_per_s=round(n / secs),
+             mb_per_s=round(n * args.size / secs / 1e6, 1),
+             produce_loop_s=round(t_loop, 3), **s.fields())
+    return r
+
+
+def percentile(sorted_vals, q):
+    if not sorted_vals:
+        return None
+    k = min(len(sorted_vals) - 1, max(0, int(round(q * (len(sorted_vals) - 1)))))
+    return sorted_vals[k]
+
+
+def bench_latency(args, bootstrap, topic, rate, bufs):
+    from confluent_kafka import Producer
+
+    n = max(1, int(rate * args.latency_seconds))
+    sent = array("d", bytes(8 * n))
+    lat = array("d", bytes(8 * n))
+    errors = []
+
+    def on_delivery(i, err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            lat[i] = time.perf_counter() - sent[i]
+
+    p = Producer(producer_conf(args, bootstrap))
+    p.list_topics(topic=topic, timeout=10)
+    # warm-up: a few records so connection setup is not in the measurement
+    for _ in range(100):
+        p.produce(topic, bufs[0])
+    p.flush(10)
+    produce, poll, nb, now = p.produce, p.poll, len(bufs), time.perf_counter
+    deadline = time.monotonic() + args.phase_timeout
+    with Sampler(args.broker_pid) as s:
+        t0 = now()
+        i = 0
+        # paced in bursts: every wake-up sends the records whose due time has
+        # passed, then polls (serving delivery callbacks) until the next one is due
+        while i < n:
+            due = min(n, int((now() - t0) * rate) + 1)
+            while i < due:
+                sent[i] = now()
+                try:
+                    produce(topic, bufs[i % nb], on_delivery=partial(on_delivery, i))
+                except BufferError:
+                    poll(0.001)
+                    continue
+                i += 1
+            poll(0)
+            wait = t0 + i / rate - now()
+            if wait > 0:
+                poll(max(wait, 0.001))
+            if time.monotonic() > deadline:
+                raise RuntimeError("latency phase over --phase-timeout")
+        send_secs = now() - t0
+        left = p.flush(max(1.0, deadline - time.monotonic()))
+    if left or errors:
+        raise RuntimeError(f"latency: {left} undelivered, {len(errors)} errors "
+                           f"(first: {errors[:1]})")
+    vals = sorted(lat)
+    ms = lambda v: round(v * 1000, 2)  # noqa: E731
+    r = base_result(args, "produce_latency", 1)
+    r.update(records=n, target_rate=round(rate), achieved_rate=round(n / send_secs),
+             # the paced loop fell behind: the client, not the broker, set the pace
+             client_bound=n / send_secs < 0.95 * rate,
+             mb_per_s=round(n * args.size / send_secs / 1e6, 1),
+             seconds=round(send_secs, 3),
+             p50_ms=ms(percentile(vals, 0.50)), p99_ms=ms(percentile(vals, 0.99)),
+             p999_ms=ms(percentile(vals, 0.999)), max_ms=ms(vals[-1]),
+             mean_ms=ms(sum(vals) / len(vals)), **s.fields())
+    return r
+
+
+def bench_consume(args, bootstrap, topic, partitions, expected):
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"kbench-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "fetch.max.bytes": 52428800,
+        "max.partition.fetch.bytes": 52428800,
+        "receive.message.max.bytes": 104857600,
+        "enable.partition.eof": False,
+        "log_level": 3,
+    })
+    c.list_topics(topic=topic, timeout=10)
+    count = nbytes = 0
+    in_consume = in_loop = 0.0
+    deadline = time.monotonic() + args.phase_timeout
+    try:
+        with Sampler(args.broker_pid) as s:
+            t0 = time.perf_counter()
+            c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+            while count < expected:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"consume: {count}/{expected} after --phase-timeout")
+                ta = time.perf_counter()
+                batch = c.consume(num_messages=10000, timeout=1.0)
+                tb = time.perf_counter()
+                in_consume += tb - ta
+                for m in batch:
+                    if m.error():
+                        raise RuntimeError(f"consume error: {m.error()}")
+                    count += 1
+                    nbytes += len(m.value())
+                in_loop += time.perf_counter() - tb
+            secs = time.perf_counter() - t0
+    finally:
+        c.close()
+    r = base_result(args, "consume", partitions)
+    r.update(records=count, seconds=round(secs, 3), records_per_s=round(count / secs),
+             mb_per_s=round(nbytes / secs / 1e6, 1),
+             consume_call_s=round(in_consume, 3), python_loop_s=round(in_loop, 3), **s.fields())
+    return r
+
+
+# ---------------------------------------------------------------- reference Kafka
+def start_kafka(workdir):
+    """Start single-node KRaft Apache Kafka with tests/interop/conftest.py's Broker."""
+    os.environ["INTEROP_TARGET"] = "kafka"
+    try:
+        import pytest  # noqa: F401  (conftest imports it)
+    except ImportError:  # conftest only needs a few decorators from pytest
+        stub = types.ModuleType("pytest")
+        stub.UsageError = RuntimeError
+        stub.fixture = lambda *a, **k: a[0] if a and callable(a[0]) else (lambda f: f)
+        stub.hookimpl = lambda *a, **k: (lambda f: f)
+
+        def fail(msg, pytrace=True):
+            raise RuntimeError(msg)
+        stub.fail = fail
+        sys.modules["pytest"] = stub
+    sys.path.insert(0, str(REPO / "tests" / "interop"))
+    import conftest
+
+    conftest.TARGET = "kafka"
+    b = conftest.Broker(Path(workdir))
+    log("starting reference Kafka (JVM, KRaft) ...")
+    t = time.monotonic()
+    b.start()
+    log(f"kafka ready at {b.bootstrap} (pid {b.proc.pid}) in {time.monotonic() - t:.1f}s")
+    return b
+
+
+# ---------------------------------------------------------------- main
+def cmd_run(args):
+    args.mock_listener = False
+    kafka = tmp = mock_holder = None
+    try:
+        if args.start_kafka:
+            tmp = tempfile.mkdtemp(prefix="kbench-kafka-")
+            kafka = start_kafka(tmp)
+            bootstrap, args.broker_pid = kafka.bootstrap, kafka.proc.pid
+        elif args.mock:
+            from confluent_kafka import Producer
+
+            # the mock cluster lives inside this client; keep it alive and
+            # point the other clients at its listener
+            mock_holder = Producer({"test.mock.num.brokers": 1, "log_level": 3})
+            md = mock_holder.list_topics(timeout=10)
+            bootstrap = ",".join(f"{b.host}:{b.port}" for b in md.brokers.values())
+            args.mock = False  # other clients connect to that listener normally
+            args.mock_listener = True
+            args.broker_pid = None
+        else:
+            bootstrap = args.bootstrap
+        return run_phases(args, bootstrap)
+    finally:
+        if kafka is not None:
+            kafka.stop()
+            kafka.kill9()
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        del mock_holder
+
+
+def emit(r, out):
+    line = json.dumps(r, sort_keys=False)
+    print(line, flush=True)
+    if out:
+        with open(out, "a") as f:
+            f.write(line + "\n")
+
+
+def run_phases(args, bootstrap):
+    bufs = payloads(args.size)
+    run_id = uuid.uuid4().hex[:6]
+    parts = [int(x) for x in args.partitions.split(",") if x]
+    produced = []
+    rate_1p = None
+    common = {"broker_mode": args.broker_mode, "run_id": run_id,
+              "shoal_sha256": os.environ.get("BENCH_SHOAL_SHA"),
+              "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    if args.warmup:
+        # untimed: JIT (reference Kafka), connections, page cache, allocator
+        topic = f"kbench-{run_id}-warmup"
+        if args.mock_listener:
+            P = auto_create(bootstrap, topic)
+        else:
+            P = 1
+            create_topic(bootstrap, topic, P)
+        log(f"{args.label}: warm-up, {args.warmup} records produced and consumed (untimed)")
+        w = argparse.Namespace(**vars(args))
+        w.records = args.warmup
+        bench_produce(w, bootstrap, topic, P, bufs)
+        if "consume" in args.phases:
+            bench_consume(w, bootstrap, topic, P, args.warmup)
+    if "produce" in args.phases:
+        for P in parts:
+            topic = f"kbench-{run_id}-p{P}"
+            if args.mock_listener:
+                # the mock broker has no CreateTopics: it auto-creates (4 partitions)
+                P = auto_create(bootstrap, topic)
+                if any(x[1] == P for x in produced):
+                    continue
+            else:
+                create_topic(bootstrap, topic, P)
+            log(f"{args.label}: produce {args.records} x {args.size} B -> {topic} ...")
+            r = bench_produce(args, bootstrap, topic, P, bufs)
+            r.update(common)
+            emit(r, args.out)
+            produced.append((topic, P, args.records))
+            if rate_1p is None or P == 1:
+                rate_1p = r["records_per_s"]
+    if "consume" in args.phases:
+        for topic, P, n in produced:
+            log(f"{args.label}: consume {n} from {topic} ...")
+            r = bench_consume(args, bootstrap, topic, P, n)
+            r.update(common)
+            emit(r, args.out)
+    if "latency" in args.phases:
+        for k, spec in enumerate(x.strip() for x in args.latency_rates.split(",") if x.strip()):
+            if spec == "half":
+                if not rate_1p:
+                    raise SystemExit("latency rate 'half' needs the produce phase")
+                rate = rate_1p / 2
+            elif spec.lower().endswith("mb"):
+                rate = float(spec[:-2]) * 1e6 / args.size
+            else:
+                rate = float(spec)
+            topic = f"kbench-{run_id}-lat{k}"
+            if args.mock_listener:
+                auto_create(bootstrap, topic)
+            else:
+                create_topic(bootstrap, topic, 1)
+            log(f"{args.label}: latency at {rate:.0f} rec/s ({spec}) for {args.latency_seconds}s ...")
+            r = bench_latency(args, bootstrap, topic, rate, bufs)
+            r.update(common, rate_spec=spec)
+            emit(r, args.out)
+
+
+def cmd_fsync_probe(args):
+    """The disk's own durable-write cost: append --size-kib then fdatasync, repeated."""
+    d = tempfile.mkdtemp(prefix="kbench-fsync-", dir=args.dir)
+    buf = os.urandom(args.size_kib * 1024)
+    lat = []
+    try:
+        fd = os.open(os.path.join(d, "probe"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        load0 = loadavg()
+        t_end = time.monotonic() + args.seconds
+        while len(lat) < args.count and time.monotonic() < t_end:
+            t = time.perf_counter()
+            os.write(fd, buf)
+            os.fdatasync(fd)
+            lat.append(time.perf_counter() - t)
+        os.close(fd)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    lat.sort()
+    ms = lambda v: round(v * 1000, 2)  # noqa: E731
+    r = {"label": "disk", "test": "fsync_probe", "partitions": "-",
+         "record_bytes": args.size_kib * 1024, "records": len(lat),
+         "seconds": round(sum(lat), 3),
+         "mb_per_s": round(len(lat) * len(buf) / sum(lat) / 1e6, 1),
+         "p50_ms": ms(percentile(lat, 0.5)), "p99_ms": ms(percentile(lat, 0.99)),
+         "p999_ms": ms(percentile(lat, 0.999)), "max_ms": ms(lat[-1]),
+         "client_cpu_pct": None, "broker_cpu_pct": None,
+         "loadavg_start": load0, "loadavg_end": loadavg(), "dir": args.dir,
+         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    emit(r, args.out)
+
+
+def fmt(v, nd=1):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def cmd_table(args):
+    rows = [json.loads(l) for l in open(args.file) if l.strip().startswith("{")]
+    hdr = ["label", "test", "P", "records", "sec", "rec/s", "MB/s", "p50 ms", "p99 ms",
+           "p99.9 ms", "max ms", "client CPU%", "broker CPU%", "load 1m (start>end)"]
+    out = []
+    for r in rows:
+        test = r["test"]
+        if test == "produce_latency":
+            test = f"latency@{r.get('rate_spec', '')}" + (" CLIENT-BOUND" if r.get("client_bound") else "")
+        if test == "fsync_probe":
+            test = f"fsync_probe {r['record_bytes'] // 1024} KiB"
+        out.append([r["label"], test, str(r["partitions"]), str(r["records"]),
+                    fmt(r.get("seconds"), 2),
+                    fmt(r.get("records_per_s") or r.get("achieved_rate")),
+                    fmt(r.get("mb_per_s")), fmt(r.get("p50_ms"), 2), fmt(r.get("p99_ms"), 2),
+                    fmt(r.get("p999_ms"), 2), fmt(r.get("max_ms"), 2),
+                    fmt(r.get("client_cpu_pct")), fmt(r.get("broker_cpu_pct")),
+                    f"{r['loadavg_start'][0]:.2f}>{r['loadavg_end'][0]:.2f}"])
+    if args.markdown:
+        print("| " + " | ".join(hdr) + " |")
+        print("|" + "|".join("---" for _ in hdr) + "|")
+        for row in out:
+            print("| " + " | ".join(row) + " |")
+        return
+    w = [max(len(h), *(len(row[i]) for row in out)) if out else len(h)
+         for i, h in enumerate(hdr)]
+    print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))
+    for row in out:
+        print("  ".join(c.ljust(w[i]) for i, c in enumerate(row)))
+
+
+def cmd_summary(args):
+    """Median [min-max] over repeated runs, grouped by label/test/partitions."""
+    import statistics
+
+    rows = [json.loads(l) for l in open(args.file) if l.strip().startswith("{")]
+    groups = {}
+    for r in rows:
+        test = r["test"]
+        if test == "produce_latency":
+            test = f"latency@{r.get('rate_spec', '')}"
+        elif test == "fsync_probe":
+            test = f"fsync_probe {r['record_bytes'] // 1024} KiB"
+        groups.setdefault((r["label"], test, str(r["partitions"])), []).append(r)
+
+    def agg(vals, nd):
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            return "-"
+        m = statistics.median(vals)
+        if len(vals) == 1:
+            return f"{m:.{nd}f}"
+        return f"{m:.{nd}f} [{min(vals):.{nd}f}-{max(vals):.{nd}f}]"
+
+    hdr = ["label", "test", "P", "runs", "MB/s", "rec/s", "p50 ms", "p99 ms",
+           "client CPU%", "broker CPU%", "broker CPU ms/MB", "load 1m", "notes"]
+
+    def cpu_per_mb(r):  # CPU time the broker spent per MB moved: robust to a busy machine
+        if r.get("broker_cpu_pct") is None or not r.get("seconds") or not r.get("records"):
+            return None
+        return r["broker_cpu_pct"] / 100 * r["seconds"] * 1000 / (r["records"] * r["record_bytes"] / 1e6)
+
+    out = []
+    for (label, test, P), rs in groups.items():
+        cb = sum(1 for r in rs if r.get("client_bound"))
+        out.append([label, test, P, str(len(rs)), agg([r.get("mb_per_s") for r in rs], 1),
+                    agg([r.get("records_per_s") or r.get("achieved_rate") for r in rs], 0),
+                    agg([r.get("p50_ms") for r in rs], 2), agg([r.get("p99_ms") for r in rs], 2),
+                    agg([r.get("client_cpu_pct") for r in rs], 0),
+                    agg([r.get("broker_cpu_pct") for r in rs], 0),
+                    agg([cpu_per_mb(r) for r in rs], 2),
+                    agg([r["loadavg_start"][0] for r in rs], 1),
+                    f"{cb}/{len(rs)} client-bound" if cb else ""])
+    if args.markdown:
+        print("| " + " | ".join(hdr) + " |")
+        print("|" + "|".join("---" for _ in hdr) + "|")
+        for row in out:
+            print("| " + " | ".join(row) + " |")
+        return
+    w = [max(len(h), *(len(row[i]) for row in out)) if out else len(h)
+         for i, h in enumerate(hdr)]
+    print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))
+    for row in out:
+        print("  ".join(c.ljust(w[i]) for i, c in enumerate(row)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    tgt = r.add_mutually_exclusive_group(required=True)
+    tgt.add_argument("--bootstrap", help="host:port of a running broker")
+    tgt.add_argument("--start-kafka", action="store_true",
+                     help="start reference Apache Kafka (tests/interop/conftest.py) for this run")
+    tgt.add_argument("--mock", action="store_true",
+                     help="librdkafka's in-process mock broker (acks instantly): client ceiling")
+    r.add_argument("--label", required=True)
+    r.add_argument("--broker-mode", default="", help="free text recorded in the JSON")
+    r.add_argument("--broker-pid", type=int, help="sample this process's CPU")
+    r.add_argument("--records", type=int, default=300000)
+    r.add_argument("--size", type=int, default=1024)
+    r.add_argument("--partitions", default="1,4", help="comma list, one produce topic each")
+    r.add_argument("--warmup", type=int, default=50000,
+                   help="records produced+consumed untimed first (0: none)")
+    r.add_argument("--phases", default="produce,latency,consume")
+    r.add_argument("--latency-seconds", type=float, default=10.0)
+    r.add_argument("--latency-rates", default="half,50mb",
+                   help="comma list of paced rates: 'half' (of the measured 1-partition "
+                        "produce max), 'NNmb' (NN MB/s of values) or records/s")
+    r.add_argument("--linger-ms", type=int, default=5)
+    r.add_argument("--batch-size", type=int, default=1000000)
+    r.add_argument("--idempotence", action="store_true", help="enable.idempotence=true")
+    r.add_argument("--phase-timeout", type=float, default=55.0,
+                   help="abort a phase that runs longer than this (s)")
+    r.add_argument("--out", help="also append the JSON lines to this file")
+    f = sub.add_parser("fsync-probe", help="write+fdatasync latency of the disk under DIR")
+    f.add_argument("dir")
+    f.add_argument("--size-kib", type=int, default=256)
+    f.add_argument("--count", type=int, default=200)
+    f.add_argument("--seconds", type=float, default=10.0)
+    f.add_argument("--out")
+    t = sub.add_parser("table", help="one row per JSON result")
+    t.add_argument("file")
+    t.add_argument("--markdown", action="store_true")
+    sm = sub.add_parser("summary", help="median [min-max] over repeated runs")
+    sm.add_argument("file")
+    sm.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    if args.cmd == "run":
+        cmd_run(args)
+    elif args.cmd == "fsync-probe":
+        cmd_fsync_probe(args)
+    elif args.cmd == "summary":
+        cmd_summary(args)
+    else:
+        cmd_table(args)
+
+
+if __name__ == "__main__":
+    main()
