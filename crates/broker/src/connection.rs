@@ -31,6 +31,9 @@ use crate::dispatch::{self, Reply, RequestContext};
 use crate::handlers::api_versions;
 
 const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// Largest response buffer kept for reuse. Reusing it spares large fetch responses a fresh
+/// allocation (page faults and clearing dominated the fetch path's profile without it).
+const SPARE_BUFFER_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// Requests of one connection in flight at most (read, not yet answered).
 pub const IN_FLIGHT_REQUESTS_MAX: usize = 16;
 
@@ -62,6 +65,7 @@ pub async fn serve(
     let idle = Duration::from_millis(broker.config.long("connections.max.idle.ms") as u64);
     let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
     let mut queue: VecDeque<Slot> = VecDeque::new();
+    let mut spare = BytesMut::new();
     let ctx = RequestContext { peer };
     'conn: loop {
         // Take every complete frame we have room for, in order.
@@ -75,7 +79,8 @@ pub async fn serve(
                 }
             };
             broker.metrics.bytes_in(frame.len() + 4);
-            match handle_frame(&broker, &ctx, frame).await {
+            let out = std::mem::take(&mut spare);
+            match handle_frame(&broker, &ctx, frame, out).await {
                 Ok(slot) => queue.push_back(slot),
                 Err(reason) => {
                     warn!(%peer, %reason, "closing connection");
@@ -93,6 +98,7 @@ pub async fn serve(
             if !write(&broker, &mut stream, &out, peer).await {
                 break 'conn;
             }
+            keep_spare(&mut spare, out);
         }
         if *stop.borrow() {
             let _ = drain(&broker, &mut stream, &mut queue).await;
@@ -116,10 +122,11 @@ pub async fn serve(
                 }
             },
             done = wait_front(&mut queue), if waiting => {
-                let out = finish(&broker, done);
+                let out = finish(&broker, done, std::mem::take(&mut spare));
                 if !write(&broker, &mut stream, &out, peer).await {
                     break;
                 }
+                keep_spare(&mut spare, out);
             }
             _ = stop.changed() => {}
             _ = tokio::time::sleep(idle), if queue.is_empty() => {
@@ -164,10 +171,22 @@ async fn wait_front(queue: &mut VecDeque<Slot>) -> Finished {
     (result, api, version, correlation_id, started)
 }
 
-/// Encodes a completed deferred response.
-fn finish(broker: &Broker, (result, api, version, correlation_id, started): Finished) -> BytesMut {
+/// Keeps a written buffer's memory for the next response.
+fn keep_spare(spare: &mut BytesMut, mut out: BytesMut) {
+    if out.capacity() <= SPARE_BUFFER_BYTES_MAX && out.capacity() > spare.capacity() {
+        out.clear();
+        *spare = out;
+    }
+}
+
+/// Encodes a completed deferred response into `out`.
+fn finish(
+    broker: &Broker,
+    (result, api, version, correlation_id, started): Finished,
+    mut out: BytesMut,
+) -> BytesMut {
     broker.metrics.request(api, started.elapsed());
-    let mut out = BytesMut::new();
+    out.clear();
     match result {
         Ok(Some(response)) => encode(broker, &mut out, api, version, correlation_id, &response),
         Ok(None) => {}
@@ -218,7 +237,7 @@ async fn drain(broker: &Broker, stream: &mut TcpStream, queue: &mut VecDeque<Slo
                 Some(Slot::Ready(out)) => out,
                 _ => unreachable!("front was Ready"),
             },
-            Slot::Waiting { .. } => finish(broker, wait_front(queue).await),
+            Slot::Waiting { .. } => finish(broker, wait_front(queue).await, BytesMut::new()),
         };
         if stream.write_all(&out).await.is_err() {
             return false;
@@ -235,7 +254,9 @@ async fn handle_frame(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     frame: bytes::Bytes,
+    mut out: BytesMut,
 ) -> Result<Slot, String> {
+    out.clear();
     let Some(peeked) = peek_header(&frame) else {
         return Err(format!("request of {} bytes has no header", frame.len()));
     };
@@ -245,7 +266,6 @@ async fn handle_frame(
             // Kafka answers an ApiVersions it cannot parse at v0 so the client can retry.
             let response = api_versions::unsupported_version_response(&table);
             broker.metrics.request_error("ApiVersions", 35);
-            let mut out = BytesMut::new();
             encode_response(&mut out, peeked.correlation_id, 0, &response.into())
                 .map_err(|e| format!("encoding ApiVersions fallback: {e}"))?;
             return Ok(Slot::Ready(out));
@@ -267,7 +287,6 @@ async fn handle_frame(
     match dispatch::dispatch(broker, ctx, request).await {
         Reply::Now(response) => {
             broker.metrics.request(api, started.elapsed());
-            let mut out = BytesMut::new();
             if let Some(response) = response {
                 encode(broker, &mut out, api, version, correlation_id, &response);
             }

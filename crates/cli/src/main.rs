@@ -141,7 +141,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     result
 }
 
+/// Keeps large buffers (fetch responses of tens of MB) in glibc's heap instead of a fresh
+/// mmap per allocation: profiling the fetch path showed most broker CPU going to page faults and
+/// page clearing on buffers that were mapped, touched once and unmapped per request.
+fn tune_allocator() {
+    const LARGE_BUFFER_BYTES: libc::c_int = 256 << 20;
+    // SAFETY: mallopt only adjusts glibc's allocator parameters; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, LARGE_BUFFER_BYTES);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, LARGE_BUFFER_BYTES);
+    }
+}
+
 fn main() -> anyhow::Result<()> {
+    tune_allocator();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
