@@ -3,6 +3,8 @@
 //! Owns the protocol logic that must be exactly right and therefore exhaustively testable:
 //! - [`group_coordinator`]: the classic consumer-group protocol and committed offsets;
 //! - [`producer_state`]: per-partition idempotent-producer sequence and epoch checks;
+//! - [`txn_coordinator`]: transactional ids, producer epochs and fencing, the transaction
+//!   lifecycle (classic and transaction version 2) and the COMMIT/ABORT marker hand-off;
 //! - [`hash`]: Java's `String.hashCode` and Kafka's `Utils.abs`, for coordinator partitioning.
 //!
 //! Invariants: every input is an explicit argument, time included (`now_ms`); every durable
@@ -13,3 +15,4 @@
 pub mod group_coordinator;
 pub mod hash;
 pub mod producer_state;
+pub mod txn_coordinator;

@@ -1,0 +1,488 @@
+//! Records the transaction coordinator writes to `__transaction_state`, and their encoding.
+//!
+//! Framing follows Kafka's TransactionLog: key = `[i16 key version 0][string transactional id]`,
+//! value = `[i16 value version][fields]`, a tombstone has no value. The field encoding is
+//! Shoal's own (big-endian integers; strings as `i32` length + UTF-8), so Kafka tools cannot
+//! read these records. Decoding never panics and never allocates more than the input could
+//! describe; it accepts only states that are ever written (not Dead or PrepareEpochFence) and
+//! only canonical partition lists (sorted, distinct).
+
+use std::collections::BTreeSet;
+
+use super::types::{
+    ProducerEpoch, ProducerId, TopicPartition, TransactionState, TransactionVersion,
+};
+
+/// Version of the key layout.
+pub const KEY_VERSION: i16 = 0;
+/// Current value version.
+pub const VALUE_VERSION: i16 = 0;
+
+/// One transactional id's durable state (Kafka's `TransactionLogValue` plus its key's id).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransactionLogValue {
+    pub producer_id: ProducerId,
+    /// The id before the last rotation (epoch exhaustion), -1 if none; lets a retry that
+    /// spanned the rotation be recognised.
+    pub prev_producer_id: ProducerId,
+    /// TV2: the id a PrepareCommit/PrepareAbort at an exhausted epoch switches to on
+    /// completion; -1 otherwise.
+    pub next_producer_id: ProducerId,
+    pub producer_epoch: ProducerEpoch,
+    /// The epoch a retrying producer may still present (-1 when none).
+    pub last_producer_epoch: ProducerEpoch,
+    pub txn_timeout_ms: i32,
+    pub state: TransactionState,
+    pub partitions: BTreeSet<TopicPartition>,
+    /// -1 when no transaction is running.
+    pub txn_start_timestamp_ms: i64,
+    pub txn_last_update_timestamp_ms: i64,
+    pub client_transaction_version: TransactionVersion,
+}
+
+/// Every durable change of the transaction coordinator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TxnRecord {
+    Transaction {
+        transactional_id: String,
+        value: TransactionLogValue,
+    },
+    /// The id expired (Kafka writes a tombstone after the in-memory Dead transition).
+    Tombstone { transactional_id: String },
+}
+
+/// Why a stored record could not be decoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    #[error("record truncated: needed {needed} bytes at offset {at}, {remaining} remaining")]
+    Truncated {
+        at: usize,
+        needed: usize,
+        remaining: usize,
+    },
+    #[error("unsupported key version {0}")]
+    UnsupportedKeyVersion(i16),
+    #[error("unsupported value version {0}")]
+    UnsupportedVersion(i16),
+    #[error("invalid length {length} at offset {at}")]
+    InvalidLength { at: usize, length: i64 },
+    #[error("invalid UTF-8 in a string at offset {at}")]
+    InvalidUtf8 { at: usize },
+    #[error("null in a non-nullable field at offset {at}")]
+    UnexpectedNull { at: usize },
+    #[error("state id {0} is never stored")]
+    InvalidState(i8),
+    #[error("unknown transaction version {0}")]
+    InvalidTransactionVersion(i8),
+    #[error("partitions not sorted and distinct at offset {at}")]
+    NonCanonicalPartitions { at: usize },
+    #[error("{count} trailing bytes")]
+    TrailingBytes { count: usize },
+}
+
+impl TxnRecord {
+    pub fn transactional_id(&self) -> &str {
+        match self {
+            TxnRecord::Transaction {
+                transactional_id, ..
+            }
+            | TxnRecord::Tombstone { transactional_id } => transactional_id,
+        }
+    }
+
+    /// Encodes as (key, value); a tombstone has no value.
+    ///
+    /// # Panics
+    /// If a string is 2 GiB or longer or a partition set has more than `i32::MAX` entries,
+    /// which request size limits rule out; or (debug) on a state that is never stored.
+    pub fn encode(&self) -> (Vec<u8>, Option<Vec<u8>>) {
+        let mut key = Writer::default();
+        key.i16(KEY_VERSION);
+        key.string(self.transactional_id());
+        match self {
+            TxnRecord::Tombstone { .. } => (key.0, None),
+            TxnRecord::Transaction { value: v, .. } => {
+                debug_assert!(
+                    !matches!(
+                        v.state,
+                        TransactionState::Dead | TransactionState::PrepareEpochFence
+                    ),
+                    "state {:?} is never stored",
+                    v.state
+                );
+                let mut w = Writer::default();
+                w.i16(VALUE_VERSION);
+                w.i64(v.producer_id.0);
+                w.i64(v.prev_producer_id.0);
+                w.i64(v.next_producer_id.0);
+                w.i16(v.producer_epoch.0);
+                w.i16(v.last_producer_epoch.0);
+                w.i32(v.txn_timeout_ms);
+                w.i8(v.state.id());
+                // Grouped by topic, as Kafka's value is; the set is already sorted.
+                let mut topics: Vec<(&str, Vec<i32>)> = Vec::new();
+                for tp in &v.partitions {
+                    match topics.last_mut() {
+                        Some((t, ps)) if *t == tp.topic => ps.push(tp.partition),
+                        _ => topics.push((&tp.topic, vec![tp.partition])),
+                    }
+                }
+                w.len(topics.len());
+                for (topic, ps) in topics {
+                    w.string(topic);
+                    w.len(ps.len());
+                    for p in ps {
+                        w.i32(p);
+                    }
+                }
+                w.i64(v.txn_last_update_timestamp_ms);
+                w.i64(v.txn_start_timestamp_ms);
+                w.i8(v.client_transaction_version.level());
+                (key.0, Some(w.0))
+            }
+        }
+    }
+
+    /// Decodes a (key, value) pair read from `__transaction_state`.
+    ///
+    /// # Errors
+    /// Any malformed, truncated or over-long input, unknown versions, states that are never
+    /// stored and non-canonical partition lists.
+    pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<TxnRecord, DecodeError> {
+        let mut k = Reader::new(key);
+        let key_version = k.i16()?;
+        if key_version != KEY_VERSION {
+            return Err(DecodeError::UnsupportedKeyVersion(key_version));
+        }
+        let transactional_id = k.string()?;
+        k.finish()?;
+        let Some(value) = value else {
+            return Ok(TxnRecord::Tombstone { transactional_id });
+        };
+        let mut r = Reader::new(value);
+        let version = r.i16()?;
+        if version != VALUE_VERSION {
+            return Err(DecodeError::UnsupportedVersion(version));
+        }
+        let producer_id = ProducerId(r.i64()?);
+        let prev_producer_id = ProducerId(r.i64()?);
+        let next_producer_id = ProducerId(r.i64()?);
+        let producer_epoch = ProducerEpoch(r.i16()?);
+        let last_producer_epoch = ProducerEpoch(r.i16()?);
+        let txn_timeout_ms = r.i32()?;
+        let state_id = r.i8()?;
+        let state = match TransactionState::from_id(state_id) {
+            Some(TransactionState::Dead | TransactionState::PrepareEpochFence) | None => {
+                return Err(DecodeError::InvalidState(state_id))
+            }
+            Some(s) => s,
+        };
+        let mut partitions = BTreeSet::new();
+        // A topic takes at least 8 bytes (empty name, zero partitions).
+        let topics = r.count(8)?;
+        for _ in 0..topics {
+            let at = r.pos;
+            let topic = r.string()?;
+            let count = r.count(4)?;
+            for _ in 0..count {
+                let tp = TopicPartition {
+                    topic: topic.clone(),
+                    partition: r.i32()?,
+                };
+                if partitions.last().is_some_and(|last| *last >= tp) {
+                    return Err(DecodeError::NonCanonicalPartitions { at });
+                }
+                partitions.insert(tp);
+            }
+            if count == 0 {
+                return Err(DecodeError::NonCanonicalPartitions { at });
+            }
+        }
+        let txn_last_update_timestamp_ms = r.i64()?;
+        let txn_start_timestamp_ms = r.i64()?;
+        let level = r.i8()?;
+        let client_transaction_version = TransactionVersion::from_level(level)
+            .ok_or(DecodeError::InvalidTransactionVersion(level))?;
+        r.finish()?;
+        Ok(TxnRecord::Transaction {
+            transactional_id,
+            value: TransactionLogValue {
+                producer_id,
+                prev_producer_id,
+                next_producer_id,
+                producer_epoch,
+                last_producer_epoch,
+                txn_timeout_ms,
+                state,
+                partitions,
+                txn_start_timestamp_ms,
+                txn_last_update_timestamp_ms,
+                client_transaction_version,
+            },
+        })
+    }
+}
+
+#[derive(Default)]
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn i8(&mut self, v: i8) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn i16(&mut self, v: i16) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn i32(&mut self, v: i32) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn i64(&mut self, v: i64) {
+        self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    fn len(&mut self, len: usize) {
+        let len = i32::try_from(len).expect("field shorter than 2 GiB (request size limits)");
+        self.i32(len);
+    }
+    fn string(&mut self, s: &str) {
+        self.len(s.len());
+        self.0.extend_from_slice(s.as_bytes());
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let remaining = self.remaining();
+        if n > remaining {
+            return Err(DecodeError::Truncated {
+                at: self.pos,
+                needed: n,
+                remaining,
+            });
+        }
+        let out = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn i8(&mut self) -> Result<i8, DecodeError> {
+        Ok(i8::from_be_bytes(self.array()?))
+    }
+    fn i16(&mut self) -> Result<i16, DecodeError> {
+        Ok(i16::from_be_bytes(self.array()?))
+    }
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        Ok(i32::from_be_bytes(self.array()?))
+    }
+    fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(i64::from_be_bytes(self.array()?))
+    }
+
+    /// A non-null length or count.
+    fn length(&mut self) -> Result<usize, DecodeError> {
+        let at = self.pos;
+        let len = self.i32()?;
+        if len == -1 {
+            return Err(DecodeError::UnexpectedNull { at });
+        }
+        usize::try_from(len).map_err(|_| DecodeError::InvalidLength {
+            at,
+            length: i64::from(len),
+        })
+    }
+
+    /// An array count whose elements take at least `min_element_bytes` each.
+    fn count(&mut self, min_element_bytes: usize) -> Result<usize, DecodeError> {
+        let at = self.pos;
+        let n = self.length()?;
+        if n.saturating_mul(min_element_bytes) > self.remaining() {
+            return Err(DecodeError::InvalidLength {
+                at,
+                length: n as i64,
+            });
+        }
+        Ok(n)
+    }
+
+    fn string(&mut self) -> Result<String, DecodeError> {
+        let at = self.pos;
+        let n = self.length()?;
+        let b = self.take(n)?;
+        std::str::from_utf8(b)
+            .map(str::to_string)
+            .map_err(|_| DecodeError::InvalidUtf8 { at })
+    }
+
+    fn finish(&self) -> Result<(), DecodeError> {
+        match self.remaining() {
+            0 => Ok(()),
+            count => Err(DecodeError::TrailingBytes { count }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = TransactionLogValue> {
+        let state = prop_oneof![
+            Just(TransactionState::Empty),
+            Just(TransactionState::Ongoing),
+            Just(TransactionState::PrepareCommit),
+            Just(TransactionState::PrepareAbort),
+            Just(TransactionState::CompleteCommit),
+            Just(TransactionState::CompleteAbort),
+        ];
+        let tv = prop_oneof![
+            Just(TransactionVersion::Tv0),
+            Just(TransactionVersion::Tv1),
+            Just(TransactionVersion::Tv2),
+        ];
+        let partitions = proptest::collection::btree_set(
+            ("[a-c_]{0,3}", -2..5i32).prop_map(|(t, p)| TopicPartition::new(t, p)),
+            0..6,
+        );
+        (
+            (any::<i64>(), any::<i64>(), any::<i64>()),
+            (any::<i16>(), any::<i16>(), any::<i32>()),
+            state,
+            partitions,
+            (any::<i64>(), any::<i64>()),
+            tv,
+        )
+            .prop_map(
+                |((pid, prev, next), (ep, last, timeout), state, partitions, (start, upd), tv)| {
+                    TransactionLogValue {
+                        producer_id: ProducerId(pid),
+                        prev_producer_id: ProducerId(prev),
+                        next_producer_id: ProducerId(next),
+                        producer_epoch: ProducerEpoch(ep),
+                        last_producer_epoch: ProducerEpoch(last),
+                        txn_timeout_ms: timeout,
+                        state,
+                        partitions,
+                        txn_start_timestamp_ms: start,
+                        txn_last_update_timestamp_ms: upd,
+                        client_transaction_version: tv,
+                    }
+                },
+            )
+    }
+
+    fn record() -> impl Strategy<Value = TxnRecord> {
+        prop_oneof![
+            (".{0,8}", value()).prop_map(|(id, value)| TxnRecord::Transaction {
+                transactional_id: id,
+                value
+            }),
+            ".{0,8}".prop_map(|id| TxnRecord::Tombstone {
+                transactional_id: id
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn records_round_trip(rec in record()) {
+            let (key, value) = rec.encode();
+            prop_assert_eq!(TxnRecord::decode(&key, value.as_deref()), Ok(rec));
+        }
+
+        #[test]
+        fn decode_arbitrary_bytes_never_panics(
+            key in proptest::collection::vec(any::<u8>(), 0..32),
+            value in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..128)),
+        ) {
+            let _ = TxnRecord::decode(&key, value.as_deref());
+        }
+
+        #[test]
+        fn decode_mutated_records_never_panics(
+            rec in record(),
+            flip in any::<usize>(),
+            byte in any::<u8>(),
+            cut in any::<usize>(),
+        ) {
+            let (mut key, value) = rec.encode();
+            if let Some(mut value) = value {
+                let i = flip % value.len();
+                value[i] = byte;
+                value.truncate(cut % (value.len() + 1));
+                let _ = TxnRecord::decode(&key, Some(&value));
+            }
+            let i = flip % key.len();
+            key[i] = byte;
+            let _ = TxnRecord::decode(&key, None);
+        }
+    }
+
+    #[test]
+    fn rejects_states_never_stored_and_bad_versions() {
+        let v = TransactionLogValue {
+            producer_id: ProducerId(1),
+            prev_producer_id: ProducerId(-1),
+            next_producer_id: ProducerId(-1),
+            producer_epoch: ProducerEpoch(0),
+            last_producer_epoch: ProducerEpoch(-1),
+            txn_timeout_ms: 1000,
+            state: TransactionState::Ongoing,
+            partitions: [TopicPartition::new("t", 0), TopicPartition::new("t", 1)]
+                .into_iter()
+                .collect(),
+            txn_start_timestamp_ms: 5,
+            txn_last_update_timestamp_ms: 6,
+            client_transaction_version: TransactionVersion::Tv2,
+        };
+        let rec = TxnRecord::Transaction {
+            transactional_id: "x".into(),
+            value: v,
+        };
+        let (key, value) = rec.encode();
+        assert_eq!(&key[..2], &KEY_VERSION.to_be_bytes());
+        let mut value = value.expect("value");
+        // state byte sits after version, 3 ids, 2 epochs and the timeout.
+        let state_at = 2 + 24 + 4 + 4;
+        assert_eq!(value[state_at], 1);
+        value[state_at] = 7;
+        assert_eq!(
+            TxnRecord::decode(&key, Some(&value)),
+            Err(DecodeError::InvalidState(7))
+        );
+        value[..2].copy_from_slice(&3i16.to_be_bytes());
+        assert_eq!(
+            TxnRecord::decode(&key, Some(&value)),
+            Err(DecodeError::UnsupportedVersion(3))
+        );
+        assert_eq!(
+            TxnRecord::decode(&[0, 1, 0, 0, 0, 0], None),
+            Err(DecodeError::UnsupportedKeyVersion(1))
+        );
+    }
+}

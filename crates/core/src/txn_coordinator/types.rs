@@ -1,0 +1,521 @@
+//! Plain request, response and state types of the transaction coordinator.
+//!
+//! They mirror Kafka's wire messages field for field but carry no wire-version logic except
+//! [`downgrade_error`], which the broker applies to the coordinator's modern error codes.
+
+use std::collections::BTreeSet;
+
+pub use crate::group_coordinator::{ErrorCode, ReplyToken};
+pub use crate::producer_state::{ProducerEpoch, ProducerId, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
+
+use super::records::TxnRecord;
+
+/// Kafka error codes the transaction coordinator returns (`Errors.java`).
+pub mod error_codes {
+    use super::ErrorCode;
+
+    pub const NONE: ErrorCode = ErrorCode(0);
+    pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode(-1);
+    pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = ErrorCode(14);
+    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode(15);
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
+    pub const INVALID_PRODUCER_EPOCH: ErrorCode = ErrorCode(47);
+    pub const INVALID_TXN_STATE: ErrorCode = ErrorCode(48);
+    pub const INVALID_PRODUCER_ID_MAPPING: ErrorCode = ErrorCode(49);
+    pub const INVALID_TRANSACTION_TIMEOUT: ErrorCode = ErrorCode(50);
+    pub const CONCURRENT_TRANSACTIONS: ErrorCode = ErrorCode(51);
+    pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
+    pub const PRODUCER_FENCED: ErrorCode = ErrorCode(90);
+    pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode = ErrorCode(105);
+    pub const TRANSACTION_ABORTABLE: ErrorCode = ErrorCode(120);
+}
+
+use error_codes::*;
+
+/// The highest epoch before a producer id must rotate (Kafka's `isEpochExhausted`:
+/// `epoch >= Short.MAX_VALUE - 1`).
+pub const EPOCH_EXHAUSTED_AT: i16 = i16::MAX - 1;
+
+/// Kafka's `TransactionMetadata.isEpochExhausted`.
+pub fn is_epoch_exhausted(epoch: ProducerEpoch) -> bool {
+    epoch.0 >= EPOCH_EXHAUSTED_AT
+}
+
+/// One partition of a transaction.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    pub topic: String,
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+/// Kafka's `TransactionState`, with its persisted ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TransactionState {
+    Empty,
+    Ongoing,
+    PrepareCommit,
+    PrepareAbort,
+    CompleteCommit,
+    CompleteAbort,
+    /// Never stored: an expiring id is removed with a tombstone.
+    Dead,
+    /// Never stored: the fence and the abort that follows it happen in one call, and only the
+    /// PrepareAbort (with the bumped epoch) is written, as in Kafka.
+    PrepareEpochFence,
+}
+
+impl TransactionState {
+    pub const ALL: [TransactionState; 8] = [
+        TransactionState::Empty,
+        TransactionState::Ongoing,
+        TransactionState::PrepareCommit,
+        TransactionState::PrepareAbort,
+        TransactionState::CompleteCommit,
+        TransactionState::CompleteAbort,
+        TransactionState::Dead,
+        TransactionState::PrepareEpochFence,
+    ];
+
+    /// Kafka's id (`TransactionState.id`).
+    pub fn id(self) -> i8 {
+        match self {
+            TransactionState::Empty => 0,
+            TransactionState::Ongoing => 1,
+            TransactionState::PrepareCommit => 2,
+            TransactionState::PrepareAbort => 3,
+            TransactionState::CompleteCommit => 4,
+            TransactionState::CompleteAbort => 5,
+            TransactionState::Dead => 6,
+            TransactionState::PrepareEpochFence => 7,
+        }
+    }
+
+    pub fn from_id(id: i8) -> Option<TransactionState> {
+        Self::ALL.into_iter().find(|s| s.id() == id)
+    }
+
+    /// Kafka's name, as DescribeTransactions / ListTransactions return it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransactionState::Empty => "Empty",
+            TransactionState::Ongoing => "Ongoing",
+            TransactionState::PrepareCommit => "PrepareCommit",
+            TransactionState::PrepareAbort => "PrepareAbort",
+            TransactionState::CompleteCommit => "CompleteCommit",
+            TransactionState::CompleteAbort => "CompleteAbort",
+            TransactionState::Dead => "Dead",
+            TransactionState::PrepareEpochFence => "PrepareEpochFence",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<TransactionState> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// States from which a transition into `self` is legal (Kafka's `validPreviousStates`).
+    pub fn valid_previous(self) -> &'static [TransactionState] {
+        use TransactionState::*;
+        match self {
+            Empty => &[Empty, CompleteCommit, CompleteAbort],
+            Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
+            PrepareCommit => &[Ongoing],
+            PrepareAbort => &[
+                Ongoing,
+                PrepareEpochFence,
+                Empty,
+                CompleteCommit,
+                CompleteAbort,
+            ],
+            CompleteCommit => &[PrepareCommit],
+            CompleteAbort => &[PrepareAbort],
+            Dead => &[Empty, CompleteAbort, CompleteCommit],
+            PrepareEpochFence => &[Ongoing],
+        }
+    }
+
+    pub fn is_prepare(self) -> bool {
+        matches!(
+            self,
+            TransactionState::PrepareCommit | TransactionState::PrepareAbort
+        )
+    }
+
+    /// States an idle transactional id may expire from.
+    pub fn is_idle(self) -> bool {
+        matches!(
+            self,
+            TransactionState::Empty
+                | TransactionState::CompleteCommit
+                | TransactionState::CompleteAbort
+        )
+    }
+}
+
+/// The client's transaction protocol (`transaction.version` as used by the request).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TransactionVersion {
+    /// Classic (KIP-98): AddPartitionsToTxn / AddOffsetsToTxn, EndTxn v0-4.
+    Tv0,
+    /// Flexible transaction-log records; same coordinator behaviour as TV0.
+    Tv1,
+    /// KIP-890 part 2: implicit adds, epoch bump on every EndTxn (v5+).
+    Tv2,
+}
+
+impl TransactionVersion {
+    pub fn level(self) -> i8 {
+        match self {
+            TransactionVersion::Tv0 => 0,
+            TransactionVersion::Tv1 => 1,
+            TransactionVersion::Tv2 => 2,
+        }
+    }
+
+    pub fn from_level(level: i8) -> Option<TransactionVersion> {
+        match level {
+            0 => Some(TransactionVersion::Tv0),
+            1 => Some(TransactionVersion::Tv1),
+            2 => Some(TransactionVersion::Tv2),
+            _ => None,
+        }
+    }
+
+    /// Kafka's `supportsEpochBump`.
+    pub fn supports_epoch_bump(self) -> bool {
+        self == TransactionVersion::Tv2
+    }
+
+    /// The version an EndTxn request of `version` speaks (Kafka: v5+ is TV2).
+    pub fn for_end_txn(version: i16) -> TransactionVersion {
+        if version >= 5 {
+            TransactionVersion::Tv2
+        } else {
+            TransactionVersion::Tv0
+        }
+    }
+}
+
+/// COMMIT or ABORT, as the markers carry it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TransactionResult {
+    Commit,
+    Abort,
+}
+
+impl TransactionResult {
+    pub fn from_committed(committed: bool) -> Self {
+        if committed {
+            TransactionResult::Commit
+        } else {
+            TransactionResult::Abort
+        }
+    }
+
+    /// WriteTxnMarkers' `TransactionResult` (true = COMMIT).
+    pub fn is_commit(self) -> bool {
+        self == TransactionResult::Commit
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------------------------
+
+/// Every input that gets a reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TxnRequest {
+    InitProducerId(InitProducerIdRequest),
+    AddPartitions(AddPartitionsRequest),
+    AddOffsets(AddOffsetsRequest),
+    AddPartitionsImplicit(AddPartitionsImplicitRequest),
+    EndTxn(EndTxnRequest),
+}
+
+/// InitProducerId with a transactional id (non-transactional producers need no coordinator).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitProducerIdRequest {
+    pub transactional_id: String,
+    pub txn_timeout_ms: i32,
+    /// -1, or the producer's current id (v3+, KIP-360).
+    pub producer_id: ProducerId,
+    /// -1, or the producer's current epoch (v3+).
+    pub producer_epoch: ProducerEpoch,
+    /// Whether the broker has finalized `transaction.version` >= 2. Only recorded as the
+    /// client version of a newly created id; each transaction's version is set by the request
+    /// that starts or ends it.
+    pub transaction_version_supported: bool,
+    /// A never-used producer id from the broker's allocator, consumed only when the id is new
+    /// or the epoch is exhausted. `None` is fine when
+    /// [`TxnCoordinator::needs_fresh_producer_id`](super::TxnCoordinator::needs_fresh_producer_id)
+    /// says false; if one is needed and missing the reply is COORDINATOR_LOAD_IN_PROGRESS
+    /// (what Kafka answers while waiting for a producer-id block).
+    pub fresh_producer_id: Option<ProducerId>,
+}
+
+/// AddPartitionsToTxn: a classic client's (v0-3) add, or with `verify_only` the broker's check
+/// that a TV0/1 producer's partitions are already in its transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddPartitionsRequest {
+    pub transactional_id: String,
+    pub producer_id: ProducerId,
+    pub producer_epoch: ProducerEpoch,
+    pub partitions: Vec<TopicPartition>,
+    pub verify_only: bool,
+}
+
+/// AddOffsetsToTxn, with the `__consumer_offsets` partition the broker computed for the group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddOffsetsRequest {
+    pub transactional_id: String,
+    pub producer_id: ProducerId,
+    pub producer_epoch: ProducerEpoch,
+    pub group_id: String,
+    pub offsets_partition: i32,
+}
+
+/// TV2 implicit add: used by the broker when a Produce v12+ batch (or a KIP-1289 staged
+/// acknowledgement, for `__share_group_state-N`) reaches a partition not yet in the
+/// transaction. Same checks as AddPartitionsToTxn; starts the transaction when there is none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddPartitionsImplicitRequest {
+    pub transactional_id: String,
+    pub producer_id: ProducerId,
+    pub producer_epoch: ProducerEpoch,
+    pub partitions: Vec<TopicPartition>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndTxnRequest {
+    pub transactional_id: String,
+    pub producer_id: ProducerId,
+    pub producer_epoch: ProducerEpoch,
+    pub committed: bool,
+    /// The EndTxn request version: v5+ is TV2 (epoch bump on every commit/abort).
+    pub version: i16,
+    /// As in [`InitProducerIdRequest::fresh_producer_id`]: needed only by a TV2 end at an
+    /// exhausted epoch.
+    pub fresh_producer_id: Option<ProducerId>,
+}
+
+/// ListTransactions filters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListTransactionsRequest {
+    /// Kafka state names (case-sensitive, as Kafka); empty = all.
+    pub state_filters: Vec<String>,
+    /// Empty = all.
+    pub producer_id_filters: Vec<i64>,
+    /// -1 = none; otherwise only transactions running longer than this (Kafka's filter).
+    pub duration_filter_ms: i64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TxnResponse {
+    InitProducerId(InitProducerIdResponse),
+    AddPartitions(AddPartitionsResponse),
+    AddOffsets(AddOffsetsResponse),
+    AddPartitionsImplicit(AddPartitionsResponse),
+    EndTxn(EndTxnResponse),
+}
+
+impl TxnResponse {
+    /// The single error code of the response (the first partition's for partition results).
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            TxnResponse::InitProducerId(r) => r.error_code,
+            TxnResponse::AddPartitions(r) | TxnResponse::AddPartitionsImplicit(r) => r
+                .results
+                .iter()
+                .map(|p| p.error_code)
+                .find(|c| !c.is_none())
+                .unwrap_or(NONE),
+            TxnResponse::AddOffsets(r) => r.error_code,
+            TxnResponse::EndTxn(r) => r.error_code,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitProducerIdResponse {
+    pub error_code: ErrorCode,
+    /// -1 on error.
+    pub producer_id: ProducerId,
+    /// -1 on error.
+    pub producer_epoch: ProducerEpoch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionError {
+    pub topic: String,
+    pub partition: i32,
+    pub error_code: ErrorCode,
+}
+
+/// One result per distinct requested partition, in (topic, partition) order. A non-verify add
+/// gives every partition the same error; the broker uses OPERATION_NOT_ATTEMPTED itself for
+/// the partitions it did not pass here when others failed its own checks (authorization,
+/// unknown topic), as Kafka's KafkaApis does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddPartitionsResponse {
+    pub results: Vec<PartitionError>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddOffsetsResponse {
+    pub error_code: ErrorCode,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndTxnResponse {
+    pub error_code: ErrorCode,
+    /// The producer id to use next (the new one after a TV2 rotation); -1 on error. Only on
+    /// the wire for v5+.
+    pub producer_id: ProducerId,
+    /// The epoch to use next (bumped for TV2); -1 on error. Only on the wire for v5+.
+    pub producer_epoch: ProducerEpoch,
+}
+
+/// "Write these COMMIT/ABORT markers, then call
+/// [`markers_written`](super::TxnCoordinator::markers_written) with this value."
+/// Maps one-to-one onto a WriteTxnMarkers v2 `WritableTxnMarker`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteMarkers {
+    pub transactional_id: String,
+    pub producer_id: ProducerId,
+    /// For TV2 the bumped epoch, so it is >= every epoch the transaction's data used.
+    pub producer_epoch: ProducerEpoch,
+    pub result: TransactionResult,
+    /// Sorted, distinct, never empty.
+    pub partitions: Vec<TopicPartition>,
+    pub coordinator_epoch: i32,
+    pub transaction_version: TransactionVersion,
+}
+
+/// One DescribeTransactions result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransactionDescription {
+    pub transactional_id: String,
+    /// TRANSACTIONAL_ID_NOT_FOUND for an unknown id (other fields then default).
+    pub error_code: ErrorCode,
+    pub state: String,
+    pub transaction_timeout_ms: i32,
+    /// -1 when no transaction is running.
+    pub transaction_start_time_ms: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub partitions: Vec<TopicPartition>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedTransaction {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub transaction_state: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListTransactionsResponse {
+    /// State filters that name no state.
+    pub unknown_state_filters: Vec<String>,
+    pub transactions: Vec<ListedTransaction>,
+}
+
+/// What one call produced. The broker appends `records` to `__transaction_state` (fsynced),
+/// then delivers `replies` and starts writing `markers`, in that order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Output {
+    pub records: Vec<TxnRecord>,
+    pub replies: Vec<(ReplyToken, TxnResponse)>,
+    pub markers: Vec<WriteMarkers>,
+}
+
+impl Output {
+    pub(crate) fn reply(&mut self, token: ReplyToken, response: TxnResponse) {
+        self.replies.push((token, response));
+    }
+
+    /// Appends another output after this one.
+    pub fn extend(&mut self, other: Output) {
+        self.records.extend(other.records);
+        self.replies.extend(other.replies);
+        self.markers.extend(other.markers);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.replies.is_empty() && self.markers.is_empty()
+    }
+}
+
+/// The four transactional APIs whose old versions know PRODUCER_FENCED under another name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnApi {
+    InitProducerId,
+    AddPartitionsToTxn,
+    AddOffsetsToTxn,
+    EndTxn,
+}
+
+/// Maps the coordinator's modern error code to what a request of `version` expects, as
+/// KafkaApis does: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for InitProducerId v<4,
+/// AddPartitionsToTxn v<2, AddOffsetsToTxn v<2 and EndTxn v<2.
+pub fn downgrade_error(api: TxnApi, version: i16, code: ErrorCode) -> ErrorCode {
+    let fenced_since = match api {
+        TxnApi::InitProducerId => 4,
+        TxnApi::AddPartitionsToTxn | TxnApi::AddOffsetsToTxn | TxnApi::EndTxn => 2,
+    };
+    if code == PRODUCER_FENCED && version < fenced_since {
+        INVALID_PRODUCER_EPOCH
+    } else {
+        code
+    }
+}
+
+pub(crate) fn init_reply(
+    error_code: ErrorCode,
+    producer_id: ProducerId,
+    producer_epoch: ProducerEpoch,
+) -> TxnResponse {
+    TxnResponse::InitProducerId(InitProducerIdResponse {
+        error_code,
+        producer_id,
+        producer_epoch,
+    })
+}
+
+pub(crate) fn init_error(error_code: ErrorCode) -> TxnResponse {
+    init_reply(
+        error_code,
+        ProducerId(NO_PRODUCER_ID),
+        ProducerEpoch(NO_PRODUCER_EPOCH),
+    )
+}
+
+pub(crate) fn partition_results(
+    partitions: &BTreeSet<TopicPartition>,
+    error_code: impl Fn(&TopicPartition) -> ErrorCode,
+) -> AddPartitionsResponse {
+    AddPartitionsResponse {
+        results: partitions
+            .iter()
+            .map(|tp| PartitionError {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                error_code: error_code(tp),
+            })
+            .collect(),
+    }
+}
