@@ -129,6 +129,19 @@ fn replay(broker: &Broker, machine: &mut GroupCoordinator) -> anyhow::Result<usi
                 let (header, range) = batch?;
                 offset = header.next_offset();
                 if header.is_control() {
+                    // A transaction marker: resolve that producer's pending offset commits.
+                    let records = shoal_storage::decode_records(
+                        &read.records[range],
+                        INTERNAL_DECODE_BYTES_MAX,
+                    )?;
+                    if let Some(commit) = records
+                        .first()
+                        .and_then(|r| r.key.as_deref())
+                        .and_then(control_record_is_commit)
+                    {
+                        machine.replay_end_txn(header.producer_id(), commit);
+                        count += 1;
+                    }
                     continue;
                 }
                 for record in
@@ -154,6 +167,15 @@ fn replay(broker: &Broker, machine: &mut GroupCoordinator) -> anyhow::Result<usi
         }
     }
     Ok(count)
+}
+
+/// Reads a control record key (`[version i16][type i16]`, type 0 = ABORT, 1 = COMMIT).
+pub fn control_record_is_commit(key: &[u8]) -> Option<bool> {
+    match key {
+        [_, _, 0, 0, ..] => Some(false),
+        [_, _, 0, 1, ..] => Some(true),
+        _ => None,
+    }
 }
 
 /// Appends `records` (one batch per partition) and fsyncs them.

@@ -551,3 +551,79 @@ pub async fn offset_delete(broker: &Broker, r: &m::OffsetDeleteRequest) -> m::Of
     }
     out
 }
+
+pub async fn txn_offset_commit(
+    broker: &Broker,
+    r: &m::TxnOffsetCommitRequest,
+) -> m::TxnOffsetCommitResponse {
+    let offsets = r
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| gc::OffsetCommitPartition {
+                topic: s(&t.name.0),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: opt(&p.committed_metadata),
+            })
+        })
+        .collect();
+    let request = gc::TxnOffsetCommitRequest {
+        group_id: s(&r.group_id.0),
+        producer_id: r.producer_id.0,
+        producer_epoch: r.producer_epoch,
+        generation_id: r.generation_id,
+        member_id: s(&r.member_id),
+        group_instance_id: opt(&r.group_instance_id),
+        offsets,
+    };
+    let results: BTreeMap<(String, i32), i16> =
+        match call(broker, gc::GroupRequest::TxnOffsetCommit(request)).await {
+            Some(gc::GroupResponse::TxnOffsetCommit(c)) => c
+                .partitions
+                .into_iter()
+                .map(|p| ((p.topic, p.partition), p.error_code.code()))
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+    let topics = r
+        .topics
+        .iter()
+        .map(|t| {
+            m::txn_offset_commit_response::TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            m::txn_offset_commit_response::TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(
+                                    *results
+                                        .get(&(s(&t.name.0), p.partition_index))
+                                        .unwrap_or(&UNAVAILABLE),
+                                )
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    m::TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Tells the group coordinator that a transaction marker for `producer_id` is durable in
+/// `__consumer_offsets`, so its pending offset commits resolve.
+///
+/// Returns false when the coordinator is unavailable (the marker is in the log, so the next
+/// load resolves them).
+pub async fn end_txn(broker: &Broker, producer_id: i64, commit: bool) -> bool {
+    let marker = gc::EndTxnMarker {
+        producer_id,
+        commit,
+    };
+    matches!(
+        call(broker, gc::GroupRequest::EndTxn(marker)).await,
+        Some(gc::GroupResponse::EndTxn)
+    )
+}

@@ -92,6 +92,9 @@ pub(crate) struct Group {
     pub(crate) new_member_added: bool,
     // Durable part.
     pub(crate) offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Offsets committed by open transactions, by producer id (TxnOffsetCommit); they become
+    /// `offsets` when that producer's COMMIT marker arrives and vanish on ABORT.
+    pub(crate) pending: BTreeMap<i64, BTreeMap<(String, i32), CommittedOffset>>,
     pub(crate) persisted: Option<GroupMetadataValue>,
     /// Deadline currently registered in the coordinator's timer set.
     pub(crate) scheduled_ms: Option<i64>,
@@ -117,6 +120,7 @@ impl Group {
             initial_delay: None,
             new_member_added: false,
             offsets: BTreeMap::new(),
+            pending: BTreeMap::new(),
             persisted: None,
             scheduled_ms: None,
         }
@@ -129,6 +133,7 @@ impl Group {
             && self.pending_members.is_empty()
             && self.persisted.is_none()
             && self.offsets.is_empty()
+            && self.pending.is_empty()
     }
 
     pub(crate) fn transition(&mut self, to: GroupState, now_ms: i64) {
@@ -141,6 +146,22 @@ impl Group {
         self.previous_state = self.state;
         self.state = to;
         self.state_timestamp_ms = now_ms;
+    }
+
+    /// Resolves `producer_id`'s pending offsets: COMMIT makes them the committed offsets, ABORT
+    /// drops them (Kafka matches on the producer id alone, whatever the marker's epoch).
+    pub(crate) fn end_txn(&mut self, producer_id: i64, commit: bool) {
+        if let Some(pending) = self.pending.remove(&producer_id) {
+            if commit {
+                self.offsets.extend(pending);
+            }
+        }
+    }
+
+    /// Whether an open transaction has a pending offset for this partition.
+    pub(crate) fn has_pending(&self, topic: &str, partition: i32) -> bool {
+        let key = (topic.to_string(), partition);
+        self.pending.values().any(|p| p.contains_key(&key))
     }
 
     /// Applies a durable record to this group's durable part (live path and replay path).
@@ -174,6 +195,27 @@ impl Group {
             GroupRecord::GroupTombstone { .. } => {
                 self.persisted = None;
                 self.offsets.clear();
+                self.pending.clear();
+            }
+            GroupRecord::PendingOffsetCommit {
+                producer_id,
+                topic,
+                partition,
+                offset,
+                leader_epoch,
+                metadata,
+                commit_timestamp_ms,
+                ..
+            } => {
+                self.pending.entry(*producer_id).or_default().insert(
+                    (topic.clone(), *partition),
+                    CommittedOffset {
+                        offset: *offset,
+                        leader_epoch: *leader_epoch,
+                        metadata: metadata.clone(),
+                        commit_timestamp_ms: *commit_timestamp_ms,
+                    },
+                );
             }
         }
     }

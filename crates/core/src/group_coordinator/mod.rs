@@ -100,6 +100,7 @@ impl Default for GroupConfig {
 pub struct DurableGroup {
     pub metadata: Option<GroupMetadataValue>,
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    pub pending: BTreeMap<i64, BTreeMap<(String, i32), CommittedOffset>>,
 }
 
 /// The durable part of the coordinator; equal for live state and state rebuilt by replay.
@@ -149,6 +150,11 @@ impl GroupCoordinator {
             GroupRequest::DescribeGroups(r) => self.describe_groups(token, r, &mut out),
             GroupRequest::DeleteGroups(r) => self.delete_groups(token, r, &mut out),
             GroupRequest::OffsetDelete(r) => self.offset_delete(token, r, &mut out),
+            GroupRequest::TxnOffsetCommit(r) => self.txn_offset_commit(now_ms, token, r, &mut out),
+            GroupRequest::EndTxn(marker) => {
+                self.replay_end_txn(marker.producer_id, marker.commit);
+                out.reply(token, GroupResponse::EndTxn);
+            }
         }
         out
     }
@@ -213,6 +219,23 @@ impl GroupCoordinator {
         self.touch(id);
     }
 
+    /// Applies a transaction marker read back from `__consumer_offsets` (a control batch):
+    /// the producer's pending offsets in every group become committed (COMMIT) or vanish.
+    pub fn replay_end_txn(&mut self, producer_id: i64, commit: bool) {
+        let ids: Vec<String> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| g.pending.contains_key(&producer_id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            if let Some(g) = self.groups.get_mut(&id) {
+                g.end_txn(producer_id, commit);
+            }
+            self.touch(&id);
+        }
+    }
+
     /// Loading finished at `now_ms`: loaded members must heartbeat within their session
     /// timeout from now, as in Kafka.
     pub fn loaded(&mut self, now_ms: i64) {
@@ -235,13 +258,16 @@ impl GroupCoordinator {
             groups: self
                 .groups
                 .iter()
-                .filter(|(_, g)| g.persisted.is_some() || !g.offsets.is_empty())
+                .filter(|(_, g)| {
+                    g.persisted.is_some() || !g.offsets.is_empty() || !g.pending.is_empty()
+                })
                 .map(|(id, g)| {
                     (
                         id.clone(),
                         DurableGroup {
                             metadata: g.persisted.clone(),
                             offsets: g.offsets.clone(),
+                            pending: g.pending.clone(),
                         },
                     )
                 })
@@ -779,6 +805,100 @@ impl GroupCoordinator {
         self.touch(&req.group_id);
     }
 
+    /// TxnOffsetCommit: validated like Kafka's `validateTransactionalOffsetCommit` (member and
+    /// generation checked only when the client sent them), written as pending records.
+    fn txn_offset_commit(
+        &mut self,
+        now_ms: i64,
+        token: ReplyToken,
+        req: TxnOffsetCommitRequest,
+        out: &mut Output,
+    ) {
+        let validated = self.validate_txn_offset_commit(now_ms, &req);
+        let cfg = &self.config;
+        let mut results = Vec::with_capacity(req.offsets.len());
+        let group = self.groups.get_mut(&req.group_id);
+        match (validated, group) {
+            (Ok(()), Some(g)) => {
+                for p in req.offsets {
+                    let metadata = p.metadata.unwrap_or_default();
+                    let pending_count = g.pending.get(&req.producer_id).map_or(0, BTreeMap::len);
+                    let error_code = if metadata.len() > cfg.offset_metadata_max_bytes {
+                        ErrorCode::OFFSET_METADATA_TOO_LARGE
+                    } else if pending_count >= cfg.offsets_per_group_max {
+                        ErrorCode::INVALID_COMMIT_OFFSET_SIZE
+                    } else {
+                        let record = GroupRecord::PendingOffsetCommit {
+                            group_id: req.group_id.clone(),
+                            producer_id: req.producer_id,
+                            producer_epoch: req.producer_epoch,
+                            topic: p.topic.clone(),
+                            partition: p.partition,
+                            offset: p.offset,
+                            leader_epoch: p.leader_epoch,
+                            metadata,
+                            commit_timestamp_ms: now_ms,
+                        };
+                        g.emit(record, out);
+                        ErrorCode::NONE
+                    };
+                    results.push(PartitionResult {
+                        topic: p.topic,
+                        partition: p.partition,
+                        error_code,
+                    });
+                }
+            }
+            (validated, _) => {
+                let code = validated
+                    .err()
+                    .unwrap_or(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+                results.extend(req.offsets.into_iter().map(|p| PartitionResult {
+                    topic: p.topic,
+                    partition: p.partition,
+                    error_code: code,
+                }));
+            }
+        }
+        out.reply(
+            token,
+            GroupResponse::TxnOffsetCommit(OffsetCommitResponse {
+                partitions: results,
+            }),
+        );
+        self.touch(&req.group_id);
+    }
+
+    fn validate_txn_offset_commit(
+        &mut self,
+        now_ms: i64,
+        req: &TxnOffsetCommitRequest,
+    ) -> Result<(), ErrorCode> {
+        if req.group_id.is_empty() {
+            return Err(ErrorCode::INVALID_GROUP_ID);
+        }
+        if !self.groups.contains_key(&req.group_id) {
+            if req.generation_id >= 0 {
+                return Err(ErrorCode::ILLEGAL_GENERATION);
+            }
+            self.create_group_if_absent(&req.group_id, now_ms)?;
+        }
+        let Some(g) = self.groups.get(&req.group_id) else {
+            return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        };
+        if g.state == GroupState::Dead {
+            return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        }
+        if req.generation_id < 0 && req.member_id.is_empty() && req.group_instance_id.is_none() {
+            return Ok(());
+        }
+        g.validate_member(&req.member_id, req.group_instance_id.as_deref())?;
+        if req.generation_id >= 0 && req.generation_id != g.generation {
+            return Err(ErrorCode::ILLEGAL_GENERATION);
+        }
+        Ok(())
+    }
+
     /// Kafka's classic `validateOffsetCommit`; creates a simple group for a generation -1 commit.
     fn validate_offset_commit(
         &mut self,
@@ -817,13 +937,28 @@ impl GroupCoordinator {
 
     fn offset_fetch(&mut self, token: ReplyToken, req: OffsetFetchRequest, out: &mut Output) {
         let g = self.groups.get(&req.group_id);
-        let fetched = |topic: String, partition: i32, o: Option<&CommittedOffset>| FetchedOffset {
-            topic,
-            partition,
-            offset: o.map_or(-1, |o| o.offset),
-            leader_epoch: o.map_or(-1, |o| o.leader_epoch),
-            metadata: o.map(|o| o.metadata.clone()).unwrap_or_default(),
-            error_code: ErrorCode::NONE,
+        let require_stable = req.require_stable;
+        let fetched = |topic: String, partition: i32, o: Option<&CommittedOffset>| {
+            // Kafka: a partition with an open transactional commit is unstable for readers that
+            // ask for stable offsets (read_committed consumers).
+            if require_stable && g.is_some_and(|g| g.has_pending(&topic, partition)) {
+                return FetchedOffset {
+                    topic,
+                    partition,
+                    offset: -1,
+                    leader_epoch: -1,
+                    metadata: String::new(),
+                    error_code: ErrorCode::UNSTABLE_OFFSET_COMMIT,
+                };
+            }
+            FetchedOffset {
+                topic,
+                partition,
+                offset: o.map_or(-1, |o| o.offset),
+                leader_epoch: o.map_or(-1, |o| o.leader_epoch),
+                metadata: o.map(|o| o.metadata.clone()).unwrap_or_default(),
+                error_code: ErrorCode::NONE,
+            }
         };
         let partitions = match req.partitions {
             Some(list) => list

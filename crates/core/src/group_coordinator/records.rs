@@ -12,6 +12,9 @@ use bytes::Bytes;
 pub const RECORD_TYPE_OFFSET_COMMIT: i16 = 1;
 /// Key type of group metadata (Kafka's GroupMetadataKey).
 pub const RECORD_TYPE_GROUP_METADATA: i16 = 2;
+/// Key type of an offset committed inside a transaction, pending its marker (Kafka writes an
+/// OffsetCommit record in a transactional batch; Shoal names the producer in the record).
+pub const RECORD_TYPE_PENDING_OFFSET_COMMIT: i16 = 3;
 /// Current value version of both record types.
 pub const VALUE_VERSION: i16 = 0;
 
@@ -75,6 +78,19 @@ pub enum GroupRecord {
     GroupTombstone {
         group_id: String,
     },
+    /// An offset committed by a transaction (TxnOffsetCommit): visible only once the producer's
+    /// COMMIT marker reaches the group's `__consumer_offsets` partition, dropped on ABORT.
+    PendingOffsetCommit {
+        group_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        topic: String,
+        partition: i32,
+        offset: i64,
+        leader_epoch: i32,
+        metadata: String,
+        commit_timestamp_ms: i64,
+    },
 }
 
 /// Why a stored record could not be decoded.
@@ -108,7 +124,8 @@ impl GroupRecord {
             GroupRecord::OffsetCommit { group_id, .. }
             | GroupRecord::OffsetTombstone { group_id, .. }
             | GroupRecord::GroupMetadata { group_id, .. }
-            | GroupRecord::GroupTombstone { group_id } => group_id,
+            | GroupRecord::GroupTombstone { group_id }
+            | GroupRecord::PendingOffsetCommit { group_id, .. } => group_id,
         }
     }
 
@@ -172,6 +189,31 @@ impl GroupRecord {
                 key.i16(RECORD_TYPE_GROUP_METADATA);
                 key.string(group_id);
                 (key.0, None)
+            }
+            GroupRecord::PendingOffsetCommit {
+                group_id,
+                producer_id,
+                producer_epoch,
+                topic,
+                partition,
+                offset,
+                leader_epoch,
+                metadata,
+                commit_timestamp_ms,
+            } => {
+                key.i16(RECORD_TYPE_PENDING_OFFSET_COMMIT);
+                key.string(group_id);
+                key.string(topic);
+                key.i32(*partition);
+                key.i64(*producer_id);
+                let mut value = Writer::default();
+                value.i16(VALUE_VERSION);
+                value.i16(*producer_epoch);
+                value.i64(*offset);
+                value.i32(*leader_epoch);
+                value.string(metadata);
+                value.i64(*commit_timestamp_ms);
+                (key.0, Some(value.0))
             }
         }
     }
@@ -265,6 +307,37 @@ impl GroupRecord {
                         members,
                     },
                 })
+            }
+            RECORD_TYPE_PENDING_OFFSET_COMMIT => {
+                let group_id = k.string()?;
+                let topic = k.string()?;
+                let partition = k.i32()?;
+                let producer_id = k.i64()?;
+                k.finish()?;
+                let Some(value) = value else {
+                    return Err(DecodeError::UnexpectedNull { at: 0 });
+                };
+                let mut v = Reader::new(value);
+                let version = v.i16()?;
+                if version != VALUE_VERSION {
+                    return Err(DecodeError::UnsupportedVersion {
+                        record_type,
+                        version,
+                    });
+                }
+                let record = GroupRecord::PendingOffsetCommit {
+                    group_id,
+                    producer_id,
+                    producer_epoch: v.i16()?,
+                    topic,
+                    partition,
+                    offset: v.i64()?,
+                    leader_epoch: v.i32()?,
+                    metadata: v.string()?,
+                    commit_timestamp_ms: v.i64()?,
+                };
+                v.finish()?;
+                Ok(record)
             }
             other => Err(DecodeError::UnknownRecordType(other)),
         }

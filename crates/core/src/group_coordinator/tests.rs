@@ -906,3 +906,117 @@ fn pending_member_expires_and_duplicate_join_is_answered() {
     assert_eq!(join_of(&out, t3).generation_id, 2);
     assert_eq!(join_of(&out, t4).generation_id, 2);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Transactional offset commits
+// ---------------------------------------------------------------------------------------------
+
+fn txn_commit(h: &mut H, producer_id: i64, partition: i32, offset: i64) -> ErrorCode {
+    let (t, out) = h.send(GroupRequest::TxnOffsetCommit(TxnOffsetCommitRequest {
+        group_id: G.into(),
+        producer_id,
+        producer_epoch: 0,
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        offsets: vec![OffsetCommitPartition {
+            topic: "t".into(),
+            partition,
+            offset,
+            leader_epoch: -1,
+            metadata: None,
+        }],
+    }));
+    match reply(&out, t) {
+        GroupResponse::TxnOffsetCommit(r) => r.partitions[0].error_code,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+fn end_txn(h: &mut H, producer_id: i64, commit: bool) {
+    let (t, out) = h.send(GroupRequest::EndTxn(EndTxnMarker {
+        producer_id,
+        commit,
+    }));
+    assert_eq!(reply(&out, t), &GroupResponse::EndTxn);
+}
+
+#[test]
+fn transactional_offsets_are_pending_until_the_commit_marker() {
+    let mut h = H::new();
+    assert_eq!(h.commit("", -1, "t", 0, 5), ErrorCode::NONE);
+    assert_eq!(txn_commit(&mut h, 7, 0, 10), ErrorCode::NONE);
+    assert_eq!(txn_commit(&mut h, 8, 1, 20), ErrorCode::NONE);
+    // Readers asking for stable offsets are told to retry; the committed offset is unchanged.
+    let fetched = h.fetch(Some(vec![("t", 0), ("t", 1)]));
+    assert_eq!(fetched[0].error_code, ErrorCode::UNSTABLE_OFFSET_COMMIT);
+    assert_eq!(fetched[1].error_code, ErrorCode::UNSTABLE_OFFSET_COMMIT);
+    h.assert_replay_matches();
+
+    end_txn(&mut h, 7, true);
+    end_txn(&mut h, 8, false);
+    let fetched = h.fetch(Some(vec![("t", 0), ("t", 1)]));
+    assert_eq!(
+        (fetched[0].error_code, fetched[0].offset),
+        (ErrorCode::NONE, 10)
+    );
+    assert_eq!(
+        (fetched[1].error_code, fetched[1].offset),
+        (ErrorCode::NONE, -1)
+    );
+    // A duplicate marker changes nothing.
+    end_txn(&mut h, 7, false);
+    assert_eq!(h.fetch(Some(vec![("t", 0)]))[0].offset, 10);
+
+    // Replay: the pending records, then the markers the broker found in the log.
+    let mut rebuilt = GroupCoordinator::new(h.c.config().clone());
+    for r in &h.records {
+        rebuilt.replay(r);
+    }
+    rebuilt.replay_end_txn(7, true);
+    rebuilt.replay_end_txn(8, false);
+    rebuilt.loaded(h.now);
+    assert_eq!(rebuilt.durable_state(), h.c.durable_state());
+}
+
+#[test]
+fn transactional_offset_commit_checks_member_and_generation_when_given() {
+    let mut h = H::new();
+    let members = h.stable_group(1);
+    let (t, out) = h.send(GroupRequest::TxnOffsetCommit(TxnOffsetCommitRequest {
+        group_id: G.into(),
+        producer_id: 1,
+        producer_epoch: 0,
+        generation_id: 99,
+        member_id: members[0].clone(),
+        group_instance_id: None,
+        offsets: vec![OffsetCommitPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset: 1,
+            leader_epoch: -1,
+            metadata: None,
+        }],
+    }));
+    match reply(&out, t) {
+        GroupResponse::TxnOffsetCommit(r) => {
+            assert_eq!(r.partitions[0].error_code, ErrorCode::ILLEGAL_GENERATION)
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let (t, out) = h.send(GroupRequest::TxnOffsetCommit(TxnOffsetCommitRequest {
+        group_id: G.into(),
+        producer_id: 1,
+        producer_epoch: 0,
+        generation_id: 1,
+        member_id: "stranger".into(),
+        group_instance_id: None,
+        offsets: vec![],
+    }));
+    assert!(matches!(reply(&out, t), GroupResponse::TxnOffsetCommit(_)));
+    assert_eq!(
+        txn_commit(&mut h, 1, 0, 3),
+        ErrorCode::NONE,
+        "no member given: not checked"
+    );
+}

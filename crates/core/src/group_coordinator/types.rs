@@ -26,6 +26,7 @@ impl ErrorCode {
     pub const ILLEGAL_GENERATION: ErrorCode = ErrorCode(22);
     pub const INCONSISTENT_GROUP_PROTOCOL: ErrorCode = ErrorCode(23);
     pub const INVALID_GROUP_ID: ErrorCode = ErrorCode(24);
+    pub const UNSTABLE_OFFSET_COMMIT: ErrorCode = ErrorCode(88);
     pub const UNKNOWN_MEMBER_ID: ErrorCode = ErrorCode(25);
     pub const INVALID_SESSION_TIMEOUT: ErrorCode = ErrorCode(26);
     pub const REBALANCE_IN_PROGRESS: ErrorCode = ErrorCode(27);
@@ -101,6 +102,28 @@ pub enum GroupRequest {
     DescribeGroups(DescribeGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
     OffsetDelete(OffsetDeleteRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    /// A transaction's marker reached `__consumer_offsets` (written and fsynced by the broker):
+    /// resolve that producer's pending offsets. The marker in the log is the durable record.
+    EndTxn(EndTxnMarker),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnOffsetCommitRequest {
+    pub group_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// -1 when the client sends no group metadata (TxnOffsetCommit v0-2, or a standalone commit).
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub offsets: Vec<OffsetCommitPartition>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndTxnMarker {
+    pub producer_id: i64,
+    pub commit: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -229,6 +252,8 @@ pub enum GroupResponse {
     DescribeGroups(DescribeGroupsResponse),
     DeleteGroups(DeleteGroupsResponse),
     OffsetDelete(OffsetDeleteResponse),
+    TxnOffsetCommit(OffsetCommitResponse),
+    EndTxn,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
