@@ -75,6 +75,7 @@ pub struct Broker {
     pub metrics: Metrics,
     pub flusher: Flusher,
     pub groups: GroupService,
+    pub txn: crate::txn::TxnService,
     /// Producer ids for InitProducerId.
     pub producer_ids: ProducerIdAllocator,
     topics: RwLock<TopicMaps>,
@@ -223,6 +224,7 @@ impl Broker {
             metrics: Metrics::default(),
             flusher,
             groups,
+            txn: crate::txn::TxnService::new(),
             producer_ids,
             topics: RwLock::new(maps),
             current: RwLock::new(current),
@@ -237,6 +239,7 @@ impl Broker {
         });
         broker.ensure_internal_topics().await?;
         broker.groups.start(&broker)?;
+        broker.txn.start(&broker)?;
         Ok(broker)
     }
 
@@ -248,6 +251,15 @@ impl Broker {
             self.create_topic_inner(CONSUMER_OFFSETS, partitions, configs, true)
                 .await
                 .map_err(|e| anyhow::anyhow!("creating {CONSUMER_OFFSETS}: {}", e.message))?;
+        }
+        let state = crate::txn::TRANSACTION_STATE;
+        if self.topic(state).is_none() {
+            let mut configs = ConfigMap::new();
+            configs.insert("cleanup.policy", "compact");
+            let partitions = self.config.long("transaction.state.log.num.partitions") as u32;
+            self.create_topic_inner(state, partitions, configs, true)
+                .await
+                .map_err(|e| anyhow::anyhow!("creating {state}: {}", e.message))?;
         }
         Ok(())
     }

@@ -10,7 +10,7 @@ use shoal_protocol::{Request, RequestFrame, Response};
 use crate::broker::Broker;
 use crate::handlers::{
     api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, metadata,
-    produce, topics,
+    produce, topics, txn,
 };
 
 /// What a handler may need to know about the connection.
@@ -66,7 +66,15 @@ async fn respond(
         Request::DescribeConfigs(r) => configs::describe(broker, r).into(),
         Request::AlterConfigs(r) => configs::alter(broker, r).await.into(),
         Request::IncrementalAlterConfigs(r) => configs::incremental_alter(broker, r).await.into(),
-        Request::InitProducerId(r) => init_producer_id::handle(broker, r).into(),
+        Request::InitProducerId(r) => init_producer_id::handle(broker, version, r).await.into(),
+        Request::AddPartitionsToTxn(r) => {
+            txn::add_partitions_to_txn(broker, version, r).await.into()
+        }
+        Request::AddOffsetsToTxn(r) => txn::add_offsets_to_txn(broker, version, r).await.into(),
+        Request::EndTxn(r) => txn::end_txn(broker, version, r).await.into(),
+        Request::TxnOffsetCommit(r) => groups::txn_offset_commit(broker, r).await.into(),
+        Request::DescribeTransactions(r) => txn::describe_transactions(broker, r).await.into(),
+        Request::ListTransactions(r) => txn::list_transactions(broker, r).await.into(),
         Request::FindCoordinator(r) => cluster::find_coordinator(broker, version, r).into(),
         Request::DescribeCluster(r) => cluster::describe_cluster(broker, r).into(),
         Request::JoinGroup(r) => groups::join_group(broker, ctx, &client_id, version, r)

@@ -32,7 +32,7 @@ const TICK_MAX: Duration = Duration::from_millis(500);
 const REPLAY_READ_BYTES: usize = 8 * 1024 * 1024;
 
 /// A record's encoded key and value (None = tombstone).
-type EncodedRecord = (Vec<u8>, Option<Vec<u8>>);
+pub(crate) type EncodedRecord = (Vec<u8>, Option<Vec<u8>>);
 
 type Pending = (GroupRequest, oneshot::Sender<GroupResponse>);
 

@@ -9,7 +9,8 @@
 //!   logs; [`meta`]: topic metadata as records in the `__cluster_metadata` log.
 //! - [`flush`]: group-commit fsync; [`retention`]: periodic retention and time-based flushing.
 //! - [`groups`]: the classic group coordinator's driver (records in `__consumer_offsets`).
-//! - [`producers`]: producer ids and per-partition producer state (idempotent producer).
+//! - [`producers`]: producer ids and per-partition producer state (idempotent producer,
+//!   ongoing transactions, last stable offset); [`markers`]: transaction markers on partitions.
 //! - [`config`]: Kafka-named configuration; [`metrics`]: Prometheus endpoint.
 //!
 //! Embedding: a process that runs the broker must install
@@ -27,12 +28,14 @@ pub mod dispatch;
 pub mod flush;
 pub mod groups;
 pub mod handlers;
+pub mod markers;
 pub mod meta;
 pub mod metrics;
 pub mod producers;
 pub mod retention;
 pub mod server;
 pub mod topics;
+pub mod txn;
 
 pub use broker::{Broker, BrokerOptions};
 pub use config::BrokerConfig;

@@ -14,8 +14,17 @@
 //! offset (the log lost its tail in recovery) are deleted when the partition is opened, so state
 //! never points past the log end.
 //!
+//! Transactions: the state tracks each producer's ongoing transaction (begun by its first
+//! transactional batch, ended by a COMMIT/ABORT marker), which gives the partition's last stable
+//! offset ([`PartitionProducers::last_stable_offset`]). Recording an ABORT marker that ended a
+//! transaction adds it to the log's aborted-transaction index, both live and on replay; loading
+//! replays at least every segment whose index recovery lost (snapshot at or below
+//! [`Log::aborted_index_incomplete_from`]), so the index is complete once the state is loaded.
+//! Snapshots carry each ongoing transaction's first offset.
+//!
 //! Invariants: a loaded [`PartitionProducers`] covers exactly the log below `end_offset`; it is
-//! only used under the partition's log lock (lock order: log, then producers).
+//! only used under the partition's log lock (lock order: log, then producers); the log's
+//! aborted-transaction index is complete while it is loaded.
 //!
 //! Must not: fsync under the partition lock except at shutdown.
 
@@ -31,7 +40,7 @@ use shoal_core::producer_state::{
 };
 use shoal_storage::batch::split_batches;
 use shoal_storage::producer_snapshot::{self, ProducerSnapshot, SnapshotBatch, SnapshotEntry};
-use shoal_storage::{BatchHeader, Log, StorageError};
+use shoal_storage::{end_txn_marker, AbortedTxn, BatchHeader, Log, StorageError};
 
 use crate::config::BrokerConfig;
 
@@ -193,7 +202,11 @@ impl PartitionProducers {
     ///
     /// # Errors
     /// `Io` / `CorruptLog` reading the directory or the log.
-    pub fn load(log: &Log, config: ProducerStateConfig, now_ms: i64) -> Result<Self, StorageError> {
+    pub fn load(
+        log: &mut Log,
+        config: ProducerStateConfig,
+        now_ms: i64,
+    ) -> Result<Self, StorageError> {
         let mut me = PartitionProducers {
             state: ProducerStateManager::new(config),
             dir: log.dir().to_path_buf(),
@@ -207,11 +220,15 @@ impl PartitionProducers {
         Ok(me)
     }
 
-    fn rebuild(&mut self, log: &Log, now_ms: i64) -> Result<(), StorageError> {
+    fn rebuild(&mut self, log: &mut Log, now_ms: i64) -> Result<(), StorageError> {
         remove_stale_snapshots(log)?;
         self.state.clear();
         let end = log.log_end_offset();
-        let snapshot = producer_snapshot::load_latest(log.dir(), end)?;
+        // Replay every segment whose aborted-transaction index was lost.
+        let replay_from = log
+            .aborted_index_incomplete_from()
+            .map_or(end, |base| base.min(end));
+        let snapshot = producer_snapshot::load_latest(log.dir(), replay_from)?;
         let from = match snapshot {
             Some(s) => {
                 self.snapshot_offset = s.offset;
@@ -225,6 +242,10 @@ impl PartitionProducers {
         };
         self.end_offset = from;
         let replayed = self.catch_up(log)?;
+        if let Err(e) = log.mark_aborted_index_complete() {
+            // The index is complete in memory; the file is rewritten at the next seal or load.
+            tracing::warn!(dir = ?self.dir, error = %e, "cannot write transaction index files");
+        }
         self.state.expire(now_ms);
         self.last_expire_ms = now_ms;
         tracing::debug!(
@@ -255,24 +276,53 @@ impl PartitionProducers {
         }
     }
 
+    /// Records one batch in the state; an ABORT marker that ended a transaction is pushed to
+    /// `aborted` (for the log's index) with the LSO right after it, as Kafka computes it.
+    fn record(&mut self, h: &BatchHeader, bytes: &[u8], aborted: &mut Vec<AbortedTxn>) {
+        let Some(done) = self.state.on_append(&batch_info(h), h.base_offset()) else {
+            return;
+        };
+        match end_txn_marker(bytes) {
+            Ok(Some(marker)) if !marker.commit => aborted.push(AbortedTxn {
+                producer_id: done.producer_id.0,
+                first_offset: done.first_offset,
+                last_offset: done.last_offset,
+                last_stable_offset: self
+                    .state
+                    .first_unstable_offset()
+                    .unwrap_or(done.last_offset.saturating_add(1)),
+            }),
+            Ok(_) => {}
+            Err(e) => {
+                // Control batches are written by us and CRC-checked: this is not expected.
+                tracing::error!(dir = ?self.dir, offset = h.base_offset(), error = %e,
+                    "unreadable control batch; treated as COMMIT");
+            }
+        }
+    }
+
     /// Applies the log's batches from `end_offset` to the log end; returns how many.
-    fn catch_up(&mut self, log: &Log) -> Result<usize, StorageError> {
+    fn catch_up(&mut self, log: &mut Log) -> Result<usize, StorageError> {
         let mut replayed = 0;
+        let mut aborted = Vec::new();
         for batch in log.iter_batches(self.end_offset) {
             let batch = batch?;
             let h = &batch.header;
             if h.next_offset() <= self.end_offset {
                 continue;
             }
-            self.state.on_append(&batch_info(h), h.base_offset());
+            self.record(h, &batch.bytes, &mut aborted);
             self.end_offset = h.next_offset();
             replayed += 1;
         }
         self.end_offset = log.log_end_offset();
+        for txn in aborted {
+            log.append_aborted_txn(txn)?;
+        }
         Ok(replayed)
     }
 
-    fn catch_up_or_rebuild(&mut self, log: &Log) -> Result<(), StorageError> {
+    fn catch_up_or_rebuild(&mut self, log: &mut Log) -> Result<(), StorageError> {
         let end = log.log_end_offset();
         if self.end_offset > end {
             // The log lost its tail under us (truncation): rebuild rather than point past it.
@@ -292,7 +342,7 @@ impl PartitionProducers {
     /// Outer: the log could not be read to catch up. Inner: the producer-state refusal.
     pub fn check(
         &mut self,
-        log: &Log,
+        log: &mut Log,
         batches: &[BatchInfo],
         now_ms: i64,
     ) -> Result<Result<Decision, ProducerStateError>, StorageError> {
@@ -308,21 +358,67 @@ impl PartitionProducers {
         Ok(self.state.check(batches))
     }
 
-    /// Records a batch set just appended (`appended` holds it with the assigned offsets) and
-    /// writes a snapshot when a segment rolled or enough bytes went by.
+    /// Checks a transaction marker for `producer_id` at `epoch` before it is appended (see
+    /// [`ProducerStateManager::check_marker`]), after bringing the state in step with the log.
     ///
     /// # Errors
-    /// `Io` writing a snapshot (the state itself is updated regardless).
-    pub fn on_appended(&mut self, log: &Log, appended: &[u8]) -> Result<(), StorageError> {
+    /// Outer: the log could not be read to catch up. Inner: the producer-state refusal.
+    pub fn check_marker(
+        &mut self,
+        log: &mut Log,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+    ) -> Result<Result<(), ProducerStateError>, StorageError> {
+        self.catch_up_or_rebuild(log)?;
+        Ok(self.state.check_marker(producer_id, epoch))
+    }
+
+    /// Brings the state in step with the log (after appends that did not report to it).
+    ///
+    /// # Errors
+    /// `Io` / `CorruptLog` reading the log.
+    pub fn sync_with(&mut self, log: &mut Log) -> Result<(), StorageError> {
+        self.catch_up_or_rebuild(log)
+    }
+
+    /// The first offset of the earliest ongoing transaction, if any.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.state.first_unstable_offset()
+    }
+
+    /// The last stable offset: the first offset of the earliest ongoing transaction, else the
+    /// high watermark (the log end offset on one node), never below the log start offset.
+    /// O(log n); call after [`PartitionProducers::sync_with`] if appends may have bypassed the
+    /// state.
+    pub fn last_stable_offset(&self, log: &Log) -> i64 {
+        let end = log.log_end_offset();
+        self.state
+            .first_unstable_offset()
+            .map_or(end, |first| first.min(end))
+            .max(log.log_start_offset())
+    }
+
+    /// Records a batch set just appended (`appended` holds it with the assigned offsets): the
+    /// producer state, and the aborted-transaction index for ABORT markers; then writes a
+    /// snapshot when a segment rolled or enough bytes went by.
+    ///
+    /// # Errors
+    /// `Io` writing a snapshot or an index file (the state and the in-memory index are updated
+    /// regardless).
+    pub fn on_appended(&mut self, log: &mut Log, appended: &[u8]) -> Result<(), StorageError> {
         let first_base = split_batches(appended)
             .next()
             .and_then(Result::ok)
             .map(|(h, _)| h.base_offset());
         if first_base == Some(self.end_offset) {
+            let mut aborted = Vec::new();
             for item in split_batches(appended) {
-                let (h, _) = item?;
-                self.state.on_append(&batch_info(&h), h.base_offset());
+                let (h, range) = item?;
+                self.record(&h, &appended[range], &mut aborted);
                 self.end_offset = h.next_offset();
+            }
+            for txn in aborted {
+                log.append_aborted_txn(txn)?;
             }
         }
         if self.end_offset != log.log_end_offset() {
@@ -389,6 +485,73 @@ impl PartitionProducers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_storage::{
+        encode_batch, encode_end_txn_marker, BatchOptions, EndTxnMarker, LogConfig,
+    };
+
+    fn append(log: &mut Log, producers: &mut PartitionProducers, mut bytes: Vec<u8>) -> i64 {
+        let offset = log.append(&mut bytes, 0).unwrap().first_offset;
+        producers.on_appended(log, &bytes).unwrap();
+        offset
+    }
+
+    fn txn_batch(pid: i64, seq: i32) -> Vec<u8> {
+        encode_batch(
+            &[(None, Some(b"a transactional record"))],
+            BatchOptions {
+                producer_id: pid,
+                producer_epoch: 0,
+                base_sequence: seq,
+                transactional: true,
+                ..BatchOptions::default()
+            },
+        )
+    }
+
+    fn marker(pid: i64, commit: bool) -> Vec<u8> {
+        let marker = EndTxnMarker {
+            commit,
+            coordinator_epoch: 0,
+        };
+        encode_end_txn_marker(pid, 0, marker, 0)
+    }
+
+    #[test]
+    fn unclean_restart_replays_markers_into_the_aborted_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 300,
+            retention_ms: -1,
+            ..LogConfig::default()
+        };
+        let state = ProducerStateConfig::default();
+        let mut log = Log::open(dir.path(), config).unwrap();
+        let mut producers = PartitionProducers::load(&mut log, state, 0).unwrap();
+        // A long transaction of producer 99 spans every segment and stays open.
+        let open_from = append(&mut log, &mut producers, txn_batch(99, 0));
+        for pid in 0..6 {
+            append(&mut log, &mut producers, txn_batch(pid, 0));
+            append(&mut log, &mut producers, txn_batch(pid, 1));
+            // The last marker (in the active segment) is an ABORT.
+            append(&mut log, &mut producers, marker(pid, pid % 2 == 0));
+        }
+        assert!(log.segment_count() > 3);
+        let aborted = log.collect_aborted_txns(0, i64::MAX);
+        assert_eq!(aborted.len(), 3);
+        assert!(aborted.iter().all(|t| t.last_stable_offset == open_from));
+        assert_eq!(producers.last_stable_offset(&log), open_from);
+        log.sync().unwrap();
+        drop(producers);
+        drop(log); // no shutdown: the active segment is rescanned and its index lost
+
+        let mut log = Log::open(dir.path(), config).unwrap();
+        assert!(log.aborted_index_incomplete_from().is_some());
+        assert!(log.collect_aborted_txns(0, i64::MAX).len() < aborted.len());
+        let producers = PartitionProducers::load(&mut log, state, 0).unwrap();
+        assert_eq!(log.aborted_index_incomplete_from(), None);
+        assert_eq!(log.collect_aborted_txns(0, i64::MAX), aborted);
+        assert_eq!(producers.last_stable_offset(&log), open_from);
+    }
 
     #[test]
     fn producer_ids_are_never_reused_across_reopens() {

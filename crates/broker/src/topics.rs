@@ -110,7 +110,7 @@ impl Partition {
     /// Loading the state failed (the log or a snapshot could not be read).
     pub fn producers(
         &self,
-        log: &Log,
+        log: &mut Log,
         config: ProducerStateConfig,
         now_ms: i64,
     ) -> Result<MappedProducers<'_>, shoal_storage::StorageError> {
@@ -122,6 +122,24 @@ impl Partition {
             *guard = Some(PartitionProducers::load(log, config, now_ms)?);
         }
         Ok(MappedProducers(guard))
+    }
+
+    /// The last stable offset (the first offset of the earliest ongoing transaction, else the
+    /// high watermark); call with the log lock held (`log` proves it). Loads the producer state
+    /// if it was not (once per partition: a snapshot plus the batches after it), which also
+    /// completes the log's aborted-transaction index; afterwards O(log n).
+    ///
+    /// # Errors
+    /// Loading or catching up the state failed (the log or a snapshot could not be read).
+    pub fn last_stable_offset(
+        &self,
+        log: &mut Log,
+        config: ProducerStateConfig,
+        now_ms: i64,
+    ) -> Result<i64, shoal_storage::StorageError> {
+        let mut producers = self.producers(log, config, now_ms)?;
+        producers.sync_with(log)?;
+        Ok(producers.last_stable_offset(log))
     }
 
     /// The producer state if it is loaded; call with the log lock held.

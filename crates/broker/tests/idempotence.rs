@@ -121,6 +121,7 @@ async fn init_producer_id_is_advertised_and_transactional_ids_need_a_coordinator
         assert_eq!(response.error_code, 0, "v{version}");
         assert_eq!(response.producer_epoch, 0);
     }
+    // A transactional id goes to the transaction coordinator, which checks the timeout.
     let txn = conn
         .request(
             4,
@@ -129,7 +130,10 @@ async fn init_producer_id_is_advertised_and_transactional_ids_need_a_coordinator
         )
         .await
         .unwrap();
-    assert_eq!(txn.error_code, ErrorCode::COORDINATOR_NOT_AVAILABLE.code());
+    assert_eq!(
+        txn.error_code,
+        ErrorCode::INVALID_TRANSACTION_TIMEOUT.code()
+    );
     assert_eq!(txn.producer_id.0, -1);
     let empty = conn
         .request(4, &InitProducerIdRequest::default())
@@ -167,7 +171,7 @@ async fn duplicates_gaps_and_fencing_follow_kafka() {
     // The old epoch is fenced.
     let (code, _) = produce(&mut conn, batch(pid, epoch, 5, 1)).await;
     assert_eq!(code, ErrorCode::INVALID_PRODUCER_EPOCH.code());
-    // Transactional batches need a transaction.
+    // A transactional batch starts a transaction on the partition (its marker ends it).
     let mut txn = encode_batch(
         &[(None, Some(&b"t"[..]))],
         BatchOptions {
@@ -179,14 +183,16 @@ async fn duplicates_gaps_and_fencing_follow_kafka() {
             ..BatchOptions::default()
         },
     );
-    let (code, _) = produce(&mut conn, Bytes::from(std::mem::take(&mut txn))).await;
-    assert_eq!(code, ErrorCode::INVALID_TXN_STATE.code());
+    assert_eq!(
+        produce(&mut conn, Bytes::from(std::mem::take(&mut txn))).await,
+        (0, 6)
+    );
     // Another producer is independent; plain batches are not checked.
     let (other, _) = init_producer_id(&mut conn).await;
     assert_ne!(other, pid);
-    assert_eq!(produce(&mut conn, batch(other, 0, 0, 1)).await, (0, 6));
-    assert_eq!(produce(&mut conn, batch(-1, -1, -1, 1)).await, (0, 7));
-    assert_eq!(log_end(&broker), 8);
+    assert_eq!(produce(&mut conn, batch(other, 0, 0, 1)).await, (0, 7));
+    assert_eq!(produce(&mut conn, batch(-1, -1, -1, 1)).await, (0, 8));
+    assert_eq!(log_end(&broker), 9);
     broker.stop().await;
 }
 

@@ -88,9 +88,11 @@ async fn api_versions_lists_what_is_served_and_falls_back_to_v0() {
     assert_eq!((produce.min_version, produce.max_version), (0, 13));
     let init = response.api_keys.iter().find(|k| k.api_key == 22).unwrap();
     assert_eq!((init.min_version, init.max_version), (0, 5));
+    let end_txn = response.api_keys.iter().find(|k| k.api_key == 26).unwrap();
+    assert_eq!((end_txn.min_version, end_txn.max_version), (0, 5));
     assert!(
-        response.api_keys.iter().all(|k| k.api_key != 24),
-        "AddPartitionsToTxn is not served yet"
+        response.api_keys.iter().all(|k| k.api_key != 27),
+        "WriteTxnMarkers is broker-internal and not served"
     );
 
     // An ApiVersions at a version the broker does not know is answered at v0.

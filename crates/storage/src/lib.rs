@@ -18,9 +18,10 @@ pub mod log;
 pub mod producer_snapshot;
 
 pub use batch::{
-    assign_offsets, decode_records, encode_batch, set_log_append_time, set_partition_leader_epoch,
-    validate_record_set, BatchHeader, BatchOptions, Compression, RecordHeader, RecordView,
-    TimestampType, ValidationLimits,
+    assign_offsets, control_record_type, decode_records, encode_batch, encode_end_txn_marker,
+    end_txn_marker, set_log_append_time, set_partition_leader_epoch, validate_record_set,
+    BatchHeader, BatchOptions, Compression, ControlRecordType, EndTxnMarker, RecordHeader,
+    RecordView, TimestampType, ValidationLimits,
 };
 pub use error::{codes, StorageError};
-pub use log::{AppendInfo, Batch, BatchIter, Log, LogConfig, ReadResult, SyncHandle};
+pub use log::{AbortedTxn, AppendInfo, Batch, BatchIter, Log, LogConfig, ReadResult, SyncHandle};

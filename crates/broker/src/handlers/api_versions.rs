@@ -34,6 +34,12 @@ pub fn broker_api_table() -> ApiTable {
         ApiKey::IncrementalAlterConfigs,
         ApiKey::OffsetDelete,
         ApiKey::DescribeCluster,
+        ApiKey::AddPartitionsToTxn,
+        ApiKey::AddOffsetsToTxn,
+        ApiKey::EndTxn,
+        ApiKey::TxnOffsetCommit,
+        ApiKey::DescribeTransactions,
+        ApiKey::ListTransactions,
     ]
     .into_iter()
     .fold(ApiTable::new(), ApiTable::with)

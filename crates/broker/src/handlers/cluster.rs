@@ -23,12 +23,11 @@ fn coordinator_error(key_type: i8, key: &str, version: i16) -> Option<(ErrorCode
             "Group id must not be empty".into(),
         )),
         KEY_TYPE_GROUP => None,
-        // Transactions arrive with the transaction coordinator; until then a client gets the
-        // answer Kafka gives for a coordinator it cannot serve.
-        KEY_TYPE_TRANSACTION => Some((
-            ErrorCode::COORDINATOR_NOT_AVAILABLE,
-            "The transaction coordinator is not available.".into(),
+        KEY_TYPE_TRANSACTION if key.is_empty() => Some((
+            ErrorCode::INVALID_REQUEST,
+            "Transactional id must not be empty".into(),
         )),
+        KEY_TYPE_TRANSACTION => None,
         KEY_TYPE_SHARE if version < 6 => Some((
             ErrorCode::INVALID_REQUEST,
             "Share coordinator keys need FindCoordinator v6".into(),

@@ -4,20 +4,29 @@
 //! handles by sending full fetch requests; a request naming a session gets
 //! FETCH_SESSION_ID_NOT_FOUND. The response-level MaxBytes is soft for the first batch (a client
 //! must always make progress), per-partition limits likewise.
+//!
+//! Isolation: every response carries the partition's last stable offset (as Kafka's does).
+//! read_committed (isolation level 1) reads only below it and lists the aborted transactions
+//! overlapping the returned range (ABORT marker at or after the fetch offset, first offset
+//! below the end of the returned data), so the consumer can drop their batches; read_uncommitted
+//! reads up to the high watermark with AbortedTransactions null.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use shoal_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use shoal_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use shoal_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use shoal_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use shoal_protocol::ErrorCode;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::topic_name;
-use crate::broker::Broker;
+use crate::broker::{now_ms, Broker};
+use crate::producers::state_config;
 use crate::topics::Topic;
 
 /// Longest long poll honoured, whatever the client asks.
@@ -69,12 +78,15 @@ fn resolve(broker: &Broker, version: i16, request: &FetchRequest) -> Vec<Resolve
 
 /// One pass over every requested partition; returns the response and its record bytes.
 fn read_all(
+    broker: &Broker,
     version: i16,
     request: &FetchRequest,
     resolved: &[Resolved],
     fetch_bytes_max: usize,
 ) -> (FetchResponse, usize) {
     let read_committed = request.isolation_level == 1;
+    let producer_config = state_config(&broker.config);
+    let now = now_ms();
     let mut remaining = usize::try_from(request.max_bytes).unwrap_or(0);
     if version < 3 || request.max_bytes <= 0 {
         remaining = usize::MAX;
@@ -94,13 +106,27 @@ fn read_all(
                 let Some(partition) = topic.partition(fp.partition) else {
                     return partition_error(fp.partition, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
                 };
-                let log = partition.lock();
+                let mut log = partition.lock();
                 let high_watermark = log.log_end_offset();
                 let log_start = log.log_start_offset();
+                let last_stable = match partition.last_stable_offset(&mut log, producer_config, now)
+                {
+                    Ok(lso) => lso,
+                    Err(e) => {
+                        tracing::error!(partition = ?partition, error = %e,
+                                "producer state unavailable");
+                        return partition_error(fp.partition, ErrorCode::KAFKA_STORAGE_ERROR);
+                    }
+                };
+                let max_offset = if read_committed {
+                    last_stable
+                } else {
+                    high_watermark
+                };
                 let mut data = PartitionData::default()
                     .with_partition_index(fp.partition)
                     .with_high_watermark(high_watermark)
-                    .with_last_stable_offset(high_watermark)
+                    .with_last_stable_offset(last_stable)
                     .with_log_start_offset(log_start)
                     .with_preferred_read_replica(BrokerId(-1))
                     .with_aborted_transactions(read_committed.then(Vec::new))
@@ -109,12 +135,12 @@ fn read_all(
                     data.error_code = ErrorCode::OFFSET_OUT_OF_RANGE.code();
                     return data;
                 }
-                if fp.fetch_offset == high_watermark || remaining == 0 {
+                if fp.fetch_offset >= max_offset || remaining == 0 {
                     return data;
                 }
                 let partition_max = usize::try_from(fp.partition_max_bytes).unwrap_or(0);
                 let limit = partition_max.min(remaining).max(1);
-                match log.read(fp.fetch_offset, limit, Some(high_watermark)) {
+                match log.read(fp.fetch_offset, limit, Some(max_offset)) {
                     Ok(read) => {
                         let n = read.records.len();
                         if total > 0 && n > remaining {
@@ -122,6 +148,18 @@ fn read_all(
                         }
                         total += n;
                         remaining = remaining.saturating_sub(n);
+                        if read_committed {
+                            let aborted = log
+                                .collect_aborted(fp.fetch_offset, read.next_offset)
+                                .into_iter()
+                                .map(|(producer_id, first_offset)| {
+                                    AbortedTransaction::default()
+                                        .with_producer_id(ProducerId(producer_id))
+                                        .with_first_offset(first_offset)
+                                })
+                                .collect();
+                            data.aborted_transactions = Some(aborted);
+                        }
                         data.records = Some(read.records);
                     }
                     Err(e) => data.error_code = e.kafka_error_code(),
@@ -168,7 +206,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: &FetchRequest) 
         // not missed.
         let resolved = resolve(broker, version, request);
         watch_all(&resolved, request, &waker);
-        let (response, bytes) = read_all(version, request, &resolved, fetch_bytes_max);
+        let (response, bytes) = read_all(broker, version, request, &resolved, fetch_bytes_max);
         let has_error = response
             .responses
             .iter()
@@ -182,6 +220,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: &FetchRequest) 
             .is_err()
         {
             let (response, _) = read_all(
+                broker,
                 version,
                 request,
                 &resolve(broker, version, request),

@@ -1,10 +1,7 @@
-//! InitProducerId for the idempotent producer: a fresh producer id at epoch 0.
-//!
-//! Without a transactional id Kafka ignores the request's producer id and epoch (a KIP-360
-//! "bump" from an idempotent producer also gets a fresh id), and so do we. With a transactional
-//! id the request belongs to the transaction coordinator, which Shoal does not run yet
-//! (FindCoordinator for transactions answers COORDINATOR_NOT_AVAILABLE): the answer is
-//! COORDINATOR_NOT_AVAILABLE too, which clients retry until their timeout.
+//! InitProducerId. Without a transactional id (the idempotent producer): a fresh producer id at
+//! epoch 0 — Kafka ignores the request's producer id and epoch then (a KIP-360 "bump" from an
+//! idempotent producer also gets a fresh id), and so do we. With a transactional id the request
+//! belongs to the transaction coordinator (`handlers::txn`).
 
 use shoal_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use shoal_protocol::ErrorCode;
@@ -19,13 +16,21 @@ fn error(code: ErrorCode) -> InitProducerIdResponse {
         .with_producer_epoch(-1)
 }
 
-/// Handles InitProducerId (versions 0-5). Not cancellation-sensitive: an id allocated for a
-/// response that is never sent is simply unused.
-pub fn handle(broker: &Broker, request: &InitProducerIdRequest) -> InitProducerIdResponse {
+/// Handles InitProducerId (versions 0-5): a transactional id goes to the transaction
+/// coordinator. Not cancellation-sensitive: an id allocated for a response that is never sent
+/// is simply unused.
+pub async fn handle(
+    broker: &Broker,
+    version: i16,
+    request: &InitProducerIdRequest,
+) -> InitProducerIdResponse {
     match &request.transactional_id {
         // Kafka: an empty transactional id is INVALID_REQUEST.
         Some(id) if id.0.is_empty() => return error(ErrorCode::INVALID_REQUEST),
-        Some(_) => return error(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+        Some(id) => {
+            return crate::handlers::txn::init_producer_id(broker, version, request, id.0.as_str())
+                .await
+        }
         None => {}
     }
     match broker.producer_ids.allocate() {

@@ -1,4 +1,9 @@
 //! ListOffsets (earliest, latest, by timestamp, max timestamp) and DeleteRecords.
+//!
+//! Isolation (ListOffsets v2+): with read_committed, LATEST is the last stable offset and a
+//! timestamp or max-timestamp lookup whose answer is at or above it finds nothing (offset -1),
+//! as Kafka's `fetchOffsetForTimestamp` filters by the last fetchable offset; read_uncommitted
+//! bounds by the high watermark (the log end offset on one node).
 
 use shoal_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -11,7 +16,8 @@ use shoal_protocol::messages::{
 };
 use shoal_protocol::ErrorCode;
 
-use crate::broker::Broker;
+use crate::broker::{now_ms, Broker};
+use crate::producers::state_config;
 
 /// Special timestamps of ListOffsets.
 const LATEST: i64 = -1;
@@ -20,11 +26,15 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
+/// `IsolationLevel` READ_COMMITTED.
+const READ_COMMITTED: i8 = 1;
+
 fn lookup(
     broker: &Broker,
     topic: &str,
     index: i32,
     timestamp: i64,
+    isolation_level: i8,
 ) -> Result<(i64, i64), ErrorCode> {
     let topic = broker
         .topic(topic)
@@ -32,22 +42,40 @@ fn lookup(
     let partition = topic
         .partition(index)
         .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
-    let log = partition.lock();
+    let mut log = partition.lock();
     let storage = |e: shoal_storage::StorageError| ErrorCode(e.kafka_error_code());
+    let last_fetchable = if isolation_level == READ_COMMITTED {
+        partition
+            .last_stable_offset(&mut log, state_config(&broker.config), now_ms())
+            .map_err(|e| {
+                tracing::error!(partition = ?partition, error = %e, "producer state unavailable");
+                ErrorCode::KAFKA_STORAGE_ERROR
+            })?
+    } else {
+        log.log_end_offset()
+    };
+    // Kafka: a found offset must be below the last fetchable offset (except for EARLIEST).
+    let fetchable = |found: (i64, i64)| {
+        if found.1 < last_fetchable {
+            found
+        } else {
+            (-1, -1)
+        }
+    };
     Ok(match timestamp {
-        LATEST => (-1, log.log_end_offset()),
+        LATEST => (-1, last_fetchable),
         EARLIEST | EARLIEST_LOCAL => (-1, log.log_start_offset()),
         // Nothing is tiered: the latest tiered offset is "none".
         LATEST_TIERED => (-1, -1),
         MAX_TIMESTAMP => log
             .max_timestamp_offset()
             .map_err(storage)?
-            .map(|(offset, ts)| (ts, offset))
+            .map(|(offset, ts)| fetchable((ts, offset)))
             .unwrap_or((-1, -1)),
         ts if ts >= 0 => log
             .offset_for_timestamp(ts)
             .map_err(storage)?
-            .map(|(offset, ts)| (ts, offset))
+            .map(|(offset, ts)| fetchable((ts, offset)))
             .unwrap_or((-1, -1)),
         _ => return Err(ErrorCode::INVALID_REQUEST),
     })
@@ -67,7 +95,13 @@ pub fn handle(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsRespo
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(0);
-                    match lookup(broker, t.name.0.as_str(), p.partition_index, p.timestamp) {
+                    match lookup(
+                        broker,
+                        t.name.0.as_str(),
+                        p.partition_index,
+                        p.timestamp,
+                        request.isolation_level,
+                    ) {
                         Ok((ts, offset)) => {
                             out.timestamp = ts;
                             out.offset = offset;

@@ -11,6 +11,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
 pub mod topics;
+pub mod txn;
 
 use shoal_protocol::messages::TopicName;
 use shoal_protocol::StrBytes;

@@ -4,9 +4,15 @@
 //!
 //! Batches with a producer id go through the partition's producer state under the partition
 //! lock before the append: refused with Kafka's error (INVALID_PRODUCER_EPOCH,
-//! OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE for transactional batches, which need a
-//! transaction coordinator), or, for a retry of an appended batch, answered with the original
-//! base offset and nothing appended.
+//! OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE for a plain batch from a producer with an
+//! ongoing transaction), or, for a retry of an appended batch, answered with the original base
+//! offset and nothing appended. A transactional batch starts (or continues) the producer's
+//! transaction on the partition; control batches (transaction markers) are written only by the
+//! broker ([`crate::markers`]) and refused from clients with INVALID_RECORD, as Kafka does.
+//!
+//! Not checked here yet: that the coordinator added the partition to the producer's
+//! transaction (Kafka's AddPartitionsToTxn verification, KIP-890); see
+//! [`verify_transaction_membership`].
 
 use std::sync::Arc;
 
@@ -79,6 +85,12 @@ fn append_partition(
         .filter_map(Result::ok)
         .map(|(h, _)| batch_info(&h))
         .collect();
+    if let Err(message) = check_client_batches(&infos) {
+        return fail(ErrorCode::INVALID_RECORD, Some(message.into()));
+    }
+    if let Err(code) = verify_transaction_membership(broker, topic, index, &infos) {
+        return fail(code, None);
+    }
     let idempotent = infos.iter().any(BatchInfo::has_producer_id);
     let mut batch = BytesMut::from(&records[..]);
     let now = now_ms();
@@ -96,7 +108,7 @@ fn append_partition(
     let mut log = partition.lock();
     // Only under the log lock: check, append and record are one step for the partition.
     let mut producers = if idempotent {
-        match partition.producers(&log, state_config(&broker.config), now) {
+        match partition.producers(&mut log, state_config(&broker.config), now) {
             Ok(p) => Some(p),
             Err(e) => return storage_fail(e),
         }
@@ -104,7 +116,7 @@ fn append_partition(
         None
     };
     if let Some(producers) = producers.as_mut() {
-        match producers.check(&log, &infos, now) {
+        match producers.check(&mut log, &infos, now) {
             Err(e) => return storage_fail(e),
             Ok(Err(e)) => return fail(ErrorCode(e.error_code()), Some(e.to_string())),
             Ok(Ok(Decision::Duplicate(original))) => {
@@ -127,9 +139,9 @@ fn append_partition(
         Ok(info) => {
             // Producer state follows the log even for plain batches once it is loaded.
             let record = match producers.as_mut() {
-                Some(p) => p.on_appended(&log, &batch),
+                Some(p) => p.on_appended(&mut log, &batch),
                 None => match partition.loaded_producers().as_mut() {
-                    Some(p) => p.on_appended(&log, &batch),
+                    Some(p) => p.on_appended(&mut log, &batch),
                     None => Ok(()),
                 },
             };
@@ -162,6 +174,38 @@ fn append_partition(
         }
         Err(e) => fail(ErrorCode(e.kafka_error_code()), Some(e.to_string())),
     }
+}
+
+/// Kafka's `LogValidator` rules for batches from clients that concern transactions: no control
+/// batches (markers come from the coordinator through [`crate::markers`]) and no transactional
+/// batch without a producer id.
+fn check_client_batches(infos: &[BatchInfo]) -> Result<(), &'static str> {
+    if infos.iter().any(|b| b.control) {
+        return Err("clients are not allowed to write control records");
+    }
+    if infos
+        .iter()
+        .any(|b| b.transactional && !b.has_producer_id())
+    {
+        return Err("transactional record batch without a producer id");
+    }
+    Ok(())
+}
+
+/// Seam for the coordinator-side check that each transactional batch's producer has added this
+/// partition to its ongoing transaction (Kafka's `AddPartitionsToTxnManager` verification with
+/// AddPartitionsToTxn v4+ `VerifyOnly`, and the implicit add of transaction version 2 on Produce
+/// v12+). Not implemented: every transactional batch that passes the producer-state checks is
+/// accepted and starts a transaction on the partition. To be filled in together with the
+/// transaction coordinator; the errors it would return are INVALID_TXN_STATE /
+/// TRANSACTION_ABORTABLE / INVALID_PRODUCER_EPOCH.
+fn verify_transaction_membership(
+    _broker: &Broker,
+    _topic: &Topic,
+    _index: i32,
+    _infos: &[BatchInfo],
+) -> Result<(), ErrorCode> {
+    Ok(())
 }
 
 /// A produce whose appends are done and whose answer may still wait for an fsync.

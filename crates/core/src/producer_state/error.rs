@@ -46,10 +46,12 @@ pub enum ProducerStateError {
         producer_id: ProducerId,
         base_sequence: i32,
     },
-    /// A transactional batch outside an ongoing transaction (no transaction is ever ongoing
-    /// until transactions are implemented).
-    #[error("Record was not part of an ongoing transaction (producer {})", producer_id.0)]
-    NotInTransaction { producer_id: ProducerId },
+    /// A non-transactional batch from a producer with an ongoing transaction on the partition.
+    #[error(
+        "Expected transactional write from producer {} (a transaction is ongoing)",
+        producer_id.0
+    )]
+    NotTransactional { producer_id: ProducerId },
 }
 
 impl ProducerStateError {
@@ -59,7 +61,7 @@ impl ProducerStateError {
             Self::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
             Self::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
             Self::InvalidSequence { .. } => INVALID_RECORD,
-            Self::NotInTransaction { .. } => INVALID_TXN_STATE,
+            Self::NotTransactional { .. } => INVALID_TXN_STATE,
         }
     }
 }

@@ -17,9 +17,15 @@
 //! would stall healthy clients over idle ones, and an evicted producer that comes back is treated
 //! as unknown, which Kafka accepts with any sequence since KIP-360).
 //!
+//! Transactions (partition side, KIP-98): the first transactional batch of a producer starts an
+//! ongoing transaction at its base offset (`current_txn_first_offset`); a control batch (COMMIT
+//! or ABORT marker, checked with [`ProducerStateManager::check_marker`], not with the sequence
+//! checks) ends it. The ongoing transactions are also kept ordered by first offset, so the first
+//! unstable offset (what the last stable offset is made of) is read in O(log n). A producer with
+//! an ongoing transaction is never expired and is evicted only if every producer has one.
+//! Whether the coordinator added the partition to the transaction is not checked here.
+//!
 //! Must not: read clocks (time comes in as `now_ms`), perform I/O, or panic on batch headers.
-//! Transactions are not implemented: `current_txn_first_offset` is kept (and never expired)
-//! for them, but transactional batches are refused by `check`.
 
 mod error;
 
@@ -28,7 +34,7 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 pub use error::{
@@ -115,7 +121,7 @@ pub struct ProducerEntry {
     /// Oldest first; all at `epoch`; at most [`BATCHES_RETAINED`].
     batches: VecDeque<BatchMetadata>,
     last_timestamp: i64,
-    /// First offset of the ongoing transaction (transactions are the next step).
+    /// First offset of the ongoing transaction on this partition, if one is ongoing.
     current_txn_first_offset: Option<i64>,
 }
 
@@ -201,11 +207,24 @@ pub enum Decision {
     Duplicate(BatchMetadata),
 }
 
+/// A transaction a control batch just ended on this partition (Kafka's `CompletedTxn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: ProducerId,
+    /// Offset of the transaction's first batch on this partition.
+    pub first_offset: i64,
+    /// Offset of the control batch (marker) that ended it.
+    pub last_offset: i64,
+}
+
 /// The producer state of one partition.
 #[derive(Clone, Debug)]
 pub struct ProducerStateManager {
     config: ProducerStateConfig,
     producers: HashMap<ProducerId, ProducerEntry>,
+    /// `(current_txn_first_offset, producer)` of every producer with an ongoing transaction:
+    /// exactly the entries whose `current_txn_first_offset` is set.
+    ongoing: BTreeSet<(i64, ProducerId)>,
 }
 
 impl ProducerStateManager {
@@ -216,7 +235,62 @@ impl ProducerStateManager {
         ProducerStateManager {
             config,
             producers: HashMap::new(),
+            ongoing: BTreeSet::new(),
         }
+    }
+
+    /// The first offset of the earliest ongoing transaction (Kafka's first unstable offset);
+    /// the last stable offset is this, or the high watermark if `None`.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.first().map(|(offset, _)| *offset)
+    }
+
+    /// Every ongoing transaction as `(first offset, producer)`, earliest first.
+    pub fn ongoing_txns(&self) -> impl Iterator<Item = (i64, ProducerId)> + '_ {
+        self.ongoing.iter().copied()
+    }
+
+    /// Checks a transaction marker (COMMIT/ABORT control batch) before it is appended. Markers
+    /// carry no sequence and skip the sequence checks; only the epoch is checked, as Kafka's
+    /// `appendEndTxnMarker` does: a marker older than the producer's epoch is a zombie's. A
+    /// newer epoch is accepted (transaction version 2 markers carry the bumped epoch) and
+    /// becomes the producer's epoch when the marker is recorded by `on_append`. A marker for a
+    /// producer without an ongoing transaction here is allowed (it ends nothing).
+    ///
+    /// # Errors
+    /// [`ProducerStateError::InvalidProducerEpoch`].
+    pub fn check_marker(
+        &self,
+        producer_id: ProducerId,
+        epoch: ProducerEpoch,
+    ) -> Result<(), ProducerStateError> {
+        match self.producers.get(&producer_id) {
+            Some(e) if epoch < e.epoch => Err(ProducerStateError::InvalidProducerEpoch {
+                producer_id,
+                epoch,
+                current: e.epoch,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes a producer, keeping `ongoing` in step.
+    fn remove(&mut self, producer_id: ProducerId) {
+        if let Some(e) = self.producers.remove(&producer_id) {
+            if let Some(first) = e.current_txn_first_offset {
+                self.ongoing.remove(&(first, producer_id));
+            }
+        }
+    }
+
+    /// O(n) check that `ongoing` mirrors the entries (debug builds and tests).
+    fn ongoing_consistent(&self) -> bool {
+        let from_entries: BTreeSet<(i64, ProducerId)> = self
+            .producers
+            .iter()
+            .filter_map(|(id, e)| e.current_txn_first_offset.map(|f| (f, *id)))
+            .collect();
+        from_entries == self.ongoing
     }
 
     pub fn config(&self) -> &ProducerStateConfig {
@@ -243,8 +317,13 @@ impl ProducerStateManager {
 
     /// Puts back an entry read from a snapshot (evicting as `on_append` does when full).
     pub fn restore(&mut self, producer_id: ProducerId, entry: ProducerEntry) {
-        if !self.producers.contains_key(&producer_id) {
+        if self.producers.contains_key(&producer_id) {
+            self.remove(producer_id);
+        } else {
             self.make_room();
+        }
+        if let Some(first) = entry.current_txn_first_offset {
+            self.ongoing.insert((first, producer_id));
         }
         self.producers.insert(producer_id, entry);
     }
@@ -257,8 +336,9 @@ impl ProducerStateManager {
     /// # Errors
     /// The first batch's [`ProducerStateError`]; nothing may then be appended.
     pub fn check(&self, batches: &[BatchInfo]) -> Result<Decision, ProducerStateError> {
-        // (epoch, last sequence) of producers changed by earlier batches of this set.
-        let mut pending: Vec<(ProducerId, ProducerEpoch, i32)> = Vec::new();
+        // (epoch, last sequence, in a transaction) of producers changed by earlier batches of
+        // this set.
+        let mut pending: Vec<(ProducerId, ProducerEpoch, i32, bool)> = Vec::new();
         for batch in batches.iter().filter(|b| b.has_producer_id()) {
             let id = batch.producer_id;
             if batch.base_sequence < 0 {
@@ -271,13 +351,20 @@ impl ProducerStateManager {
             if let Some(duplicate) = committed.and_then(|e| e.find_duplicate(batch)) {
                 return Ok(Decision::Duplicate(duplicate));
             }
-            let current = match pending.iter().find(|(p, _, _)| *p == id) {
-                Some(&(_, epoch, last)) => Some((epoch, Some(last))),
-                None => committed.map(|e| (e.epoch, e.last_sequence())),
+            let current = match pending.iter().find(|(p, ..)| *p == id) {
+                Some(&(_, epoch, last, in_txn)) => Some((epoch, Some(last), in_txn)),
+                None => committed.map(|e| {
+                    (
+                        e.epoch,
+                        e.last_sequence(),
+                        e.current_txn_first_offset.is_some(),
+                    )
+                }),
             };
             Self::validate(batch, current)?;
-            let update = (id, batch.producer_epoch, batch.last_sequence());
-            match pending.iter_mut().find(|(p, _, _)| *p == id) {
+            let in_txn = batch.transactional;
+            let update = (id, batch.producer_epoch, batch.last_sequence(), in_txn);
+            match pending.iter_mut().find(|(p, ..)| *p == id) {
                 Some(slot) => *slot = update,
                 None => pending.push(update),
             }
@@ -285,17 +372,19 @@ impl ProducerStateManager {
         Ok(Decision::Append)
     }
 
-    /// Kafka's `checkProducerEpoch` + `checkSequence` for a client batch; `current` is the
-    /// producer's (epoch, last sequence at that epoch), `None` if unknown.
+    /// Kafka's `checkProducerEpoch` + `checkSequence` + the transaction-state check of
+    /// `appendDataBatch` for a client batch; `current` is the producer's (epoch, last sequence
+    /// at that epoch, transaction ongoing), `None` if unknown.
     fn validate(
         batch: &BatchInfo,
-        current: Option<(ProducerEpoch, Option<i32>)>,
+        current: Option<(ProducerEpoch, Option<i32>, bool)>,
     ) -> Result<(), ProducerStateError> {
         let id = batch.producer_id;
         let epoch = batch.producer_epoch;
-        let Some((current_epoch, last_sequence)) = current else {
-            // Unknown producer (new, expired, or its batches deleted): any sequence (KIP-360).
-            return Self::check_not_transactional(batch);
+        let Some((current_epoch, last_sequence, in_txn)) = current else {
+            // Unknown producer (new, expired, or its batches deleted): any sequence (KIP-360);
+            // a transactional batch starts a transaction.
+            return Ok(());
         };
         if epoch < current_epoch {
             return Err(ProducerStateError::InvalidProducerEpoch {
@@ -304,7 +393,20 @@ impl ProducerStateManager {
                 current: current_epoch,
             });
         }
-        Self::check_not_transactional(batch)?;
+        Self::check_sequence(batch, current_epoch, last_sequence)?;
+        if in_txn && !batch.transactional {
+            return Err(ProducerStateError::NotTransactional { producer_id: id });
+        }
+        Ok(())
+    }
+
+    fn check_sequence(
+        batch: &BatchInfo,
+        current_epoch: ProducerEpoch,
+        last_sequence: Option<i32>,
+    ) -> Result<(), ProducerStateError> {
+        let id = batch.producer_id;
+        let epoch = batch.producer_epoch;
         if current_epoch.0 == NO_PRODUCER_EPOCH {
             return Ok(());
         }
@@ -331,21 +433,15 @@ impl ProducerStateManager {
         Ok(())
     }
 
-    fn check_not_transactional(batch: &BatchInfo) -> Result<(), ProducerStateError> {
-        if batch.transactional {
-            return Err(ProducerStateError::NotInTransaction {
-                producer_id: batch.producer_id,
-            });
-        }
-        Ok(())
-    }
-
     /// Records a batch now in the log at `base_offset`: after a successful append of a set that
-    /// [`ProducerStateManager::check`] allowed, and when rebuilding from the log. Does not
-    /// validate (the log is the truth). Batches without a producer id are ignored.
-    pub fn on_append(&mut self, batch: &BatchInfo, base_offset: i64) {
+    /// [`ProducerStateManager::check`] (or, for a marker, [`ProducerStateManager::check_marker`])
+    /// allowed, and when rebuilding from the log. Does not validate (the log is the truth).
+    /// Batches without a producer id are ignored. A transactional batch starts the producer's
+    /// transaction if none is ongoing; a control batch ends it and returns it (`None` if no
+    /// transaction was ongoing: an empty transaction leaves no trace, as in Kafka).
+    pub fn on_append(&mut self, batch: &BatchInfo, base_offset: i64) -> Option<CompletedTxn> {
         if !batch.has_producer_id() {
-            return;
+            return None;
         }
         let id = batch.producer_id;
         if !self.producers.contains_key(&id) {
@@ -364,11 +460,18 @@ impl ProducerStateManager {
         entry.last_timestamp = batch.max_timestamp;
         if batch.control {
             // A transaction marker ends the producer's transaction; it carries no sequence.
-            entry.current_txn_first_offset = None;
-            return;
+            let first = entry.current_txn_first_offset.take()?;
+            self.ongoing.remove(&(first, id));
+            debug_assert!(self.ongoing_consistent());
+            return Some(CompletedTxn {
+                producer_id: id,
+                first_offset: first,
+                last_offset: base_offset,
+            });
         }
         if batch.transactional && entry.current_txn_first_offset.is_none() {
             entry.current_txn_first_offset = Some(base_offset);
+            self.ongoing.insert((base_offset, id));
         }
         let last_offset = base_offset.saturating_add(i64::from(batch.last_offset_delta.max(0)));
         if entry.batches.len() == BATCHES_RETAINED {
@@ -382,6 +485,8 @@ impl ProducerStateManager {
             max_timestamp: batch.max_timestamp,
         });
         assert!(entry.batches.len() <= BATCHES_RETAINED);
+        debug_assert!(self.ongoing_consistent());
+        None
     }
 
     /// Forgets producers idle for `producer.id.expiration.ms` (last batch timestamp older than
@@ -400,6 +505,7 @@ impl ProducerStateManager {
     /// Forgets every producer (the log was emptied or is being rebuilt).
     pub fn clear(&mut self) {
         self.producers.clear();
+        self.ongoing.clear();
     }
 
     /// Evicts the producer with the oldest last timestamp (ties: lowest id) while full.
@@ -417,9 +523,7 @@ impl ProducerStateManager {
                 })
                 .map(|(id, _)| *id);
             match oldest {
-                Some(id) => {
-                    self.producers.remove(&id);
-                }
+                Some(id) => self.remove(id),
                 None => break,
             }
         }

@@ -145,19 +145,157 @@ fn only_the_last_five_batches_are_deduplicated() {
     );
 }
 
+fn txn(id: i64, epoch: i16, seq: i32, count: i32) -> BatchInfo {
+    BatchInfo {
+        transactional: true,
+        ..batch(id, epoch, seq, count)
+    }
+}
+
+fn marker(id: i64, epoch: i16) -> BatchInfo {
+    BatchInfo {
+        transactional: true,
+        control: true,
+        base_sequence: NO_SEQUENCE,
+        ..batch(id, epoch, NO_SEQUENCE, 1)
+    }
+}
+
+/// Checks and appends a marker at `*end`; returns what it completed.
+fn end_txn(
+    m: &mut ProducerStateManager,
+    end: &mut i64,
+    id: i64,
+    epoch: i16,
+) -> Result<Option<CompletedTxn>, ProducerStateError> {
+    m.check_marker(ProducerId(id), ProducerEpoch(epoch))?;
+    let done = m.on_append(&marker(id, epoch), *end);
+    *end += 1;
+    Ok(done)
+}
+
 #[test]
-fn transactional_batches_are_refused_after_the_epoch_check() {
+fn transactional_batches_start_a_transaction_and_a_marker_ends_it() {
     let mut m = manager();
     let mut end = 0;
-    produce(&mut m, &mut end, &[batch(1, 5, 0, 1)]).unwrap();
-    let mut txn = batch(1, 5, 1, 1);
-    txn.transactional = true;
-    assert_eq!(m.check(&[txn]).unwrap_err().error_code(), INVALID_TXN_STATE);
-    txn.producer_epoch = ProducerEpoch(4);
+    produce(&mut m, &mut end, &[batch(1, 5, 0, 2)]).unwrap();
+    assert_eq!(m.first_unstable_offset(), None);
     assert_eq!(
-        m.check(&[txn]).unwrap_err().error_code(),
+        produce(&mut m, &mut end, &[txn(1, 5, 2, 3)]),
+        Ok(Decision::Append)
+    );
+    assert_eq!(
+        m.entry(ProducerId(1)).unwrap().current_txn_first_offset(),
+        Some(2)
+    );
+    // A second batch of the same transaction keeps the first offset.
+    produce(&mut m, &mut end, &[txn(1, 5, 5, 1)]).unwrap();
+    produce(&mut m, &mut end, &[txn(2, 0, 0, 1)]).unwrap();
+    assert_eq!(m.first_unstable_offset(), Some(2));
+    assert_eq!(
+        m.ongoing_txns().collect::<Vec<_>>(),
+        vec![(2, ProducerId(1)), (6, ProducerId(2))]
+    );
+    // Non-transactional batch during the transaction.
+    let err = produce(&mut m, &mut end, &[batch(1, 5, 6, 1)]).unwrap_err();
+    assert_eq!(err.error_code(), INVALID_TXN_STATE);
+    // Zombie transactional batch.
+    let err = produce(&mut m, &mut end, &[txn(1, 4, 6, 1)]).unwrap_err();
+    assert_eq!(err.error_code(), INVALID_PRODUCER_EPOCH);
+    // Gaps are still gaps inside a transaction.
+    let err = produce(&mut m, &mut end, &[txn(1, 5, 9, 1)]).unwrap_err();
+    assert_eq!(err.error_code(), OUT_OF_ORDER_SEQUENCE_NUMBER);
+    // Markers: an old epoch is refused, the current one ends the transaction.
+    assert_eq!(
+        end_txn(&mut m, &mut end, 1, 4).unwrap_err().error_code(),
         INVALID_PRODUCER_EPOCH
     );
+    assert_eq!(
+        end_txn(&mut m, &mut end, 1, 5),
+        Ok(Some(CompletedTxn {
+            producer_id: ProducerId(1),
+            first_offset: 2,
+            last_offset: 7
+        }))
+    );
+    assert_eq!(m.first_unstable_offset(), Some(6));
+    // A second marker ends nothing but is allowed.
+    assert_eq!(end_txn(&mut m, &mut end, 1, 5), Ok(None));
+    // After the marker, plain batches are fine again.
+    assert_eq!(
+        produce(&mut m, &mut end, &[batch(1, 5, 6, 1)]),
+        Ok(Decision::Append)
+    );
+    assert!(m.ongoing_consistent());
+}
+
+#[test]
+fn a_set_mixing_transactional_and_plain_batches_of_one_producer_is_refused() {
+    let mut m = manager();
+    let mut end = 0;
+    let err = produce(&mut m, &mut end, &[txn(1, 0, 0, 1), batch(1, 0, 1, 1)]).unwrap_err();
+    assert_eq!(err.error_code(), INVALID_TXN_STATE);
+    assert!(m.is_empty());
+    assert_eq!(m.first_unstable_offset(), None);
+}
+
+#[test]
+fn transaction_version_2_markers_bump_the_epoch() {
+    let mut m = manager();
+    let mut end = 0;
+    produce(&mut m, &mut end, &[txn(1, 3, 0, 2)]).unwrap();
+    // TV2: the coordinator writes the marker with epoch + 1.
+    assert!(end_txn(&mut m, &mut end, 1, 4).unwrap().is_some());
+    let e = m.entry(ProducerId(1)).unwrap();
+    assert_eq!(e.epoch(), ProducerEpoch(4));
+    assert_eq!(e.last_sequence(), None);
+    // The old epoch is now fenced, the new one starts at sequence 0.
+    assert_eq!(
+        produce(&mut m, &mut end, &[txn(1, 3, 2, 1)])
+            .unwrap_err()
+            .error_code(),
+        INVALID_PRODUCER_EPOCH
+    );
+    assert_eq!(
+        produce(&mut m, &mut end, &[txn(1, 4, 0, 1)]),
+        Ok(Decision::Append)
+    );
+    assert_eq!(m.first_unstable_offset(), Some(3));
+    // A marker for an unknown producer creates it (as Kafka does) and ends nothing.
+    assert_eq!(end_txn(&mut m, &mut end, 9, 0), Ok(None));
+    assert_eq!(m.entry(ProducerId(9)).unwrap().epoch(), ProducerEpoch(0));
+}
+
+#[test]
+fn ongoing_transactions_are_not_expired_and_survive_restore() {
+    let mut m = ProducerStateManager::new(ProducerStateConfig {
+        producer_id_expiration: Duration::from_millis(1000),
+        producers_max: 2,
+    });
+    let mut a = txn(1, 0, 0, 1);
+    a.max_timestamp = 100;
+    let mut b = batch(2, 0, 0, 1);
+    b.max_timestamp = 200;
+    m.on_append(&a, 10);
+    m.on_append(&b, 11);
+    assert_eq!(m.expire(5000), 1);
+    assert_eq!(m.first_unstable_offset(), Some(10));
+    let entry = m.entry(ProducerId(1)).unwrap().clone();
+    let mut restored = ProducerStateManager::new(*m.config());
+    restored.restore(ProducerId(1), entry.clone());
+    restored.restore(ProducerId(1), entry);
+    assert_eq!(restored.first_unstable_offset(), Some(10));
+    assert!(restored.ongoing_consistent());
+    // Eviction of a producer with a transaction (all have one) keeps the index in step.
+    let mut c = txn(3, 0, 0, 1);
+    c.max_timestamp = 300;
+    let mut d = txn(4, 0, 0, 1);
+    d.max_timestamp = 400;
+    restored.on_append(&c, 12);
+    restored.on_append(&d, 13);
+    assert_eq!(restored.len(), 2);
+    assert_eq!(restored.first_unstable_offset(), Some(12));
+    assert!(restored.ongoing_consistent());
 }
 
 #[test]

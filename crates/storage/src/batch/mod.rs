@@ -13,11 +13,15 @@
 //! Must not: depend on `kafka-protocol`, do I/O, or allocate from an untrusted length without a cap.
 
 mod compression;
+mod control;
 mod records;
 mod validate;
 mod varint;
 
 pub use compression::Compression;
+pub use control::{
+    control_record_type, encode_end_txn_marker, end_txn_marker, ControlRecordType, EndTxnMarker,
+};
 pub use records::{decode_records, encode_batch, BatchOptions, KeyValue, RecordHeader, RecordView};
 pub use validate::{
     validate_record_set, ValidationLimits, DECOMPRESSED_BYTES_MAX_DEFAULT,

@@ -1,8 +1,12 @@
-//! The partition log: one directory of segments (`{base_offset:020}.log` with `.index` and
-//! `.timeindex`), a `log-start-offset` checkpoint and a `clean_shutdown` marker.
+//! The partition log: one directory of segments (`{base_offset:020}.log` with `.index`,
+//! `.timeindex` and `.txnindex`), a `log-start-offset` checkpoint and a `clean_shutdown` marker.
 //!
 //! Owns: offset assignment, segment rolling, reads by offset and timestamp, the log start offset,
-//! retention, truncation, recovery after a crash, and the flushed offset (recovery point).
+//! retention, truncation, recovery after a crash, the flushed offset (recovery point), and the
+//! per-segment aborted-transaction index ([`txn_index`]). The log does not know where a
+//! transaction began, so the caller (the producer state) adds the index entries when it records
+//! an ABORT marker, and replays segments whose index was lost in recovery
+//! ([`Log::aborted_index_incomplete_from`], then [`Log::mark_aborted_index_complete`]).
 //!
 //! Invariants: there is always at least one segment and the last one is the active segment;
 //! segments are sorted by base offset and do not overlap; `log_start_offset <= log_end_offset`;
@@ -14,6 +18,7 @@
 
 mod checkpoint;
 mod segment;
+pub mod txn_index;
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -32,6 +37,7 @@ use checkpoint::{
     TMP_SUFFIX,
 };
 use segment::{remove_index_files, Opened, Segment};
+pub use txn_index::AbortedTxn;
 
 /// Largest `segment.bytes`: file positions in the offset index are u32 and Kafka caps it at
 /// `Int.MaxValue`.
@@ -245,7 +251,7 @@ impl Log {
             }
             match parse_segment_name(name) {
                 Some((base, "log")) => bases.push(base),
-                Some((base, "index" | "timeindex")) => index_bases.push(base),
+                Some((base, "index" | "timeindex" | "txnindex")) => index_bases.push(base),
                 _ => {}
             }
         }
@@ -378,6 +384,84 @@ impl Log {
     /// Number of segments (at least 1).
     pub fn segment_count(&self) -> usize {
         self.segments.len()
+    }
+
+    /// Records an aborted transaction in the index of the segment holding its ABORT marker
+    /// (`txn.last_offset`); call right after appending the marker, and when replaying the log.
+    /// An entry for a marker already indexed is ignored.
+    ///
+    /// # Errors
+    /// `OffsetOutOfRange` if no segment holds `last_offset`; `InvalidBatchHeader` if the entry
+    /// is inconsistent; `Io` rewriting a sealed segment's file.
+    pub fn append_aborted_txn(&mut self, txn: AbortedTxn) -> Result<()> {
+        if txn.first_offset > txn.last_offset || txn.first_offset < 0 {
+            return Err(StorageError::InvalidBatchHeader {
+                reason: "aborted transaction ends before it begins",
+            });
+        }
+        let i = self.segment_index(txn.last_offset);
+        let seg = &self.segments[i];
+        if txn.last_offset < seg.base_offset || txn.last_offset >= seg.next_offset {
+            return Err(self.out_of_range(txn.last_offset));
+        }
+        let dir = self.dir.clone();
+        self.segments[i].add_aborted(&dir, txn)
+    }
+
+    /// The aborted transactions overlapping `[start, end)` — ABORT marker at or after `start`
+    /// and first offset below `end` — searching from the segment holding `start` onwards
+    /// (Kafka's `collectAbortedTransactions`). Read committed fetches pass the fetch offset and
+    /// the end of the returned data.
+    pub fn collect_aborted_txns(&self, start: i64, end: i64) -> Vec<AbortedTxn> {
+        let mut out = Vec::new();
+        if start >= end {
+            return out;
+        }
+        for seg in &self.segments[self.segment_index(start)..] {
+            if txn_index::collect(&seg.aborted, start, end, &mut out) {
+                break;
+            }
+        }
+        out
+    }
+
+    /// [`Log::collect_aborted_txns`] as `(producer id, first offset)`, the fetch response's
+    /// AbortedTransactions.
+    pub fn collect_aborted(&self, start: i64, end: i64) -> Vec<(i64, i64)> {
+        self.collect_aborted_txns(start, end)
+            .into_iter()
+            .map(|t| (t.producer_id, t.first_offset))
+            .collect()
+    }
+
+    /// The base offset of the first segment whose aborted-transaction index was lost (recovered
+    /// by a scan, or its `.txnindex` missing or invalid); `None` if every index is complete.
+    /// The caller replays the log from at or below it and then calls
+    /// [`Log::mark_aborted_index_complete`].
+    pub fn aborted_index_incomplete_from(&self) -> Option<i64> {
+        self.segments
+            .iter()
+            .find(|s| !s.aborted_complete)
+            .map(|s| s.base_offset)
+    }
+
+    /// Declares every segment's aborted-transaction index complete (the caller replayed them)
+    /// and writes the files of sealed segments that lacked one.
+    ///
+    /// # Errors
+    /// `Io` writing a file (the indexes in memory are complete regardless).
+    pub fn mark_aborted_index_complete(&mut self) -> Result<()> {
+        let dir = self.dir.clone();
+        let mut first_error = None;
+        for seg in self.segments.iter_mut().filter(|s| !s.aborted_complete) {
+            seg.aborted_complete = true;
+            if seg.sealed {
+                if let Err(e) = seg.write_txn_index(&dir) {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     fn active(&self) -> &Segment {

@@ -2,7 +2,11 @@
 //!
 //! Owns: the segment file, the offset index (relative offset → position, an entry at most every
 //! `index.interval.bytes`), the time index (max timestamp so far → relative offset of the batch
-//! that reached it), and their `.index` / `.timeindex` files.
+//! that reached it), the aborted-transaction index (see [`super::txn_index`]), and their
+//! `.index` / `.timeindex` / `.txnindex` files. The aborted-transaction index is filled by the
+//! caller (it needs producer state); it is *complete* when it holds every ABORT marker of the
+//! segment: always for a segment created here or loaded with a valid `.txnindex`, never for one
+//! recovered by a scan until the caller says it replayed it.
 //!
 //! Invariants: `size` is the file length and ends on a batch boundary; batches have increasing
 //! offsets, all within `[base_offset, base_offset + u32::MAX]`; index entries are strictly
@@ -20,6 +24,7 @@ use crate::batch::{check_batch, BatchHeader, BATCH_HEADER_BYTES, NO_TIMESTAMP};
 use crate::error::{Result, StorageError};
 
 use super::checkpoint::TMP_SUFFIX;
+use super::txn_index::{self, txn_index_path, AbortedTxn};
 
 /// Bytes read per `pread` when scanning headers or recovering.
 const SCAN_CHUNK_BYTES: usize = 256 * 1024;
@@ -59,7 +64,8 @@ fn remove_if_exists(path: &Path) -> Result<()> {
 /// Removes the index files of segment `base` (they are stale or orphaned).
 pub(crate) fn remove_index_files(dir: &Path, base: i64) -> Result<()> {
     remove_if_exists(&index_path(dir, base))?;
-    remove_if_exists(&time_index_path(dir, base))
+    remove_if_exists(&time_index_path(dir, base))?;
+    remove_if_exists(&txn_index_path(dir, base))
 }
 
 fn corrupt(path: &Path, position: u64, reason: impl Into<String>) -> StorageError {
@@ -144,6 +150,10 @@ pub(crate) struct Segment {
     pub(crate) roll_base_ms: Option<i64>,
     /// Index files on disk match this segment (see module invariants).
     pub(crate) sealed: bool,
+    /// Aborted transactions whose ABORT marker is in this segment, by marker offset.
+    pub(crate) aborted: Vec<AbortedTxn>,
+    /// Whether `aborted` holds every ABORT marker of the segment (see the module docs).
+    pub(crate) aborted_complete: bool,
 }
 
 impl std::fmt::Debug for Segment {
@@ -184,6 +194,8 @@ impl Segment {
             offset_of_max_timestamp: base_offset,
             roll_base_ms: None,
             sealed: false,
+            aborted: Vec::new(),
+            aborted_complete: true,
         }
     }
 
@@ -225,6 +237,10 @@ impl Segment {
             match seg.load_index_files(dir) {
                 Ok(()) => {
                     seg.sealed = true;
+                    match txn_index::load(dir, base_offset, seg.next_offset, seg.size)? {
+                        Some(aborted) => seg.aborted = aborted,
+                        None => seg.aborted_complete = false,
+                    }
                     return Ok((seg, Opened::FromIndex));
                 }
                 Err(e) => {
@@ -235,6 +251,7 @@ impl Segment {
             }
         }
         remove_index_files(dir, base_offset)?;
+        seg.aborted_complete = false;
         let valid = seg.rebuild(true)?;
         if valid < len {
             tracing::warn!(
@@ -441,11 +458,14 @@ impl Segment {
         Ok(buf)
     }
 
-    /// Drops every batch with `last_offset >= offset` and unseals the segment.
+    /// Drops every batch with `last_offset >= offset` (and the aborted transactions they ended)
+    /// and unseals the segment.
     pub(crate) fn truncate_to(&mut self, dir: &Path, offset: i64) -> Result<()> {
-        let Some((pos, _)) = self.find_batch(offset)? else {
+        let Some((pos, first_removed)) = self.find_batch(offset)? else {
             return Ok(());
         };
+        let cut = first_removed.base_offset();
+        self.aborted.retain(|t| t.last_offset < cut);
         remove_index_files(dir, self.base_offset)?;
         self.sealed = false;
         self.file
@@ -479,7 +499,40 @@ impl Segment {
         }
         write_replace(&index_path(dir, self.base_offset), &idx)?;
         write_replace(&time_index_path(dir, self.base_offset), &tidx)?;
+        self.write_txn_index(dir)?;
         self.sealed = true;
+        Ok(())
+    }
+
+    /// Writes the `.txnindex` file if the aborted index is complete, else makes sure none is
+    /// left (an absent file means "rebuild").
+    pub(crate) fn write_txn_index(&self, dir: &Path) -> Result<()> {
+        let path = txn_index_path(dir, self.base_offset);
+        if self.aborted_complete {
+            write_replace(&path, &txn_index::encode(&self.aborted))
+        } else {
+            remove_if_exists(&path)
+        }
+    }
+
+    /// Records an aborted transaction whose marker is in this segment; a second entry for the
+    /// same marker is ignored (replays may meet markers already indexed). Rewrites the file of
+    /// a sealed segment.
+    pub(crate) fn add_aborted(&mut self, dir: &Path, txn: AbortedTxn) -> Result<()> {
+        let at = self
+            .aborted
+            .partition_point(|t| t.last_offset < txn.last_offset);
+        if self
+            .aborted
+            .get(at)
+            .is_some_and(|t| t.last_offset == txn.last_offset)
+        {
+            return Ok(());
+        }
+        self.aborted.insert(at, txn);
+        if self.sealed {
+            self.write_txn_index(dir)?;
+        }
         Ok(())
     }
 

@@ -1,0 +1,128 @@
+//! Transaction markers on data partitions: the partition side of WriteTxnMarkers.
+//!
+//! [`write_marker`] appends a COMMIT or ABORT control batch for one producer to one partition,
+//! under the partition lock: the marker's epoch is checked against the producer state (not its
+//! sequence: markers carry none), the batch is appended, and recording it ends the producer's
+//! ongoing transaction there (moving the last stable offset) and, for ABORT, adds the
+//! transaction to the log's aborted-transaction index. [`write_marker_durably`] also waits for
+//! the group-commit fsync, which the coordinator needs before it completes the transaction.
+//!
+//! Must not: await or fsync under the partition lock; decide anything the coordinator owns
+//! (which partitions are in a transaction, the coordinator epoch's validity).
+
+use std::sync::Arc;
+
+use shoal_core::producer_state::{ProducerEpoch, ProducerId};
+use shoal_protocol::ErrorCode;
+use shoal_storage::{encode_end_txn_marker, EndTxnMarker, StorageError};
+
+use crate::broker::{now_ms, Broker};
+use crate::producers::state_config;
+use crate::topics::Partition;
+
+fn storage_error(partition: &Partition, e: &StorageError) -> ErrorCode {
+    tracing::error!(partition = ?partition, error = %e, "cannot write transaction marker");
+    ErrorCode(e.kafka_error_code())
+}
+
+/// The partition `index` of `topic`, for a marker.
+///
+/// # Errors
+/// UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers WriteTxnMarkers for a partition it lacks.
+pub fn partition(broker: &Broker, topic: &str, index: i32) -> Result<Arc<Partition>, ErrorCode> {
+    broker
+        .topic(topic)
+        .and_then(|t| t.partition(index))
+        .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
+}
+
+/// Appends a transaction marker (COMMIT if `commit`, else ABORT) for `producer_id` at
+/// `producer_epoch` to `partition` and returns its offset. The marker is written even if the
+/// producer has no ongoing transaction there (Kafka does; it ends nothing). A newer epoch than
+/// the producer's (transaction version 2 markers carry epoch + 1) is accepted and becomes the
+/// producer's epoch. Not durable on return: flush the partition (or use
+/// [`write_marker_durably`]) before completing the transaction.
+///
+/// The coordinator epoch is stored in the marker but not checked against earlier markers
+/// (Kafka's TRANSACTION_COORDINATOR_FENCED check needs it in the producer state; one node has
+/// one coordinator).
+///
+/// Synchronous, takes the partition lock briefly (loading the producer state on first use).
+///
+/// # Errors
+/// INVALID_PRODUCER_EPOCH if `producer_epoch` is older than the producer's current epoch;
+/// KAFKA_STORAGE_ERROR (or the storage error's code) if the state cannot be loaded or the
+/// append fails. Nothing is appended on error.
+pub fn write_marker(
+    broker: &Broker,
+    partition: &Partition,
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+) -> Result<i64, ErrorCode> {
+    if producer_id < 0 {
+        return Err(ErrorCode::INVALID_REQUEST);
+    }
+    let now = now_ms();
+    let mut log = partition.lock();
+    let mut producers = partition
+        .producers(&mut log, state_config(&broker.config), now)
+        .map_err(|e| storage_error(partition, &e))?;
+    match producers.check_marker(
+        &mut log,
+        ProducerId(producer_id),
+        ProducerEpoch(producer_epoch),
+    ) {
+        Err(e) => return Err(storage_error(partition, &e)),
+        Ok(Err(refused)) => return Err(ErrorCode(refused.error_code())),
+        Ok(Ok(())) => {}
+    }
+    let marker = EndTxnMarker {
+        commit,
+        coordinator_epoch,
+    };
+    let mut batch = encode_end_txn_marker(producer_id, producer_epoch, marker, now);
+    let info = log
+        .append(&mut batch, now)
+        .map_err(|e| storage_error(partition, &e))?;
+    if let Err(e) = producers.on_appended(&mut log, &batch) {
+        // The marker and the state (and the in-memory index) stand; a file write failed.
+        tracing::warn!(partition = ?partition, error = %e, "recording a transaction marker");
+    }
+    drop(producers);
+    drop(log);
+    // The LSO may have moved: wake read_committed long polls.
+    partition.wake();
+    Ok(info.first_offset)
+}
+
+/// [`write_marker`], then waits for the group-commit fsync of the partition.
+///
+/// Cancellation-safe in the sense that a cancelled call leaves the marker appended (it may or
+/// may not be durable yet); the coordinator retries markers, which is harmless.
+///
+/// # Errors
+/// As [`write_marker`]; KAFKA_STORAGE_ERROR if the fsync fails (the marker may then be lost).
+pub async fn write_marker_durably(
+    broker: &Arc<Broker>,
+    partition: Arc<Partition>,
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+) -> Result<i64, ErrorCode> {
+    let offset = write_marker(
+        broker,
+        &partition,
+        producer_id,
+        producer_epoch,
+        commit,
+        coordinator_epoch,
+    )?;
+    broker.flusher.flush(vec![partition]).await.map_err(|e| {
+        tracing::error!(error = %e, "cannot flush transaction marker");
+        ErrorCode::KAFKA_STORAGE_ERROR
+    })?;
+    Ok(offset)
+}

@@ -1,0 +1,388 @@
+//! Driver of the transaction coordinator (`shoal_core::txn_coordinator`).
+//!
+//! One task owns the sans-IO machine, like the group coordinator's driver: it takes the queued
+//! requests, feeds them and timer ticks to the machine, appends the emitted records to
+//! `__transaction_state` (fsynced) and only then answers. Markers the machine asks for are
+//! written by a separate task per transaction — a COMMIT or ABORT control batch to every
+//! partition of the transaction, fsynced, and for `__consumer_offsets` partitions also handed
+//! to the group coordinator — which reports back so the machine can complete the transaction.
+//! A marker that cannot be written is retried with backoff; a partition that no longer exists
+//! is skipped, as Kafka skips deleted partitions. At start the machine is rebuilt from the log
+//! and transactions left in PrepareCommit/PrepareAbort get their markers again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use shoal_core::txn_coordinator::{
+    partition_for, ListTransactionsRequest, ListTransactionsResponse, Output, ProducerId,
+    ReplyToken, TransactionDescription, TransactionResult, TxnConfig, TxnCoordinator, TxnRecord,
+    TxnRequest, TxnResponse, WriteMarkers,
+};
+use shoal_storage::batch::{encode_batch, BatchOptions};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, info, warn};
+
+use crate::broker::{now_ms, Broker, CONSUMER_OFFSETS, INTERNAL_DECODE_BYTES_MAX};
+
+/// Name of the internal topic holding transaction state.
+pub const TRANSACTION_STATE: &str = "__transaction_state";
+/// Requests queued at most before callers wait (backpressure).
+const QUEUE_REQUESTS_MAX: usize = 10_000;
+/// Requests handled in one pass (one fsync) at most.
+const PASS_REQUESTS_MAX: usize = 1_000;
+/// Longest sleep between timer checks.
+const TICK_MAX: Duration = Duration::from_millis(500);
+/// Bytes read per call while replaying.
+const REPLAY_READ_BYTES: usize = 8 * 1024 * 1024;
+/// Backoff bounds between marker write attempts.
+const MARKER_RETRY_MIN: Duration = Duration::from_millis(50);
+const MARKER_RETRY_MAX: Duration = Duration::from_secs(2);
+
+enum Command {
+    Request(TxnRequest, oneshot::Sender<TxnResponse>),
+    MarkersWritten(WriteMarkers),
+    Describe(Vec<String>, oneshot::Sender<Vec<TransactionDescription>>),
+    List(
+        ListTransactionsRequest,
+        oneshot::Sender<ListTransactionsResponse>,
+    ),
+}
+
+/// The coordinator failed to answer (not running, or its write failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unavailable;
+
+/// Handle to the transaction coordinator task.
+#[derive(Default)]
+pub struct TxnService {
+    tx: Mutex<Option<mpsc::Sender<Command>>>,
+}
+
+impl TxnService {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replays `__transaction_state` and starts the coordinator task (which re-sends the
+    /// markers of transactions found prepared).
+    ///
+    /// # Errors
+    /// The log cannot be read.
+    pub fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
+        let config = txn_config(broker);
+        // Each load gets a higher coordinator epoch, so completions of markers sent by an
+        // earlier incarnation are ignored; seconds since the epoch are monotonic enough here.
+        let coordinator_epoch = (now_ms() / 1000).clamp(0, i64::from(i32::MAX)) as i32;
+        let mut machine = TxnCoordinator::new(config, coordinator_epoch);
+        let replayed = replay(broker, &mut machine)?;
+        let resumed = machine.loaded(now_ms());
+        info!(
+            records = replayed,
+            transactions = machine.len(),
+            "transaction coordinator loaded"
+        );
+        let (tx, rx) = mpsc::channel(QUEUE_REQUESTS_MAX);
+        *self.tx.lock().expect("txn service lock poisoned") = Some(tx.clone());
+        tokio::spawn(run(Arc::downgrade(broker), machine, rx, tx, resumed));
+        Ok(())
+    }
+
+    fn sender(&self) -> Result<mpsc::Sender<Command>, Unavailable> {
+        self.tx
+            .lock()
+            .expect("txn service lock poisoned")
+            .clone()
+            .ok_or(Unavailable)
+    }
+
+    /// Sends one request and waits for its (possibly deferred) reply.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the coordinator is not running or could not persist the change.
+    pub async fn call(&self, request: TxnRequest) -> Result<TxnResponse, Unavailable> {
+        let (reply, wait) = oneshot::channel();
+        self.sender()?
+            .send(Command::Request(request, reply))
+            .await
+            .map_err(|_| Unavailable)?;
+        wait.await.map_err(|_| Unavailable)
+    }
+
+    /// DescribeTransactions.
+    ///
+    /// # Errors
+    /// [`Unavailable`].
+    pub async fn describe(
+        &self,
+        ids: Vec<String>,
+    ) -> Result<Vec<TransactionDescription>, Unavailable> {
+        let (reply, wait) = oneshot::channel();
+        self.sender()?
+            .send(Command::Describe(ids, reply))
+            .await
+            .map_err(|_| Unavailable)?;
+        wait.await.map_err(|_| Unavailable)
+    }
+
+    /// ListTransactions.
+    ///
+    /// # Errors
+    /// [`Unavailable`].
+    pub async fn list(
+        &self,
+        request: ListTransactionsRequest,
+    ) -> Result<ListTransactionsResponse, Unavailable> {
+        let (reply, wait) = oneshot::channel();
+        self.sender()?
+            .send(Command::List(request, reply))
+            .await
+            .map_err(|_| Unavailable)?;
+        wait.await.map_err(|_| Unavailable)
+    }
+}
+
+fn txn_config(broker: &Broker) -> TxnConfig {
+    let c = &broker.config;
+    TxnConfig {
+        transaction_max_timeout_ms: c.long("transaction.max.timeout.ms") as i32,
+        transactional_id_expiration_ms: c.long("transactional.id.expiration.ms"),
+        ..TxnConfig::default()
+    }
+}
+
+fn state_partitions(broker: &Broker) -> u32 {
+    broker
+        .topic(TRANSACTION_STATE)
+        .map(|t| t.partition_count() as u32)
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Replays every record of `__transaction_state` into `machine`; returns how many.
+fn replay(broker: &Broker, machine: &mut TxnCoordinator) -> anyhow::Result<usize> {
+    let Some(topic) = broker.topic(TRANSACTION_STATE) else {
+        return Ok(0);
+    };
+    let mut count = 0;
+    for partition in topic.partitions() {
+        let log = partition.lock();
+        let mut offset = log.log_start_offset();
+        while offset < log.log_end_offset() {
+            let read = log.read(offset, REPLAY_READ_BYTES, None)?;
+            if read.records.is_empty() {
+                break;
+            }
+            for batch in shoal_storage::batch::split_batches(&read.records) {
+                let (header, range) = batch?;
+                offset = header.next_offset();
+                if header.is_control() {
+                    continue;
+                }
+                for record in
+                    shoal_storage::decode_records(&read.records[range], INTERNAL_DECODE_BYTES_MAX)?
+                {
+                    let Some(key) = record.key.as_deref() else {
+                        continue;
+                    };
+                    match TxnRecord::decode(key, record.value.as_deref()) {
+                        Ok(r) => {
+                            machine.replay(&r);
+                            count += 1;
+                        }
+                        Err(e) => {
+                            warn!(offset = record.offset, error = %e, "skipping undecodable transaction record")
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(count)
+}
+
+/// Appends `records` (one batch per `__transaction_state` partition) and fsyncs them.
+async fn persist(broker: &Arc<Broker>, records: &[TxnRecord]) -> Result<(), String> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let topic = broker
+        .topic(TRANSACTION_STATE)
+        .ok_or_else(|| format!("{TRANSACTION_STATE} is missing"))?;
+    let partitions = state_partitions(broker);
+    let mut by_partition: BTreeMap<u32, Vec<crate::groups::EncodedRecord>> = BTreeMap::new();
+    for r in records {
+        by_partition
+            .entry(partition_for(r.transactional_id(), partitions))
+            .or_default()
+            .push(r.encode());
+    }
+    let mut touched = Vec::new();
+    for (index, encoded) in by_partition {
+        let partition = topic
+            .partition(index as i32)
+            .ok_or_else(|| format!("{TRANSACTION_STATE}-{index} is missing"))?;
+        let pairs: Vec<shoal_storage::batch::KeyValue<'_>> = encoded
+            .iter()
+            .map(|(k, v)| (Some(&k[..]), v.as_deref()))
+            .collect();
+        let now = now_ms();
+        let batch = encode_batch(
+            &pairs,
+            BatchOptions {
+                timestamp_ms: now,
+                ..BatchOptions::default()
+            },
+        );
+        let mut batch = BytesMut::from(&batch[..]);
+        partition
+            .lock()
+            .append(&mut batch, now)
+            .map_err(|e| e.to_string())?;
+        touched.push(partition);
+    }
+    broker.flusher.flush(touched).await
+}
+
+/// Writes one transaction's markers to every partition, retrying until each is written or its
+/// partition is gone, then reports completion.
+async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, done: mpsc::Sender<Command>) {
+    let commit = markers.result == TransactionResult::Commit;
+    for tp in &markers.partitions {
+        let mut backoff = MARKER_RETRY_MIN;
+        loop {
+            let Some(broker) = broker.upgrade() else {
+                return;
+            };
+            let partition = match crate::markers::partition(&broker, &tp.topic, tp.partition) {
+                Ok(p) => p,
+                Err(_) => {
+                    warn!(topic = %tp.topic, partition = tp.partition, "transaction marker skipped: partition no longer exists");
+                    break;
+                }
+            };
+            let written = crate::markers::write_marker_durably(
+                &broker,
+                partition,
+                markers.producer_id.0,
+                markers.producer_epoch.0,
+                commit,
+                markers.coordinator_epoch,
+            )
+            .await;
+            match written {
+                Ok(_) => {
+                    if tp.topic == CONSUMER_OFFSETS
+                        && !crate::handlers::groups::end_txn(&broker, markers.producer_id.0, commit)
+                            .await
+                    {
+                        warn!("group coordinator unavailable; pending offsets resolve on reload");
+                    }
+                    break;
+                }
+                Err(code) => {
+                    warn!(topic = %tp.topic, partition = tp.partition, ?code, "transaction marker failed; retrying");
+                    drop(broker);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MARKER_RETRY_MAX);
+                }
+            }
+        }
+    }
+    let _ = done.send(Command::MarkersWritten(markers)).await;
+}
+
+async fn run(
+    broker: Weak<Broker>,
+    mut machine: TxnCoordinator,
+    mut rx: mpsc::Receiver<Command>,
+    tx: mpsc::Sender<Command>,
+    resumed: Output,
+) {
+    let mut next_token: u64 = 0;
+    let mut waiting: HashMap<ReplyToken, oneshot::Sender<TxnResponse>> = HashMap::new();
+    let mut pending = Some(resumed);
+    loop {
+        let mut output = pending.take().unwrap_or_default();
+        if output.records.is_empty() && output.replies.is_empty() && output.markers.is_empty() {
+            let sleep = machine
+                .next_deadline()
+                .map(|d| Duration::from_millis((d - now_ms()).max(0) as u64))
+                .unwrap_or(TICK_MAX)
+                .min(TICK_MAX);
+            tokio::select! {
+                received = rx.recv() => {
+                    let Some(first) = received else { return };
+                    let mut batch = vec![first];
+                    while batch.len() < PASS_REQUESTS_MAX {
+                        match rx.try_recv() {
+                            Ok(more) => batch.push(more),
+                            Err(_) => break,
+                        }
+                    }
+                    for command in batch {
+                        match command {
+                            Command::Request(mut request, reply) => {
+                                let Some(b) = broker.upgrade() else { return };
+                                if machine.needs_fresh_producer_id(&request) {
+                                    match b.producer_ids.allocate() {
+                                        Ok(id) => set_fresh_id(&mut request, ProducerId(id)),
+                                        Err(e) => error!(error = %e, "cannot allocate a producer id"),
+                                    }
+                                }
+                                let token = ReplyToken(next_token);
+                                next_token += 1;
+                                waiting.insert(token, reply);
+                                output.extend(machine.handle(now_ms(), token, request));
+                            }
+                            Command::MarkersWritten(markers) => {
+                                output.extend(machine.markers_written(now_ms(), &markers));
+                            }
+                            Command::Describe(ids, reply) => {
+                                let _ = reply.send(machine.describe(&ids));
+                            }
+                            Command::List(request, reply) => {
+                                let _ = reply.send(machine.list(now_ms(), &request));
+                            }
+                        }
+                    }
+                }
+                _ = tokio::time::sleep(sleep) => {}
+            }
+            output.extend(machine.tick(now_ms()));
+        }
+        let Some(b) = broker.upgrade() else { return };
+        if let Err(e) = persist(&b, &output.records).await {
+            error!(error = %e, "transaction coordinator write failed; reloading state from the log");
+            for (token, _) in output.replies {
+                waiting.remove(&token);
+            }
+            waiting.clear();
+            let config = machine.config().clone();
+            let epoch = machine.coordinator_epoch().saturating_add(1);
+            machine = TxnCoordinator::new(config, epoch);
+            if let Err(e) = replay(&b, &mut machine) {
+                error!(error = %e, "transaction coordinator reload failed");
+            }
+            pending = Some(machine.loaded(now_ms()));
+            continue;
+        }
+        for (token, response) in output.replies {
+            if let Some(reply) = waiting.remove(&token) {
+                let _ = reply.send(response);
+            }
+        }
+        for markers in output.markers {
+            tokio::spawn(write_markers(broker.clone(), markers, tx.clone()));
+        }
+    }
+}
+
+fn set_fresh_id(request: &mut TxnRequest, id: ProducerId) {
+    match request {
+        TxnRequest::InitProducerId(r) => r.fresh_producer_id = Some(id),
+        TxnRequest::EndTxn(r) => r.fresh_producer_id = Some(id),
+        _ => {}
+    }
+}
