@@ -10,14 +10,19 @@
 //! transaction on the partition; control batches (transaction markers) are written only by the
 //! broker ([`crate::markers`]) and refused from clients with INVALID_RECORD, as Kafka does.
 //!
-//! Not checked here yet: that the coordinator added the partition to the producer's
-//! transaction (Kafka's AddPartitionsToTxn verification, KIP-890); see
-//! [`verify_transaction_membership`].
+//! The first transactional batch of a producer on a partition (no transaction of its own open
+//! there yet) is checked with the transaction coordinator before it is appended, as Kafka's
+//! `AddPartitionsToTxnManager` does (KIP-890): Produce v12+ (transaction version 2 clients) adds
+//! the partition to the transaction implicitly; older versions only verify that the client
+//! added it, so a batch for a partition the coordinator does not know cannot open a
+//! transaction that no marker would ever close.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use shoal_core::producer_state::{BatchInfo, Decision};
+use shoal_core::producer_state::{BatchInfo, Decision, ProducerEpoch, ProducerId};
+use shoal_core::txn_coordinator::{self as tc, TopicPartition, TxnRequest, TxnResponse};
 use shoal_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use shoal_protocol::messages::{ProduceRequest, ProduceResponse};
 use shoal_protocol::ErrorCode;
@@ -59,6 +64,7 @@ fn append_partition(
     index: i32,
     records: Option<&bytes::Bytes>,
     acks: i16,
+    verified: &HashMap<(String, i32), ErrorCode>,
 ) -> PartitionAppended {
     let fail = |code, message: Option<String>| PartitionAppended {
         response: partition_error(index, code, message),
@@ -88,8 +94,8 @@ fn append_partition(
     if let Err(message) = check_client_batches(&infos) {
         return fail(ErrorCode::INVALID_RECORD, Some(message.into()));
     }
-    if let Err(code) = verify_transaction_membership(broker, topic, index, &infos) {
-        return fail(code, None);
+    if let Some(code) = verified.get(&(topic.name.clone(), index)) {
+        return fail(*code, None);
     }
     let idempotent = infos.iter().any(BatchInfo::has_producer_id);
     let mut batch = BytesMut::from(&records[..]);
@@ -192,20 +198,117 @@ fn check_client_batches(infos: &[BatchInfo]) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Seam for the coordinator-side check that each transactional batch's producer has added this
-/// partition to its ongoing transaction (Kafka's `AddPartitionsToTxnManager` verification with
-/// AddPartitionsToTxn v4+ `VerifyOnly`, and the implicit add of transaction version 2 on Produce
-/// v12+). Not implemented: every transactional batch that passes the producer-state checks is
-/// accepted and starts a transaction on the partition. To be filled in together with the
-/// transaction coordinator; the errors it would return are INVALID_TXN_STATE /
-/// TRANSACTION_ABORTABLE / INVALID_PRODUCER_EPOCH.
-fn verify_transaction_membership(
-    _broker: &Broker,
-    _topic: &Topic,
-    _index: i32,
-    _infos: &[BatchInfo],
-) -> Result<(), ErrorCode> {
-    Ok(())
+/// The producer of a transactional record set, if it is one.
+fn transactional_producer(records: Option<&bytes::Bytes>) -> Option<(i64, i16)> {
+    let (header, _) = split_batches(records?).next()?.ok()?;
+    (header.is_transactional() && header.producer_id() >= 0)
+        .then(|| (header.producer_id(), header.producer_epoch()))
+}
+
+/// Whether `producer_id` has no transaction open on `partition` yet (its batch would begin
+/// one). Loads the partition's producer state if needed; on a storage error the append path
+/// reports it, so this answers "no check needed".
+fn begins_transaction(broker: &Broker, partition: &Partition, producer_id: i64) -> bool {
+    let mut log = partition.lock();
+    match partition.producers(&mut log, state_config(&broker.config), now_ms()) {
+        Ok(p) => !p
+            .state()
+            .ongoing_txns()
+            .any(|(_, pid)| pid.0 == producer_id),
+        Err(_) => false,
+    }
+}
+
+/// Asks the transaction coordinator about every partition where a transactional batch would
+/// begin a transaction; returns the partitions to refuse, with Kafka's error for the version.
+async fn verify_transactions(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: &ProduceRequest,
+) -> HashMap<(String, i32), ErrorCode> {
+    let mut refused = HashMap::new();
+    let Some(transactional_id) = request.transactional_id.as_ref() else {
+        return refused;
+    };
+    let mut by_producer: BTreeMap<(i64, i16), Vec<TopicPartition>> = BTreeMap::new();
+    for topic_data in &request.topic_data {
+        let topic = if version >= 13 {
+            broker.topic_by_id(topic_data.topic_id)
+        } else {
+            broker.topic(topic_data.name.0.as_str())
+        };
+        let Some(topic) = topic else { continue };
+        for p in &topic_data.partition_data {
+            let (Some(partition), Some((pid, epoch))) = (
+                topic.partition(p.index),
+                transactional_producer(p.records.as_ref()),
+            ) else {
+                continue;
+            };
+            if begins_transaction(broker, &partition, pid) {
+                by_producer
+                    .entry((pid, epoch))
+                    .or_default()
+                    .push(TopicPartition {
+                        topic: topic.name.clone(),
+                        partition: p.index,
+                    });
+            }
+        }
+    }
+    for ((pid, epoch), partitions) in by_producer {
+        let request = if version >= 12 {
+            TxnRequest::AddPartitionsImplicit(tc::AddPartitionsImplicitRequest {
+                transactional_id: transactional_id.0.to_string(),
+                producer_id: ProducerId(pid),
+                producer_epoch: ProducerEpoch(epoch),
+                partitions: partitions.clone(),
+            })
+        } else {
+            TxnRequest::AddPartitions(tc::AddPartitionsRequest {
+                transactional_id: transactional_id.0.to_string(),
+                producer_id: ProducerId(pid),
+                producer_epoch: ProducerEpoch(epoch),
+                partitions: partitions.clone(),
+                verify_only: true,
+            })
+        };
+        let results: Vec<(TopicPartition, ErrorCode)> = match broker.txn.call(request).await {
+            Ok(TxnResponse::AddPartitions(r)) | Ok(TxnResponse::AddPartitionsImplicit(r)) => r
+                .results
+                .into_iter()
+                .map(|e| {
+                    (
+                        TopicPartition {
+                            topic: e.topic,
+                            partition: e.partition,
+                        },
+                        ErrorCode(e.error_code.code()),
+                    )
+                })
+                .collect(),
+            _ => partitions
+                .into_iter()
+                .map(|tp| (tp, ErrorCode::COORDINATOR_NOT_AVAILABLE))
+                .collect(),
+        };
+        for (tp, code) in results {
+            if code.is_ok() {
+                continue;
+            }
+            // Kafka's mapping for producers: fenced is INVALID_PRODUCER_EPOCH; clients older
+            // than Produce v11 do not know TRANSACTION_ABORTABLE.
+            let code = if code == ErrorCode::PRODUCER_FENCED {
+                ErrorCode::INVALID_PRODUCER_EPOCH
+            } else if code == ErrorCode::TRANSACTION_ABORTABLE && version <= 10 {
+                ErrorCode::INVALID_TXN_STATE
+            } else {
+                code
+            };
+            refused.insert((tp.topic, tp.partition), code);
+        }
+    }
+    refused
 }
 
 /// A produce whose appends are done and whose answer may still wait for an fsync.
@@ -252,6 +355,7 @@ impl Appended {
 /// awaits [`Appended::finish`] (possibly after handling later requests of the connection).
 pub async fn append(broker: &Arc<Broker>, version: i16, request: &ProduceRequest) -> Appended {
     let acks = request.acks;
+    let verified = verify_transactions(broker, version, request).await;
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut to_flush = Vec::new();
     for topic_data in &request.topic_data {
@@ -281,8 +385,14 @@ pub async fn append(broker: &Arc<Broker>, version: i16, request: &ProduceRequest
                 match &topic {
                     Err(code) => partition_error(p.index, *code, None),
                     Ok(topic) => {
-                        let appended =
-                            append_partition(broker, topic, p.index, p.records.as_ref(), acks);
+                        let appended = append_partition(
+                            broker,
+                            topic,
+                            p.index,
+                            p.records.as_ref(),
+                            acks,
+                            &verified,
+                        );
                         to_flush.extend(appended.durable_wait);
                         appended.response
                     }

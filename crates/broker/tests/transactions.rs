@@ -1,0 +1,334 @@
+//! The transaction coordinator through the broker, with raw requests: the classic flow, the
+//! KIP-890 verification of transactional produce, TV2-style implicit adds on Produce v12, the
+//! coordinator's errors, and a prepared commit finished after a restart.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::TestBroker;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, CreateTopicsRequest, EndTxnRequest, FetchRequest,
+    FindCoordinatorRequest, InitProducerIdRequest, ListTransactionsRequest, ProduceRequest,
+    ProducerId, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+use shoal_client::Connection;
+use shoal_protocol::ErrorCode;
+use shoal_storage::{encode_batch, BatchOptions};
+
+const TOPIC: &str = "out";
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn tid(v: &str) -> TransactionalId {
+    TransactionalId(s(v))
+}
+
+fn txn_batch(pid: i64, epoch: i16, seq: i32, value: &str) -> Bytes {
+    Bytes::from(encode_batch(
+        &[(None, Some(value.as_bytes()))],
+        BatchOptions {
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            transactional: true,
+            timestamp_ms: shoal_broker::broker::now_ms(),
+            ..BatchOptions::default()
+        },
+    ))
+}
+
+async fn setup(conn: &mut Connection) {
+    let created = conn
+        .request(
+            7,
+            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s(TOPIC)))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+}
+
+async fn init(conn: &mut Connection, id: &str, timeout_ms: i32) -> (i16, i64, i16) {
+    let r = conn
+        .request(
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(tid(id)))
+                .with_transaction_timeout_ms(timeout_ms)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        )
+        .await
+        .unwrap();
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+async fn add(conn: &mut Connection, id: &str, pid: i64, epoch: i16) -> i16 {
+    let r = conn
+        .request(
+            3,
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(tid(id))
+                .with_v3_and_below_producer_id(ProducerId(pid))
+                .with_v3_and_below_producer_epoch(epoch)
+                .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(s(TOPIC)))
+                    .with_partitions(vec![0])]),
+        )
+        .await
+        .unwrap();
+    r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+}
+
+/// Produce, retrying CONCURRENT_TRANSACTIONS (the previous transaction's markers are still
+/// being written) as clients do, a bounded number of times.
+async fn produce(conn: &mut Connection, version: i16, id: &str, records: Bytes) -> (i16, i64) {
+    for _ in 0..200 {
+        let result = produce_once(conn, version, id, records.clone()).await;
+        if result.0 != ErrorCode::CONCURRENT_TRANSACTIONS.code() {
+            return result;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("transaction did not complete");
+}
+
+async fn produce_once(conn: &mut Connection, version: i16, id: &str, records: Bytes) -> (i16, i64) {
+    let request = ProduceRequest::default()
+        .with_transactional_id(Some(tid(id)))
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])]);
+    let r = conn.request(version, &request).await.unwrap();
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// EndTxn, retrying CONCURRENT_TRANSACTIONS (markers still being written) as clients do, a
+/// bounded number of times.
+async fn end(
+    conn: &mut Connection,
+    version: i16,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+) -> (i16, i16) {
+    for _ in 0..200 {
+        let result = end_once(conn, version, id, pid, epoch, commit).await;
+        if result.0 != ErrorCode::CONCURRENT_TRANSACTIONS.code() {
+            return result;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("transaction did not complete");
+}
+
+async fn end_once(
+    conn: &mut Connection,
+    version: i16,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+) -> (i16, i16) {
+    let r = conn
+        .request(
+            version,
+            &EndTxnRequest::default()
+                .with_transactional_id(tid(id))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_committed(commit),
+        )
+        .await
+        .unwrap();
+    (r.error_code, r.producer_epoch)
+}
+
+/// read_committed fetch from 0: (last stable offset, bytes of records).
+async fn committed_view(conn: &mut Connection) -> (i64, usize) {
+    let r = conn
+        .request(
+            12,
+            &FetchRequest::default()
+                .with_max_wait_ms(0)
+                .with_max_bytes(1 << 20)
+                .with_isolation_level(1)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(TopicName(s(TOPIC)))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(0)
+                        .with_fetch_offset(0)
+                        .with_partition_max_bytes(1 << 20)])]),
+        )
+        .await
+        .unwrap();
+    let p = &r.responses[0].partitions[0];
+    (
+        p.last_stable_offset,
+        p.records.as_ref().map_or(0, |r| r.len()),
+    )
+}
+
+/// Waits (bounded) until the read_committed view reaches `lso`: markers are written after
+/// EndTxn is answered.
+async fn wait_lso(conn: &mut Connection, lso: i64) {
+    for _ in 0..200 {
+        if committed_view(conn).await.0 >= lso {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("last stable offset did not reach {lso}");
+}
+
+#[tokio::test]
+async fn classic_flow_with_verification_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    setup(&mut conn).await;
+
+    let coordinator = conn
+        .request(
+            3,
+            &FindCoordinatorRequest::default()
+                .with_key(s("app"))
+                .with_key_type(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(coordinator.error_code, 0);
+    assert_eq!(coordinator.port, i32::from(broker.addr.port()));
+
+    assert_eq!(
+        init(&mut conn, "app", 0).await.0,
+        ErrorCode::INVALID_TRANSACTION_TIMEOUT.code()
+    );
+    assert_eq!(
+        init(&mut conn, "app", 901_000).await.0,
+        ErrorCode::INVALID_TRANSACTION_TIMEOUT.code()
+    );
+    let (code, pid, epoch) = init(&mut conn, "app", 60_000).await;
+    assert_eq!((code, epoch), (0, 0));
+
+    // KIP-890: a transactional batch for a partition the client never added is refused.
+    let (code, _) = produce(&mut conn, 9, "app", txn_batch(pid, epoch, 0, "early")).await;
+    assert_eq!(code, ErrorCode::INVALID_TXN_STATE.code());
+    assert_eq!(committed_view(&mut conn).await, (0, 0), "nothing appended");
+
+    assert_eq!(
+        add(&mut conn, "app", pid + 1, epoch).await,
+        ErrorCode::INVALID_PRODUCER_ID_MAPPING.code()
+    );
+    assert_eq!(add(&mut conn, "app", pid, epoch).await, 0);
+    assert_eq!(
+        produce(&mut conn, 9, "app", txn_batch(pid, epoch, 0, "a")).await,
+        (0, 0)
+    );
+    // The open transaction holds the last stable offset.
+    assert_eq!(committed_view(&mut conn).await.0, 0);
+    assert_eq!(end(&mut conn, 3, "app", pid, epoch, true).await.0, 0);
+    wait_lso(&mut conn, 2).await; // record + COMMIT marker
+    assert!(committed_view(&mut conn).await.1 > 0);
+    // Committing again is a retry of the same outcome; aborting it is not.
+    assert_eq!(end(&mut conn, 3, "app", pid, epoch, true).await.0, 0);
+    assert_eq!(
+        end(&mut conn, 3, "app", pid, epoch, false).await.0,
+        ErrorCode::INVALID_TXN_STATE.code()
+    );
+
+    // A new instance fences the old epoch: PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for v1.
+    let (_, pid2, epoch2) = init(&mut conn, "app", 60_000).await;
+    assert_eq!((pid2, epoch2), (pid, epoch + 1));
+    assert_eq!(
+        end(&mut conn, 3, "app", pid, epoch, true).await.0,
+        ErrorCode::PRODUCER_FENCED.code()
+    );
+    assert_eq!(
+        end(&mut conn, 1, "app", pid, epoch, true).await.0,
+        ErrorCode::INVALID_PRODUCER_EPOCH.code()
+    );
+    assert_eq!(
+        add(&mut conn, "app", pid, epoch).await,
+        ErrorCode::PRODUCER_FENCED.code()
+    );
+    assert_eq!(
+        end(&mut conn, 3, "nobody", 5, 0, true).await.0,
+        ErrorCode::INVALID_PRODUCER_ID_MAPPING.code()
+    );
+
+    let listed = conn
+        .request(1, &ListTransactionsRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.transaction_states.len(), 1);
+    // The fencing InitProducerId left the completed transaction Empty at the new epoch.
+    assert_eq!(
+        listed.transaction_states[0].transaction_state.as_str(),
+        "Empty"
+    );
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn produce_v12_adds_partitions_implicitly_and_a_restart_finishes_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    setup(&mut conn).await;
+    let (_, pid, epoch) = init(&mut conn, "tv2", 60_000).await;
+    // Transaction version 2: no AddPartitionsToTxn; Produce v12 adds the partition.
+    assert_eq!(
+        produce(&mut conn, 12, "tv2", txn_batch(pid, epoch, 0, "x")).await,
+        (0, 0)
+    );
+    let (code, bumped) = end(&mut conn, 5, "tv2", pid, epoch, true).await;
+    assert_eq!((code, bumped), (0, epoch + 1), "EndTxn v5 bumps the epoch");
+    wait_lso(&mut conn, 2).await;
+    drop(conn);
+    broker.stop().await;
+
+    // The next transaction is open when the broker restarts; it stays open (not lost, not
+    // committed) and is aborted by its producer after the restart.
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    // (Offset 2, or 3 if the restart re-sent the COMMIT marker before its completion was
+    // recorded: duplicate markers are harmless.)
+    let (code, y_offset) = produce(&mut conn, 12, "tv2", txn_batch(pid, bumped, 0, "y")).await;
+    assert_eq!(code, 0);
+    assert!(y_offset == 2 || y_offset == 3, "y at {y_offset}");
+    drop(conn);
+    broker.stop().await;
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    assert_eq!(
+        committed_view(&mut conn).await.0,
+        y_offset,
+        "the open transaction holds the LSO"
+    );
+    assert_eq!(
+        end(&mut conn, 5, "tv2", pid, bumped, false).await,
+        (0, bumped + 1)
+    );
+    wait_lso(&mut conn, y_offset + 2).await; // y + ABORT marker
+    broker.stop().await;
+}
