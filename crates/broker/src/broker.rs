@@ -238,6 +238,7 @@ impl Broker {
             config,
         });
         broker.ensure_internal_topics().await?;
+        broker.ensure_default_features().await?;
         broker.groups.start(&broker)?;
         broker.txn.start(&broker)?;
         Ok(broker)
@@ -535,6 +536,60 @@ impl Broker {
     ///
     /// # Errors
     /// KAFKA_STORAGE_ERROR.
+    /// Finalized feature levels and their epoch (ApiVersions' FinalizedFeaturesEpoch).
+    pub async fn features(&self) -> (std::collections::BTreeMap<String, i16>, i64) {
+        let store = self.admin.lock().await;
+        (store.image.features.clone(), store.image.features_epoch)
+    }
+
+    /// A finalized feature level (0 when not finalized).
+    pub async fn feature_level(&self, name: &str) -> i16 {
+        self.admin
+            .lock()
+            .await
+            .image
+            .features
+            .get(name)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Finalizes `name` at `level` (checked by the caller).
+    ///
+    /// # Errors
+    /// KAFKA_STORAGE_ERROR.
+    pub async fn set_feature_level(&self, name: &str, level: i16) -> Result<(), AdminError> {
+        let mut store = self.admin.lock().await;
+        Self::append_meta(
+            &mut store,
+            MetaRecord::FeatureLevel {
+                name: name.to_string(),
+                level,
+            },
+        )
+        .await
+    }
+
+    /// A new data directory starts at the newest level of every feature.
+    async fn ensure_default_features(&self) -> anyhow::Result<()> {
+        let mut store = self.admin.lock().await;
+        if store.image.features_epoch > 0 {
+            return Ok(());
+        }
+        for spec in crate::features::FEATURES {
+            Self::append_meta(
+                &mut store,
+                MetaRecord::FeatureLevel {
+                    name: spec.name.to_string(),
+                    level: spec.default_level,
+                },
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("finalizing {}: {}", spec.name, e.message))?;
+        }
+        Ok(())
+    }
+
     pub async fn set_broker_overrides(&self, configs: ConfigMap) -> Result<(), AdminError> {
         let mut store = self.admin.lock().await;
         let current = with_overrides(&self.config, &configs);

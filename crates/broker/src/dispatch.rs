@@ -55,7 +55,15 @@ async fn respond(
         .map(|c| c.to_string())
         .unwrap_or_default();
     let response: Response = match &frame.body {
-        Request::ApiVersions(r) => api_versions::handle(&broker.api_table(), r).into(),
+        Request::ApiVersions(r) => {
+            let (finalized, epoch) = broker.features().await;
+            api_versions::handle(&broker.api_table(), r, &finalized, epoch).into()
+        }
+        Request::UpdateFeatures(r) => {
+            crate::handlers::features::update_features(broker, version, r)
+                .await
+                .into()
+        }
         Request::Metadata(r) => metadata::handle(broker, version, r).await.into(),
         Request::Fetch(r) => fetch::handle(broker, version, r).await.into(),
         Request::ListOffsets(r) => list_offsets::handle(broker, r).into(),
@@ -72,7 +80,7 @@ async fn respond(
         }
         Request::AddOffsetsToTxn(r) => txn::add_offsets_to_txn(broker, version, r).await.into(),
         Request::EndTxn(r) => txn::end_txn(broker, version, r).await.into(),
-        Request::TxnOffsetCommit(r) => groups::txn_offset_commit(broker, r).await.into(),
+        Request::TxnOffsetCommit(r) => groups::txn_offset_commit(broker, version, r).await.into(),
         Request::DescribeTransactions(r) => txn::describe_transactions(broker, r).await.into(),
         Request::ListTransactions(r) => txn::list_transactions(broker, r).await.into(),
         Request::FindCoordinator(r) => cluster::find_coordinator(broker, version, r).into(),

@@ -25,6 +25,7 @@ pub mod codec;
 pub mod config;
 pub mod connection;
 pub mod dispatch;
+pub mod features;
 pub mod flush;
 pub mod groups;
 pub mod handlers;

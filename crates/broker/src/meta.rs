@@ -31,11 +31,15 @@ pub enum MetaRecord {
     RemoveTopic { name: String, id: Uuid },
     /// The dynamic broker configs were replaced.
     BrokerConfigs(ConfigMap),
+    /// A feature's finalized level changed (UpdateFeatures, or the defaults of a new
+    /// directory); level 0 removes it.
+    FeatureLevel { name: String, level: i16 },
 }
 
 const RECORD_TOPIC: i16 = 0;
 const RECORD_REMOVE_TOPIC: i16 = 1;
 const RECORD_BROKER_CONFIGS: i16 = 2;
+const RECORD_FEATURE_LEVEL: i16 = 3;
 const VERSION: i16 = 0;
 
 fn write_configs(w: &mut Writer, configs: &ConfigMap) {
@@ -79,6 +83,10 @@ impl MetaRecord {
                 key.i16(RECORD_BROKER_CONFIGS);
                 write_configs(&mut value, configs);
             }
+            MetaRecord::FeatureLevel { name, level } => {
+                key.i16(RECORD_FEATURE_LEVEL).str(name);
+                value.i16(*level);
+            }
         }
         (key.finish(), value.finish())
     }
@@ -120,6 +128,10 @@ impl MetaRecord {
                 id: v.uuid()?,
             }),
             RECORD_BROKER_CONFIGS => Ok(MetaRecord::BrokerConfigs(read_configs(&mut v)?)),
+            RECORD_FEATURE_LEVEL => Ok(MetaRecord::FeatureLevel {
+                name: k.string()?,
+                level: v.i16()?,
+            }),
             _ => Err(DecodeError {
                 at: 0,
                 what: "unknown record type",
@@ -133,6 +145,10 @@ impl MetaRecord {
 pub struct MetadataImage {
     pub topics: BTreeMap<String, TopicMeta>,
     pub broker_configs: ConfigMap,
+    /// Finalized feature levels (absent = 0).
+    pub features: BTreeMap<String, i16>,
+    /// Bumped by every feature change: ApiVersions' FinalizedFeaturesEpoch.
+    pub features_epoch: i64,
 }
 
 impl MetadataImage {
@@ -147,6 +163,14 @@ impl MetadataImage {
                 }
             }
             MetaRecord::BrokerConfigs(c) => self.broker_configs = c.clone(),
+            MetaRecord::FeatureLevel { name, level } => {
+                if *level == 0 {
+                    self.features.remove(name);
+                } else {
+                    self.features.insert(name.clone(), *level);
+                }
+                self.features_epoch += 1;
+            }
         }
     }
 }
@@ -182,6 +206,10 @@ mod tests {
                 id: a.id,
             },
             MetaRecord::BrokerConfigs(ConfigMap::new()),
+            MetaRecord::FeatureLevel {
+                name: "transaction.version".into(),
+                level: 2,
+            },
         ];
         let mut image = MetadataImage::default();
         for r in &records {
@@ -192,6 +220,8 @@ mod tests {
         }
         // The late removal names the old id and leaves the re-created topic alone.
         assert_eq!(image.topics.get("t"), Some(&b));
+        assert_eq!(image.features.get("transaction.version"), Some(&2));
+        assert_eq!(image.features_epoch, 1);
         assert!(MetaRecord::decode(&[0, 9], &[0, 0]).is_err());
         assert!(MetaRecord::decode(&[], &[]).is_err());
     }

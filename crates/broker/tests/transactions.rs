@@ -332,3 +332,116 @@ async fn produce_v12_adds_partitions_implicitly_and_a_restart_finishes_the_commi
     wait_lso(&mut conn, y_offset + 2).await; // y + ABORT marker
     broker.stop().await;
 }
+
+#[tokio::test]
+async fn transaction_version_is_a_finalized_feature() {
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    use kafka_protocol::messages::{ApiVersionsRequest, UpdateFeaturesRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let level = |r: &kafka_protocol::messages::ApiVersionsResponse| {
+        r.finalized_features
+            .iter()
+            .find(|f| f.name.as_str() == "transaction.version")
+            .map(|f| f.max_version_level)
+    };
+    let versions = conn
+        .request(3, &ApiVersionsRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        level(&versions),
+        Some(2),
+        "a new directory starts at the newest level"
+    );
+    let supported = versions
+        .supported_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .unwrap();
+    assert_eq!((supported.min_version, supported.max_version), (0, 2));
+
+    let update = |level: i16, upgrade_type: i8| {
+        UpdateFeaturesRequest::default().with_feature_updates(vec![FeatureUpdateKey::default()
+            .with_feature(s("transaction.version"))
+            .with_max_version_level(level)
+            .with_upgrade_type(upgrade_type)])
+    };
+    let refused = conn.request(1, &update(3, 1)).await.unwrap();
+    assert_eq!(
+        refused.results[0].error_code,
+        ErrorCode::INVALID_UPDATE_VERSION.code()
+    );
+    let refused = conn.request(1, &update(1, 1)).await.unwrap();
+    assert_eq!(
+        refused.results[0].error_code,
+        ErrorCode::INVALID_UPDATE_VERSION.code(),
+        "a downgrade needs a downgrade type"
+    );
+    let done = conn.request(1, &update(1, 2)).await.unwrap();
+    assert_eq!(done.results[0].error_code, 0);
+    drop(conn);
+    broker.stop().await;
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let versions = conn
+        .request(3, &ApiVersionsRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(level(&versions), Some(1), "the level survives a restart");
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn txn_offset_commit_needs_the_offsets_partition_in_the_transaction() {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, TxnOffsetCommitRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    setup(&mut conn).await;
+    let (_, pid, epoch) = init(&mut conn, "offsets", 60_000).await;
+    let commit = TxnOffsetCommitRequest::default()
+        .with_transactional_id(tid("offsets"))
+        .with_group_id(GroupId(s("g")))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(7)])]);
+    // Classic (v3): the client must have sent AddOffsetsToTxn first.
+    let r = conn.request(3, &commit).await.unwrap();
+    assert_eq!(
+        r.topics[0].partitions[0].error_code,
+        ErrorCode::INVALID_TXN_STATE.code()
+    );
+    // Transaction version 2 (v5): the partition is added implicitly.
+    let r = conn.request(5, &commit).await.unwrap();
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    assert_eq!(end(&mut conn, 5, "offsets", pid, epoch, true).await.0, 0);
+    // The commit marker reaches __consumer_offsets and the offset becomes visible.
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::OffsetFetchRequest;
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_require_stable(true)
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partition_indexes(vec![0])]));
+    for _ in 0..200 {
+        let r = conn.request(7, &fetch).await.unwrap();
+        let p = &r.topics[0].partitions[0];
+        if p.error_code == 0 && p.committed_offset == 7 {
+            broker.stop().await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the transactional offset never became visible");
+}

@@ -1,7 +1,9 @@
 //! ApiVersions: the APIs this broker serves, at the version ranges Kafka 4.1 advertises.
 
 use shoal_protocol::api::ApiTable;
-use shoal_protocol::messages::api_versions_response::ApiVersion;
+use shoal_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use shoal_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use shoal_protocol::ErrorCode;
 
@@ -40,6 +42,7 @@ pub fn broker_api_table() -> ApiTable {
         ApiKey::TxnOffsetCommit,
         ApiKey::DescribeTransactions,
         ApiKey::ListTransactions,
+        ApiKey::UpdateFeatures,
     ]
     .into_iter()
     .fold(ApiTable::new(), ApiTable::with)
@@ -59,11 +62,37 @@ fn api_keys(table: &ApiTable) -> Vec<ApiVersion> {
         .collect()
 }
 
-pub fn handle(table: &ApiTable, _request: &ApiVersionsRequest) -> ApiVersionsResponse {
+/// ApiVersions with the supported and finalized feature levels (v3+ carries them).
+pub fn handle(
+    table: &ApiTable,
+    _request: &ApiVersionsRequest,
+    finalized: &std::collections::BTreeMap<String, i16>,
+    finalized_epoch: i64,
+) -> ApiVersionsResponse {
+    let supported = crate::features::FEATURES
+        .iter()
+        .map(|f| {
+            SupportedFeatureKey::default()
+                .with_name(super::str_bytes(f.name))
+                .with_min_version(f.min)
+                .with_max_version(f.max)
+        })
+        .collect();
+    let finalized = finalized
+        .iter()
+        .map(|(name, level)| {
+            FinalizedFeatureKey::default()
+                .with_name(super::str_bytes(name.clone()))
+                .with_min_version_level(*level)
+                .with_max_version_level(*level)
+        })
+        .collect();
     ApiVersionsResponse::default()
         .with_error_code(0)
         .with_api_keys(api_keys(table))
-        .with_finalized_features_epoch(-1)
+        .with_supported_features(supported)
+        .with_finalized_features_epoch(finalized_epoch)
+        .with_finalized_features(finalized)
 }
 
 /// The v0 answer to an ApiVersions request at a version we do not serve: the client reads the

@@ -552,10 +552,82 @@ pub async fn offset_delete(broker: &Broker, r: &m::OffsetDeleteRequest) -> m::Of
     out
 }
 
+/// Checks with the transaction coordinator that the group's `__consumer_offsets` partition is
+/// in the producer's transaction: TxnOffsetCommit v5+ (transaction version 2 clients send no
+/// AddOffsetsToTxn) adds it implicitly, older versions only verify it, as Kafka does.
+async fn verify_offsets_partition(
+    broker: &Broker,
+    version: i16,
+    r: &m::TxnOffsetCommitRequest,
+) -> Result<(), i16> {
+    use shoal_core::txn_coordinator as tc;
+    let partitions = broker
+        .topic(crate::broker::CONSUMER_OFFSETS)
+        .map(|t| t.partition_count() as u32)
+        .unwrap_or(1);
+    let partition = tc::TopicPartition {
+        topic: crate::broker::CONSUMER_OFFSETS.to_string(),
+        partition: gc::partition_for(r.group_id.0.as_str(), partitions) as i32,
+    };
+    let (id, pid, epoch) = (
+        r.transactional_id.0.to_string(),
+        tc::ProducerId(r.producer_id.0),
+        tc::ProducerEpoch(r.producer_epoch),
+    );
+    let request = if version >= 5 {
+        tc::TxnRequest::AddPartitionsImplicit(tc::AddPartitionsImplicitRequest {
+            transactional_id: id,
+            producer_id: pid,
+            producer_epoch: epoch,
+            partitions: vec![partition],
+        })
+    } else {
+        tc::TxnRequest::AddPartitions(tc::AddPartitionsRequest {
+            transactional_id: id,
+            producer_id: pid,
+            producer_epoch: epoch,
+            partitions: vec![partition],
+            verify_only: true,
+        })
+    };
+    let code = match broker.txn.call(request).await {
+        Ok(response) => response.error_code().code(),
+        Err(_) => UNAVAILABLE,
+    };
+    match ErrorCode(code) {
+        ErrorCode::NONE => Ok(()),
+        ErrorCode::PRODUCER_FENCED => Err(ErrorCode::INVALID_PRODUCER_EPOCH.code()),
+        ErrorCode::TRANSACTION_ABORTABLE if version < 4 => Err(ErrorCode::INVALID_TXN_STATE.code()),
+        other => Err(other.code()),
+    }
+}
+
 pub async fn txn_offset_commit(
     broker: &Broker,
+    version: i16,
     r: &m::TxnOffsetCommitRequest,
 ) -> m::TxnOffsetCommitResponse {
+    if let Err(code) = verify_offsets_partition(broker, version, r).await {
+        let topics = r
+            .topics
+            .iter()
+            .map(|t| {
+                m::txn_offset_commit_response::TxnOffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                m::txn_offset_commit_response::TxnOffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return m::TxnOffsetCommitResponse::default().with_topics(topics);
+    }
     let offsets = r
         .topics
         .iter()

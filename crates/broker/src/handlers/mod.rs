@@ -4,6 +4,7 @@
 pub mod api_versions;
 pub mod cluster;
 pub mod configs;
+pub mod features;
 pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;

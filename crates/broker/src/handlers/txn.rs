@@ -37,7 +37,10 @@ pub async fn init_producer_id(
         txn_timeout_ms: r.transaction_timeout_ms,
         producer_id: ProducerId(r.producer_id.0),
         producer_epoch: ProducerEpoch(r.producer_epoch),
-        transaction_version_supported: false,
+        transaction_version_supported: broker
+            .feature_level(crate::features::TRANSACTION_VERSION)
+            .await
+            >= 2,
         fresh_producer_id: None,
     });
     let mut out = m::InitProducerIdResponse::default()

@@ -1,0 +1,74 @@
+//! Feature levels: what this broker supports and what is finalized, as Kafka's feature
+//! versioning (KIP-584) exposes them in ApiVersions and changes them with UpdateFeatures.
+//!
+//! Finalized levels are records in the metadata log; a new data directory starts at the newest
+//! level of every feature (DESIGN.md: `transaction.version=2`).
+
+/// Feature names.
+pub const TRANSACTION_VERSION: &str = "transaction.version";
+
+/// A feature this broker knows, with its supported range and the level a new directory gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeatureSpec {
+    pub name: &'static str,
+    pub min: i16,
+    pub max: i16,
+    pub default_level: i16,
+}
+
+/// Every feature this broker supports.
+pub const FEATURES: &[FeatureSpec] = &[FeatureSpec {
+    name: TRANSACTION_VERSION,
+    min: 0,
+    max: 2,
+    default_level: 2,
+}];
+
+pub fn spec(name: &str) -> Option<&'static FeatureSpec> {
+    FEATURES.iter().find(|f| f.name == name)
+}
+
+/// UpdateFeatures upgrade types (v1+).
+pub const UPGRADE: i8 = 1;
+pub const SAFE_DOWNGRADE: i8 = 2;
+pub const UNSAFE_DOWNGRADE: i8 = 3;
+
+/// Checks one requested change against the supported range and the current level.
+///
+/// # Errors
+/// Kafka's INVALID_UPDATE_VERSION message for an unknown feature, a level outside the
+/// supported range, or a downgrade the request did not allow.
+pub fn check_update(name: &str, current: i16, level: i16, upgrade_type: i8) -> Result<(), String> {
+    let Some(spec) = spec(name) else {
+        return Err(format!(
+            "Could not apply finalized feature update because the provided feature {name} is not supported."
+        ));
+    };
+    if level < spec.min || level > spec.max {
+        return Err(format!(
+            "Invalid update version {level} for feature {name}: supported levels are {}-{}.",
+            spec.min, spec.max
+        ));
+    }
+    if level < current && upgrade_type == UPGRADE {
+        return Err(format!(
+            "Invalid update version {level} for feature {name}: can not downgrade from {current} without a downgrade type."
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn updates_are_checked_against_the_supported_range() {
+        assert!(check_update(TRANSACTION_VERSION, 2, 1, SAFE_DOWNGRADE).is_ok());
+        assert!(check_update(TRANSACTION_VERSION, 2, 1, UPGRADE).is_err());
+        assert!(check_update(TRANSACTION_VERSION, 1, 2, UPGRADE).is_ok());
+        assert!(check_update(TRANSACTION_VERSION, 2, 3, UPGRADE).is_err());
+        assert!(check_update("no.such.version", 0, 1, UPGRADE).is_err());
+        assert!(check_update(TRANSACTION_VERSION, 2, 0, UNSAFE_DOWNGRADE).is_ok());
+    }
+}

@@ -1,0 +1,65 @@
+//! UpdateFeatures: change finalized feature levels (`transaction.version`), as Kafka's
+//! `kafka-features` tool does through the controller.
+
+use shoal_protocol::messages::update_features_response::UpdatableFeatureResult;
+use shoal_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
+use shoal_protocol::ErrorCode;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::features::{check_update, SAFE_DOWNGRADE, UPGRADE};
+
+pub async fn update_features(
+    broker: &Broker,
+    version: i16,
+    request: &UpdateFeaturesRequest,
+) -> UpdateFeaturesResponse {
+    let (current, _) = broker.features().await;
+    let mut results = Vec::with_capacity(request.feature_updates.len());
+    let mut accepted = Vec::new();
+    for update in &request.feature_updates {
+        let name = update.feature.as_str();
+        // v0 has only AllowDowngrade; v1+ has UpgradeType.
+        let upgrade_type = if version == 0 {
+            if update.allow_downgrade {
+                SAFE_DOWNGRADE
+            } else {
+                UPGRADE
+            }
+        } else {
+            update.upgrade_type
+        };
+        let level = update.max_version_level;
+        let now = current.get(name).copied().unwrap_or(0);
+        let mut result = UpdatableFeatureResult::default().with_feature(update.feature.clone());
+        match check_update(name, now, level, upgrade_type) {
+            Ok(()) => accepted.push((name.to_string(), level)),
+            Err(message) => {
+                result.error_code = ErrorCode::INVALID_UPDATE_VERSION.code();
+                result.error_message = Some(str_bytes(message));
+            }
+        }
+        results.push(result);
+    }
+    let all_valid = results.iter().all(|r| r.error_code == 0);
+    if all_valid && !request.validate_only {
+        for (name, level) in accepted {
+            if let Err(e) = broker.set_feature_level(&name, level).await {
+                for r in &mut results {
+                    r.error_code = e.code.code();
+                    r.error_message = Some(str_bytes(e.message.clone()));
+                }
+                break;
+            }
+        }
+    } else if !all_valid {
+        // Kafka applies all or nothing: the valid updates of a failed request are not applied.
+        for r in &mut results {
+            if r.error_code == 0 {
+                r.error_code = ErrorCode::INVALID_UPDATE_VERSION.code();
+                r.error_message = Some(str_bytes("Another update in the request was invalid."));
+            }
+        }
+    }
+    UpdateFeaturesResponse::default().with_results(results)
+}
