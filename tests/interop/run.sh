@@ -33,7 +33,8 @@ if [ ! -f "$stamp" ]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt"
   touch "$stamp"
 fi
-if [ "${INTEROP_TARGET:-shoal}" = "kafka" ] && [ -z "${KAFKA_LIBS:-}" ]; then
+# The Kafka jars serve both the reference broker and the Java-client tests.
+if [ -z "${KAFKA_LIBS:-}" ]; then
   KAFKA_LIBS="$("$here/kafka_ref/fetch.sh")"
   export KAFKA_LIBS
 fi

@@ -19,8 +19,9 @@ need() {  # need CMD DEBIAN_PACKAGE
   command -v "$1" >/dev/null || { echo "fetch.sh: '$1' not found (install $2)" >&2; exit 1; }
 }
 
+need java openjdk-17-jdk-headless
+need javac openjdk-17-jdk-headless
 if [ ! -f "$stamp" ]; then
-  need java openjdk-17-jre-headless
   need mvn maven
   rm -rf "$out"
   mkdir -p "$out"
