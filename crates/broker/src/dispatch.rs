@@ -83,6 +83,9 @@ async fn respond(
         Request::TxnOffsetCommit(r) => groups::txn_offset_commit(broker, version, r).await.into(),
         Request::DescribeTransactions(r) => txn::describe_transactions(broker, r).await.into(),
         Request::ListTransactions(r) => txn::list_transactions(broker, r).await.into(),
+        Request::DescribeProducers(r) => {
+            crate::handlers::producers::describe_producers(broker, r).into()
+        }
         Request::FindCoordinator(r) => cluster::find_coordinator(broker, version, r).into(),
         Request::DescribeCluster(r) => cluster::describe_cluster(broker, r).into(),
         Request::JoinGroup(r) => groups::join_group(broker, ctx, &client_id, version, r)

@@ -244,8 +244,26 @@ async fn classic_flow_with_verification_and_errors() {
         produce(&mut conn, 9, "app", txn_batch(pid, epoch, 0, "a")).await,
         (0, 0)
     );
-    // The open transaction holds the last stable offset.
+    // The open transaction holds the last stable offset, and DescribeProducers shows it.
     assert_eq!(committed_view(&mut conn).await.0, 0);
+    {
+        use kafka_protocol::messages::describe_producers_request::TopicRequest;
+        use kafka_protocol::messages::DescribeProducersRequest;
+        let described = conn
+            .request(
+                0,
+                &DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                    .with_name(TopicName(s(TOPIC)))
+                    .with_partition_indexes(vec![0])]),
+            )
+            .await
+            .unwrap();
+        let active = &described.topics[0].partitions[0].active_producers;
+        assert_eq!(active.len(), 1);
+        assert_eq!(active[0].producer_id.0, pid);
+        assert_eq!(active[0].current_txn_start_offset, 0);
+        assert_eq!(active[0].last_sequence, 0);
+    }
     assert_eq!(end(&mut conn, 3, "app", pid, epoch, true).await.0, 0);
     wait_lso(&mut conn, 2).await; // record + COMMIT marker
     assert!(committed_view(&mut conn).await.1 > 0);

@@ -43,6 +43,7 @@ pub fn broker_api_table() -> ApiTable {
         ApiKey::DescribeTransactions,
         ApiKey::ListTransactions,
         ApiKey::UpdateFeatures,
+        ApiKey::DescribeProducers,
     ]
     .into_iter()
     .fold(ApiTable::new(), ApiTable::with)

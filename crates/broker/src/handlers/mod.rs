@@ -11,6 +11,7 @@ pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
+pub mod producers;
 pub mod topics;
 pub mod txn;
 
