@@ -83,6 +83,7 @@ async fn respond(
         Request::TxnOffsetCommit(r) => groups::txn_offset_commit(broker, version, r).await.into(),
         Request::DescribeTransactions(r) => txn::describe_transactions(broker, r).await.into(),
         Request::ListTransactions(r) => txn::list_transactions(broker, r).await.into(),
+        Request::WriteTxnMarkers(r) => txn::write_txn_markers(broker, r).await.into(),
         Request::DescribeProducers(r) => {
             crate::handlers::producers::describe_producers(broker, r).into()
         }

@@ -463,3 +463,75 @@ async fn txn_offset_commit_needs_the_offsets_partition_in_the_transaction() {
     }
     panic!("the transactional offset never became visible");
 }
+
+#[tokio::test]
+async fn write_txn_markers_aborts_a_hanging_transaction() {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    use kafka_protocol::messages::WriteTxnMarkersRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    setup(&mut conn).await;
+    // A transactional batch the coordinator never heard of (written without a transactional
+    // id in the request) leaves a transaction open that no marker will close.
+    let r = conn
+        .request(
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        )
+        .await
+        .unwrap();
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
+    assert!(pid >= 0);
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(txn_batch(pid, epoch, 0, "hanging")))])]);
+    let produced = conn.request(9, &request).await.unwrap();
+    assert_eq!(
+        produced.responses[0].partition_responses[0].error_code, 0,
+        "{:?}",
+        produced.responses[0].partition_responses[0].error_message
+    );
+    assert_eq!(
+        committed_view(&mut conn).await.0,
+        0,
+        "stuck behind the open transaction"
+    );
+
+    // What kafka-transactions abort does: an ABORT marker for that producer.
+    let abort = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_transaction_result(false)
+        .with_coordinator_epoch(0)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partition_indexes(vec![0])])]);
+    let written = conn.request(1, &abort).await.unwrap();
+    assert_eq!(written.markers[0].topics[0].partitions[0].error_code, 0);
+    let (lso, bytes) = committed_view(&mut conn).await;
+    assert_eq!(lso, 2, "record + ABORT marker, nothing open");
+    assert!(
+        bytes > 0,
+        "the aborted batch is returned with AbortedTransactions"
+    );
+    // A marker for a partition that does not exist is refused per partition.
+    let mut missing = abort.clone();
+    missing.markers[0].topics[0].partition_indexes = vec![9];
+    let written = conn.request(1, &missing).await.unwrap();
+    assert_eq!(
+        written.markers[0].topics[0].partitions[0].error_code,
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
+    );
+    broker.stop().await;
+}

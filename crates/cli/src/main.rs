@@ -1,4 +1,5 @@
-//! `shoal`: the Shoal command-line tool. `shoal serve` runs one broker node.
+//! `shoal`: the Shoal command-line tool. `shoal serve` runs one broker node; `shoal
+//! transactions` inspects transactions and aborts a hanging one.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -8,6 +9,8 @@ use clap::{Parser, Subcommand};
 use shoal_broker::config::{env_key, parse_properties};
 use shoal_broker::{Broker, BrokerConfig, BrokerOptions};
 use tracing::{info, warn};
+
+mod transactions;
 
 #[global_allocator]
 static ALLOCATOR: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
@@ -27,6 +30,14 @@ struct Cli {
 enum Command {
     /// Run one broker node.
     Serve(ServeArgs),
+    /// Inspect transactions and abort a hanging one.
+    Transactions {
+        /// A broker to talk to.
+        #[arg(long, env = "SHOAL_BOOTSTRAP", default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[command(subcommand)]
+        command: transactions::TransactionsCommand,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -169,5 +180,9 @@ fn main() -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Transactions { bootstrap, command } => {
+            let addr = resolve(&bootstrap)?;
+            runtime.block_on(transactions::run(addr, command))
+        }
     }
 }

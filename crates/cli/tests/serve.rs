@@ -167,3 +167,106 @@ fn invalid_configuration_is_refused_at_start() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("num.partitions"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_command_finds_and_aborts_a_hanging_transaction() {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProducerId};
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shoal"))
+        .args(["serve", "--listen", &addr.to_string()])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_listening(addr, &mut child);
+    let mut conn = Connection::connect(addr).await.unwrap();
+    let init = conn
+        .request(
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        )
+        .await
+        .unwrap();
+    let batch = shoal_storage::encode_batch(
+        &[(None, Some(&b"stuck"[..]))],
+        shoal_storage::BatchOptions {
+            producer_id: init.producer_id.0,
+            producer_epoch: init.producer_epoch,
+            base_sequence: 0,
+            transactional: true,
+            timestamp_ms: 1,
+            ..shoal_storage::BatchOptions::default()
+        },
+    );
+    let produced = conn
+        .request(
+            9,
+            &ProduceRequest::default()
+                .with_acks(-1)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_static_str("hang")))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(bytes::Bytes::from(batch)))])]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_shoal"))
+            .args(["transactions", "--bootstrap", &addr.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    let (ok, shown) = cli(&["describe-producers", "--topic", "hang", "--partition", "0"]);
+    assert!(ok);
+    assert!(
+        shown.contains(&format!("{:>12}", init.producer_id.0)),
+        "{shown}"
+    );
+    let (ok, _) = cli(&[
+        "abort",
+        "--topic",
+        "hang",
+        "--partition",
+        "0",
+        "--start-offset",
+        "7",
+    ]);
+    assert!(!ok, "no transaction starts at offset 7");
+    let (ok, said) = cli(&[
+        "abort",
+        "--topic",
+        "hang",
+        "--partition",
+        "0",
+        "--start-offset",
+        "0",
+    ]);
+    assert!(ok, "{said}");
+    assert!(said.contains("aborted the transaction"), "{said}");
+    let (ok, shown) = cli(&["describe-producers", "--topic", "hang", "--partition", "0"]);
+    assert!(ok);
+    assert!(
+        shown.trim_end().ends_with("-1"),
+        "no open transaction any more: {shown}"
+    );
+    let (ok, listed) = cli(&["list"]);
+    assert!(ok && listed.starts_with("TransactionalId"), "{listed}");
+    drop(conn);
+    terminate(&mut child);
+}

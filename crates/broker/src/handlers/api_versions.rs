@@ -44,6 +44,7 @@ pub fn broker_api_table() -> ApiTable {
         ApiKey::ListTransactions,
         ApiKey::UpdateFeatures,
         ApiKey::DescribeProducers,
+        ApiKey::WriteTxnMarkers,
     ]
     .into_iter()
     .fold(ApiTable::new(), ApiTable::with)

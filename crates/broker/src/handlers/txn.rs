@@ -313,3 +313,64 @@ pub async fn list_transactions(
     }
     out
 }
+
+/// WriteTxnMarkers: markers written on request, as Kafka serves them to its coordinators and to
+/// the admin client's abortTransaction (`kafka-transactions abort` for a hanging transaction).
+/// Markers reaching `__consumer_offsets` also resolve the producer's pending offset commits.
+pub async fn write_txn_markers(
+    broker: &std::sync::Arc<Broker>,
+    r: &m::WriteTxnMarkersRequest,
+) -> m::WriteTxnMarkersResponse {
+    use m::write_txn_markers_response as wr;
+    let mut markers = Vec::with_capacity(r.markers.len());
+    for marker in &r.markers {
+        let mut topics = Vec::with_capacity(marker.topics.len());
+        for t in &marker.topics {
+            let mut partitions = Vec::with_capacity(t.partition_indexes.len());
+            for &index in &t.partition_indexes {
+                let code = match crate::markers::partition(broker, t.name.0.as_str(), index) {
+                    Err(code) => code,
+                    Ok(partition) => match crate::markers::write_marker_durably(
+                        broker,
+                        partition,
+                        marker.producer_id.0,
+                        marker.producer_epoch,
+                        marker.transaction_result,
+                        marker.coordinator_epoch,
+                    )
+                    .await
+                    {
+                        Ok(_) => {
+                            if t.name.0.as_str() == CONSUMER_OFFSETS {
+                                crate::handlers::groups::end_txn(
+                                    broker,
+                                    marker.producer_id.0,
+                                    marker.transaction_result,
+                                )
+                                .await;
+                            }
+                            ErrorCode::NONE
+                        }
+                        Err(code) => code,
+                    },
+                };
+                partitions.push(
+                    wr::WritableTxnMarkerPartitionResult::default()
+                        .with_partition_index(index)
+                        .with_error_code(code.code()),
+                );
+            }
+            topics.push(
+                wr::WritableTxnMarkerTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(partitions),
+            );
+        }
+        markers.push(
+            wr::WritableTxnMarkerResult::default()
+                .with_producer_id(marker.producer_id)
+                .with_topics(topics),
+        );
+    }
+    m::WriteTxnMarkersResponse::default().with_markers(markers)
+}
