@@ -294,6 +294,26 @@ async fn classic_flow_with_verification_and_errors() {
         ErrorCode::INVALID_PRODUCER_ID_MAPPING.code()
     );
 
+    {
+        use kafka_protocol::messages::DescribeTransactionsRequest;
+        let described = conn
+            .request(
+                0,
+                &DescribeTransactionsRequest::default()
+                    .with_transactional_ids(vec![tid("app"), tid("nobody")]),
+            )
+            .await
+            .unwrap();
+        let states = &described.transaction_states;
+        assert_eq!(
+            (states[0].error_code, states[0].producer_epoch),
+            (0, epoch + 1)
+        );
+        assert_eq!(
+            states[1].error_code,
+            ErrorCode::TRANSACTIONAL_ID_NOT_FOUND.code()
+        );
+    }
     let listed = conn
         .request(1, &ListTransactionsRequest::default())
         .await
