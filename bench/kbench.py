@@ -8,6 +8,7 @@ Driven by bench/run.sh (which starts and stops Shoal); usable on its own:
   kbench.py run --mock --label librdkafka-mock       # in-process mock broker (client ceiling)
   kbench.py table results.jsonl                      # human table from the JSON lines
   kbench.py summary results.jsonl                    # median [min-max] over repetitions
+  kbench.py txn-summary results.jsonl                # the transactions table (txn phase)
   kbench.py fsync-probe DIR                          # the disk's write+fdatasync latency
 
 Every result is one JSON line on stdout; progress goes to stderr.
@@ -31,6 +32,25 @@ Phases (per label, in this order; each on fresh topics):
                    target) for --latency-seconds; latency = produce() call to
                    delivery callback, per record. client_bound=true when the
                    paced loop could not reach 95% of the rate.
+  txn              (not in the default --phases; bench/run.sh --txn) for each P in
+                   --partitions: a plain baseline, then for each N in --txn-sizes a
+                   transactional Producer (transactional.id, idempotence and
+                   acks=all implied, same linger.ms/batch.size) looping
+                   begin_transaction -> produce N records -> commit_transaction,
+                   then the plain baseline again. Records go round-robin to the P
+                   partitions (explicit partition = i % P, in the baseline too), so
+                   every transaction with N >= P spans all P partitions. Records per
+                   N = min(--txn-records, N * --txn-max-txns); each N stops early
+                   (truncated=true) after --txn-seconds. Timed from the first
+                   begin_transaction() to the last commit_transaction() returning;
+                   commit latency = duration of commit_transaction() (flushes the
+                   transaction's records, then EndTxn), per transaction.
+                   ratio_vs_plain = txn records/s over the mean of the two plain
+                   baselines of the same P (test txn_baseline: plain producer,
+                   idempotence off, same records/partitioning). After each N, unless
+                   --no-txn-flush-baseline: txn_flush_baseline, the plain producer
+                   calling flush() after every N records (the pipeline drain of a
+                   commit without the transaction protocol; p50/p99 = flush()).
 
 MB is 10^6 bytes of record values (keys/headers are empty). CPU% is CPU time
 (user+sys, all threads, from /proc/<pid>/stat) over wall time, so 100% = one core.
@@ -322,6 +342,175 @@ def bench_consume(args, bootstrap, topic, partitions, expected):
     return r
 
 
+# ---------------------------------------------------------------- transactions
+def txn_sizes(args):
+    return [int(x) for x in args.txn_sizes.split(",") if x.strip()]
+
+
+def txn_records(args, n_per_txn):
+    return max(n_per_txn, min(args.txn_records, n_per_txn * args.txn_max_txns))
+
+
+def bench_txn_baseline(args, bootstrap, topic, partitions, records, bufs, flush_every=None):
+    """Plain (non-transactional, idempotence off) producer, same records and partitioning.
+
+    With flush_every=N: flush() after every N records (the transaction's drain of the
+    pipeline, without its protocol); the flush() durations are reported as p50/p99."""
+    from confluent_kafka import Producer
+
+    errors = []
+    conf = producer_conf(args, bootstrap)
+    conf["enable.idempotence"] = False
+    conf["delivery.report.only.error"] = True
+    conf["on_delivery"] = lambda err, msg: errors.append(err)
+    p = Producer(conf)
+    p.list_topics(topic=topic, timeout=10)
+    for i in range(200):  # connection + first batch outside the timing
+        p.produce(topic, bufs[0], partition=i % partitions)
+    p.flush(10)
+    produce, poll, nb = p.produce, p.poll, len(bufs)
+    deadline = time.monotonic() + args.phase_timeout
+    flush_lat = array("d")
+    now = time.perf_counter
+    with Sampler(args.broker_pid) as s:
+        t0 = now()
+        for i in range(records):
+            while True:
+                try:
+                    produce(topic, bufs[i % nb], partition=i % partitions)
+                    break
+                except BufferError:
+                    poll(0.001)
+            if flush_every and (i + 1) % flush_every == 0:
+                tf = now()
+                if p.flush(args.phase_timeout):
+                    raise RuntimeError("flush baseline: flush() timed out")
+                flush_lat.append(now() - tf)
+                if time.monotonic() > deadline:
+                    raise RuntimeError("flush baseline over --phase-timeout")
+            elif i % 10000 == 0:
+                poll(0)
+                if time.monotonic() > deadline:
+                    raise RuntimeError("txn baseline over --phase-timeout")
+        left = p.flush(max(1.0, deadline - time.monotonic()))
+        secs = now() - t0
+    if left or errors:
+        raise RuntimeError(f"txn baseline: {left} undelivered, {len(errors)} errors "
+                           f"(first: {errors[:1]})")
+    r = base_result(args, "txn_flush_baseline" if flush_every else "txn_baseline", partitions)
+    r.update(idempotence=False, records=records, seconds=round(secs, 3),
+             records_per_s=round(records / secs),
+             mb_per_s=round(records * args.size / secs / 1e6, 1), **s.fields())
+    if flush_every:
+        fl = sorted(flush_lat)
+        ms = lambda v: round(v * 1000, 2)  # noqa: E731
+        r.update(records_per_txn=flush_every, flushes=len(fl),
+                 p50_ms=ms(percentile(fl, 0.50)), p99_ms=ms(percentile(fl, 0.99)),
+                 max_ms=ms(fl[-1]), mean_ms=ms(sum(fl) / len(fl)))
+    return r
+
+
+def bench_txn(args, bootstrap, topic, partitions, n_per_txn, records, bufs, run_id):
+    """begin_transaction -> n_per_txn x produce() -> commit_transaction, until `records`."""
+    from confluent_kafka import Producer
+
+    errors = []
+    conf = producer_conf(args, bootstrap)
+    conf.pop("enable.idempotence")  # implied by transactional.id
+    conf["transactional.id"] = f"kbench-{run_id}-p{partitions}-n{n_per_txn}"
+    conf["transaction.timeout.ms"] = 60000  # >= message.timeout.ms (librdkafka requires)
+    conf["delivery.report.only.error"] = True
+    conf["on_delivery"] = lambda err, msg: errors.append(err)
+    p = Producer(conf)
+    p.list_topics(topic=topic, timeout=10)
+    p.init_transactions(30)
+    produce, poll, nb = p.produce, p.poll, len(bufs)
+    begin, commit = p.begin_transaction, p.commit_transaction
+    for _ in range(3):  # untimed: coordinator lookup, connections, first AddPartitionsToTxn
+        begin()
+        for i in range(n_per_txn):
+            produce(topic, bufs[i % nb], partition=i % partitions)
+        commit(30)
+    txns = records // n_per_txn
+    commit_lat = array("d")
+    txn_lat = array("d")
+    now = time.perf_counter
+    deadline = time.monotonic() + min(args.txn_seconds, args.phase_timeout)
+    truncated = False
+    k = 0
+    with Sampler(args.broker_pid) as s:
+        t0 = now()
+        for t in range(txns):
+            ta = now()
+            begin()
+            for _ in range(n_per_txn):
+                while True:
+                    try:
+                        produce(topic, bufs[k % nb], partition=k % partitions)
+                        break
+                    except BufferError:
+                        poll(0.001)
+                k += 1
+            tb = now()
+            commit(args.phase_timeout)
+            tc = now()
+            commit_lat.append(tc - tb)
+            txn_lat.append(tc - ta)
+            if time.monotonic() > deadline and t + 1 < txns:
+                truncated = True
+                break
+        secs = now() - t0
+    p.flush(5)
+    if errors:
+        raise RuntimeError(f"txn: {len(errors)} delivery errors (first: {errors[:1]})")
+    done = len(commit_lat) * n_per_txn
+    cl, tl = sorted(commit_lat), sorted(txn_lat)
+    ms = lambda v: round(v * 1000, 2)  # noqa: E731
+    r = base_result(args, "txn_produce", partitions)
+    r.update(idempotence=True, transactional=True, records_per_txn=n_per_txn,
+             txns=len(commit_lat), records=done, truncated=truncated,
+             seconds=round(secs, 3), records_per_s=round(done / secs),
+             mb_per_s=round(done * args.size / secs / 1e6, 1),
+             txns_per_s=round(len(commit_lat) / secs, 1),
+             # p50_ms/p99_ms of a txn_produce row are the commit latency
+             p50_ms=ms(percentile(cl, 0.50)), p99_ms=ms(percentile(cl, 0.99)),
+             p999_ms=ms(percentile(cl, 0.999)), max_ms=ms(cl[-1]),
+             mean_ms=ms(sum(cl) / len(cl)),
+             commit_share=round(sum(cl) / secs, 3),  # fraction of the wall time in commit
+             txn_p50_ms=ms(percentile(tl, 0.50)), txn_p99_ms=ms(percentile(tl, 0.99)),
+             **s.fields())
+    return r
+
+
+def run_txn_phase(args, bootstrap, parts, bufs, run_id, common):
+    for P in parts:
+        base_n = txn_records(args, max(txn_sizes(args)))
+        topic = f"kbench-{run_id}-txn-p{P}"
+        create_topic(bootstrap, topic, P)
+        log(f"{args.label}: txn baseline (plain) {base_n} records, P={P} ...")
+        b1 = bench_txn_baseline(args, bootstrap, topic, P, base_n, bufs)
+        b1.update(common, baseline="before")
+        emit(b1, args.out)
+        rows = []
+        for n in txn_sizes(args):
+            recs = txn_records(args, n)
+            log(f"{args.label}: txn {recs} records, {n}/txn, P={P} ...")
+            rows.append(bench_txn(args, bootstrap, topic, P, n, recs, bufs, run_id))
+            if args.txn_flush_baseline:
+                log(f"{args.label}: plain + flush() every {n}, {recs} records, P={P} ...")
+                rows.append(bench_txn_baseline(args, bootstrap, topic, P, recs, bufs,
+                                               flush_every=n))
+        log(f"{args.label}: txn baseline (plain) again, P={P} ...")
+        b2 = bench_txn_baseline(args, bootstrap, topic, P, base_n, bufs)
+        b2.update(common, baseline="after")
+        emit(b2, args.out)
+        plain = (b1["records_per_s"] + b2["records_per_s"]) / 2
+        for r in rows:
+            r.update(common, plain_records_per_s=round(plain),
+                     ratio_vs_plain=round(r["records_per_s"] / plain, 3))
+            emit(r, args.out)
+
+
 # ---------------------------------------------------------------- reference Kafka
 def start_kafka(workdir):
     """Start single-node KRaft Apache Kafka with tests/interop/conftest.py's Broker."""
@@ -436,6 +625,10 @@ def run_phases(args, bootstrap):
             r = bench_consume(args, bootstrap, topic, P, n)
             r.update(common)
             emit(r, args.out)
+    if "txn" in args.phases:
+        if args.mock_listener:
+            raise SystemExit("the txn phase does not run against the mock broker")
+        run_txn_phase(args, bootstrap, parts, bufs, run_id, common)
     if "latency" in args.phases:
         for k, spec in enumerate(x.strip() for x in args.latency_rates.split(",") if x.strip()):
             if spec == "half":
@@ -507,6 +700,11 @@ def cmd_table(args):
             test = f"latency@{r.get('rate_spec', '')}" + (" CLIENT-BOUND" if r.get("client_bound") else "")
         if test == "fsync_probe":
             test = f"fsync_probe {r['record_bytes'] // 1024} KiB"
+        if test == "txn_produce":  # p50/p99 = commit latency
+            test = f"txn N={r['records_per_txn']} x{r.get('ratio_vs_plain')}" + \
+                (" TRUNCATED" if r.get("truncated") else "")
+        if test == "txn_flush_baseline":  # p50/p99 = flush() latency
+            test = f"plain+flush/{r['records_per_txn']} x{r.get('ratio_vs_plain')}"
         out.append([r["label"], test, str(r["partitions"]), str(r["records"]),
                     fmt(r.get("seconds"), 2),
                     fmt(r.get("records_per_s") or r.get("achieved_rate")),
@@ -539,6 +737,10 @@ def cmd_summary(args):
             test = f"latency@{r.get('rate_spec', '')}"
         elif test == "fsync_probe":
             test = f"fsync_probe {r['record_bytes'] // 1024} KiB"
+        elif test == "txn_produce":
+            test = f"txn N={r['records_per_txn']}"
+        elif test == "txn_flush_baseline":
+            test = f"plain+flush/{r['records_per_txn']}"
         groups.setdefault((r["label"], test, str(r["partitions"])), []).append(r)
 
     def agg(vals, nd):
@@ -561,6 +763,9 @@ def cmd_summary(args):
     out = []
     for (label, test, P), rs in groups.items():
         cb = sum(1 for r in rs if r.get("client_bound"))
+        notes = [f"{cb}/{len(rs)} client-bound"] if cb else []
+        if any("ratio_vs_plain" in r for r in rs):
+            notes.append("txn/plain " + agg([r.get("ratio_vs_plain") for r in rs], 2))
         out.append([label, test, P, str(len(rs)), agg([r.get("mb_per_s") for r in rs], 1),
                     agg([r.get("records_per_s") or r.get("achieved_rate") for r in rs], 0),
                     agg([r.get("p50_ms") for r in rs], 2), agg([r.get("p99_ms") for r in rs], 2),
@@ -568,7 +773,74 @@ def cmd_summary(args):
                     agg([r.get("broker_cpu_pct") for r in rs], 0),
                     agg([cpu_per_mb(r) for r in rs], 2),
                     agg([r["loadavg_start"][0] for r in rs], 1),
-                    f"{cb}/{len(rs)} client-bound" if cb else ""])
+                    "; ".join(notes)])
+    if args.markdown:
+        print("| " + " | ".join(hdr) + " |")
+        print("|" + "|".join("---" for _ in hdr) + "|")
+        for row in out:
+            print("| " + " | ".join(row) + " |")
+        return
+    w = [max(len(h), *(len(row[i]) for row in out)) if out else len(h)
+         for i, h in enumerate(hdr)]
+    print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))
+    for row in out:
+        print("  ".join(c.ljust(w[i]) for i, c in enumerate(row)))
+
+
+def cmd_txn_summary(args):
+    """The transactions table: per label, P and N, median [min-max] over repetitions."""
+    import statistics
+
+    rows = [json.loads(l) for l in open(args.file) if l.strip().startswith("{")]
+    groups = {}
+    for r in rows:
+        if r["test"] == "txn_baseline":
+            groups.setdefault((r["label"], r["partitions"], 0), []).append(r)
+        elif r["test"] == "txn_produce":
+            groups.setdefault((r["label"], r["partitions"], r["records_per_txn"]), []).append(r)
+        elif r["test"] == "txn_flush_baseline":
+            groups.setdefault((r["label"], r["partitions"], -r["records_per_txn"]), []).append(r)
+
+    def agg(vals, nd):
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            return "-"
+        m = statistics.median(vals)
+        if len(vals) == 1:
+            return f"{m:.{nd}f}"
+        return f"{m:.{nd}f} [{min(vals):.{nd}f}-{max(vals):.{nd}f}]"
+
+    hdr = ["label", "P", "N/txn", "runs", "records/s", "MB/s", "commit p50 ms",
+           "commit p99 ms", "txn/plain", "client CPU%", "broker CPU%", "load 1m", "notes"]
+    out = []
+    # per label and P: N descending, each txn row followed by its flush baseline, plain last
+    order = lambda k: (k[1], k[2] == 0, -abs(k[2]), k[2] < 0)  # noqa: E731
+    labels = list(dict.fromkeys(k[0] for k in groups))
+    for key in sorted(groups, key=lambda k: (labels.index(k[0]),) + order(k)):
+        label, P, n = key
+        rs = groups[key]
+        tr = sum(1 for r in rs if r.get("truncated"))
+        notes = []
+        if n == 0:
+            notes.append("plain, idempotence off (before+after)")
+            name = "plain"
+        elif n < 0:
+            notes.append("plain + flush() every N, idempotence off; p50/p99 = flush()")
+            name = f"{-n} flush"
+        else:
+            notes.append(f"{agg([r['txns'] for r in rs], 0)} txns")
+            name = str(n)
+        if tr:
+            notes.append(f"{tr}/{len(rs)} truncated")
+        out.append([label, str(P), name, str(len(rs)),
+                    agg([r["records_per_s"] for r in rs], 0),
+                    agg([r["mb_per_s"] for r in rs], 1),
+                    agg([r.get("p50_ms") for r in rs], 2) if n else "-",
+                    agg([r.get("p99_ms") for r in rs], 2) if n else "-",
+                    agg([r.get("ratio_vs_plain") for r in rs], 2) if n else "1",
+                    agg([r.get("client_cpu_pct") for r in rs], 0),
+                    agg([r.get("broker_cpu_pct") for r in rs], 0),
+                    agg([r["loadavg_start"][0] for r in rs], 1), "; ".join(notes)])
     if args.markdown:
         print("| " + " | ".join(hdr) + " |")
         print("|" + "|".join("---" for _ in hdr) + "|")
@@ -608,6 +880,17 @@ def main():
     r.add_argument("--linger-ms", type=int, default=5)
     r.add_argument("--batch-size", type=int, default=1000000)
     r.add_argument("--idempotence", action="store_true", help="enable.idempotence=true")
+    r.add_argument("--txn-sizes", default="1000,100,10",
+                   help="txn phase: records per transaction, comma list")
+    r.add_argument("--txn-records", type=int, default=100000,
+                   help="txn phase: records per transaction size (and per baseline)")
+    r.add_argument("--txn-max-txns", type=int, default=2000,
+                   help="txn phase: at most this many transactions per size")
+    r.add_argument("--txn-seconds", type=float, default=10.0,
+                   help="txn phase: stop a size after this long (row marked truncated)")
+    r.add_argument("--no-txn-flush-baseline", dest="txn_flush_baseline",
+                   action="store_false",
+                   help="txn phase: skip the plain producer that flush()es every N records")
     r.add_argument("--phase-timeout", type=float, default=55.0,
                    help="abort a phase that runs longer than this (s)")
     r.add_argument("--out", help="also append the JSON lines to this file")
@@ -623,6 +906,9 @@ def main():
     sm = sub.add_parser("summary", help="median [min-max] over repeated runs")
     sm.add_argument("file")
     sm.add_argument("--markdown", action="store_true")
+    ts = sub.add_parser("txn-summary", help="transactions table, median [min-max]")
+    ts.add_argument("file")
+    ts.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     if args.cmd == "run":
         cmd_run(args)
@@ -630,6 +916,8 @@ def main():
         cmd_fsync_probe(args)
     elif args.cmd == "summary":
         cmd_summary(args)
+    elif args.cmd == "txn-summary":
+        cmd_txn_summary(args)
     else:
         cmd_table(args)
 

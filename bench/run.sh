@@ -4,8 +4,17 @@
 #
 #   bench/run.sh [--modes durable,lazy[,kafka][,mock]] [--reps N] [--records N] [--size BYTES]
 #                [--partitions 1,4] [--latency-seconds S] [--latency-rates half,50mb]
-#                [--idempotence]
+#                [--idempotence] [--txn [--txn-sizes 1000,100,10] [--txn-records N]]
 #                [--out FILE.jsonl] [-- extra kbench.py run args]
+#
+# --txn: transactional mode: instead of produce/consume/latency, run only the
+# txn phase (kbench.py run --phases txn): per partition count, a plain
+# (non-transactional) baseline, then a transactional producer committing every
+# N records for each N in --txn-sizes (with a plain producer that flush()es every
+# N records as a control), then the plain baseline again; prints the
+# transactions table (kbench.py txn-summary). --records is not used there:
+# --txn-records (default 100000) records per N, at most 2000 transactions per N.
+# Not supported by the mock mode (skipped).
 #
 # Modes:
 #   durable  shoal serve with its default log.flush.interval.messages=1
@@ -35,6 +44,8 @@ partitions="1,4"
 latency_seconds=8
 latency_rates="half,50mb"
 idem=()
+txn=()
+txn_mode=0
 out=""
 extra=()
 while [ $# -gt 0 ]; do
@@ -47,6 +58,9 @@ while [ $# -gt 0 ]; do
     --latency-seconds) latency_seconds="$2"; shift 2 ;;
     --latency-rates) latency_rates="$2"; shift 2 ;;
     --idempotence) idem=(--idempotence); shift ;;
+    --txn) txn_mode=1; txn+=(--phases txn); shift ;;
+    --txn-sizes) txn+=(--txn-sizes "$2"); shift 2 ;;
+    --txn-records) txn+=(--txn-records "$2"); shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
@@ -97,10 +111,10 @@ if [ -x "$shoal" ]; then
   echo "# shoal: $shoal ($("$shoal" --version), built $(stat -c %y "$shoal" | cut -c1-19), sha256 $BENCH_SHOAL_SHA)" >&2
 fi
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)" >&2
-echo "# command: $0 --modes $modes --reps $reps --records $records --size $size --partitions $partitions --latency-seconds $latency_seconds --latency-rates $latency_rates ${idem[*]:-} ${extra[*]:-}" >&2
+echo "# command: $0 --modes $modes --reps $reps --records $records --size $size --partitions $partitions --latency-seconds $latency_seconds --latency-rates $latency_rates ${idem[*]:-} ${txn[*]:-} ${extra[*]:-}" >&2
 
 kb=("$py" "$here/kbench.py" run --records "$records" --size "$size" --partitions "$partitions"
-    --latency-seconds "$latency_seconds" --latency-rates "$latency_rates" --out "$results" ${idem[@]+"${idem[@]}"} ${extra[@]+"${extra[@]}"})
+    --latency-seconds "$latency_seconds" --latency-rates "$latency_rates" --out "$results" ${idem[@]+"${idem[@]}"} ${txn[@]+"${txn[@]}"} ${extra[@]+"${extra[@]}"})
 
 for rep in $(seq 1 "$reps"); do
   echo "# ---- repetition $rep/$reps" >&2
@@ -141,6 +155,10 @@ for rep in $(seq 1 "$reps"); do
           --broker-mode "Apache Kafka defaults (lazy flush: OS page cache)"
         ;;
       mock)
+        if [ "$txn_mode" = 1 ]; then
+          echo "# [mock] skipped: the txn phase does not run against the mock broker" >&2
+          continue
+        fi
         "${kb[@]}" --mock --label librdkafka-mock --phases produce \
           --broker-mode "librdkafka in-process mock broker (acks instantly)"
         ;;
@@ -157,5 +175,10 @@ if [ "$reps" -gt 1 ]; then
   echo
   echo "# median [min-max] over $reps repetitions"
   "$py" "$here/kbench.py" summary "$results"
+fi
+if grep -q '"test": "txn_produce"' "$results"; then
+  echo
+  echo "# transactions: median [min-max] over $reps repetition(s); p50/p99 = commit_transaction() (flush() for 'N flush' rows)"
+  "$py" "$here/kbench.py" txn-summary "$results"
 fi
 rm -f "$results"

@@ -245,49 +245,62 @@ async fn persist(broker: &Arc<Broker>, records: &[TxnRecord]) -> Result<(), Stri
     broker.flusher.flush(touched).await
 }
 
-/// Writes one transaction's markers to every partition, retrying until each is written or its
-/// partition is gone, then reports completion.
+/// Writes one transaction's markers to every partition — all appended first, then one
+/// group-commit fsync for all of them — retrying the ones that fail until each is written or
+/// its partition is gone, then reports completion.
 async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, done: mpsc::Sender<Command>) {
     let commit = markers.result == TransactionResult::Commit;
-    for tp in &markers.partitions {
-        let mut backoff = MARKER_RETRY_MIN;
-        loop {
-            let Some(broker) = broker.upgrade() else {
-                return;
-            };
+    let mut remaining = markers.partitions.clone();
+    let mut backoff = MARKER_RETRY_MIN;
+    while !remaining.is_empty() {
+        let Some(broker) = broker.upgrade() else {
+            return;
+        };
+        let mut written = Vec::new();
+        let mut failed = Vec::new();
+        for tp in remaining {
             let partition = match crate::markers::partition(&broker, &tp.topic, tp.partition) {
                 Ok(p) => p,
                 Err(_) => {
                     warn!(topic = %tp.topic, partition = tp.partition, "transaction marker skipped: partition no longer exists");
-                    break;
+                    continue;
                 }
             };
-            let written = crate::markers::write_marker_durably(
+            match crate::markers::write_marker(
                 &broker,
-                partition,
+                &partition,
                 markers.producer_id.0,
                 markers.producer_epoch.0,
                 commit,
                 markers.coordinator_epoch,
-            )
-            .await;
-            match written {
-                Ok(_) => {
-                    if tp.topic == CONSUMER_OFFSETS
-                        && !crate::handlers::groups::end_txn(&broker, markers.producer_id.0, commit)
-                            .await
-                    {
-                        warn!("group coordinator unavailable; pending offsets resolve on reload");
-                    }
-                    break;
-                }
+            ) {
+                Ok(_) => written.push((tp, partition)),
                 Err(code) => {
                     warn!(topic = %tp.topic, partition = tp.partition, ?code, "transaction marker failed; retrying");
-                    drop(broker);
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MARKER_RETRY_MAX);
+                    failed.push(tp);
                 }
             }
+        }
+        let partitions = written.iter().map(|(_, p)| p.clone()).collect();
+        if let Err(e) = broker.flusher.flush(partitions).await {
+            // Not durable: write them again (a duplicate marker is harmless).
+            warn!(error = %e, "transaction markers not flushed; retrying");
+            failed.extend(written.into_iter().map(|(tp, _)| tp));
+        } else {
+            for (tp, _) in &written {
+                if tp.topic == CONSUMER_OFFSETS
+                    && !crate::handlers::groups::end_txn(&broker, markers.producer_id.0, commit)
+                        .await
+                {
+                    warn!("group coordinator unavailable; pending offsets resolve on reload");
+                }
+            }
+        }
+        remaining = failed;
+        if !remaining.is_empty() {
+            drop(broker);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MARKER_RETRY_MAX);
         }
     }
     let _ = done.send(Command::MarkersWritten(markers)).await;
