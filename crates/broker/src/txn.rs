@@ -10,7 +10,7 @@
 //! is skipped, as Kafka skips deleted partitions. At start the machine is rebuilt from the log
 //! and transactions left in PrepareCommit/PrepareAbort get their markers again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -36,6 +36,9 @@ const PASS_REQUESTS_MAX: usize = 1_000;
 const TICK_MAX: Duration = Duration::from_millis(500);
 /// Bytes read per call while replaying.
 const REPLAY_READ_BYTES: usize = 8 * 1024 * 1024;
+/// Requests of one transactional id held while its markers are written, at most; more get
+/// CONCURRENT_TRANSACTIONS from the machine, as Kafka answers, and the client retries.
+const HELD_PER_ID_MAX: usize = 16;
 /// Backoff bounds between marker write attempts.
 const MARKER_RETRY_MIN: Duration = Duration::from_millis(50);
 const MARKER_RETRY_MAX: Duration = Duration::from_secs(2);
@@ -315,6 +318,12 @@ async fn run(
 ) {
     let mut next_token: u64 = 0;
     let mut waiting: HashMap<ReplyToken, oneshot::Sender<TxnResponse>> = HashMap::new();
+    // Transactions whose markers are being written, and requests of theirs held until then:
+    // the machine would answer them CONCURRENT_TRANSACTIONS and the client would retry after a
+    // backoff (librdkafka: 20 ms), which dominates the commit latency of back-to-back
+    // transactions. Holding them changes no outcome; it only answers when the answer is known.
+    let mut completing: HashSet<String> = HashSet::new();
+    let mut held: HashMap<String, Vec<(TxnRequest, oneshot::Sender<TxnResponse>)>> = HashMap::new();
     let mut pending = Some(resumed);
     loop {
         let mut output = pending.take().unwrap_or_default();
@@ -336,21 +345,30 @@ async fn run(
                     }
                     for command in batch {
                         match command {
-                            Command::Request(mut request, reply) => {
-                                let Some(b) = broker.upgrade() else { return };
-                                if machine.needs_fresh_producer_id(&request) {
-                                    match b.producer_ids.allocate() {
-                                        Ok(id) => set_fresh_id(&mut request, ProducerId(id)),
-                                        Err(e) => error!(error = %e, "cannot allocate a producer id"),
-                                    }
+                            Command::Request(request, reply) => {
+                                let id = request_txn_id(&request);
+                                if completing.contains(id)
+                                    && held.get(id).map_or(0, Vec::len) < HELD_PER_ID_MAX
+                                {
+                                    held.entry(id.to_string()).or_default().push((request, reply));
+                                    continue;
                                 }
+                                let Some(b) = broker.upgrade() else { return };
                                 let token = ReplyToken(next_token);
                                 next_token += 1;
                                 waiting.insert(token, reply);
-                                output.extend(machine.handle(now_ms(), token, request));
+                                output.extend(handle(&mut machine, &b, token, request));
                             }
                             Command::MarkersWritten(markers) => {
                                 output.extend(machine.markers_written(now_ms(), &markers));
+                                completing.remove(&markers.transactional_id);
+                                let Some(b) = broker.upgrade() else { return };
+                                for (request, reply) in held.remove(&markers.transactional_id).unwrap_or_default() {
+                                    let token = ReplyToken(next_token);
+                                    next_token += 1;
+                                    waiting.insert(token, reply);
+                                    output.extend(handle(&mut machine, &b, token, request));
+                                }
                             }
                             Command::Describe(ids, reply) => {
                                 let _ = reply.send(machine.describe(&ids));
@@ -372,6 +390,8 @@ async fn run(
                 waiting.remove(&token);
             }
             waiting.clear();
+            held.clear();
+            completing.clear();
             let config = machine.config().clone();
             let epoch = machine.coordinator_epoch().saturating_add(1);
             machine = TxnCoordinator::new(config, epoch);
@@ -387,8 +407,36 @@ async fn run(
             }
         }
         for markers in output.markers {
+            completing.insert(markers.transactional_id.clone());
             tokio::spawn(write_markers(broker.clone(), markers, tx.clone()));
         }
+    }
+}
+
+/// Feeds one request to the machine, with a fresh producer id when it may need one.
+fn handle(
+    machine: &mut TxnCoordinator,
+    broker: &Broker,
+    token: ReplyToken,
+    mut request: TxnRequest,
+) -> Output {
+    if machine.needs_fresh_producer_id(&request) {
+        match broker.producer_ids.allocate() {
+            Ok(id) => set_fresh_id(&mut request, ProducerId(id)),
+            Err(e) => error!(error = %e, "cannot allocate a producer id"),
+        }
+    }
+    machine.handle(now_ms(), token, request)
+}
+
+fn request_txn_id(request: &TxnRequest) -> &str {
+    match request {
+        TxnRequest::InitProducerId(r) => &r.transactional_id,
+        TxnRequest::AddPartitions(r) => &r.transactional_id,
+        TxnRequest::AddOffsets(r) => &r.transactional_id,
+        TxnRequest::AddPartitionsImplicit(r) => &r.transactional_id,
+        TxnRequest::EndTxn(r) => &r.transactional_id,
+        _ => "",
     }
 }
 
