@@ -8,7 +8,8 @@ produce each record to OUTPUT (same partition, value b"copy-" + value, key
 "<in-partition>:<in-offset>"), send_offsets_to_transaction(position(assignment)),
 commit_transaction. An abortable error aborts the transaction and rewinds the consumer to
 the first offset of the batch; a retriable error is retried (bounded); anything fatal or
-exhausted exits non-zero (4 when a call blocks past its timeout). SIGTERM finishes the current iteration and exits 0.
+exhausted exits non-zero (4 when a call blocks past its timeout). SIGTERM finishes the
+current iteration and exits 0.
 Progress goes to stdout as `COMMIT n=<records in txn> total=<records this instance>`.
 """
 
@@ -20,7 +21,7 @@ import sys
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 RETRY_BUDGET = 120.0   # seconds a single transactional step may keep retrying
 OP_TIMEOUT = 30.0
@@ -93,7 +94,7 @@ def main():
     ap.add_argument("output")
     ap.add_argument("group")
     ap.add_argument("txn_id")
-    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--max-seconds", type=float, default=600.0)
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, on_term)
@@ -111,7 +112,12 @@ def main():
 
     common = {"bootstrap.servers": a.bootstrap, "socket.timeout.ms": 10000,
               "reconnect.backoff.ms": 100, "reconnect.backoff.max.ms": 1000,
-              "error_cb": on_client_error, "log_level": 3}
+              "error_cb": on_client_error, "log_level": 3,
+              # With one broker, a restart means "all brokers down", which by default makes
+              # librdkafka re-bootstrap and decommission the learned broker; a coordinator
+              # cached on that handle then hangs send_offsets_to_transaction
+              # (confluentinc/librdkafka#5511). The broker comes back at the same address.
+              "metadata.recovery.strategy": "none"}
     if os.environ.get("EOS_COPIER_DEBUG"):   # librdkafka debug contexts, e.g. eos,cgrp
         common.update({"debug": os.environ["EOS_COPIER_DEBUG"], "log_level": 7})
     producer = Producer(dict(common, **{

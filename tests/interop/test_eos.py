@@ -10,10 +10,12 @@ RNG (EOS_SEED, printed). Finally a read_committed consumer reads the whole outpu
 last stable offset: every input value appears exactly once, and the group's committed
 offsets equal the input end offsets.
 
-Knobs: EOS_RECORDS, EOS_SEED, EOS_COPIER_KILLS (4), EOS_BROKER_KILLS (2), EOS_BATCH (500),
-EOS_DEADLINE (copy phase, s, 300), EOS_STALL (s without committed progress before failing,
-90), EOS_COPIER_STALL (s without progress before the copier is restarted, 30),
-EOS_COPIER_DEBUG (librdkafka debug contexts for the copier, e.g. eos,cgrp).
+Knobs (env): EOS_RECORDS, EOS_SEED, EOS_COPIER_KILLS (4), EOS_BROKER_KILLS (2),
+EOS_BATCH (records per transaction, 100), EOS_DEADLINE (copy phase, s, 300),
+EOS_STALL (s without committed progress before failing, 90), EOS_COPIER_STALL (s without
+progress before the copier is dumped, killed and restarted, 30), EOS_COPIER_DEBUG
+(librdkafka debug contexts for the copier, e.g. eos,cgrp). Run with -s to see the progress
+log (seed, kills, timings); a failure report always includes the seed.
 """
 
 import os
@@ -39,7 +41,7 @@ N = int(os.environ.get("EOS_RECORDS", "100000"))
 SEED = int(os.environ.get("EOS_SEED") or random.SystemRandom().randrange(1 << 30))
 COPIER_KILLS = int(os.environ.get("EOS_COPIER_KILLS", "4"))
 BROKER_KILLS = int(os.environ.get("EOS_BROKER_KILLS", "2"))
-BATCH = int(os.environ.get("EOS_BATCH", "500"))
+BATCH = int(os.environ.get("EOS_BATCH", "100"))
 DEADLINE = float(os.environ.get("EOS_DEADLINE", "300"))
 STALL = float(os.environ.get("EOS_STALL", "90"))
 # No committed progress for this long while the copier is alive: dump its stacks, kill -9
@@ -183,11 +185,11 @@ class CommittedMonitor:
             self.c = None
 
 
-def read_output(broker, topic):
-    """read_committed, assigned from the beginning, until every partition reported EOF
-    (fetch position == last stable offset) with nothing after it."""
+def read_output(broker, topic, isolation="read_committed"):
+    """Assigned from the beginning, until every partition reported EOF (read_committed:
+    fetch position == last stable offset) with nothing after it."""
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": uniq("eos-verify"),
-                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "isolation.level": isolation,
                   "enable.partition.eof": True, "auto.offset.reset": "earliest",
                   "max.partition.fetch.bytes": 8 << 20, "fetch.max.bytes": 32 << 20})
     out = []
@@ -292,7 +294,8 @@ def test_exactly_once_copy_with_copier_and_broker_kills(broker, tmp_path):
                 if all(committed[p] >= in_end[p] for p in range(PARTITIONS)):
                     log(f"all input committed: {committed}")
                     break
-            if plan and done >= plan[0][0] * N:
+            # next kill only once the current copier instance has committed something
+            if plan and done >= plan[0][0] * N and (not events or done > events[-1][1]):
                 frac, kind = plan.pop(0)
                 time.sleep(rng.uniform(0.0, 0.3))   # land anywhere in a transaction
                 log(f"kill #{len(events) + 1}: {kind} at {done}/{N} committed "
@@ -308,9 +311,17 @@ def test_exactly_once_copy_with_copier_and_broker_kills(broker, tmp_path):
                     broker.restart()
                     log(f"broker restarted in {time.monotonic() - tb:.1f}s")
                     last_restart = last_broker_restart = time.monotonic()
+                # baseline for "the new instance / restarted broker made progress": what is
+                # committed now, after the kill (the killed copier may have committed more)
+                for _ in range(40):
+                    after = monitor.read()
+                    if after is not None:
+                        done = max(done, sum(after.values()))
+                        break
+                    time.sleep(0.25)
                 events.append((kind, done))
                 continue
-            time.sleep(0.25)
+            time.sleep(0.1)
         copy_secs = time.monotonic() - t_copy
     finally:
         monitor.close()
@@ -325,6 +336,9 @@ def test_exactly_once_copy_with_copier_and_broker_kills(broker, tmp_path):
     out, eof = read_output(broker, dst)
     out_hw = end_offsets(broker, dst, PARTITIONS)
     log(f"read {len(out)} committed output records; eof={eof} high watermarks={out_hw}")
+    raw, _ = read_output(broker, dst, "read_uncommitted")
+    log(f"read_uncommitted sees {len(raw)} records: {len(raw) - len(out)} from aborted "
+        f"(fenced/killed) transactions")
     expected = {b"copy-%d" % i for i in range(N)}
     counts = Counter(v for _, _, _, v in out)
     dups = {v: c for v, c in counts.items() if c > 1}
