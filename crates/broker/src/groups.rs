@@ -11,16 +11,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use bytes::BytesMut;
 use shoal_core::group_coordinator::{
     partition_for, GroupConfig, GroupCoordinator, GroupRecord, GroupRequest, GroupResponse, Output,
     ReplyToken,
 };
-use shoal_storage::batch::{encode_batch, BatchOptions};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
-use crate::broker::{now_ms, Broker, CONSUMER_OFFSETS, INTERNAL_DECODE_BYTES_MAX};
+use crate::broker::{now_ms, Broker, CONSUMER_OFFSETS};
+use crate::internal::{EncodedRecord, Replayed};
 
 /// Requests queued at most before callers wait (backpressure).
 const QUEUE_REQUESTS_MAX: usize = 10_000;
@@ -28,11 +27,6 @@ const QUEUE_REQUESTS_MAX: usize = 10_000;
 const PASS_REQUESTS_MAX: usize = 1_000;
 /// Longest sleep between timer checks.
 const TICK_MAX: Duration = Duration::from_millis(500);
-/// Bytes read per call while replaying.
-const REPLAY_READ_BYTES: usize = 8 * 1024 * 1024;
-
-/// A record's encoded key and value (None = tombstone).
-pub(crate) type EncodedRecord = (Vec<u8>, Option<Vec<u8>>);
 
 type Pending = (GroupRequest, oneshot::Sender<GroupResponse>);
 
@@ -113,59 +107,37 @@ fn offsets_partitions(broker: &Broker) -> u32 {
 
 /// Replays every record of `__consumer_offsets` into `machine`; returns how many.
 fn replay(broker: &Broker, machine: &mut GroupCoordinator) -> anyhow::Result<usize> {
-    let Some(topic) = broker.topic(CONSUMER_OFFSETS) else {
-        return Ok(0);
-    };
     let mut count = 0;
-    for partition in topic.partitions() {
-        let log = partition.lock();
-        let mut offset = log.log_start_offset();
-        while offset < log.log_end_offset() {
-            let read = log.read(offset, REPLAY_READ_BYTES, None)?;
-            if read.records.is_empty() {
-                break;
-            }
-            for batch in shoal_storage::batch::split_batches(&read.records) {
-                let (header, range) = batch?;
-                offset = header.next_offset();
-                if header.is_control() {
-                    // A transaction marker: resolve that producer's pending offset commits.
-                    let records = shoal_storage::decode_records(
-                        &read.records[range],
-                        INTERNAL_DECODE_BYTES_MAX,
-                    )?;
-                    if let Some(commit) = records
-                        .first()
-                        .and_then(|r| r.key.as_deref())
-                        .and_then(control_record_is_commit)
-                    {
-                        machine.replay_end_txn(header.producer_id(), commit);
-                        count += 1;
-                    }
-                    continue;
-                }
-                for record in
-                    shoal_storage::decode_records(&read.records[range], INTERNAL_DECODE_BYTES_MAX)?
-                {
-                    let Some(key) = record.key.as_deref() else {
-                        continue;
-                    };
-                    match GroupRecord::decode(key, record.value.as_deref()) {
-                        Ok(r) => {
-                            machine.replay(&r);
-                            count += 1;
-                        }
-                        Err(e) => warn!(
-                            partition = partition.index,
-                            offset = record.offset,
-                            error = %e,
-                            "skipping undecodable group record"
-                        ),
-                    }
-                }
+    crate::internal::replay_topic(broker, CONSUMER_OFFSETS, |item| match item {
+        Replayed::Control { header, records } => {
+            // A transaction marker: resolve that producer's pending offset commits.
+            if let Some(commit) = records
+                .first()
+                .and_then(|r| r.key.as_deref())
+                .and_then(control_record_is_commit)
+            {
+                machine.replay_end_txn(header.producer_id(), commit);
+                count += 1;
             }
         }
-    }
+        Replayed::Record { partition, record } => {
+            let Some(key) = record.key.as_deref() else {
+                return;
+            };
+            match GroupRecord::decode(key, record.value.as_deref()) {
+                Ok(r) => {
+                    machine.replay(&r);
+                    count += 1;
+                }
+                Err(e) => warn!(
+                    partition,
+                    offset = record.offset,
+                    error = %e,
+                    "skipping undecodable group record"
+                ),
+            }
+        }
+    })?;
     Ok(count)
 }
 
@@ -180,12 +152,6 @@ pub fn control_record_is_commit(key: &[u8]) -> Option<bool> {
 
 /// Appends `records` (one batch per partition) and fsyncs them.
 async fn persist(broker: &Arc<Broker>, records: &[GroupRecord]) -> Result<(), String> {
-    if records.is_empty() {
-        return Ok(());
-    }
-    let topic = broker
-        .topic(CONSUMER_OFFSETS)
-        .ok_or_else(|| format!("{CONSUMER_OFFSETS} is missing"))?;
     let partitions = offsets_partitions(broker);
     let mut by_partition: BTreeMap<u32, Vec<EncodedRecord>> = BTreeMap::new();
     for r in records {
@@ -194,32 +160,7 @@ async fn persist(broker: &Arc<Broker>, records: &[GroupRecord]) -> Result<(), St
             .or_default()
             .push(r.encode());
     }
-    let mut touched = Vec::new();
-    for (index, encoded) in by_partition {
-        let partition = topic
-            .partition(index as i32)
-            .ok_or_else(|| format!("{CONSUMER_OFFSETS}-{index} is missing"))?;
-        let pairs: Vec<shoal_storage::batch::KeyValue<'_>> = encoded
-            .iter()
-            .map(|(k, v)| (Some(&k[..]), v.as_deref()))
-            .collect();
-        let now = now_ms();
-        let batch = encode_batch(
-            &pairs,
-            BatchOptions {
-                timestamp_ms: now,
-                ..BatchOptions::default()
-            },
-        );
-        let mut batch = BytesMut::from(&batch[..]);
-        partition
-            .lock()
-            .append(&mut batch, now)
-            .map_err(|e| e.to_string())?;
-        partition.wake();
-        touched.push(partition);
-    }
-    broker.flusher.flush(touched).await
+    crate::internal::append_and_flush(broker, CONSUMER_OFFSETS, by_partition).await
 }
 
 async fn run(

@@ -29,6 +29,7 @@ pub mod features;
 pub mod flush;
 pub mod groups;
 pub mod handlers;
+pub mod internal;
 pub mod markers;
 pub mod meta;
 pub mod metrics;

@@ -14,17 +14,16 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use bytes::BytesMut;
 use shoal_core::txn_coordinator::{
     partition_for, ListTransactionsRequest, ListTransactionsResponse, Output, ProducerId,
     ReplyToken, TransactionDescription, TransactionResult, TxnConfig, TxnCoordinator, TxnRecord,
     TxnRequest, TxnResponse, WriteMarkers,
 };
-use shoal_storage::batch::{encode_batch, BatchOptions};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
-use crate::broker::{now_ms, Broker, CONSUMER_OFFSETS, INTERNAL_DECODE_BYTES_MAX};
+use crate::broker::{now_ms, Broker, CONSUMER_OFFSETS};
+use crate::internal::{EncodedRecord, Replayed};
 
 /// Name of the internal topic holding transaction state.
 pub const TRANSACTION_STATE: &str = "__transaction_state";
@@ -34,8 +33,6 @@ const QUEUE_REQUESTS_MAX: usize = 10_000;
 const PASS_REQUESTS_MAX: usize = 1_000;
 /// Longest sleep between timer checks.
 const TICK_MAX: Duration = Duration::from_millis(500);
-/// Bytes read per call while replaying.
-const REPLAY_READ_BYTES: usize = 8 * 1024 * 1024;
 /// Requests of one transactional id held while its markers are written, at most; more get
 /// CONCURRENT_TRANSACTIONS from the machine, as Kafka answers, and the client retries.
 const HELD_PER_ID_MAX: usize = 16;
@@ -165,87 +162,38 @@ fn state_partitions(broker: &Broker) -> u32 {
 
 /// Replays every record of `__transaction_state` into `machine`; returns how many.
 fn replay(broker: &Broker, machine: &mut TxnCoordinator) -> anyhow::Result<usize> {
-    let Some(topic) = broker.topic(TRANSACTION_STATE) else {
-        return Ok(0);
-    };
     let mut count = 0;
-    for partition in topic.partitions() {
-        let log = partition.lock();
-        let mut offset = log.log_start_offset();
-        while offset < log.log_end_offset() {
-            let read = log.read(offset, REPLAY_READ_BYTES, None)?;
-            if read.records.is_empty() {
-                break;
+    crate::internal::replay_topic(broker, TRANSACTION_STATE, |item| {
+        let Replayed::Record { record, .. } = item else {
+            return;
+        };
+        let Some(key) = record.key.as_deref() else {
+            return;
+        };
+        match TxnRecord::decode(key, record.value.as_deref()) {
+            Ok(r) => {
+                machine.replay(&r);
+                count += 1;
             }
-            for batch in shoal_storage::batch::split_batches(&read.records) {
-                let (header, range) = batch?;
-                offset = header.next_offset();
-                if header.is_control() {
-                    continue;
-                }
-                for record in
-                    shoal_storage::decode_records(&read.records[range], INTERNAL_DECODE_BYTES_MAX)?
-                {
-                    let Some(key) = record.key.as_deref() else {
-                        continue;
-                    };
-                    match TxnRecord::decode(key, record.value.as_deref()) {
-                        Ok(r) => {
-                            machine.replay(&r);
-                            count += 1;
-                        }
-                        Err(e) => {
-                            warn!(offset = record.offset, error = %e, "skipping undecodable transaction record")
-                        }
-                    }
-                }
+            Err(e) => {
+                warn!(offset = record.offset, error = %e, "skipping undecodable transaction record")
             }
         }
-    }
+    })?;
     Ok(count)
 }
 
 /// Appends `records` (one batch per `__transaction_state` partition) and fsyncs them.
 async fn persist(broker: &Arc<Broker>, records: &[TxnRecord]) -> Result<(), String> {
-    if records.is_empty() {
-        return Ok(());
-    }
-    let topic = broker
-        .topic(TRANSACTION_STATE)
-        .ok_or_else(|| format!("{TRANSACTION_STATE} is missing"))?;
     let partitions = state_partitions(broker);
-    let mut by_partition: BTreeMap<u32, Vec<crate::groups::EncodedRecord>> = BTreeMap::new();
+    let mut by_partition: BTreeMap<u32, Vec<EncodedRecord>> = BTreeMap::new();
     for r in records {
         by_partition
             .entry(partition_for(r.transactional_id(), partitions))
             .or_default()
             .push(r.encode());
     }
-    let mut touched = Vec::new();
-    for (index, encoded) in by_partition {
-        let partition = topic
-            .partition(index as i32)
-            .ok_or_else(|| format!("{TRANSACTION_STATE}-{index} is missing"))?;
-        let pairs: Vec<shoal_storage::batch::KeyValue<'_>> = encoded
-            .iter()
-            .map(|(k, v)| (Some(&k[..]), v.as_deref()))
-            .collect();
-        let now = now_ms();
-        let batch = encode_batch(
-            &pairs,
-            BatchOptions {
-                timestamp_ms: now,
-                ..BatchOptions::default()
-            },
-        );
-        let mut batch = BytesMut::from(&batch[..]);
-        partition
-            .lock()
-            .append(&mut batch, now)
-            .map_err(|e| e.to_string())?;
-        touched.push(partition);
-    }
-    broker.flusher.flush(touched).await
+    crate::internal::append_and_flush(broker, TRANSACTION_STATE, by_partition).await
 }
 
 /// Writes one transaction's markers to every partition — all appended first, then one
