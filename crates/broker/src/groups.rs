@@ -97,14 +97,6 @@ fn group_config(broker: &Broker) -> GroupConfig {
     }
 }
 
-fn offsets_partitions(broker: &Broker) -> u32 {
-    broker
-        .topic(CONSUMER_OFFSETS)
-        .map(|t| t.partition_count() as u32)
-        .unwrap_or(1)
-        .max(1)
-}
-
 /// Replays every record of `__consumer_offsets` into `machine`; returns how many.
 fn replay(broker: &Broker, machine: &mut GroupCoordinator) -> anyhow::Result<usize> {
     let mut count = 0;
@@ -152,7 +144,7 @@ pub fn control_record_is_commit(key: &[u8]) -> Option<bool> {
 
 /// Appends `records` (one batch per partition) and fsyncs them.
 async fn persist(broker: &Arc<Broker>, records: &[GroupRecord]) -> Result<(), String> {
-    let partitions = offsets_partitions(broker);
+    let partitions = crate::internal::partition_count(broker, CONSUMER_OFFSETS);
     let mut by_partition: BTreeMap<u32, Vec<EncodedRecord>> = BTreeMap::new();
     for r in records {
         by_partition

@@ -14,6 +14,15 @@ use crate::broker::{now_ms, Broker, INTERNAL_DECODE_BYTES_MAX};
 /// Bytes read per call while replaying.
 const REPLAY_READ_BYTES: usize = 8 * 1024 * 1024;
 
+/// Partitions of an internal topic (at least 1, so partitioning by key never divides by zero).
+pub fn partition_count(broker: &Broker, topic: &str) -> u32 {
+    broker
+        .topic(topic)
+        .map(|t| t.partition_count() as u32)
+        .unwrap_or(1)
+        .max(1)
+}
+
 /// A record's encoded key and value (None = tombstone).
 pub type EncodedRecord = (Vec<u8>, Option<Vec<u8>>);
 

@@ -152,14 +152,6 @@ fn txn_config(broker: &Broker) -> TxnConfig {
     }
 }
 
-fn state_partitions(broker: &Broker) -> u32 {
-    broker
-        .topic(TRANSACTION_STATE)
-        .map(|t| t.partition_count() as u32)
-        .unwrap_or(1)
-        .max(1)
-}
-
 /// Replays every record of `__transaction_state` into `machine`; returns how many.
 fn replay(broker: &Broker, machine: &mut TxnCoordinator) -> anyhow::Result<usize> {
     let mut count = 0;
@@ -185,7 +177,7 @@ fn replay(broker: &Broker, machine: &mut TxnCoordinator) -> anyhow::Result<usize
 
 /// Appends `records` (one batch per `__transaction_state` partition) and fsyncs them.
 async fn persist(broker: &Arc<Broker>, records: &[TxnRecord]) -> Result<(), String> {
-    let partitions = state_partitions(broker);
+    let partitions = crate::internal::partition_count(broker, TRANSACTION_STATE);
     let mut by_partition: BTreeMap<u32, Vec<EncodedRecord>> = BTreeMap::new();
     for r in records {
         by_partition

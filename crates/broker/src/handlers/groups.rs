@@ -561,10 +561,7 @@ async fn verify_offsets_partition(
     r: &m::TxnOffsetCommitRequest,
 ) -> Result<(), i16> {
     use shoal_core::txn_coordinator as tc;
-    let partitions = broker
-        .topic(crate::broker::CONSUMER_OFFSETS)
-        .map(|t| t.partition_count() as u32)
-        .unwrap_or(1);
+    let partitions = crate::internal::partition_count(broker, crate::broker::CONSUMER_OFFSETS);
     let partition = tc::TopicPartition {
         topic: crate::broker::CONSUMER_OFFSETS.to_string(),
         partition: gc::partition_for(r.group_id.0.as_str(), partitions) as i32,

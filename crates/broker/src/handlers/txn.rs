@@ -191,10 +191,7 @@ pub async fn add_offsets_to_txn(
     version: i16,
     r: &m::AddOffsetsToTxnRequest,
 ) -> m::AddOffsetsToTxnResponse {
-    let partitions = broker
-        .topic(CONSUMER_OFFSETS)
-        .map(|t| t.partition_count() as u32)
-        .unwrap_or(1);
+    let partitions = crate::internal::partition_count(broker, CONSUMER_OFFSETS);
     let request = TxnRequest::AddOffsets(tc::AddOffsetsRequest {
         transactional_id: r.transactional_id.0.to_string(),
         producer_id: ProducerId(r.producer_id.0),
