@@ -126,6 +126,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     ConfigDef { name: "producer.id.expiration.ms", kind: Kind::Long { min: 1, max: i64::MAX }, default: "86400000", doc: "Idle idempotent producers are forgotten after this." },
     ConfigDef { name: "transaction.state.log.num.partitions", kind: Kind::Long { min: 1, max: 1000 }, default: "50", doc: "Partitions of __transaction_state (fixed once created)." },
     ConfigDef { name: "transaction.max.timeout.ms", kind: Kind::Long { min: 1, max: I32_MAX }, default: "900000", doc: "Largest transaction timeout a producer may ask for." },
+    ConfigDef { name: "transaction.partition.verification.enable", kind: Kind::Bool, default: "true", doc: "Check with the transaction coordinator before a transactional batch opens a transaction on a partition (KIP-890)." },
     ConfigDef { name: "transactional.id.expiration.ms", kind: Kind::Long { min: 1, max: I32_MAX }, default: "604800000", doc: "Idle transactional ids are forgotten after this." },
     ConfigDef { name: "offsets.topic.num.partitions", kind: Kind::Long { min: 1, max: 1000 }, default: "50", doc: "Partitions of __consumer_offsets (fixed once created)." },
     ConfigDef { name: "offsets.retention.minutes", kind: Kind::Long { min: 1, max: I32_MAX }, default: "10080", doc: "Committed offsets of empty groups expire after this." },

@@ -171,8 +171,9 @@ async fn duplicates_gaps_and_fencing_follow_kafka() {
     // The old epoch is fenced.
     let (code, _) = produce(&mut conn, batch(pid, epoch, 5, 1)).await;
     assert_eq!(code, ErrorCode::INVALID_PRODUCER_EPOCH.code());
-    // A transactional batch starts a transaction on the partition (its marker ends it).
-    let mut txn = encode_batch(
+    // Transactional data needs a transactional id: an idempotent producer's transactional
+    // batch is refused outright (Kafka: TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+    let txn = encode_batch(
         &[(None, Some(&b"t"[..]))],
         BatchOptions {
             producer_id: pid,
@@ -183,9 +184,15 @@ async fn duplicates_gaps_and_fencing_follow_kafka() {
             ..BatchOptions::default()
         },
     );
+    let (code, _) = produce(&mut conn, Bytes::from(txn)).await;
     assert_eq!(
-        produce(&mut conn, Bytes::from(std::mem::take(&mut txn))).await,
-        (0, 6)
+        code,
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code()
+    );
+    assert_eq!(
+        produce(&mut conn, batch(pid, epoch + 1, 1, 1)).await,
+        (0, 6),
+        "nothing was appended and the sequence did not move"
     );
     // Another producer is independent; plain batches are not checked.
     let (other, _) = init_producer_id(&mut conn).await;

@@ -233,6 +233,9 @@ async fn classic_flow_with_verification_and_errors() {
     // KIP-890: a transactional batch for a partition the client never added is refused.
     let (code, _) = produce(&mut conn, 9, "app", txn_batch(pid, epoch, 0, "early")).await;
     assert_eq!(code, ErrorCode::INVALID_TXN_STATE.code());
+    // Produce v11+ clients know the newer, abortable error for the same case (KIP-890).
+    let (code, _) = produce(&mut conn, 11, "app", txn_batch(pid, epoch, 0, "early")).await;
+    assert_eq!(code, ErrorCode::TRANSACTION_ABORTABLE.code());
     assert_eq!(committed_view(&mut conn).await, (0, 0), "nothing appended");
 
     assert_eq!(
@@ -491,11 +494,16 @@ async fn write_txn_markers_aborts_a_hanging_transaction() {
     };
     use kafka_protocol::messages::WriteTxnMarkersRequest;
     let dir = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(dir.path()).await;
+    // Without the coordinator's check (KIP-890 verification off, as a Kafka broker can run) a
+    // transactional batch the coordinator never heard of leaves a transaction open that no
+    // marker will close.
+    let broker = TestBroker::start_with(
+        dir.path(),
+        &[("transaction.partition.verification.enable", "false")],
+    )
+    .await;
     let mut conn = broker.connect().await;
     setup(&mut conn).await;
-    // A transactional batch the coordinator never heard of (written without a transactional
-    // id in the request) leaves a transaction open that no marker will close.
     let r = conn
         .request(
             4,
@@ -508,7 +516,7 @@ async fn write_txn_markers_aborts_a_hanging_transaction() {
         .unwrap();
     let (pid, epoch) = (r.producer_id.0, r.producer_epoch);
     assert!(pid >= 0);
-    let request = ProduceRequest::default()
+    let mut request = ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(5000)
         .with_topic_data(vec![TopicProduceData::default()
@@ -516,6 +524,13 @@ async fn write_txn_markers_aborts_a_hanging_transaction() {
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(0)
                 .with_records(Some(txn_batch(pid, epoch, 0, "hanging")))])]);
+    // Transactional data without a transactional id is refused outright, as in Kafka.
+    let refused = conn.request(9, &request).await.unwrap();
+    assert_eq!(
+        refused.responses[0].partition_responses[0].error_code,
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code()
+    );
+    request.transactional_id = Some(TransactionalId(s("lost")));
     let produced = conn.request(9, &request).await.unwrap();
     assert_eq!(
         produced.responses[0].partition_responses[0].error_code, 0,

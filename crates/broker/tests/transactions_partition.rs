@@ -1,6 +1,10 @@
 //! The partition side of transactions against raw protocol requests: transactional produce,
 //! markers written through `shoal_broker::markers`, the last stable offset in Fetch and
 //! ListOffsets, aborted transactions in read_committed fetches, and all of it across a restart.
+//!
+//! These tests play the transaction coordinator themselves (markers, TV2 epoch bumps), so the
+//! broker runs with `transaction.partition.verification.enable=false`, as a Kafka broker can:
+//! the produce requests carry a transactional id the coordinator never heard of.
 
 mod common;
 
@@ -48,8 +52,29 @@ fn txn(producer_id: i64, epoch: i16, seq: i32, count: usize) -> Bytes {
     batch(producer_id, epoch, seq, count, true)
 }
 
+const TRANSACTIONAL_ID: &str = "played-by-the-test";
+
+async fn start(dir: &std::path::Path) -> TestBroker {
+    TestBroker::start_with(
+        dir,
+        &[("transaction.partition.verification.enable", "false")],
+    )
+    .await
+}
+
 async fn produce(conn: &mut shoal_client::Connection, records: Bytes) -> (i16, i64) {
+    produce_as(conn, Some(TRANSACTIONAL_ID), records).await
+}
+
+async fn produce_as(
+    conn: &mut shoal_client::Connection,
+    transactional_id: Option<&str>,
+    records: Bytes,
+) -> (i16, i64) {
     let request = ProduceRequest::default()
+        .with_transactional_id(transactional_id.map(|id| {
+            kafka_protocol::messages::TransactionalId(StrBytes::from_string(id.to_string()))
+        }))
         .with_acks(-1)
         .with_timeout_ms(5000)
         .with_topic_data(vec![TopicProduceData::default()
@@ -167,7 +192,7 @@ const LATEST: i64 = -1;
 #[tokio::test]
 async fn commit_and_abort_with_read_committed_fetches_and_list_offsets() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(dir.path()).await;
+    let broker = start(dir.path()).await;
     let mut conn = broker.connect().await;
     create_topic(&mut conn).await;
     let (p1, e1) = init_producer_id(&mut conn).await;
@@ -255,7 +280,7 @@ async fn commit_and_abort_with_read_committed_fetches_and_list_offsets() {
 #[tokio::test]
 async fn producer_state_and_markers_interplay() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(dir.path()).await;
+    let broker = start(dir.path()).await;
     let mut conn = broker.connect().await;
     create_topic(&mut conn).await;
     let (p, e) = init_producer_id(&mut conn).await;
@@ -281,6 +306,12 @@ async fn producer_state_and_markers_interplay() {
     assert_eq!(code, ErrorCode::INVALID_RECORD.code());
     let (code, _) = produce(&mut conn, batch(-1, -1, -1, 1, true)).await;
     assert_eq!(code, ErrorCode::INVALID_RECORD.code());
+    // Transactional data needs a transactional id, as in Kafka (and unlike idempotent data).
+    let (code, _) = produce_as(&mut conn, None, txn(p, e, 2, 1)).await;
+    assert_eq!(
+        code,
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code()
+    );
     assert_eq!(
         fetch(&mut conn, 0, READ_COMMITTED).await.last_stable_offset,
         0
@@ -325,7 +356,7 @@ async fn producer_state_and_markers_interplay() {
 async fn last_stable_offset_and_aborted_index_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (p1, p2, e) = {
-        let broker = TestBroker::start(dir.path()).await;
+        let broker = start(dir.path()).await;
         let mut conn = broker.connect().await;
         create_topic(&mut conn).await;
         let (p1, e1) = init_producer_id(&mut conn).await;
@@ -355,7 +386,7 @@ async fn last_stable_offset_and_aborted_index_survive_a_restart() {
         broker.stop().await;
         (p1, p2, e1)
     };
-    let broker = TestBroker::start(dir.path()).await;
+    let broker = start(dir.path()).await;
     let mut conn = broker.connect().await;
     let data = fetch(&mut conn, 0, READ_COMMITTED).await;
     assert_eq!((data.high_watermark, data.last_stable_offset), (6, 2));

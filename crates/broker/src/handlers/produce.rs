@@ -15,7 +15,9 @@
 //! `AddPartitionsToTxnManager` does (KIP-890): Produce v12+ (transaction version 2 clients) adds
 //! the partition to the transaction implicitly; older versions only verify that the client
 //! added it, so a batch for a partition the coordinator does not know cannot open a
-//! transaction that no marker would ever close.
+//! transaction that no marker would ever close. `transaction.partition.verification.enable=false`
+//! turns that check off, as in Kafka. Transactional data in a request without a transactional id
+//! is refused as a whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -230,6 +232,12 @@ async fn verify_transactions(
     let Some(transactional_id) = request.transactional_id.as_ref() else {
         return refused;
     };
+    if !broker
+        .current_config()
+        .bool("transaction.partition.verification.enable")
+    {
+        return refused;
+    }
     let mut by_producer: BTreeMap<(i64, i16), Vec<TopicPartition>> = BTreeMap::new();
     for topic_data in &request.topic_data {
         let topic = if version >= 13 {
@@ -351,10 +359,61 @@ impl Appended {
     }
 }
 
+/// Whether any batch of the request is transactional (Kafka's `hasTransactionalRecords`).
+fn has_transactional_records(request: &ProduceRequest) -> bool {
+    request.topic_data.iter().any(|t| {
+        t.partition_data.iter().any(|p| {
+            p.records.as_ref().is_some_and(|records| {
+                split_batches(records)
+                    .filter_map(Result::ok)
+                    .any(|(h, _)| h.is_transactional())
+            })
+        })
+    })
+}
+
+/// The same error for every partition of the request, nothing appended.
+fn refuse_all(request: &ProduceRequest, version: i16, code: ErrorCode) -> Appended {
+    let by_id = version >= 13;
+    let responses = request
+        .topic_data
+        .iter()
+        .map(|t| {
+            TopicProduceResponse::default()
+                .with_name(topic_name(if by_id {
+                    String::new()
+                } else {
+                    t.name.0.as_str().to_string()
+                }))
+                .with_topic_id(if by_id { t.topic_id } else { Uuid::nil() })
+                .with_partition_responses(
+                    t.partition_data
+                        .iter()
+                        .map(|p| partition_error(p.index, code, None))
+                        .collect(),
+                )
+        })
+        .collect();
+    Appended {
+        acks: request.acks,
+        responses,
+        to_flush: Vec::new(),
+    }
+}
+
 /// Validates and appends every partition of a produce request, in order. The caller then
 /// awaits [`Appended::finish`] (possibly after handling later requests of the connection).
 pub async fn append(broker: &Arc<Broker>, version: i16, request: &ProduceRequest) -> Appended {
     let acks = request.acks;
+    if request.transactional_id.is_none() && has_transactional_records(request) {
+        // Kafka refuses the whole request: only a transactional id's producer may write
+        // transactional data (and only its coordinator can ever end that transaction).
+        return refuse_all(
+            request,
+            version,
+            ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        );
+    }
     let verified = verify_transactions(broker, version, request).await;
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut to_flush = Vec::new();
