@@ -84,7 +84,6 @@ pub struct Broker {
     current: RwLock<Arc<BrokerConfig>>,
     dynamic: RwLock<ConfigMap>,
     _dir_lock: File,
-    flusher_task: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -212,7 +211,7 @@ impl Broker {
         info!(topics = maps.by_name.len(), %cluster_id, "metadata loaded");
         let dynamic = image.broker_configs.clone();
         let current = Arc::new(with_overrides(&config, &dynamic));
-        let (flusher, flusher_task) = Flusher::start();
+        let flusher = Flusher::new();
         let groups = GroupService::new();
         let producer_ids = ProducerIdAllocator::open(&data_dir)?;
         let broker = Arc::new(Broker {
@@ -234,7 +233,6 @@ impl Broker {
                 image,
             }),
             _dir_lock: dir_lock,
-            flusher_task: std::sync::Mutex::new(Some(flusher_task)),
             config,
         });
         broker.ensure_internal_topics().await?;
@@ -607,14 +605,6 @@ impl Broker {
     /// # Errors
     /// The first log that could not be closed cleanly (it will be recovered at next start).
     pub fn close(&self) -> anyhow::Result<()> {
-        if let Some(task) = self
-            .flusher_task
-            .lock()
-            .expect("flusher task lock poisoned")
-            .take()
-        {
-            task.abort();
-        }
         let mut first_error = None;
         for topic in self.topic_list() {
             for p in topic.partitions() {

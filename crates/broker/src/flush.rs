@@ -1,99 +1,91 @@
-//! Group commit: many acknowledged writes, one fsync per partition.
+//! Group commit: many acknowledged writes, one fsync per partition at a time.
 //!
 //! A produce with acks=1/all appends under the partition lock, releases it, then asks the
-//! flusher to make its partitions durable and waits. The flusher task takes every request that
-//! queued up while the previous fsync ran, fsyncs each distinct partition once (off the async
-//! threads, outside the partition locks) and answers them all. Throughput holds because the
-//! cost of an fsync is shared by everything that arrived during the one before it.
+//! flusher to make its partitions durable and waits. Each partition commits on its own: a
+//! writer notes the log end offset it needs on disk, queues on the partition's flush gate and,
+//! once through, returns at once if the fsync that held the gate already covered its offset;
+//! otherwise it fsyncs everything appended so far (off the async threads, outside the
+//! partition lock), for itself and everyone who appended meanwhile. Partitions never wait for
+//! each other: a coordinator's small write is not queued behind a megabyte of user data, which
+//! is what a transaction's chain of durable steps (AddPartitionsToTxn, Produce, EndTxn,
+//! markers) would otherwise pay at every step.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
 use tracing::error;
 
 use crate::topics::Partition;
 
-/// Requests queued at most before producers wait for room (backpressure).
-const QUEUE_REQUESTS_MAX: usize = 4096;
-
-struct FlushRequest {
-    partitions: Vec<Arc<Partition>>,
-    done: oneshot::Sender<Result<(), String>>,
-}
-
-/// Handle to the flusher task.
-#[derive(Clone)]
-pub struct Flusher {
-    tx: mpsc::Sender<FlushRequest>,
-}
+/// Makes appended data durable; cheap to clone.
+#[derive(Clone, Default)]
+pub struct Flusher {}
 
 impl Flusher {
-    /// Starts the flusher on the current runtime.
-    pub fn start() -> (Flusher, tokio::task::JoinHandle<()>) {
-        let (tx, rx) = mpsc::channel(QUEUE_REQUESTS_MAX);
-        let task = tokio::spawn(run(rx));
-        (Flusher { tx }, task)
+    pub fn new() -> Self {
+        Self::default()
     }
 
     /// Returns once every write appended to `partitions` before the call is on disk.
+    /// The partitions are flushed concurrently.
     ///
     /// # Errors
-    /// The fsync failed (the broker cannot promise durability; the client gets
-    /// KAFKA_STORAGE_ERROR), or the flusher has stopped.
+    /// An fsync failed (the broker cannot promise durability; the client gets
+    /// KAFKA_STORAGE_ERROR): the first such error.
     pub async fn flush(&self, partitions: Vec<Arc<Partition>>) -> Result<(), String> {
-        if partitions.is_empty() {
+        match partitions.len() {
+            0 => Ok(()),
+            1 => flush_partition(&partitions[0]).await,
+            _ => {
+                let mut set = tokio::task::JoinSet::new();
+                for p in partitions {
+                    set.spawn(async move { flush_partition(&p).await });
+                }
+                let mut first_error = None;
+                while let Some(joined) = set.join_next().await {
+                    let result = joined.unwrap_or_else(|e| Err(format!("fsync task failed: {e}")));
+                    if let Err(e) = result {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                first_error.map_or(Ok(()), Err)
+            }
+        }
+    }
+}
+
+/// Group commit of one partition (see the module docs).
+async fn flush_partition(partition: &Arc<Partition>) -> Result<(), String> {
+    let target = partition.lock().log_end_offset();
+    if partition.lock().flushed_offset() >= target {
+        return Ok(());
+    }
+    let _gate = partition.flush_gate.lock().await;
+    // The fsync that held the gate may have covered this write already.
+    let handle = {
+        let log = partition.lock();
+        if log.flushed_offset() >= target {
             return Ok(());
         }
-        let (done, wait) = oneshot::channel();
-        self.tx
-            .send(FlushRequest { partitions, done })
-            .await
-            .map_err(|_| "flusher stopped".to_string())?;
-        wait.await.map_err(|_| "flusher stopped".to_string())?
-    }
-}
-
-async fn run(mut rx: mpsc::Receiver<FlushRequest>) {
-    let mut batch = Vec::new();
-    while let Some(first) = rx.recv().await {
-        batch.push(first);
-        while let Ok(more) = rx.try_recv() {
-            batch.push(more);
-        }
-        let mut distinct: HashMap<usize, Arc<Partition>> = HashMap::new();
-        for request in &batch {
-            for p in &request.partitions {
-                distinct.insert(Arc::as_ptr(p) as usize, p.clone());
+        log.sync_handle()
+    };
+    let synced = {
+        let partition = partition.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = handle.sync();
+            if result.is_ok() {
+                partition.lock().mark_flushed(&handle);
             }
-        }
-        let partitions: Vec<Arc<Partition>> = distinct.into_values().collect();
-        let result = tokio::task::spawn_blocking(move || sync_all(&partitions))
-            .await
-            .unwrap_or_else(|e| Err(format!("fsync task failed: {e}")));
-        if let Err(e) = &result {
+            result
+        })
+        .await
+    };
+    match synced {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => {
+            let e = format!("{}-{}: {e}", partition.topic, partition.index);
             error!(error = %e, "fsync failed; acknowledged writes are not durable");
+            Err(e)
         }
-        for request in batch.drain(..) {
-            let _ = request.done.send(result.clone());
-        }
-    }
-}
-
-fn sync_all(partitions: &[Arc<Partition>]) -> Result<(), String> {
-    let mut first_error = None;
-    for p in partitions {
-        // Take what we need under the lock, fsync outside it so appends continue meanwhile.
-        let handle = p.lock().sync_handle();
-        match handle.sync() {
-            Ok(()) => p.lock().mark_flushed(&handle),
-            Err(e) => {
-                first_error.get_or_insert_with(|| format!("{}-{}: {e}", p.topic, p.index));
-            }
-        }
-    }
-    match first_error {
-        None => Ok(()),
-        Some(e) => Err(e),
+        Err(e) => Err(format!("fsync task failed: {e}")),
     }
 }

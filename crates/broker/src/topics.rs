@@ -57,6 +57,8 @@ pub struct Partition {
     pub producers: Mutex<Option<PartitionProducers>>,
     /// Long-polling readers to wake on the next append.
     waiters: Mutex<Vec<Weak<Notify>>>,
+    /// Held while this partition's fsync runs (group commit, see [`crate::flush`]).
+    pub(crate) flush_gate: tokio::sync::Mutex<()>,
 }
 
 /// Readers registered on one partition at most; past it a reader waits for its timeout.
@@ -331,6 +333,7 @@ fn open_partition(
         log: Mutex::new(log),
         producers: Mutex::new(None),
         waiters: Mutex::new(Vec::new()),
+        flush_gate: tokio::sync::Mutex::new(()),
     }))
 }
 
