@@ -351,11 +351,13 @@ def txn_records(args, n_per_txn):
     return max(n_per_txn, min(args.txn_records, n_per_txn * args.txn_max_txns))
 
 
-def bench_txn_baseline(args, bootstrap, topic, partitions, records, bufs, flush_every=None):
+def bench_txn_baseline(args, bootstrap, topic, partitions, records, bufs, flush_every=None,
+                       worker=0, barrier=None):
     """Plain (non-transactional, idempotence off) producer, same records and partitioning.
 
     With flush_every=N: flush() after every N records (the transaction's drain of the
-    pipeline, without its protocol); the flush() durations are reported as p50/p99."""
+    pipeline, without its protocol); the flush() durations are reported as p50/p99.
+    worker/barrier: one of --txn-producers processes started together (see run_workers)."""
     from confluent_kafka import Producer
 
     errors = []
@@ -372,8 +374,11 @@ def bench_txn_baseline(args, bootstrap, topic, partitions, records, bufs, flush_
     deadline = time.monotonic() + args.phase_timeout
     flush_lat = array("d")
     now = time.perf_counter
+    if barrier is not None:
+        barrier.wait()
     with Sampler(args.broker_pid) as s:
         t0 = now()
+        t0_abs = time.monotonic()
         for i in range(records):
             while True:
                 try:
@@ -394,13 +399,15 @@ def bench_txn_baseline(args, bootstrap, topic, partitions, records, bufs, flush_
                     raise RuntimeError("txn baseline over --phase-timeout")
         left = p.flush(max(1.0, deadline - time.monotonic()))
         secs = now() - t0
+        t1_abs = time.monotonic()
     if left or errors:
         raise RuntimeError(f"txn baseline: {left} undelivered, {len(errors)} errors "
                            f"(first: {errors[:1]})")
     r = base_result(args, "txn_flush_baseline" if flush_every else "txn_baseline", partitions)
     r.update(idempotence=False, records=records, seconds=round(secs, 3),
              records_per_s=round(records / secs),
-             mb_per_s=round(records * args.size / secs / 1e6, 1), **s.fields())
+             mb_per_s=round(records * args.size / secs / 1e6, 1), **s.fields(),
+             _t0=t0_abs, _t1=t1_abs, _lat=list(flush_lat))
     if flush_every:
         fl = sorted(flush_lat)
         ms = lambda v: round(v * 1000, 2)  # noqa: E731
@@ -410,14 +417,17 @@ def bench_txn_baseline(args, bootstrap, topic, partitions, records, bufs, flush_
     return r
 
 
-def bench_txn(args, bootstrap, topic, partitions, n_per_txn, records, bufs, run_id):
-    """begin_transaction -> n_per_txn x produce() -> commit_transaction, until `records`."""
+def bench_txn(args, bootstrap, topic, partitions, n_per_txn, records, bufs, run_id,
+              worker=0, barrier=None):
+    """begin_transaction -> n_per_txn x produce() -> commit_transaction, until `records`.
+
+    worker/barrier: one of --txn-producers processes (own transactional.id) started together."""
     from confluent_kafka import Producer
 
     errors = []
     conf = producer_conf(args, bootstrap)
     conf.pop("enable.idempotence")  # implied by transactional.id
-    conf["transactional.id"] = f"kbench-{run_id}-p{partitions}-n{n_per_txn}"
+    conf["transactional.id"] = f"kbench-{run_id}-p{partitions}-n{n_per_txn}-w{worker}"
     conf["transaction.timeout.ms"] = 60000  # >= message.timeout.ms (librdkafka requires)
     conf["delivery.report.only.error"] = True
     conf["on_delivery"] = lambda err, msg: errors.append(err)
@@ -438,8 +448,11 @@ def bench_txn(args, bootstrap, topic, partitions, n_per_txn, records, bufs, run_
     deadline = time.monotonic() + min(args.txn_seconds, args.phase_timeout)
     truncated = False
     k = 0
+    if barrier is not None:
+        barrier.wait()
     with Sampler(args.broker_pid) as s:
         t0 = now()
+        t0_abs = time.monotonic()
         for t in range(txns):
             ta = now()
             begin()
@@ -460,6 +473,7 @@ def bench_txn(args, bootstrap, topic, partitions, n_per_txn, records, bufs, run_
                 truncated = True
                 break
         secs = now() - t0
+        t1_abs = time.monotonic()
     p.flush(5)
     if errors:
         raise RuntimeError(f"txn: {len(errors)} delivery errors (first: {errors[:1]})")
@@ -478,7 +492,65 @@ def bench_txn(args, bootstrap, topic, partitions, n_per_txn, records, bufs, run_
              mean_ms=ms(sum(cl) / len(cl)),
              commit_share=round(sum(cl) / secs, 3),  # fraction of the wall time in commit
              txn_p50_ms=ms(percentile(tl, 0.50)), txn_p99_ms=ms(percentile(tl, 0.99)),
-             **s.fields())
+             **s.fields(), _t0=t0_abs, _t1=t1_abs, _lat=list(commit_lat))
+    return r
+
+
+def _worker_main(q, barrier, fn_name, worker, kw):
+    try:
+        q.put((worker, globals()[fn_name](**kw, worker=worker, barrier=barrier)))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        q.put((worker, e))
+
+
+def run_workers(opts, fn, records, **kw):
+    """Runs fn(records=records / K, **kw) in K = --txn-producers processes started together
+    (a barrier before the timed part) and merges their results: records/s = all records over
+    the span from the first start to the last end; latencies merged. K=1 runs in-process."""
+    args = opts
+    k = args.txn_producers
+    if k <= 1:
+        r = fn(records=records, **kw)
+    else:
+        import multiprocessing as mp
+        ctx = mp.get_context("spawn")  # no librdkafka state inherited through fork
+        q, barrier = ctx.Queue(), ctx.Barrier(k)
+        share = max(1, records // k)
+        procs = [ctx.Process(target=_worker_main,
+                             args=(q, barrier, fn.__name__, w, dict(kw, records=share)))
+                 for w in range(k)]
+        for pr in procs:
+            pr.start()
+        got = {}
+        for _ in range(k):
+            w, res = q.get(timeout=args.phase_timeout + 60)
+            got[w] = res
+        for pr in procs:
+            pr.join(10)
+        bad = [res for res in got.values() if isinstance(res, BaseException)]
+        if bad:
+            raise RuntimeError(f"{len(bad)} of {k} workers failed: {bad[0]!r}")
+        parts = [got[w] for w in range(k)]
+        r = dict(parts[0])
+        span = max(x["_t1"] for x in parts) - min(x["_t0"] for x in parts)
+        done = sum(x["records"] for x in parts)
+        r.update(records=done, seconds=round(span, 3), records_per_s=round(done / span),
+                 mb_per_s=round(done * args.size / span / 1e6, 1),
+                 truncated=any(x.get("truncated") for x in parts),
+                 client_cpu_pct=None)  # per process; not comparable summed
+        if "txns" in r:
+            r.update(txns=sum(x["txns"] for x in parts),
+                     txns_per_s=round(sum(x["txns"] for x in parts) / span, 1))
+        lat = sorted(v for x in parts for v in x["_lat"])
+        if lat and "p50_ms" in r:
+            ms = lambda v: round(v * 1000, 2)  # noqa: E731
+            r.update(p50_ms=ms(percentile(lat, 0.50)), p99_ms=ms(percentile(lat, 0.99)),
+                     max_ms=ms(lat[-1]), mean_ms=ms(sum(lat) / len(lat)))
+            if "p999_ms" in r:
+                r["p999_ms"] = ms(percentile(lat, 0.999))
+    for key in ("_t0", "_t1", "_lat"):
+        r.pop(key, None)
+    r["producers"] = k
     return r
 
 
@@ -488,20 +560,20 @@ def run_txn_phase(args, bootstrap, parts, bufs, run_id, common):
         topic = f"kbench-{run_id}-txn-p{P}"
         create_topic(bootstrap, topic, P)
         log(f"{args.label}: txn baseline (plain) {base_n} records, P={P} ...")
-        b1 = bench_txn_baseline(args, bootstrap, topic, P, base_n, bufs)
+        base = dict(args=args, bootstrap=bootstrap, topic=topic, partitions=P, bufs=bufs)
+        b1 = run_workers(args, bench_txn_baseline, base_n, **base)
         b1.update(common, baseline="before")
         emit(b1, args.out)
         rows = []
         for n in txn_sizes(args):
             recs = txn_records(args, n)
             log(f"{args.label}: txn {recs} records, {n}/txn, P={P} ...")
-            rows.append(bench_txn(args, bootstrap, topic, P, n, recs, bufs, run_id))
+            rows.append(run_workers(args, bench_txn, recs, n_per_txn=n, run_id=run_id, **base))
             if args.txn_flush_baseline:
                 log(f"{args.label}: plain + flush() every {n}, {recs} records, P={P} ...")
-                rows.append(bench_txn_baseline(args, bootstrap, topic, P, recs, bufs,
-                                               flush_every=n))
+                rows.append(run_workers(args, bench_txn_baseline, recs, flush_every=n, **base))
         log(f"{args.label}: txn baseline (plain) again, P={P} ...")
-        b2 = bench_txn_baseline(args, bootstrap, topic, P, base_n, bufs)
+        b2 = run_workers(args, bench_txn_baseline, base_n, **base)
         b2.update(common, baseline="after")
         emit(b2, args.out)
         plain = (b1["records_per_s"] + b2["records_per_s"]) / 2
@@ -794,12 +866,14 @@ def cmd_txn_summary(args):
     rows = [json.loads(l) for l in open(args.file) if l.strip().startswith("{")]
     groups = {}
     for r in rows:
+        k = r.get("producers", 1)
+        label = r["label"] + (f" x{k} producers" if k > 1 else "")
         if r["test"] == "txn_baseline":
-            groups.setdefault((r["label"], r["partitions"], 0), []).append(r)
+            groups.setdefault((label, r["partitions"], 0), []).append(r)
         elif r["test"] == "txn_produce":
-            groups.setdefault((r["label"], r["partitions"], r["records_per_txn"]), []).append(r)
+            groups.setdefault((label, r["partitions"], r["records_per_txn"]), []).append(r)
         elif r["test"] == "txn_flush_baseline":
-            groups.setdefault((r["label"], r["partitions"], -r["records_per_txn"]), []).append(r)
+            groups.setdefault((label, r["partitions"], -r["records_per_txn"]), []).append(r)
 
     def agg(vals, nd):
         vals = [v for v in vals if v is not None]
@@ -888,6 +962,9 @@ def main():
                    help="txn phase: at most this many transactions per size")
     r.add_argument("--txn-seconds", type=float, default=10.0,
                    help="txn phase: stop a size after this long (row marked truncated)")
+    r.add_argument("--txn-producers", type=int, default=1,
+                   help="txn phase: K producer processes at once (own transactional.id each; "
+                        "the plain baselines use K producers too); records split among them")
     r.add_argument("--no-txn-flush-baseline", dest="txn_flush_baseline",
                    action="store_false",
                    help="txn phase: skip the plain producer that flush()es every N records")

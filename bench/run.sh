@@ -4,7 +4,8 @@
 #
 #   bench/run.sh [--modes durable,lazy[,kafka][,mock]] [--reps N] [--records N] [--size BYTES]
 #                [--partitions 1,4] [--latency-seconds S] [--latency-rates half,50mb]
-#                [--idempotence] [--txn [--txn-sizes 1000,100,10] [--txn-records N]]
+#                [--idempotence] [--txn [--txn-sizes 1000,100,10] [--txn-records N]
+#                [--txn-producers K]]
 #                [--out FILE.jsonl] [-- extra kbench.py run args]
 #
 # --txn: transactional mode: instead of produce/consume/latency, run only the
@@ -14,6 +15,8 @@
 # N records as a control), then the plain baseline again; prints the
 # transactions table (kbench.py txn-summary). --records is not used there:
 # --txn-records (default 100000) records per N, at most 2000 transactions per N.
+# --txn-producers K: K producer processes at once in every row of that phase
+# (the transactional ones with a transactional.id each), records split among them.
 # Not supported by the mock mode (skipped).
 #
 # Modes:
@@ -61,6 +64,7 @@ while [ $# -gt 0 ]; do
     --txn) txn_mode=1; txn+=(--phases txn); shift ;;
     --txn-sizes) txn+=(--txn-sizes "$2"); shift 2 ;;
     --txn-records) txn+=(--txn-records "$2"); shift 2 ;;
+    --txn-producers) txn+=(--txn-producers "$2"); shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
