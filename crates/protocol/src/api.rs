@@ -5,6 +5,22 @@
 //! its table from [`ApiTable`] and adds or removes keys with the finalized feature levels.
 
 use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::{Message, VersionRange};
+
+use crate::share;
+
+/// The versions the codec decodes and encodes for `api_key`: `kafka-protocol`'s range
+/// ([`ApiKey::valid_versions`]), except for the share RPCs whose codecs are this crate's own
+/// ([`crate::share`]): ShareFetch and ShareAcknowledge 1-2, DescribeShareGroupOffsets 0-1.
+/// [`crate::decode_request`] refuses versions outside it.
+pub fn codec_versions(api_key: ApiKey) -> VersionRange {
+    match api_key {
+        ApiKey::ShareFetch => share::ShareFetchRequest::VERSIONS,
+        ApiKey::ShareAcknowledge => share::ShareAcknowledgeRequest::VERSIONS,
+        ApiKey::DescribeShareGroupOffsets => share::DescribeShareGroupOffsetsRequest::VERSIONS,
+        _ => api_key.valid_versions(),
+    }
+}
 
 /// One advertised api key with its inclusive version range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,9 +31,9 @@ pub struct ApiRange {
 }
 
 impl ApiRange {
-    /// The range the codec can decode for `api_key`.
+    /// The range the codec can decode for `api_key` ([`codec_versions`]).
     pub fn full(api_key: ApiKey) -> Self {
-        let range = api_key.valid_versions();
+        let range = codec_versions(api_key);
         Self {
             api_key,
             min: range.min,
@@ -45,7 +61,7 @@ impl ApiTable {
         Self::default()
     }
 
-    /// Adds `api_key` at every version the codec can decode (Kafka 4.1's ranges).
+    /// Adds `api_key` at every version the codec can decode ([`codec_versions`]).
     pub fn with(mut self, api_key: ApiKey) -> Self {
         self.insert(ApiRange::full(api_key));
         self

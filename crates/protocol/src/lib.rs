@@ -2,8 +2,9 @@
 //!
 //! Owns: length-prefixed framing with a size limit ([`frame`]), request-header parsing and the
 //! request/response enums over the `kafka-protocol` crate's message types ([`request`],
-//! [`response`]), the table of APIs a broker can advertise ([`api`]) and Kafka's error codes
-//! ([`ErrorCode`]).
+//! [`response`]), hand-written codecs for the share RPC versions that crate lacks ([`share`]), the
+//! codec's version range per api key and the table of APIs a broker can advertise ([`api`]) and
+//! Kafka's error codes ([`ErrorCode`]).
 //!
 //! Must not: perform I/O, spawn tasks, read clocks or panic on bytes from the network. Every
 //! decoding failure is a typed [`request::RequestError`] that the broker turns into the reply a
@@ -15,6 +16,7 @@ pub mod error;
 pub mod frame;
 pub mod request;
 pub mod response;
+pub mod share;
 
 pub use error::ErrorCode;
 pub use kafka_protocol;

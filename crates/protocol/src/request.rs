@@ -8,6 +8,9 @@ use bytes::Bytes;
 use kafka_protocol::messages::{self as m, ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, HeaderVersion};
 
+use crate::api::codec_versions;
+use crate::share;
+
 /// The first fields of every request header, readable before anything else is decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeekedHeader {
@@ -142,9 +145,9 @@ requests! {
     DescribeTopicPartitions => m::DescribeTopicPartitionsRequest,
     ShareGroupHeartbeat => m::ShareGroupHeartbeatRequest,
     ShareGroupDescribe => m::ShareGroupDescribeRequest,
-    ShareFetch => m::ShareFetchRequest,
-    ShareAcknowledge => m::ShareAcknowledgeRequest,
-    DescribeShareGroupOffsets => m::DescribeShareGroupOffsetsRequest,
+    ShareFetch => share::ShareFetchRequest,
+    ShareAcknowledge => share::ShareAcknowledgeRequest,
+    DescribeShareGroupOffsets => share::DescribeShareGroupOffsetsRequest,
     AlterShareGroupOffsets => m::AlterShareGroupOffsetsRequest,
     DeleteShareGroupOffsets => m::DeleteShareGroupOffsetsRequest,
 }
@@ -166,7 +169,7 @@ pub fn decode_request(frame: Bytes) -> Result<RequestFrame, RequestError> {
         api_version: peeked.api_version,
         correlation_id: peeked.correlation_id,
     };
-    let range = api_key.valid_versions();
+    let range = codec_versions(api_key);
     if peeked.api_version < range.min || peeked.api_version > range.max {
         return Err(unsupported());
     }

@@ -4,6 +4,8 @@ use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::{self as m, ApiKey, ResponseHeader};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 
+use crate::share;
+
 macro_rules! responses {
     ($($variant:ident => $ty:ty),* $(,)?) => {
         /// Every response body Shoal can encode.
@@ -80,9 +82,9 @@ responses! {
     DescribeTopicPartitions => m::DescribeTopicPartitionsResponse,
     ShareGroupHeartbeat => m::ShareGroupHeartbeatResponse,
     ShareGroupDescribe => m::ShareGroupDescribeResponse,
-    ShareFetch => m::ShareFetchResponse,
-    ShareAcknowledge => m::ShareAcknowledgeResponse,
-    DescribeShareGroupOffsets => m::DescribeShareGroupOffsetsResponse,
+    ShareFetch => share::ShareFetchResponse,
+    ShareAcknowledge => share::ShareAcknowledgeResponse,
+    DescribeShareGroupOffsets => share::DescribeShareGroupOffsetsResponse,
     AlterShareGroupOffsets => m::AlterShareGroupOffsetsResponse,
     DeleteShareGroupOffsets => m::DeleteShareGroupOffsetsResponse,
 }
