@@ -83,6 +83,8 @@ pub struct Broker {
     /// Static configuration with the dynamic broker overrides applied.
     current: RwLock<Arc<BrokerConfig>>,
     dynamic: RwLock<ConfigMap>,
+    /// Overrides of groups that have any (GROUP config resources), mirrored from the image.
+    group_configs: RwLock<std::collections::BTreeMap<String, ConfigMap>>,
     _dir_lock: File,
 }
 
@@ -210,6 +212,7 @@ impl Broker {
         }
         info!(topics = maps.by_name.len(), %cluster_id, "metadata loaded");
         let dynamic = image.broker_configs.clone();
+        let group_configs = image.group_configs.clone();
         let current = Arc::new(with_overrides(&config, &dynamic));
         let flusher = Flusher::new();
         let groups = GroupService::new();
@@ -228,6 +231,7 @@ impl Broker {
             topics: RwLock::new(maps),
             current: RwLock::new(current),
             dynamic: RwLock::new(dynamic),
+            group_configs: RwLock::new(group_configs),
             admin: AsyncMutex::new(MetaStore {
                 log: meta_log,
                 image,
@@ -518,6 +522,54 @@ impl Broker {
         Self::append_meta(&mut store, MetaRecord::Topic(meta)).await?;
         topic.set_overrides(configs);
         self.apply_log_configs(&topic)
+    }
+
+    /// A group's config overrides (empty if it has none; the group need not exist).
+    pub fn group_config_overrides(&self, group: &str) -> ConfigMap {
+        self.group_configs
+            .read()
+            .expect("group config lock poisoned")
+            .get(group)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A share group's effective settings: its overrides, else the broker's values.
+    pub fn share_group_settings(&self, group: &str) -> crate::group_configs::ShareGroupSettings {
+        crate::group_configs::ShareGroupSettings::resolve(
+            &self.current_config(),
+            &self.group_config_overrides(group),
+        )
+    }
+
+    /// Replaces a group's overrides (validated by the caller) and persists them.
+    ///
+    /// # Errors
+    /// KAFKA_STORAGE_ERROR.
+    pub async fn set_group_configs(
+        &self,
+        group: &str,
+        configs: ConfigMap,
+    ) -> Result<(), AdminError> {
+        let mut store = self.admin.lock().await;
+        Self::append_meta(
+            &mut store,
+            MetaRecord::GroupConfigs {
+                group: group.to_string(),
+                configs: configs.clone(),
+            },
+        )
+        .await?;
+        let mut all = self
+            .group_configs
+            .write()
+            .expect("group config lock poisoned");
+        if configs.is_empty() {
+            all.remove(group);
+        } else {
+            all.insert(group.to_string(), configs);
+        }
+        Ok(())
     }
 
     fn apply_log_configs(&self, topic: &Topic) -> Result<(), AdminError> {

@@ -27,6 +27,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod features;
 pub mod flush;
+pub mod group_configs;
 pub mod groups;
 pub mod handlers;
 pub mod internal;

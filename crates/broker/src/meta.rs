@@ -34,12 +34,15 @@ pub enum MetaRecord {
     /// A feature's finalized level changed (UpdateFeatures, or the defaults of a new
     /// directory); level 0 removes it.
     FeatureLevel { name: String, level: i16 },
+    /// Every override of one group (GROUP config resource); empty removes them.
+    GroupConfigs { group: String, configs: ConfigMap },
 }
 
 const RECORD_TOPIC: i16 = 0;
 const RECORD_REMOVE_TOPIC: i16 = 1;
 const RECORD_BROKER_CONFIGS: i16 = 2;
 const RECORD_FEATURE_LEVEL: i16 = 3;
+const RECORD_GROUP_CONFIGS: i16 = 4;
 const VERSION: i16 = 0;
 
 fn write_configs(w: &mut Writer, configs: &ConfigMap) {
@@ -87,6 +90,10 @@ impl MetaRecord {
                 key.i16(RECORD_FEATURE_LEVEL).str(name);
                 value.i16(*level);
             }
+            MetaRecord::GroupConfigs { group, configs } => {
+                key.i16(RECORD_GROUP_CONFIGS).str(group);
+                write_configs(&mut value, configs);
+            }
         }
         (key.finish(), value.finish())
     }
@@ -132,6 +139,10 @@ impl MetaRecord {
                 name: k.string()?,
                 level: v.i16()?,
             }),
+            RECORD_GROUP_CONFIGS => Ok(MetaRecord::GroupConfigs {
+                group: k.string()?,
+                configs: read_configs(&mut v)?,
+            }),
             _ => Err(DecodeError {
                 at: 0,
                 what: "unknown record type",
@@ -149,6 +160,8 @@ pub struct MetadataImage {
     pub features: BTreeMap<String, i16>,
     /// Bumped by every feature change: ApiVersions' FinalizedFeaturesEpoch.
     pub features_epoch: i64,
+    /// Overrides of groups that have any.
+    pub group_configs: BTreeMap<String, ConfigMap>,
 }
 
 impl MetadataImage {
@@ -170,6 +183,13 @@ impl MetadataImage {
                     self.features.insert(name.clone(), *level);
                 }
                 self.features_epoch += 1;
+            }
+            MetaRecord::GroupConfigs { group, configs } => {
+                if configs.is_empty() {
+                    self.group_configs.remove(group);
+                } else {
+                    self.group_configs.insert(group.clone(), configs.clone());
+                }
             }
         }
     }
@@ -210,6 +230,18 @@ mod tests {
                 name: "transaction.version".into(),
                 level: 2,
             },
+            MetaRecord::GroupConfigs {
+                group: "g".into(),
+                configs: {
+                    let mut c = ConfigMap::new();
+                    c.insert("share.delivery.count.limit", "3");
+                    c
+                },
+            },
+            MetaRecord::GroupConfigs {
+                group: "h".into(),
+                configs: ConfigMap::new(),
+            },
         ];
         let mut image = MetadataImage::default();
         for r in &records {
@@ -222,6 +254,14 @@ mod tests {
         assert_eq!(image.topics.get("t"), Some(&b));
         assert_eq!(image.features.get("transaction.version"), Some(&2));
         assert_eq!(image.features_epoch, 1);
+        assert_eq!(
+            image
+                .group_configs
+                .get("g")
+                .and_then(|c| c.get("share.delivery.count.limit")),
+            Some("3")
+        );
+        assert!(!image.group_configs.contains_key("h"));
         assert!(MetaRecord::decode(&[0, 9], &[0, 0]).is_err());
         assert!(MetaRecord::decode(&[], &[]).is_err());
     }

@@ -1,8 +1,10 @@
-//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and the broker.
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics, the broker and groups.
 //!
 //! Topic overrides are validated against Kafka's topic keys (unknown key or bad value:
 //! INVALID_CONFIG) and persisted in the metadata log. Broker resources accept the cluster-wide
-//! dynamic keys Kafka allows (the topic defaults); the rest are read-only.
+//! dynamic keys Kafka allows (the topic defaults); the rest are read-only. Group resources take
+//! the share-group keys of [`crate::group_configs`] through IncrementalAlterConfigs only (as in
+//! Kafka, legacy AlterConfigs does not know them), whether or not the group exists.
 
 use shoal_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -19,16 +21,19 @@ use crate::broker::{AdminError, Broker};
 use crate::config::{
     broker_config_def, topic_config_def, ConfigDef, ConfigMap, Kind, BROKER_CONFIGS, TOPIC_CONFIGS,
 };
+use crate::group_configs::{self, group_config_def, GROUP_CONFIGS};
 
 /// ConfigResource types.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+pub const RESOURCE_GROUP: i8 = 32;
 
 /// DescribeConfigs config sources.
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
+const SOURCE_GROUP: i8 = 8;
 
 /// Broker keys that can change at run time (Kafka's cluster-wide dynamic log configs).
 pub const DYNAMIC_BROKER_KEYS: &[&str] = &[
@@ -174,6 +179,41 @@ fn describe_broker(
         .collect())
 }
 
+fn check_group_name(name: &str) -> Result<(), AdminError> {
+    if name.is_empty() {
+        Err(AdminError::new(
+            ErrorCode::INVALID_REQUEST,
+            "Group name must not be empty",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+fn describe_group(
+    broker: &Broker,
+    name: &str,
+    keys: &Option<Vec<shoal_protocol::StrBytes>>,
+    docs: bool,
+) -> Result<Vec<DescribeConfigsResourceResult>, AdminError> {
+    check_group_name(name)?;
+    let overrides = broker.group_config_overrides(name);
+    let config = broker.current_config();
+    Ok(GROUP_CONFIGS
+        .iter()
+        .filter(|(def, _)| wanted(keys, def.name))
+        .map(|(def, _)| {
+            let source = if overrides.get(def.name).is_some() {
+                SOURCE_GROUP
+            } else {
+                SOURCE_DEFAULT
+            };
+            let value = group_configs::effective(&config, &overrides, def.name);
+            entry(def, value, source, false, docs, Vec::new())
+        })
+        .collect())
+}
+
 fn check_broker_name(broker: &Broker, name: &str) -> Result<(), AdminError> {
     if name.is_empty() || name == broker.node_id.to_string() {
         Ok(())
@@ -207,6 +247,12 @@ pub fn describe(broker: &Broker, request: &DescribeConfigsRequest) -> DescribeCo
                 )
                 .map_err(|code| AdminError::new(code, format!("Topic {name} not found"))),
                 RESOURCE_BROKER => describe_broker(
+                    broker,
+                    name,
+                    &r.configuration_keys,
+                    request.include_documentation,
+                ),
+                RESOURCE_GROUP => describe_group(
                     broker,
                     name,
                     &r.configuration_keys,
@@ -388,6 +434,31 @@ async fn alter_resource(
                 return Ok(());
             }
             broker.set_broker_overrides(updated).await
+        }
+        RESOURCE_GROUP if matches!(change, Change::Incremental(_)) => {
+            check_group_name(name)?;
+            let updated = apply_change(
+                broker.group_config_overrides(name),
+                &change,
+                &|key| {
+                    group_config_def(key)
+                        .map(|_| ())
+                        .ok_or_else(|| invalid(format!("Unknown group config name: {key}")))
+                },
+                &|key| {
+                    Some(group_configs::effective(
+                        &broker.current_config(),
+                        &ConfigMap::new(),
+                        key,
+                    ))
+                },
+                &|key, value| group_configs::validate_value(key, value).map_err(invalid),
+            )?;
+            group_configs::validate(&broker.current_config(), &updated).map_err(invalid)?;
+            if validate_only {
+                return Ok(());
+            }
+            broker.set_group_configs(name, updated).await
         }
         other => Err(AdminError::new(
             ErrorCode::INVALID_REQUEST,
