@@ -5,6 +5,7 @@
 //! - [`producer_state`]: per-partition idempotent-producer sequence and epoch checks;
 //! - [`txn_coordinator`]: transactional ids, producer epochs and fencing, the transaction
 //!   lifecycle (classic and transaction version 2) and the COMMIT/ABORT marker hand-off;
+//! - [`share_session`]: share consumers' fetch sessions (epochs, partitions, limits);
 //! - [`hash`]: Java's `String.hashCode` and Kafka's `Utils.abs`, for coordinator partitioning.
 //!
 //! Invariants: every input is an explicit argument, time included (`now_ms`); every durable
@@ -15,4 +16,5 @@
 pub mod group_coordinator;
 pub mod hash;
 pub mod producer_state;
+pub mod share_session;
 pub mod txn_coordinator;
