@@ -43,14 +43,16 @@ pub fn partition(broker: &Broker, topic: &str, index: i32) -> Result<Arc<Partiti
 /// producer's epoch. Not durable on return: flush the partition (or use
 /// [`write_marker_durably`]) before completing the transaction.
 ///
-/// The coordinator epoch is stored in the marker but not checked against earlier markers
-/// (Kafka's TRANSACTION_COORDINATOR_FENCED check needs it in the producer state; one node has
-/// one coordinator).
+/// A marker whose coordinator epoch is older than that of the producer's last marker on the
+/// partition is a fenced coordinator's (TRANSACTION_COORDINATOR_FENCED): the transaction
+/// coordinator takes a higher epoch every time it loads, so a marker write still in flight
+/// from before a reload cannot land after the reloaded coordinator's.
 ///
 /// Synchronous, takes the partition lock briefly (loading the producer state on first use).
 ///
 /// # Errors
 /// INVALID_PRODUCER_EPOCH if `producer_epoch` is older than the producer's current epoch;
+/// TRANSACTION_COORDINATOR_FENCED (see above);
 /// KAFKA_STORAGE_ERROR (or the storage error's code) if the state cannot be loaded or the
 /// append fails. Nothing is appended on error.
 pub fn write_marker(
@@ -73,6 +75,7 @@ pub fn write_marker(
         &mut log,
         ProducerId(producer_id),
         ProducerEpoch(producer_epoch),
+        coordinator_epoch,
     ) {
         Err(e) => return Err(storage_error(partition, &e)),
         Ok(Err(refused)) => return Err(ErrorCode(refused.error_code())),

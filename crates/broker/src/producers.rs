@@ -126,7 +126,7 @@ impl ProducerIdAllocator {
     }
 }
 
-fn write_durably(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_durably(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = OpenOptions::new()
         .write(true)
@@ -271,7 +271,13 @@ impl PartitionProducers {
             let txn = (e.current_txn_first_offset >= 0).then_some(e.current_txn_first_offset);
             self.state.restore(
                 ProducerId(e.producer_id),
-                ProducerEntry::restore(ProducerEpoch(e.epoch), batches, e.last_timestamp, txn),
+                ProducerEntry::restore(
+                    ProducerEpoch(e.epoch),
+                    batches,
+                    e.last_timestamp,
+                    txn,
+                    e.coordinator_epoch,
+                ),
             );
         }
     }
@@ -279,10 +285,19 @@ impl PartitionProducers {
     /// Records one batch in the state; an ABORT marker that ended a transaction is pushed to
     /// `aborted` (for the log's index) with the LSO right after it, as Kafka computes it.
     fn record(&mut self, h: &BatchHeader, bytes: &[u8], aborted: &mut Vec<AbortedTxn>) {
-        let Some(done) = self.state.on_append(&batch_info(h), h.base_offset()) else {
+        let done = self.state.on_append(&batch_info(h), h.base_offset());
+        if !h.is_control() {
+            return;
+        }
+        let marker = end_txn_marker(bytes);
+        if let Ok(Some(m)) = &marker {
+            self.state
+                .on_marker_coordinator_epoch(ProducerId(h.producer_id()), m.coordinator_epoch);
+        }
+        let Some(done) = done else {
             return;
         };
-        match end_txn_marker(bytes) {
+        match marker {
             Ok(Some(marker)) if !marker.commit => aborted.push(AbortedTxn {
                 producer_id: done.producer_id.0,
                 first_offset: done.first_offset,
@@ -368,9 +383,12 @@ impl PartitionProducers {
         log: &mut Log,
         producer_id: ProducerId,
         epoch: ProducerEpoch,
+        coordinator_epoch: i32,
     ) -> Result<Result<(), ProducerStateError>, StorageError> {
         self.catch_up_or_rebuild(log)?;
-        Ok(self.state.check_marker(producer_id, epoch))
+        Ok(self
+            .state
+            .check_marker(producer_id, epoch, coordinator_epoch))
     }
 
     /// Brings the state in step with the log (after appends that did not report to it).
@@ -450,6 +468,7 @@ impl PartitionProducers {
                     epoch: e.epoch().0,
                     last_timestamp: e.last_timestamp(),
                     current_txn_first_offset: e.current_txn_first_offset().unwrap_or(-1),
+                    coordinator_epoch: e.coordinator_epoch(),
                     batches: e
                         .batches()
                         .map(|b| SnapshotBatch {

@@ -60,6 +60,42 @@ pub struct TxnService {
     tx: Mutex<Option<mpsc::Sender<Command>>>,
 }
 
+/// File in the data directory holding the transaction coordinator's last epoch.
+pub const COORDINATOR_EPOCH_FILE: &str = "transaction-coordinator-epoch";
+
+/// The epoch of a new coordinator load: one more than the last, recorded durably first
+/// (the first load of a directory starts at the current time in seconds).
+///
+/// Every load gets a higher epoch, which goes into its markers: a partition refuses markers
+/// older than the last it saw (TRANSACTION_COORDINATOR_FENCED), so a marker write still in
+/// flight from an earlier incarnation cannot land after the new one's.
+///
+/// # Errors
+/// The file cannot be read, parsed or written.
+pub fn next_coordinator_epoch(data_dir: &std::path::Path) -> anyhow::Result<i32> {
+    let path = data_dir.join(COORDINATOR_EPOCH_FILE);
+    let last = match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| anyhow::anyhow!("{path:?} does not hold a coordinator epoch"))?,
+        // Data directories from before this file used the load time in seconds as the epoch
+        // (their markers carry it): start above any of those.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            (now_ms() / 1000).clamp(0, i64::from(i32::MAX - 1)) as i32
+        }
+        Err(e) => anyhow::bail!("cannot read {path:?}: {e}"),
+    };
+    let next = last
+        .checked_add(1)
+        .ok_or_else(|| anyhow::anyhow!("coordinator epochs exhausted"))?;
+    crate::producers::write_durably(&path, format!("{next}\n").as_bytes())
+        .map_err(|e| anyhow::anyhow!("cannot write {path:?}: {e}"))?;
+    Ok(next)
+}
+
 impl TxnService {
     pub fn new() -> Self {
         Self::default()
@@ -72,9 +108,7 @@ impl TxnService {
     /// The log cannot be read.
     pub fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
         let config = txn_config(broker);
-        // Each load gets a higher coordinator epoch, so completions of markers sent by an
-        // earlier incarnation are ignored; seconds since the epoch are monotonic enough here.
-        let coordinator_epoch = (now_ms() / 1000).clamp(0, i64::from(i32::MAX)) as i32;
+        let coordinator_epoch = next_coordinator_epoch(&broker.data_dir)?;
         let mut machine = TxnCoordinator::new(config, coordinator_epoch);
         let replayed = replay(broker, &mut machine)?;
         let resumed = machine.loaded(now_ms());
@@ -333,7 +367,10 @@ async fn run(
             held.clear();
             completing.clear();
             let config = machine.config().clone();
-            let epoch = machine.coordinator_epoch().saturating_add(1);
+            let epoch = next_coordinator_epoch(&b.data_dir).unwrap_or_else(|e| {
+                error!(error = %e, "cannot record the coordinator epoch");
+                machine.coordinator_epoch().saturating_add(1)
+            });
             machine = TxnCoordinator::new(config, epoch);
             if let Err(e) = replay(&b, &mut machine) {
                 error!(error = %e, "transaction coordinator reload failed");

@@ -274,6 +274,7 @@ async fn a_snapshot_past_the_log_end_is_ignored() {
             epoch: 9,
             last_timestamp: shoal_broker::broker::now_ms(),
             current_txn_first_offset: -1,
+            coordinator_epoch: -1,
             batches: vec![],
         }],
     };

@@ -402,3 +402,66 @@ async fn last_stable_offset_and_aborted_index_survive_a_restart() {
     assert_eq!(aborted(&data), Some(vec![(p1, 0)]));
     broker.stop().await;
 }
+
+#[tokio::test]
+async fn markers_from_an_older_coordinator_are_fenced_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |broker: &TestBroker, pid: i64, epoch: i16, coordinator_epoch: i32| {
+        let b = &broker.broker;
+        let partition = shoal_broker::markers::partition(b, TOPIC, 0)?;
+        shoal_broker::markers::write_marker(b, &partition, pid, epoch, true, coordinator_epoch)
+    };
+    let (p, e) = {
+        let broker = start(dir.path()).await;
+        let mut conn = broker.connect().await;
+        create_topic(&mut conn).await;
+        let (p, e) = init_producer_id(&mut conn).await;
+        assert_eq!(produce(&mut conn, txn(p, e, 0, 1)).await, (0, 0));
+        assert_eq!(write(&broker, p, e, 7), Ok(1));
+        assert_eq!(
+            write(&broker, p, e, 6),
+            Err(ErrorCode::TRANSACTION_COORDINATOR_FENCED)
+        );
+        // DescribeProducers reports it, for `kafka-transactions abort`.
+        {
+            use kafka_protocol::messages::describe_producers_request::TopicRequest;
+            use kafka_protocol::messages::DescribeProducersRequest;
+            let described = conn
+                .request(
+                    0,
+                    &DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                        .with_name(name(TOPIC))
+                        .with_partition_indexes(vec![0])]),
+                )
+                .await
+                .unwrap();
+            let active = &described.topics[0].partitions[0].active_producers;
+            assert_eq!(active[0].coordinator_epoch, 7);
+        }
+        broker.stop().await;
+        (p, e)
+    };
+    // From the snapshot written at shutdown, and from the log without it.
+    for remove_snapshots in [false, true] {
+        if remove_snapshots {
+            let partition_dir = dir.path().join(format!("{TOPIC}-0"));
+            for offset in shoal_storage::producer_snapshot::list(&partition_dir).unwrap() {
+                std::fs::remove_file(shoal_storage::producer_snapshot::snapshot_path(
+                    &partition_dir,
+                    offset,
+                ))
+                .unwrap();
+            }
+        }
+        let broker = start(dir.path()).await;
+        assert_eq!(
+            write(&broker, p, e, 6),
+            Err(ErrorCode::TRANSACTION_COORDINATOR_FENCED),
+            "remove_snapshots={remove_snapshots}"
+        );
+        broker.stop().await;
+    }
+    let broker = start(dir.path()).await;
+    assert!(write(&broker, p, e, 8).is_ok());
+    broker.stop().await;
+}

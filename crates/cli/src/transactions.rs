@@ -45,6 +45,10 @@ pub enum TransactionsCommand {
         producer_id: Option<i64>,
         #[arg(long)]
         producer_epoch: Option<i16>,
+        /// With --producer-id: the coordinator epoch of the producer's last marker (as
+        /// describe-producers does not show it, -1 if it never had one).
+        #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+        coordinator_epoch: i32,
     },
 }
 
@@ -56,7 +60,7 @@ async fn producers(
     conn: &mut Connection,
     topic: &str,
     partition: i32,
-) -> anyhow::Result<Vec<(i64, i16, i64)>> {
+) -> anyhow::Result<Vec<(i64, i16, i64, i32)>> {
     let r = conn
         .request(
             0,
@@ -83,6 +87,7 @@ async fn producers(
                 a.producer_id.0,
                 a.producer_epoch as i16,
                 a.current_txn_start_offset,
+                a.coordinator_epoch,
             )
         })
         .collect())
@@ -152,7 +157,7 @@ pub async fn run(bootstrap: SocketAddr, command: TransactionsCommand) -> anyhow:
                 "{:>12} {:>6} CurrentTransactionStartOffset",
                 "ProducerId", "Epoch"
             );
-            for (pid, epoch, start) in producers(&mut conn, &topic, partition).await? {
+            for (pid, epoch, start, _) in producers(&mut conn, &topic, partition).await? {
                 println!("{pid:>12} {epoch:>6} {start}");
             }
         }
@@ -162,17 +167,19 @@ pub async fn run(bootstrap: SocketAddr, command: TransactionsCommand) -> anyhow:
             start_offset,
             producer_id,
             producer_epoch,
+            coordinator_epoch,
         } => {
-            let (pid, epoch) = match (start_offset, producer_id, producer_epoch) {
+            let (pid, epoch, coordinator_epoch) = match (start_offset, producer_id, producer_epoch)
+            {
                 (Some(offset), _, _) => {
                     let found = producers(&mut conn, &topic, partition).await?;
-                    let (pid, epoch, _) = found
+                    let (pid, epoch, _, coordinator_epoch) = found
                         .into_iter()
-                        .find(|(_, _, start)| *start == offset)
+                        .find(|(_, _, start, _)| *start == offset)
                         .with_context(|| format!("no open transaction starts at offset {offset} of {topic}-{partition}"))?;
-                    (pid, epoch)
+                    (pid, epoch, coordinator_epoch)
                 }
-                (None, Some(pid), Some(epoch)) => (pid, epoch),
+                (None, Some(pid), Some(epoch)) => (pid, epoch, coordinator_epoch),
                 _ => bail!("give --start-offset, or --producer-id and --producer-epoch"),
             };
             let request =
@@ -180,7 +187,7 @@ pub async fn run(bootstrap: SocketAddr, command: TransactionsCommand) -> anyhow:
                     .with_producer_id(ProducerId(pid))
                     .with_producer_epoch(epoch)
                     .with_transaction_result(false)
-                    .with_coordinator_epoch(0)
+                    .with_coordinator_epoch(coordinator_epoch)
                     .with_topics(vec![WritableTxnMarkerTopic::default()
                         .with_name(TopicName(s(&topic)))
                         .with_partition_indexes(vec![partition])])]);

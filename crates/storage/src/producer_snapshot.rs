@@ -3,11 +3,12 @@
 //! so that opening a partition rebuilds producer state from the snapshot plus the batches after
 //! it instead of the whole log.
 //!
-//! Format (big-endian), version 1:
+//! Format (big-endian), version 2:
 //! `"SHPS" | version u16 | crc32c u32 (of everything after it) | offset i64 | count u32 |
 //! count × (producer id i64 | epoch i16 | last timestamp i64 | txn first offset i64 (-1: none) |
-//! batches u8 | batches × (first seq i32 | last seq i32 | first offset i64 | last offset i64 |
-//! max timestamp i64))`.
+//! coordinator epoch i32 (-1: none) | batches u8 | batches × (first seq i32 | last seq i32 |
+//! first offset i64 | last offset i64 | max timestamp i64))`. Version 1 (no coordinator epoch)
+//! is still read, with coordinator epoch -1.
 //!
 //! Invariants: a file is written whole under a temporary name and renamed, so a snapshot is
 //! either complete or absent, except after a crash without fsync, which the CRC catches: a
@@ -25,14 +26,15 @@ use crate::error::{Result, StorageError};
 /// File-name extension of snapshots.
 pub const SNAPSHOT_EXTENSION: &str = "snapshot";
 /// Current format version.
-pub const SNAPSHOT_VERSION: u16 = 1;
+pub const SNAPSHOT_VERSION: u16 = 2;
 /// Most producers one snapshot may hold.
 pub const SNAPSHOT_ENTRIES_MAX: usize = 1_000_000;
 /// Most batches per producer one snapshot may hold.
 pub const SNAPSHOT_BATCHES_MAX: usize = 16;
 const MAGIC: &[u8; 4] = b"SHPS";
 const HEADER_BYTES: usize = 4 + 2 + 4 + 8 + 4;
-const ENTRY_BYTES: usize = 8 + 2 + 8 + 8 + 1;
+const ENTRY_BYTES: usize = 8 + 2 + 8 + 8 + 4 + 1;
+const ENTRY_BYTES_V1: usize = 8 + 2 + 8 + 8 + 1;
 const BATCH_BYTES: usize = 4 + 4 + 8 + 8 + 8;
 /// Largest snapshot file read.
 pub const SNAPSHOT_BYTES_MAX: usize =
@@ -60,6 +62,8 @@ pub struct SnapshotEntry {
     pub last_timestamp: i64,
     /// -1 if no transaction is ongoing.
     pub current_txn_first_offset: i64,
+    /// Coordinator epoch of the producer's last transaction marker; -1 if none.
+    pub coordinator_epoch: i32,
     /// At most [`SNAPSHOT_BATCHES_MAX`], oldest first.
     pub batches: Vec<SnapshotBatch>,
 }
@@ -92,6 +96,7 @@ pub fn encode(snapshot: &ProducerSnapshot) -> Vec<u8> {
         out.extend_from_slice(&e.epoch.to_be_bytes());
         out.extend_from_slice(&e.last_timestamp.to_be_bytes());
         out.extend_from_slice(&e.current_txn_first_offset.to_be_bytes());
+        out.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
         out.push(batches.len() as u8);
         for b in batches {
             out.extend_from_slice(&b.first_sequence.to_be_bytes());
@@ -154,7 +159,7 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<ProducerSnapshot, String> {
         return Err("bad magic".into());
     }
     let version = u16::from_be_bytes([bytes[4], bytes[5]]);
-    if version != SNAPSHOT_VERSION {
+    if version != SNAPSHOT_VERSION && version != 1 {
         return Err(format!("unknown version {version}"));
     }
     let stored = u32::from_be_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]);
@@ -171,12 +176,13 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<ProducerSnapshot, String> {
         return Err(format!("{count} entries is over the limit"));
     }
     // Each entry needs at least ENTRY_BYTES: bound the allocation by the input too.
-    let mut entries = Vec::with_capacity(count.min(bytes.len() / ENTRY_BYTES));
+    let mut entries = Vec::with_capacity(count.min(bytes.len() / ENTRY_BYTES_V1));
     for _ in 0..count {
         let producer_id = r.i64()?;
         let epoch = r.i16()?;
         let last_timestamp = r.i64()?;
         let current_txn_first_offset = r.i64()?;
+        let coordinator_epoch = if version >= 2 { r.i32()? } else { -1 };
         let [n] = r.take::<1>()?;
         if usize::from(n) > SNAPSHOT_BATCHES_MAX {
             return Err(format!(
@@ -198,6 +204,7 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<ProducerSnapshot, String> {
             epoch,
             last_timestamp,
             current_txn_first_offset,
+            coordinator_epoch,
             batches,
         });
     }
@@ -338,6 +345,7 @@ mod tests {
                     epoch: 2,
                     last_timestamp: 1234,
                     current_txn_first_offset: -1,
+                    coordinator_epoch: 17,
                     batches: vec![SnapshotBatch {
                         first_sequence: 0,
                         last_sequence: 4,
@@ -351,6 +359,7 @@ mod tests {
                     epoch: 0,
                     last_timestamp: -1,
                     current_txn_first_offset: 3,
+                    coordinator_epoch: -1,
                     batches: vec![],
                 },
             ],
@@ -370,6 +379,37 @@ mod tests {
         for len in 0..bytes.len() {
             assert!(decode(&bytes[..len]).is_err());
         }
+    }
+
+    #[test]
+    fn version_1_files_still_load() {
+        // A version-1 file: the same layout without the coordinator epoch.
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(MAGIC);
+        v1.extend_from_slice(&1u16.to_be_bytes());
+        v1.extend_from_slice(&[0; 4]);
+        v1.extend_from_slice(&5i64.to_be_bytes());
+        v1.extend_from_slice(&1u32.to_be_bytes());
+        v1.extend_from_slice(&9i64.to_be_bytes());
+        v1.extend_from_slice(&3i16.to_be_bytes());
+        v1.extend_from_slice(&100i64.to_be_bytes());
+        v1.extend_from_slice(&2i64.to_be_bytes());
+        v1.push(0);
+        let crc = crc32c::crc32c(&v1[10..]);
+        v1[6..10].copy_from_slice(&crc.to_be_bytes());
+        let decoded = decode(&v1).unwrap();
+        assert_eq!(decoded.offset, 5);
+        assert_eq!(
+            decoded.entries,
+            vec![SnapshotEntry {
+                producer_id: 9,
+                epoch: 3,
+                last_timestamp: 100,
+                current_txn_first_offset: 2,
+                coordinator_epoch: -1,
+                batches: vec![],
+            }]
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ fn partition_producers(
                 .with_producer_epoch(i32::from(e.epoch().0))
                 .with_last_sequence(e.last_sequence().unwrap_or(-1))
                 .with_last_timestamp(e.last_timestamp())
-                .with_coordinator_epoch(-1)
+                .with_coordinator_epoch(e.coordinator_epoch())
                 .with_current_txn_start_offset(e.current_txn_first_offset().unwrap_or(-1))
         })
         .collect())

@@ -10,6 +10,8 @@ pub const INVALID_PRODUCER_EPOCH: i16 = 47;
 pub const INVALID_TXN_STATE: i16 = 48;
 /// Kafka's `INVALID_RECORD`.
 pub const INVALID_RECORD: i16 = 87;
+/// Kafka's `TRANSACTION_COORDINATOR_FENCED`.
+pub const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
 
 /// A batch the producer state refuses; nothing of the request may be appended.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,6 +54,16 @@ pub enum ProducerStateError {
         producer_id.0
     )]
     NotTransactional { producer_id: ProducerId },
+    /// A transaction marker from an older coordinator than the producer's last marker.
+    #[error(
+        "Coordinator epoch {} of the marker for producer {} is older than the last seen {}",
+        coordinator_epoch, producer_id.0, current
+    )]
+    CoordinatorFenced {
+        producer_id: ProducerId,
+        coordinator_epoch: i32,
+        current: i32,
+    },
 }
 
 impl ProducerStateError {
@@ -62,6 +74,7 @@ impl ProducerStateError {
             Self::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
             Self::InvalidSequence { .. } => INVALID_RECORD,
             Self::NotTransactional { .. } => INVALID_TXN_STATE,
+            Self::CoordinatorFenced { .. } => TRANSACTION_COORDINATOR_FENCED,
         }
     }
 }

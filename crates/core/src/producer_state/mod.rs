@@ -123,6 +123,9 @@ pub struct ProducerEntry {
     last_timestamp: i64,
     /// First offset of the ongoing transaction on this partition, if one is ongoing.
     current_txn_first_offset: Option<i64>,
+    /// Coordinator epoch of the last transaction marker (-1: none yet), which fences markers
+    /// from older coordinators.
+    coordinator_epoch: i32,
 }
 
 impl ProducerEntry {
@@ -132,6 +135,7 @@ impl ProducerEntry {
         batches: impl IntoIterator<Item = BatchMetadata>,
         last_timestamp: i64,
         current_txn_first_offset: Option<i64>,
+        coordinator_epoch: i32,
     ) -> Self {
         let mut kept: VecDeque<BatchMetadata> = batches.into_iter().collect();
         while kept.len() > BATCHES_RETAINED {
@@ -142,6 +146,7 @@ impl ProducerEntry {
             batches: kept,
             last_timestamp,
             current_txn_first_offset,
+            coordinator_epoch,
         }
     }
 
@@ -160,6 +165,11 @@ impl ProducerEntry {
 
     pub fn current_txn_first_offset(&self) -> Option<i64> {
         self.current_txn_first_offset
+    }
+
+    /// Coordinator epoch of the producer's last transaction marker, -1 if none.
+    pub fn coordinator_epoch(&self) -> i32 {
+        self.coordinator_epoch
     }
 
     /// The last appended sequence at the current epoch, if any batch is retained.
@@ -255,14 +265,17 @@ impl ProducerStateManager {
     /// `appendEndTxnMarker` does: a marker older than the producer's epoch is a zombie's. A
     /// newer epoch is accepted (transaction version 2 markers carry the bumped epoch) and
     /// becomes the producer's epoch when the marker is recorded by `on_append`. A marker for a
-    /// producer without an ongoing transaction here is allowed (it ends nothing).
+    /// producer without an ongoing transaction here is allowed (it ends nothing). A marker from a
+    /// coordinator older than the one that wrote the producer's last marker is refused
+    /// (Kafka's `checkCoordinatorEpoch`).
     ///
     /// # Errors
-    /// [`ProducerStateError::InvalidProducerEpoch`].
+    /// [`ProducerStateError::InvalidProducerEpoch`], [`ProducerStateError::CoordinatorFenced`].
     pub fn check_marker(
         &self,
         producer_id: ProducerId,
         epoch: ProducerEpoch,
+        coordinator_epoch: i32,
     ) -> Result<(), ProducerStateError> {
         match self.producers.get(&producer_id) {
             Some(e) if epoch < e.epoch => Err(ProducerStateError::InvalidProducerEpoch {
@@ -270,7 +283,22 @@ impl ProducerStateManager {
                 epoch,
                 current: e.epoch,
             }),
+            Some(e) if e.coordinator_epoch > coordinator_epoch => {
+                Err(ProducerStateError::CoordinatorFenced {
+                    producer_id,
+                    coordinator_epoch,
+                    current: e.coordinator_epoch,
+                })
+            }
             _ => Ok(()),
+        }
+    }
+
+    /// Records the coordinator epoch of a transaction marker of `producer_id` just recorded by
+    /// [`ProducerStateManager::on_append`] (the marker's value carries it, its header does not).
+    pub fn on_marker_coordinator_epoch(&mut self, producer_id: ProducerId, coordinator_epoch: i32) {
+        if let Some(e) = self.producers.get_mut(&producer_id) {
+            e.coordinator_epoch = coordinator_epoch;
         }
     }
 
@@ -452,6 +480,7 @@ impl ProducerStateManager {
             batches: VecDeque::with_capacity(BATCHES_RETAINED),
             last_timestamp: batch.max_timestamp,
             current_txn_first_offset: None,
+            coordinator_epoch: -1,
         });
         if entry.epoch != batch.producer_epoch {
             entry.epoch = batch.producer_epoch;

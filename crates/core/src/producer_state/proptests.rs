@@ -301,7 +301,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 m.transactional = true;
                 m.control = true;
                 let expected = model.decide_marker(m.producer_id.0, epoch);
-                match live.check_marker(m.producer_id, m.producer_epoch) {
+                match live.check_marker(m.producer_id, m.producer_epoch, 0) {
                     Ok(()) => {
                         prop_assert_eq!(expected, 0, "marker {:?} accepted", m);
                         let ongoing = live

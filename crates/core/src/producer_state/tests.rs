@@ -168,7 +168,7 @@ fn end_txn(
     id: i64,
     epoch: i16,
 ) -> Result<Option<CompletedTxn>, ProducerStateError> {
-    m.check_marker(ProducerId(id), ProducerEpoch(epoch))?;
+    m.check_marker(ProducerId(id), ProducerEpoch(epoch), 0)?;
     let done = m.on_append(&marker(id, epoch), *end);
     *end += 1;
     Ok(done)
@@ -331,7 +331,37 @@ fn restore_keeps_the_newest_batches() {
         last_offset: i64::from(i),
         max_timestamp: 0,
     });
-    let entry = ProducerEntry::restore(ProducerEpoch(1), metas, 0, None);
+    let entry = ProducerEntry::restore(ProducerEpoch(1), metas, 0, None, -1);
     assert_eq!(entry.batches().len(), BATCHES_RETAINED);
     assert_eq!(entry.batches().next().unwrap().first_sequence, 3);
+}
+
+#[test]
+fn markers_from_an_older_coordinator_are_fenced() {
+    let mut m = manager();
+    let mut end = 0;
+    let mut t = batch(1, 0, 0, 1);
+    t.transactional = true;
+    m.check(&[t]).unwrap();
+    m.on_append(&t, end);
+    end += 1;
+    // No marker yet: any coordinator epoch is accepted.
+    assert!(m.check_marker(ProducerId(1), ProducerEpoch(0), 3).is_ok());
+    m.on_append(&marker(1, 0), end);
+    m.on_marker_coordinator_epoch(ProducerId(1), 3);
+    assert_eq!(
+        m.entry(ProducerId(1)).map(ProducerEntry::coordinator_epoch),
+        Some(3)
+    );
+    let fenced = m
+        .check_marker(ProducerId(1), ProducerEpoch(0), 2)
+        .unwrap_err();
+    assert_eq!(fenced.error_code(), 52);
+    assert!(m.check_marker(ProducerId(1), ProducerEpoch(0), 3).is_ok());
+    assert!(m.check_marker(ProducerId(1), ProducerEpoch(0), 4).is_ok());
+    // The producer epoch is checked first, as in Kafka's appendEndTxnMarker.
+    let both = m
+        .check_marker(ProducerId(1), ProducerEpoch(-1), 1)
+        .unwrap_err();
+    assert_eq!(both.error_code(), 47);
 }
