@@ -14,6 +14,9 @@
 //!
 //! Must not: read clocks, perform I/O, or panic on request or record bytes.
 //!
+//! Share groups (KIP-932) live in [`share`], a separate state machine in the same group-id
+//! namespace.
+//!
 //! Deviations from Kafka, on purpose: `group.max.size` counts members plus members awaiting
 //! their MEMBER_ID_REQUIRED rejoin, and is checked when a new member arrives (Kafka trims
 //! oversize groups at the end of the join phase); a replaced static *leader* triggers a
@@ -22,6 +25,7 @@
 
 mod group;
 mod records;
+pub mod share;
 mod types;
 
 #[cfg(test)]
