@@ -85,6 +85,8 @@ pub struct Broker {
     dynamic: RwLock<ConfigMap>,
     /// Overrides of groups that have any (GROUP config resources), mirrored from the image.
     group_configs: RwLock<std::collections::BTreeMap<String, ConfigMap>>,
+    /// Finalized `share.version`, mirrored for the ApiVersions table.
+    share_version: std::sync::atomic::AtomicI16,
     _dir_lock: File,
 }
 
@@ -213,6 +215,11 @@ impl Broker {
         info!(topics = maps.by_name.len(), %cluster_id, "metadata loaded");
         let dynamic = image.broker_configs.clone();
         let group_configs = image.group_configs.clone();
+        let share_version = image
+            .features
+            .get(crate::features::SHARE_VERSION)
+            .copied()
+            .unwrap_or(0);
         let current = Arc::new(with_overrides(&config, &dynamic));
         let flusher = Flusher::new();
         let groups = GroupService::new();
@@ -232,6 +239,7 @@ impl Broker {
             current: RwLock::new(current),
             dynamic: RwLock::new(dynamic),
             group_configs: RwLock::new(group_configs),
+            share_version: std::sync::atomic::AtomicI16::new(share_version),
             admin: AsyncMutex::new(MetaStore {
                 log: meta_log,
                 image,
@@ -272,9 +280,31 @@ impl Broker {
         vec![tokio::spawn(crate::retention::run(self.clone(), stop))]
     }
 
-    /// The APIs served now (feature levels may change it at run time).
+    /// The APIs advertised and served now (feature levels change it at run time).
     pub fn api_table(&self) -> ApiTable {
-        crate::handlers::api_versions::broker_api_table()
+        let table = crate::handlers::api_versions::broker_api_table();
+        if self.share_groups_enabled() {
+            crate::handlers::api_versions::SHARE_APIS
+                .iter()
+                .fold(table, |t, api| t.with(*api))
+        } else {
+            table
+        }
+    }
+
+    /// APIs decoded even when not advertised, because a feature level turns them off and they
+    /// must then answer UNSUPPORTED_VERSION rather than close the connection (as in Kafka).
+    pub fn feature_gated_apis(&self) -> ApiTable {
+        crate::handlers::api_versions::SHARE_APIS
+            .iter()
+            .fold(ApiTable::new(), |t, api| t.with(*api))
+    }
+
+    /// Whether `share.version` is at least 1.
+    pub fn share_groups_enabled(&self) -> bool {
+        self.share_version
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
@@ -617,7 +647,12 @@ impl Broker {
                 level,
             },
         )
-        .await
+        .await?;
+        if name == crate::features::SHARE_VERSION {
+            self.share_version
+                .store(level, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// A new data directory starts at the newest level of every feature.
@@ -626,7 +661,10 @@ impl Broker {
         if store.image.features_epoch > 0 {
             return Ok(());
         }
-        for spec in crate::features::FEATURES {
+        for spec in crate::features::FEATURES
+            .iter()
+            .filter(|f| f.default_level > 0)
+        {
             Self::append_meta(
                 &mut store,
                 MetaRecord::FeatureLevel {

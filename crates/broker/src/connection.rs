@@ -261,7 +261,11 @@ async fn handle_frame(
         return Err(format!("request of {} bytes has no header", frame.len()));
     };
     let table = broker.api_table();
-    if !table.serves(peeked.api_key, peeked.api_version) {
+    if !table.serves(peeked.api_key, peeked.api_version)
+        && !broker
+            .feature_gated_apis()
+            .serves(peeked.api_key, peeked.api_version)
+    {
         if peeked.api_key == api_versions::API_KEY {
             // Kafka answers an ApiVersions it cannot parse at v0 so the client can retry.
             let response = api_versions::unsupported_version_response(&table);

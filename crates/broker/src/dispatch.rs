@@ -10,7 +10,7 @@ use shoal_protocol::{Request, RequestFrame, Response};
 use crate::broker::Broker;
 use crate::handlers::{
     api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, metadata,
-    produce, topics, txn,
+    produce, share_groups, topics, txn,
 };
 
 /// What a handler may need to know about the connection.
@@ -101,6 +101,14 @@ async fn respond(
         Request::ListGroups(r) => groups::list_groups(broker, r).await.into(),
         Request::DeleteGroups(r) => groups::delete_groups(broker, r).await.into(),
         Request::OffsetDelete(r) => groups::offset_delete(broker, r).await.into(),
+        Request::ShareGroupHeartbeat(r) => {
+            share_groups::share_group_heartbeat(broker, ctx, &client_id, r)
+                .await
+                .into()
+        }
+        Request::ShareGroupDescribe(r) => {
+            share_groups::share_group_describe(broker, r).await.into()
+        }
         // The connection only decodes what the ApiVersions table serves, so the remaining
         // variants cannot reach here; answering nothing would hang the client, so close instead.
         other => {

@@ -1,11 +1,14 @@
 //! Feature levels: what this broker supports and what is finalized, as Kafka's feature
 //! versioning (KIP-584) exposes them in ApiVersions and changes them with UpdateFeatures.
 //!
-//! Finalized levels are records in the metadata log; a new data directory starts at the newest
-//! level of every feature (DESIGN.md: `transaction.version=2`).
+//! Finalized levels are records in the metadata log; a new data directory starts at each
+//! feature's default level (DESIGN.md: `transaction.version=2`). `share.version` starts at 0
+//! until share groups are complete (ShareFetch/ShareAcknowledge): at 1 the share-group RPCs
+//! are advertised and served, below it they answer UNSUPPORTED_VERSION.
 
 /// Feature names.
 pub const TRANSACTION_VERSION: &str = "transaction.version";
+pub const SHARE_VERSION: &str = "share.version";
 
 /// A feature this broker knows, with its supported range and the level a new directory gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,12 +20,20 @@ pub struct FeatureSpec {
 }
 
 /// Every feature this broker supports.
-pub const FEATURES: &[FeatureSpec] = &[FeatureSpec {
-    name: TRANSACTION_VERSION,
-    min: 0,
-    max: 2,
-    default_level: 2,
-}];
+pub const FEATURES: &[FeatureSpec] = &[
+    FeatureSpec {
+        name: SHARE_VERSION,
+        min: 0,
+        max: 1,
+        default_level: 0,
+    },
+    FeatureSpec {
+        name: TRANSACTION_VERSION,
+        min: 0,
+        max: 2,
+        default_level: 2,
+    },
+];
 
 pub fn spec(name: &str) -> Option<&'static FeatureSpec> {
     FEATURES.iter().find(|f| f.name == name)
@@ -70,5 +81,7 @@ mod tests {
         assert!(check_update(TRANSACTION_VERSION, 2, 3, UPGRADE).is_err());
         assert!(check_update("no.such.version", 0, 1, UPGRADE).is_err());
         assert!(check_update(TRANSACTION_VERSION, 2, 0, UNSAFE_DOWNGRADE).is_ok());
+        assert!(check_update(SHARE_VERSION, 0, 1, UPGRADE).is_ok());
+        assert!(check_update(SHARE_VERSION, 1, 2, UPGRADE).is_err());
     }
 }

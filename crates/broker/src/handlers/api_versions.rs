@@ -9,7 +9,10 @@ use shoal_protocol::ErrorCode;
 
 pub const API_KEY: i16 = ApiKey::ApiVersions as i16;
 
-/// Everything the broker foundation implements.
+/// The share-group APIs, served while `share.version` is at least 1.
+pub const SHARE_APIS: &[ApiKey] = &[ApiKey::ShareGroupHeartbeat, ApiKey::ShareGroupDescribe];
+
+/// Everything the broker implements whatever the feature levels.
 pub fn broker_api_table() -> ApiTable {
     [
         ApiKey::Produce,

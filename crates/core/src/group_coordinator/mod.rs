@@ -240,6 +240,11 @@ impl GroupCoordinator {
         }
     }
 
+    /// Whether a classic group (or a group of committed offsets only) holds `group_id`.
+    pub fn contains_group(&self, group_id: &str) -> bool {
+        self.groups.contains_key(group_id)
+    }
+
     /// Loading finished at `now_ms`: loaded members must heartbeat within their session
     /// timeout from now, as in Kafka.
     pub fn loaded(&mut self, now_ms: i64) {
