@@ -5,6 +5,11 @@
 //! - [`producer_state`]: per-partition idempotent-producer sequence and epoch checks;
 //! - [`txn_coordinator`]: transactional ids, producer epochs and fencing, the transaction
 //!   lifecycle (classic and transaction version 2) and the COMMIT/ABORT marker hand-off;
+//! - [`share_partition`]: one share group's in-flight records on one topic partition (KIP-932):
+//!   acquisition for ShareFetch, acknowledgements, acquisition locks, SPSO/SPEO, and the state
+//!   writes that persist them;
+//! - [`share_coordinator`]: the `__share_group_state` records (ShareSnapshot, ShareUpdate) in
+//!   Kafka's encoding and the share coordinator shard that replays them and merges updates;
 //! - [`share_session`]: share consumers' fetch sessions (epochs, partitions, limits);
 //! - [`hash`]: Java's `String.hashCode` and Kafka's `Utils.abs`, for coordinator partitioning.
 //!
@@ -16,5 +21,7 @@
 pub mod group_coordinator;
 pub mod hash;
 pub mod producer_state;
+pub mod share_coordinator;
+pub mod share_partition;
 pub mod share_session;
 pub mod txn_coordinator;

@@ -1,0 +1,253 @@
+//! The in-flight records as runs: maximal ranges of offsets with one state, delivery count,
+//! owner and lock deadline, keyed by first offset.
+//!
+//! A whole acquired log batch is one run, however many records it holds, so the common path
+//! (acquire batches, acknowledge them whole, move the start offset past them) costs O(log n)
+//! per batch. A run splits only where an acknowledgement or acquisition covers part of it, and
+//! neighbours with equal attributes are joined again ([`Runs::coalesce`]).
+//!
+//! Every insertion and removal goes through [`Runs::insert`] / [`Runs::remove`], which keep
+//! the indexes (lock deadlines, AVAILABLE runs, records per state) exact.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::types::{RecordState, StateCounts};
+
+/// Offsets `[first, last]` (first is the map key) with uniform attributes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Run {
+    pub last: i64,
+    pub state: RecordState,
+    pub delivery_count: i16,
+    /// Set exactly when ACQUIRED.
+    pub owner: Option<Arc<str>>,
+    /// Lock deadline when ACQUIRED, else 0.
+    pub deadline_ms: i64,
+}
+
+impl Run {
+    /// A run nobody holds (AVAILABLE or terminal).
+    pub fn unowned(last: i64, state: RecordState, delivery_count: i16) -> Run {
+        Run {
+            last,
+            state,
+            delivery_count,
+            owner: None,
+            deadline_ms: 0,
+        }
+    }
+
+    pub fn acquired(last: i64, delivery_count: i16, owner: Arc<str>, deadline_ms: i64) -> Run {
+        Run {
+            last,
+            state: RecordState::Acquired,
+            delivery_count,
+            owner: Some(owner),
+            deadline_ms,
+        }
+    }
+
+    pub fn len(&self, first: i64) -> i64 {
+        self.last - first + 1
+    }
+
+    pub fn owned_by(&self, member_id: &str) -> bool {
+        self.owner.as_deref() == Some(member_id)
+    }
+
+    /// Equal attributes (everything but the offsets): neighbours that may be joined.
+    fn joins(&self, other: &Run) -> bool {
+        self.state == other.state
+            && self.delivery_count == other.delivery_count
+            && self.owner == other.owner
+            && self.deadline_ms == other.deadline_ms
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct Runs {
+    map: BTreeMap<i64, Run>,
+    /// (deadline, first) of every ACQUIRED run.
+    locks: BTreeSet<(i64, i64)>,
+    /// First offsets of AVAILABLE runs.
+    available: BTreeSet<i64>,
+    counts: StateCounts,
+}
+
+impl Runs {
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Number of runs.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn counts(&self) -> StateCounts {
+        self.counts
+    }
+
+    pub fn first(&self) -> Option<(i64, &Run)> {
+        self.map.iter().next().map(|(k, r)| (*k, r))
+    }
+
+    pub fn last(&self) -> Option<(i64, &Run)> {
+        self.map.iter().next_back().map(|(k, r)| (*k, r))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (i64, &Run)> {
+        self.map.iter().map(|(k, r)| (*k, r))
+    }
+
+    pub fn get(&self, first: i64) -> Option<&Run> {
+        self.map.get(&first)
+    }
+
+    pub fn first_available(&self) -> Option<i64> {
+        self.available.iter().next().copied()
+    }
+
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.locks.iter().next().map(|(d, _)| *d)
+    }
+
+    /// First offsets of ACQUIRED runs whose lock deadline is at or before `now_ms`.
+    pub fn expired(&self, now_ms: i64) -> Vec<i64> {
+        self.locks
+            .range(..=(now_ms, i64::MAX))
+            .map(|(_, first)| *first)
+            .collect()
+    }
+
+    /// The run containing `offset`.
+    pub fn covering(&self, offset: i64) -> Option<(i64, &Run)> {
+        self.map
+            .range(..=offset)
+            .next_back()
+            .filter(|(_, r)| r.last >= offset)
+            .map(|(k, r)| (*k, r))
+    }
+
+    /// The run containing `offset`, else the first run after it.
+    pub fn at_or_after(&self, offset: i64) -> Option<(i64, &Run)> {
+        self.covering(offset).or_else(|| {
+            self.map
+                .range((Bound::Excluded(offset), Bound::Unbounded))
+                .next()
+                .map(|(k, r)| (*k, r))
+        })
+    }
+
+    /// First offsets of the runs intersecting `[first, last]`.
+    pub fn keys_intersecting(&self, first: i64, last: i64) -> Vec<i64> {
+        let mut keys = Vec::new();
+        if let Some((k, _)) = self.covering(first) {
+            keys.push(k);
+        }
+        if first < last {
+            keys.extend(
+                self.map
+                    .range((Bound::Excluded(first), Bound::Included(last)))
+                    .map(|(k, _)| *k),
+            );
+        }
+        keys
+    }
+
+    pub fn insert(&mut self, first: i64, run: Run) {
+        // Internal invariants, checked where they cannot panic a broker.
+        #[cfg(test)]
+        assert!(first <= run.last, "empty run {first}..{}", run.last);
+        #[cfg(test)]
+        assert!(
+            (run.state == RecordState::Acquired) == run.owner.is_some(),
+            "owner set exactly when acquired"
+        );
+        match run.state {
+            RecordState::Acquired => {
+                self.locks.insert((run.deadline_ms, first));
+            }
+            RecordState::Available => {
+                self.available.insert(first);
+            }
+            RecordState::Acknowledged | RecordState::Archived => {}
+        }
+        *self.counts.slot(run.state) += run.len(first);
+        if let Some(old) = self.map.insert(first, run) {
+            // Callers remove before inserting; keep the indexes right regardless.
+            self.unindex(first, &old);
+            #[cfg(test)]
+            panic!("run at {first} inserted twice");
+        }
+    }
+
+    pub fn remove(&mut self, first: i64) -> Option<Run> {
+        let run = self.map.remove(&first)?;
+        self.unindex(first, &run);
+        Some(run)
+    }
+
+    fn unindex(&mut self, first: i64, run: &Run) {
+        match run.state {
+            RecordState::Acquired => {
+                self.locks.remove(&(run.deadline_ms, first));
+            }
+            RecordState::Available => {
+                self.available.remove(&first);
+            }
+            RecordState::Acknowledged | RecordState::Archived => {}
+        }
+        *self.counts.slot(run.state) -= run.len(first);
+    }
+
+    /// Makes `at` the first offset of a run if a run covers it.
+    pub fn split_at(&mut self, at: i64) {
+        let Some((first, _)) = self.covering(at) else {
+            return;
+        };
+        if first == at {
+            return;
+        }
+        let Some(mut head) = self.remove(first) else {
+            return;
+        };
+        let tail = head.clone();
+        head.last = at - 1;
+        self.insert(first, head);
+        self.insert(at, tail);
+    }
+
+    /// Joins neighbouring runs with equal attributes among those touching `[first, last]`
+    /// (and the runs just before and after it).
+    pub fn coalesce(&mut self, first: i64, last: i64) {
+        let lo = self
+            .covering(first.saturating_sub(1))
+            .map_or(first, |(k, _)| k);
+        let hi = last.saturating_add(1);
+        let keys: Vec<i64> = self.map.range(lo..=hi).map(|(k, _)| *k).collect();
+        let mut current: Option<i64> = None;
+        for key in keys {
+            let joined = match current.and_then(|c| self.map.get(&c).map(|r| (c, r))) {
+                Some((c, prev)) => match self.map.get(&key) {
+                    Some(next) if prev.last + 1 == key && prev.joins(next) => Some(c),
+                    _ => None,
+                },
+                None => None,
+            };
+            match joined {
+                Some(c) => {
+                    let (Some(mut prev), Some(next)) = (self.remove(c), self.remove(key)) else {
+                        current = Some(key);
+                        continue;
+                    };
+                    prev.last = next.last;
+                    self.insert(c, prev);
+                }
+                None => current = Some(key),
+            }
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! Plain input, output, state and error types of the share-partition state machine.
+
+pub use crate::group_coordinator::ErrorCode;
+use crate::share_coordinator::{StateBatch, WriteState};
+
+/// Kafka error codes a share partition answers with (`Errors.java`).
+pub mod error_codes {
+    use super::ErrorCode;
+
+    pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode(-1);
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
+    pub const INVALID_RECORD_STATE: ErrorCode = ErrorCode(121);
+}
+
+/// `group.share.record.lock.duration.ms` default.
+pub const RECORD_LOCK_DURATION_MS_DEFAULT: i64 = 30_000;
+/// `group.share.delivery.count.limit` default.
+pub const DELIVERY_COUNT_LIMIT_DEFAULT: i16 = 5;
+/// Lowest delivery count limit Kafka accepts (group and broker configs).
+pub const DELIVERY_COUNT_LIMIT_MIN: i16 = 2;
+/// Highest delivery count limit Kafka's broker config accepts.
+pub const DELIVERY_COUNT_LIMIT_MAX: i16 = 10;
+/// `group.share.partition.max.record.locks` default.
+pub const RECORD_LOCKS_MAX_DEFAULT: i64 = 2_000;
+/// Kafka's `MINIMUM_THROTTLE_RECORDS_DELIVERY_LIMIT`.
+pub const THROTTLE_DELIVERY_COUNT_MIN: i16 = 2;
+
+/// The state of a record in a share partition, with Kafka's persisted ids
+/// (`RecordState`: AVAILABLE 0, ACQUIRED 1, ACKNOWLEDGED 2, ARCHIVED 4).
+///
+/// Every change of a record's state goes through [`RecordState::validate_transition`]. To add
+/// KIP-1289's TX_PENDING (id 5): add the variant (non-terminal), extend `validate_transition`
+/// (ACQUIRED → TX_PENDING → ACKNOWLEDGED | ARCHIVED | AVAILABLE), and follow the compiler
+/// through the exhaustive matches on this enum: the persisted view (`persisted` in mod.rs,
+/// which must then carry the staged producer id/epoch/ack type), the per-state index and
+/// counters (runs.rs, `StateCounts`), the acknowledgement check (`can_acknowledge`: a plain
+/// acknowledgement of TX_PENDING is INVALID_RECORD_STATE) and loading (`from_persisted`).
+/// Lock expiry only looks at ACQUIRED runs, so TX_PENDING records never time out; the SPSO
+/// stops at them because they are not terminal. None of these matches has a wildcard arm, on
+/// purpose. ARCHIVING (3, KIP-1191 dead-letter queue) is not modelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RecordState {
+    /// May be acquired (fetched) by any member.
+    Available,
+    /// Locked by one member until its lock deadline; never persisted.
+    Acquired,
+    /// Accepted by the consumer (terminal).
+    Acknowledged,
+    /// Rejected, a gap, past the delivery limit, part of an aborted transaction or below the
+    /// log start offset (terminal).
+    Archived,
+}
+
+impl RecordState {
+    pub const ALL: [RecordState; 4] = [
+        RecordState::Available,
+        RecordState::Acquired,
+        RecordState::Acknowledged,
+        RecordState::Archived,
+    ];
+
+    /// Kafka's id, as persisted in `DeliveryState`.
+    pub const fn id(self) -> i8 {
+        match self {
+            RecordState::Available => 0,
+            RecordState::Acquired => 1,
+            RecordState::Acknowledged => 2,
+            RecordState::Archived => 4,
+        }
+    }
+
+    pub fn from_id(id: i8) -> Option<RecordState> {
+        Self::ALL.into_iter().find(|s| s.id() == id)
+    }
+
+    /// Terminal states never change and let the start offset move past the record.
+    pub const fn is_terminal(self) -> bool {
+        match self {
+            RecordState::Available | RecordState::Acquired => false,
+            RecordState::Acknowledged | RecordState::Archived => true,
+        }
+    }
+
+    /// The one place that says which state changes exist: Kafka's
+    /// `RecordState.validateTransition` (AVAILABLE → ACQUIRED; ACQUIRED → AVAILABLE,
+    /// ACKNOWLEDGED or ARCHIVED) plus AVAILABLE → ARCHIVED, which Kafka performs through
+    /// `InFlightState.archive()` without validation (records with no data left after
+    /// compaction, or past the delivery limit). A lock renewal is not a transition (the state
+    /// stays ACQUIRED).
+    ///
+    /// # Errors
+    /// Staying in the same state, leaving a terminal state, AVAILABLE to AVAILABLE or
+    /// ACKNOWLEDGED.
+    pub fn validate_transition(self, to: RecordState) -> Result<(), InvalidTransition> {
+        let valid = match (self, to) {
+            (RecordState::Available, RecordState::Acquired | RecordState::Archived) => true,
+            (RecordState::Available, RecordState::Available | RecordState::Acknowledged) => false,
+            (RecordState::Acquired, RecordState::Acquired) => false,
+            (
+                RecordState::Acquired,
+                RecordState::Available | RecordState::Acknowledged | RecordState::Archived,
+            ) => true,
+            (RecordState::Acknowledged | RecordState::Archived, _) => false,
+        };
+        if valid {
+            Ok(())
+        } else {
+            Err(InvalidTransition { from: self, to })
+        }
+    }
+}
+
+/// A state change [`RecordState::validate_transition`] refuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid record state transition {from:?} -> {to:?}")]
+pub struct InvalidTransition {
+    pub from: RecordState,
+    pub to: RecordState,
+}
+
+/// ShareFetch / ShareAcknowledge `AcknowledgeTypes` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AcknowledgeType {
+    /// 0: an acquired offset holding no deliverable record (compaction, control record);
+    /// archives it.
+    Gap,
+    /// 1: processed; ACKNOWLEDGED.
+    Accept,
+    /// 2: give back for redelivery; AVAILABLE (ARCHIVED at the delivery limit).
+    Release,
+    /// 3: unprocessable; ARCHIVED.
+    Reject,
+    /// 4 (v2, IsRenewAck): extend the acquisition lock; no state change, nothing persisted.
+    Renew,
+}
+
+impl AcknowledgeType {
+    /// The highest id of ShareFetch / ShareAcknowledge v2 (v1 ends at 3, Reject).
+    pub const MAX_ID: i8 = 4;
+
+    pub const fn id(self) -> i8 {
+        match self {
+            AcknowledgeType::Gap => 0,
+            AcknowledgeType::Accept => 1,
+            AcknowledgeType::Release => 2,
+            AcknowledgeType::Reject => 3,
+            AcknowledgeType::Renew => 4,
+        }
+    }
+
+    pub fn from_id(id: i8) -> Option<AcknowledgeType> {
+        [
+            AcknowledgeType::Gap,
+            AcknowledgeType::Accept,
+            AcknowledgeType::Release,
+            AcknowledgeType::Reject,
+            AcknowledgeType::Renew,
+        ]
+        .into_iter()
+        .find(|t| t.id() == id)
+    }
+}
+
+/// ShareFetch v2 `ShareAcquireMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum AcquireMode {
+    /// 0: whole log batches, at least `MaxRecords` if available, split into AcquiredRecords
+    /// ranges at log-batch boundaries once `BatchSize` is reached.
+    #[default]
+    BatchOptimized,
+    /// 1: at most `MaxRecords` records in one range; the rest of the last log batch stays
+    /// AVAILABLE.
+    RecordLimit,
+}
+
+impl AcquireMode {
+    pub fn from_id(id: i8) -> Option<AcquireMode> {
+        match id {
+            0 => Some(AcquireMode::BatchOptimized),
+            1 => Some(AcquireMode::RecordLimit),
+            _ => None,
+        }
+    }
+}
+
+/// The header of one log batch the broker read for the share partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FetchedBatch {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// A transaction marker (COMMIT/ABORT) batch.
+    pub is_control: bool,
+    pub producer_id: i64,
+    pub is_transactional: bool,
+}
+
+/// One aborted transaction overlapping a read (the log's aborted-transaction index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortedTransaction {
+    pub producer_id: i64,
+    pub first_offset: i64,
+}
+
+/// `share.isolation.level`, with what read_committed needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Isolation<'a> {
+    #[default]
+    ReadUncommitted,
+    /// The log was read up to the last stable offset; `aborted` lists the aborted
+    /// transactions overlapping the read.
+    ReadCommitted { aborted: &'a [AbortedTransaction] },
+}
+
+/// One ShareFetch `AcquiredRecords` entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AcquiredRecords {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub delivery_count: i16,
+}
+
+/// One `AcknowledgementBatches` entry: one type for the whole range, or one per offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AckBatch {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// Wire `int8` values (see [`AcknowledgeType`]).
+    pub ack_types: Vec<i8>,
+}
+
+impl AckBatch {
+    pub fn new(first_offset: i64, last_offset: i64, ack_types: Vec<i8>) -> Self {
+        AckBatch {
+            first_offset,
+            last_offset,
+            ack_types,
+        }
+    }
+}
+
+/// One persisted range: the state batch a write carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PersistedBatch {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// Never [`RecordState::Acquired`].
+    pub state: RecordState,
+    pub delivery_count: i16,
+}
+
+impl From<PersistedBatch> for StateBatch {
+    fn from(b: PersistedBatch) -> StateBatch {
+        StateBatch::new(
+            b.first_offset,
+            b.last_offset,
+            b.state.id(),
+            b.delivery_count,
+        )
+    }
+}
+
+/// What a state-changing call asks the broker to persist (one WriteShareGroupState), before it
+/// answers the request that caused it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateWrite {
+    /// The share-partition start offset after the call.
+    pub start_offset: i64,
+    pub state_epoch: i32,
+    /// Terminal records at or after `start_offset` (KIP-1226, for lag).
+    pub delivery_complete_count: i32,
+    /// The ranges whose persisted state changed, sorted and disjoint.
+    pub batches: Vec<PersistedBatch>,
+}
+
+impl StateWrite {
+    /// The WriteShareGroupState partition data (the broker adds its leader epoch).
+    pub fn to_write_state(&self, leader_epoch: i32) -> WriteState {
+        WriteState {
+            state_epoch: self.state_epoch,
+            leader_epoch,
+            start_offset: self.start_offset,
+            delivery_complete_count: self.delivery_complete_count,
+            state_batches: self.batches.iter().map(|b| StateBatch::from(*b)).collect(),
+        }
+    }
+}
+
+/// Limits and timeouts of one share partition (group configs override broker defaults; the
+/// broker resolves them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharePartitionConfig {
+    /// `share.record.lock.duration.ms`: how long an acquisition lock lasts.
+    pub record_lock_duration_ms: i64,
+    /// `share.delivery.count.limit`: deliveries before a record is archived.
+    pub delivery_count_limit: i16,
+    /// `share.partition.max.record.locks`: the in-flight window (SPSO..=SPEO) size beyond
+    /// which no new records are acquired.
+    pub record_locks_max: i64,
+}
+
+impl Default for SharePartitionConfig {
+    fn default() -> Self {
+        SharePartitionConfig {
+            record_lock_duration_ms: RECORD_LOCK_DURATION_MS_DEFAULT,
+            delivery_count_limit: DELIVERY_COUNT_LIMIT_DEFAULT,
+            record_locks_max: RECORD_LOCKS_MAX_DEFAULT,
+        }
+    }
+}
+
+impl SharePartitionConfig {
+    /// # Errors
+    /// A non-positive lock duration or record-lock limit, or a delivery count limit outside
+    /// Kafka's 2..=10.
+    pub fn validate(&self) -> Result<(), ShareError> {
+        if self.record_lock_duration_ms <= 0 {
+            return Err(ShareError::InvalidConfig(
+                "record lock duration must be positive",
+            ));
+        }
+        if !(DELIVERY_COUNT_LIMIT_MIN..=DELIVERY_COUNT_LIMIT_MAX)
+            .contains(&self.delivery_count_limit)
+        {
+            return Err(ShareError::InvalidConfig(
+                "delivery count limit must be in 2..=10",
+            ));
+        }
+        if self.record_locks_max <= 0 {
+            return Err(ShareError::InvalidConfig(
+                "record locks max must be positive",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Kafka's `throttleRecordsDeliveryLimit`: `max(2, ceil(limit / 2))`. Records delivered
+    /// this often are re-delivered in ever smaller groups.
+    pub fn throttle_delivery_count(&self) -> i16 {
+        let half = (self.delivery_count_limit + 1) / 2;
+        half.max(THROTTLE_DELIVERY_COUNT_MIN)
+    }
+}
+
+/// Records per state, for metrics and describe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct StateCounts {
+    pub available: i64,
+    pub acquired: i64,
+    pub acknowledged: i64,
+    pub archived: i64,
+}
+
+impl StateCounts {
+    pub fn get(&self, state: RecordState) -> i64 {
+        match state {
+            RecordState::Available => self.available,
+            RecordState::Acquired => self.acquired,
+            RecordState::Acknowledged => self.acknowledged,
+            RecordState::Archived => self.archived,
+        }
+    }
+
+    pub(super) fn slot(&mut self, state: RecordState) -> &mut i64 {
+        match state {
+            RecordState::Available => &mut self.available,
+            RecordState::Acquired => &mut self.acquired,
+            RecordState::Acknowledged => &mut self.acknowledged,
+            RecordState::Archived => &mut self.archived,
+        }
+    }
+
+    /// ACKNOWLEDGED + ARCHIVED.
+    pub fn terminal(&self) -> i64 {
+        self.acknowledged + self.archived
+    }
+}
+
+/// A range of records in one state, as [`super::SharePartition::ranges`] lists them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordRange {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub state: RecordState,
+    pub delivery_count: i16,
+    /// The member holding the lock (ACQUIRED only).
+    pub member_id: Option<String>,
+    /// When the lock expires (ACQUIRED only).
+    pub lock_deadline_ms: Option<i64>,
+}
+
+/// Why an acknowledgement batch list is malformed (INVALID_REQUEST).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidRequestReason {
+    #[error("first offset {first} is after last offset {last}")]
+    FirstAfterLast { first: i64, last: i64 },
+    #[error("batch starting at {first} overlaps or precedes the previous batch ending at {previous_last}")]
+    NotAscending { first: i64, previous_last: i64 },
+    #[error("no acknowledge types")]
+    EmptyAckTypes,
+    #[error("{len} acknowledge types for {records} offsets")]
+    AckTypesLength { len: usize, records: i64 },
+    #[error("unknown acknowledge type {0}")]
+    UnknownAckType(i8),
+    #[error("acknowledge type renew without IsRenewAck")]
+    RenewNotAllowed,
+    #[error("last offset {last} is past the acquired records (end {end})")]
+    PastAcquiredRecords { last: i64, end: i64 },
+}
+
+/// Why an acknowledgement does not match the records' state (INVALID_RECORD_STATE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordStateReason {
+    #[error("no in-flight records in the batch")]
+    NotFound,
+    #[error("the record is not acquired")]
+    NotAcquired,
+    #[error("the record is acquired by another member")]
+    NotOwner,
+    #[error("the acquisition lock expired")]
+    LockExpired,
+}
+
+/// Why a share-partition call was refused. A refused call changed nothing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShareError {
+    #[error("invalid request: {0}")]
+    InvalidRequest(InvalidRequestReason),
+    #[error("the record state is invalid at offset {offset}: {reason}")]
+    InvalidRecordState {
+        offset: i64,
+        reason: RecordStateReason,
+    },
+    /// The broker passed log batches that are not ascending, disjoint and well-formed.
+    #[error("invalid fetched batch at index {index}")]
+    InvalidFetchedBatches { index: usize },
+    #[error("invalid persisted state: {0}")]
+    InvalidPersistedState(&'static str),
+    #[error("invalid share-partition config: {0}")]
+    InvalidConfig(&'static str),
+}
+
+impl ShareError {
+    /// The Kafka error code for the partition (ShareFetch `AcknowledgeErrorCode`,
+    /// ShareAcknowledge `ErrorCode`).
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            Self::InvalidRequest(_) => error_codes::INVALID_REQUEST,
+            Self::InvalidRecordState { .. } => error_codes::INVALID_RECORD_STATE,
+            Self::InvalidFetchedBatches { .. }
+            | Self::InvalidPersistedState(_)
+            | Self::InvalidConfig(_) => error_codes::UNKNOWN_SERVER_ERROR,
+        }
+    }
+}
