@@ -76,6 +76,8 @@ pub struct Broker {
     pub flusher: Flusher,
     pub groups: GroupService,
     pub txn: crate::txn::TxnService,
+    /// Share partitions, share sessions and share-group state.
+    pub share: crate::share::ShareManager,
     /// Producer ids for InitProducerId.
     pub producer_ids: ProducerIdAllocator,
     topics: RwLock<TopicMaps>,
@@ -234,6 +236,7 @@ impl Broker {
             flusher,
             groups,
             txn: crate::txn::TxnService::new(),
+            share: crate::share::ShareManager::new(&config)?,
             producer_ids,
             topics: RwLock::new(maps),
             current: RwLock::new(current),
@@ -249,6 +252,11 @@ impl Broker {
         });
         broker.ensure_internal_topics().await?;
         broker.ensure_default_features().await?;
+        let share_version = broker.feature_level(crate::features::SHARE_VERSION).await;
+        broker
+            .share_version
+            .store(share_version, std::sync::atomic::Ordering::Relaxed);
+        broker.share.load(&broker)?;
         broker.groups.start(&broker)?;
         broker.txn.start(&broker)?;
         Ok(broker)
@@ -272,12 +280,28 @@ impl Broker {
                 .await
                 .map_err(|e| anyhow::anyhow!("creating {state}: {}", e.message))?;
         }
+        let share_state = crate::share::SHARE_GROUP_STATE;
+        if self.topic(share_state).is_none() {
+            let mut configs = ConfigMap::new();
+            configs.insert("cleanup.policy", "delete");
+            // Nothing prunes superseded share-state records yet: keep them all.
+            configs.insert("retention.ms", "-1");
+            let partitions =
+                self.config
+                    .long("share.coordinator.state.topic.num.partitions") as u32;
+            self.create_topic_inner(share_state, partitions, configs, true)
+                .await
+                .map_err(|e| anyhow::anyhow!("creating {share_state}: {}", e.message))?;
+        }
         Ok(())
     }
 
     /// Starts background work tied to the server's lifetime (retention, metrics endpoint).
     pub fn start_background(self: &Arc<Self>, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
-        vec![tokio::spawn(crate::retention::run(self.clone(), stop))]
+        vec![
+            tokio::spawn(crate::retention::run(self.clone(), stop.clone())),
+            tokio::spawn(crate::share::run_lock_timer(Arc::downgrade(self), stop)),
+        ]
     }
 
     /// The APIs advertised and served now (feature levels change it at run time).

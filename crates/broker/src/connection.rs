@@ -142,6 +142,8 @@ pub async fn serve(
         }
     }
     broker.metrics.connection_closed();
+    // Its share sessions end with it; their members' records go back to the queue.
+    broker.share.connection_closed(&broker, peer).await;
 }
 
 type Finished = (

@@ -10,7 +10,7 @@ use shoal_protocol::{Request, RequestFrame, Response};
 use crate::broker::Broker;
 use crate::handlers::{
     api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, metadata,
-    produce, share_groups, topics, txn,
+    produce, share_fetch, share_groups, topics, txn,
 };
 
 /// What a handler may need to know about the connection.
@@ -109,6 +109,12 @@ async fn respond(
         Request::ShareGroupDescribe(r) => {
             share_groups::share_group_describe(broker, r).await.into()
         }
+        Request::ShareFetch(r) => share_fetch::share_fetch(broker, ctx, version, r)
+            .await
+            .into(),
+        Request::ShareAcknowledge(r) => share_fetch::share_acknowledge(broker, version, r)
+            .await
+            .into(),
         // The connection only decodes what the ApiVersions table serves, so the remaining
         // variants cannot reach here; answering nothing would hang the client, so close instead.
         other => {

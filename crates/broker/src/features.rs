@@ -2,9 +2,9 @@
 //! versioning (KIP-584) exposes them in ApiVersions and changes them with UpdateFeatures.
 //!
 //! Finalized levels are records in the metadata log; a new data directory starts at each
-//! feature's default level (DESIGN.md: `transaction.version=2`). `share.version` starts at 0
-//! until share groups are complete (ShareFetch/ShareAcknowledge): at 1 the share-group RPCs
-//! are advertised and served, below it they answer UNSUPPORTED_VERSION.
+//! feature's default level (DESIGN.md: `transaction.version=2`, `share.version` at its newest
+//! level). At `share.version` 1 the share-group RPCs are advertised and served, below it they
+//! answer UNSUPPORTED_VERSION.
 
 /// Feature names.
 pub const TRANSACTION_VERSION: &str = "transaction.version";
@@ -25,7 +25,7 @@ pub const FEATURES: &[FeatureSpec] = &[
         name: SHARE_VERSION,
         min: 0,
         max: 1,
-        default_level: 0,
+        default_level: 1,
     },
     FeatureSpec {
         name: TRANSACTION_VERSION,

@@ -37,6 +37,7 @@ pub mod metrics;
 pub mod producers;
 pub mod retention;
 pub mod server;
+pub mod share;
 pub mod topics;
 pub mod txn;
 

@@ -35,7 +35,7 @@ async fn create_topic(conn: &mut Connection, name: &str, partitions: i32) {
     assert_eq!(r.topics[0].error_code, 0);
 }
 
-async fn enable_share_groups(conn: &mut Connection) {
+async fn set_share_version(conn: &mut Connection, level: i16) {
     let r = conn
         .request(
             1,
@@ -43,8 +43,8 @@ async fn enable_share_groups(conn: &mut Connection) {
                 .with_timeout_ms(5000)
                 .with_feature_updates(vec![FeatureUpdateKey::default()
                     .with_feature(s("share.version"))
-                    .with_max_version_level(1)
-                    .with_upgrade_type(1)]),
+                    .with_max_version_level(level)
+                    .with_upgrade_type(if level == 0 { 2 } else { 1 })]),
         )
         .await
         .unwrap();
@@ -123,12 +123,14 @@ async fn share_group_membership_over_the_wire() {
         let mut conn = broker.connect().await;
         create_topic(&mut conn, "queue", 3).await;
 
-        // share.version 0: not advertised, and the RPCs answer UNSUPPORTED_VERSION (the
-        // connection stays usable).
+        // share.version is finalized at 1 by default. At 0 the share RPCs are not advertised
+        // and answer UNSUPPORTED_VERSION (the connection stays usable).
+        assert!(advertises_share(&mut conn).await);
+        set_share_version(&mut conn, 0).await;
         assert!(!advertises_share(&mut conn).await);
         let r = heartbeat(&mut conn, "q", m1, 0, Some(&["queue"])).await;
         assert_eq!(r.error_code, ErrorCode::UNSUPPORTED_VERSION.code());
-        enable_share_groups(&mut conn).await;
+        set_share_version(&mut conn, 1).await;
         assert!(advertises_share(&mut conn).await);
 
         // Bad member ids.

@@ -10,7 +10,12 @@ use shoal_protocol::ErrorCode;
 pub const API_KEY: i16 = ApiKey::ApiVersions as i16;
 
 /// The share-group APIs, served while `share.version` is at least 1.
-pub const SHARE_APIS: &[ApiKey] = &[ApiKey::ShareGroupHeartbeat, ApiKey::ShareGroupDescribe];
+pub const SHARE_APIS: &[ApiKey] = &[
+    ApiKey::ShareGroupHeartbeat,
+    ApiKey::ShareGroupDescribe,
+    ApiKey::ShareFetch,
+    ApiKey::ShareAcknowledge,
+];
 
 /// Everything the broker implements whatever the feature levels.
 pub fn broker_api_table() -> ApiTable {

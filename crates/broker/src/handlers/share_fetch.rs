@@ -1,0 +1,576 @@
+//! ShareFetch and ShareAcknowledge (KIP-932, v1-v2): share sessions, acknowledgements, and
+//! acquisition of records for share consumers.
+//!
+//! A ShareFetch first checks its session epoch ([`shoal_core::share_session`]), then applies
+//! the acknowledgements it carries (each partition's result in AcknowledgeErrorCode, persisted
+//! before the answer), then acquires records from every partition of the session: the log is
+//! read from the share partition's next fetch offset up to the high watermark
+//! (`share.isolation.level=read_uncommitted`) or the last stable offset (`read_committed`,
+//! with the aborted transactions of the read), the machine picks what to acquire, and the
+//! response carries the read batches plus the acquired ranges with their delivery counts.
+//! With nothing to acquire it waits up to MaxWaitMs for new data or released records.
+//! Epoch -1 applies acknowledgements, fetches nothing and closes the session, releasing what
+//! the member still holds. A renew-only request (v2 IsRenewAck) must ask for no records.
+//!
+//! Kafka's checks (KafkaApis): share.version ≥ 1 (else UNSUPPORTED_VERSION), a group id and
+//! a member id (else INVALID_REQUEST), acknowledgements never on an opening (epoch 0) fetch,
+//! acknowledgement batches well formed per partition (INVALID_REQUEST in that partition's
+//! acknowledge error).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use shoal_core::share_coordinator::{SharePartitionKey, TopicId};
+use shoal_core::share_partition::{
+    validate_acknowledge_batches, AbortedTransaction, AckBatch, AcquireMode, AcquireRequest,
+    FetchedBatch, Isolation,
+};
+use shoal_core::share_session::{
+    AcknowledgeContext, FetchContext, SessionError, SessionKey, TopicIdPartition,
+};
+use shoal_protocol::share::share_acknowledge as ack;
+use shoal_protocol::share::share_fetch as sf;
+use shoal_protocol::share::{AcknowledgementBatch, LeaderIdAndEpoch};
+use shoal_protocol::ErrorCode;
+use shoal_storage::batch::split_batches;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::str_bytes;
+use crate::broker::{now_ms, Broker};
+use crate::dispatch::RequestContext;
+use crate::producers::state_config;
+use crate::share::connection_id;
+
+/// Longest MaxWaitMs honoured.
+const SHARE_FETCH_WAIT_MAX: Duration = Duration::from_secs(30);
+/// Bytes read from one partition per acquisition at most (before MaxBytes).
+const PARTITION_READ_BYTES_MAX: usize = 8 * 1024 * 1024;
+
+fn leader(broker: &Broker) -> LeaderIdAndEpoch {
+    LeaderIdAndEpoch {
+        leader_id: broker.node_id,
+        leader_epoch: 0,
+        ..Default::default()
+    }
+}
+
+fn ack_batches(batches: &[AcknowledgementBatch]) -> Vec<AckBatch> {
+    batches
+        .iter()
+        .map(|b| AckBatch::new(b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+        .collect()
+}
+
+fn session_error(e: SessionError) -> ErrorCode {
+    ErrorCode(e.error_code())
+}
+
+fn tip(topic_id: Uuid, partition: i32) -> TopicIdPartition {
+    TopicIdPartition {
+        topic_id: *topic_id.as_bytes(),
+        partition,
+    }
+}
+
+/// Applies one partition's acknowledgements; the error code for its response.
+async fn acknowledge(
+    broker: &Arc<Broker>,
+    group_id: &str,
+    member_id: &str,
+    topic_id: Uuid,
+    partition: i32,
+    batches: &[AcknowledgementBatch],
+    renew_allowed: bool,
+) -> ErrorCode {
+    let batches = ack_batches(batches);
+    if let Err(e) = validate_acknowledge_batches(&batches, renew_allowed) {
+        tracing::debug!(group_id, member_id, partition, error = %e, "acknowledgements refused");
+        return ErrorCode(e.error_code().0);
+    }
+    let Some(topic) = broker.topic_by_id(topic_id) else {
+        return ErrorCode::UNKNOWN_TOPIC_ID;
+    };
+    if topic.partition(partition).is_none() {
+        return ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
+    }
+    let key = SharePartitionKey::new(group_id, TopicId(*topic_id.as_bytes()), partition);
+    let slot = broker.share.slot(&key);
+    let mut state = slot.state.lock().await;
+    let Some(sp) = state.as_mut() else {
+        // Nothing was ever acquired here.
+        return ErrorCode::INVALID_RECORD_STATE;
+    };
+    let result = sp.acknowledge(member_id, &batches, now_ms());
+    match result {
+        Ok(write) => {
+            let persisted = broker.share.persist(broker, &key, write).await;
+            drop(state);
+            broker.share.released.notify_waiters();
+            match persisted {
+                Ok(()) => ErrorCode::NONE,
+                Err(code) => code,
+            }
+        }
+        Err(e) => {
+            tracing::debug!(group_id, member_id, partition, error = %e, "acknowledgements refused");
+            ErrorCode(e.error_code().0)
+        }
+    }
+}
+
+/// What one partition's acquisition produced.
+struct Acquired {
+    error: ErrorCode,
+    records: Bytes,
+    acquired: Vec<sf::AcquiredRecords>,
+}
+
+/// Acquires records of one share partition for `member_id`, reading at most `max_bytes`.
+#[allow(clippy::too_many_arguments)]
+async fn acquire(
+    broker: &Arc<Broker>,
+    group_id: &str,
+    member_id: &str,
+    tp: TopicIdPartition,
+    max_records: i32,
+    batch_size: i32,
+    mode: AcquireMode,
+    max_bytes: usize,
+) -> Acquired {
+    let empty = |error| Acquired {
+        error,
+        records: Bytes::new(),
+        acquired: Vec::new(),
+    };
+    let topic_id = Uuid::from_bytes(tp.topic_id);
+    let Some(topic) = broker.topic_by_id(topic_id) else {
+        return empty(ErrorCode::UNKNOWN_TOPIC_ID);
+    };
+    let Some(partition) = topic.partition(tp.partition) else {
+        return empty(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+    };
+    let key = SharePartitionKey::new(group_id, TopicId(tp.topic_id), tp.partition);
+    let slot = broker.share.slot(&key);
+    let mut state = slot.state.lock().await;
+    if let Err(code) = broker
+        .share
+        .ensure_initialized(broker, &key, &mut state)
+        .await
+    {
+        return empty(code);
+    }
+    let Some(sp) = state.as_mut() else {
+        return empty(ErrorCode::UNKNOWN_SERVER_ERROR);
+    };
+    let read_committed = broker.share_group_settings(group_id).read_committed;
+    let now = now_ms();
+    // Read under the log lock; the machine's own lock (the slot) is held throughout.
+    let (read, aborted, log_start) = {
+        let mut log = partition.lock();
+        let log_start = log.log_start_offset();
+        let max_offset = if read_committed {
+            match partition.last_stable_offset(&mut log, state_config(&broker.config), now) {
+                Ok(lso) => lso,
+                Err(e) => return empty(ErrorCode(e.kafka_error_code())),
+            }
+        } else {
+            log.log_end_offset()
+        };
+        let fetch_offset = sp.next_fetch_offset().max(log_start);
+        if !sp.can_acquire_records() || fetch_offset >= max_offset {
+            (None, Vec::new(), log_start)
+        } else {
+            match log.read(fetch_offset, max_bytes.max(1), Some(max_offset)) {
+                Ok(read) => {
+                    let aborted = if read_committed {
+                        log.collect_aborted(fetch_offset, read.next_offset)
+                    } else {
+                        Vec::new()
+                    };
+                    (Some((fetch_offset, read.records)), aborted, log_start)
+                }
+                Err(e) => return empty(ErrorCode(e.kafka_error_code())),
+            }
+        }
+    };
+    if sp.start_offset() < log_start {
+        let write = sp.update_log_start_offset(log_start);
+        if let Err(code) = broker.share.persist(broker, &key, write).await {
+            return empty(code);
+        }
+    }
+    let Some((fetch_offset, records)) = read else {
+        return empty(ErrorCode::NONE);
+    };
+    let fetched: Vec<FetchedBatch> = split_batches(&records)
+        .filter_map(Result::ok)
+        .map(|(h, _)| FetchedBatch {
+            base_offset: h.base_offset(),
+            last_offset: h.last_offset(),
+            is_control: h.is_control(),
+            producer_id: h.producer_id(),
+            is_transactional: h.is_transactional(),
+        })
+        .collect();
+    let aborted: Vec<AbortedTransaction> = aborted
+        .into_iter()
+        .map(|(producer_id, first_offset)| AbortedTransaction {
+            producer_id,
+            first_offset,
+        })
+        .collect();
+    let isolation = if read_committed {
+        Isolation::ReadCommitted { aborted: &aborted }
+    } else {
+        Isolation::ReadUncommitted
+    };
+    let acquisition = match sp.acquire(&AcquireRequest {
+        member_id,
+        fetch_offset,
+        fetched: &fetched,
+        max_records,
+        batch_size,
+        mode,
+        isolation,
+        now_ms: now,
+    }) {
+        Ok(a) => a,
+        Err(e) => return empty(ErrorCode(e.error_code().0)),
+    };
+    if let Err(code) = broker.share.persist(broker, &key, acquisition.write).await {
+        return empty(code);
+    }
+    if acquisition.records.is_empty() {
+        return empty(ErrorCode::NONE);
+    }
+    Acquired {
+        error: ErrorCode::NONE,
+        records,
+        acquired: acquisition
+            .records
+            .iter()
+            .map(|r| sf::AcquiredRecords {
+                first_offset: r.first_offset,
+                last_offset: r.last_offset,
+                delivery_count: r.delivery_count,
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+fn fetch_error(code: ErrorCode, message: Option<&str>) -> sf::ShareFetchResponse {
+    sf::ShareFetchResponse {
+        error_code: code.code(),
+        error_message: message.map(str_bytes),
+        ..Default::default()
+    }
+}
+
+fn valid_member(member_id: Option<&shoal_protocol::StrBytes>) -> Option<String> {
+    let m = member_id?.as_str();
+    (!m.is_empty() && m.chars().count() <= 36).then(|| m.to_string())
+}
+
+pub async fn share_fetch(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    version: i16,
+    r: &sf::ShareFetchRequest,
+) -> sf::ShareFetchResponse {
+    if !broker.share_groups_enabled() {
+        return fetch_error(ErrorCode::UNSUPPORTED_VERSION, None);
+    }
+    let Some(group_id) = r.group_id.as_ref().map(|g| g.0.to_string()) else {
+        return fetch_error(ErrorCode::INVALID_REQUEST, Some("GroupId is required"));
+    };
+    let Some(member_id) = valid_member(r.member_id.as_ref()) else {
+        return fetch_error(ErrorCode::INVALID_REQUEST, Some("invalid MemberId"));
+    };
+    if r.is_renew_ack
+        && (r.max_bytes != 0 || r.min_bytes != 0 || r.max_records != 0 || r.max_wait_ms != 0)
+    {
+        return fetch_error(
+            ErrorCode::INVALID_REQUEST,
+            Some("a renew acknowledgement fetches nothing"),
+        );
+    }
+    let Some(mode) = AcquireMode::from_id(r.share_acquire_mode) else {
+        return fetch_error(ErrorCode::INVALID_REQUEST, Some("unknown ShareAcquireMode"));
+    };
+    let settings = broker.share_group_settings(&group_id);
+    let renew_allowed = version >= 2 && r.is_renew_ack && settings.renew_acknowledge_enable;
+    let has_acks = r
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .any(|p| !p.acknowledgement_batches.is_empty());
+    let final_epoch = r.share_session_epoch == -1;
+    let added: Vec<TopicIdPartition> = if final_epoch {
+        Vec::new()
+    } else {
+        r.topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| tip(t.topic_id, p.partition_index))
+            })
+            .collect()
+    };
+    let forgotten: Vec<TopicIdPartition> = r
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| tip(t.topic_id, *p)))
+        .collect();
+    let session_key = SessionKey {
+        group_id: group_id.clone(),
+        member_id: member_id.clone(),
+    };
+    let context = broker
+        .share
+        .sessions
+        .lock()
+        .expect("share sessions lock poisoned")
+        .fetch(
+            &session_key,
+            r.share_session_epoch,
+            connection_id(ctx.peer),
+            &added,
+            &forgotten,
+            has_acks,
+            now_ms(),
+        );
+    let context = match context {
+        Ok(c) => c,
+        Err(e) => return fetch_error(session_error(e), None),
+    };
+    if let FetchContext::Initial {
+        replaced: Some(old),
+        ..
+    } = &context
+    {
+        // The member reopened its session: what it held under the old one goes back.
+        broker
+            .share
+            .release_member(
+                broker,
+                &group_id,
+                &member_id,
+                old.partitions.iter().copied(),
+            )
+            .await;
+    }
+
+    // Acknowledgements first, in request order.
+    let mut results: BTreeMap<(Uuid, i32), sf::PartitionData> = BTreeMap::new();
+    for t in &r.topics {
+        for p in &t.partitions {
+            let mut data = sf::PartitionData {
+                partition_index: p.partition_index,
+                current_leader: leader(broker),
+                ..Default::default()
+            };
+            if !p.acknowledgement_batches.is_empty() {
+                data.acknowledge_error_code = acknowledge(
+                    broker,
+                    &group_id,
+                    &member_id,
+                    t.topic_id,
+                    p.partition_index,
+                    &p.acknowledgement_batches,
+                    renew_allowed,
+                )
+                .await
+                .code();
+            }
+            results.insert((t.topic_id, p.partition_index), data);
+        }
+    }
+
+    let to_fetch: Vec<TopicIdPartition> = match context {
+        FetchContext::Final => {
+            broker.share.close_session(broker, &session_key).await;
+            Vec::new()
+        }
+        _ if r.is_renew_ack => Vec::new(),
+        FetchContext::Initial { partitions, .. } | FetchContext::Subsequent { partitions } => {
+            partitions
+        }
+    };
+
+    if !to_fetch.is_empty() {
+        let wait = Duration::from_millis(r.max_wait_ms.max(0) as u64).min(SHARE_FETCH_WAIT_MAX);
+        let deadline = Instant::now() + wait;
+        let max_records = if r.max_records > 0 {
+            r.max_records
+        } else {
+            i32::MAX
+        };
+        let batch_size = if r.batch_size > 0 {
+            r.batch_size
+        } else {
+            max_records
+        };
+        let fetch_bytes_max = broker.config.long("fetch.max.bytes") as usize;
+        let mut remaining = usize::try_from(r.max_bytes)
+            .unwrap_or(0)
+            .min(fetch_bytes_max)
+            .max(1);
+        loop {
+            // Register before acquiring, so data or a release in between is not missed.
+            let waker = Arc::new(Notify::new());
+            let released = broker.share.released.clone();
+            let released_wait = released.notified();
+            tokio::pin!(released_wait);
+            released_wait.as_mut().enable();
+            for tp in &to_fetch {
+                if let Some(p) = broker
+                    .topic_by_id(Uuid::from_bytes(tp.topic_id))
+                    .and_then(|t| t.partition(tp.partition))
+                {
+                    p.watch(&waker);
+                }
+            }
+            let mut got_any = false;
+            let mut errors = false;
+            for tp in &to_fetch {
+                if remaining == 0 {
+                    break;
+                }
+                let acquired = acquire(
+                    broker,
+                    &group_id,
+                    &member_id,
+                    *tp,
+                    max_records,
+                    batch_size,
+                    mode,
+                    remaining.min(PARTITION_READ_BYTES_MAX),
+                )
+                .await;
+                let data = results
+                    .entry((Uuid::from_bytes(tp.topic_id), tp.partition))
+                    .or_insert_with(|| sf::PartitionData {
+                        partition_index: tp.partition,
+                        current_leader: leader(broker),
+                        ..Default::default()
+                    });
+                data.error_code = acquired.error.code();
+                errors |= !acquired.error.is_ok();
+                if !acquired.acquired.is_empty() {
+                    got_any = true;
+                    remaining = remaining.saturating_sub(acquired.records.len());
+                    data.records = acquired.records;
+                    data.acquired_records = acquired.acquired;
+                }
+            }
+            if got_any || errors || Instant::now() >= deadline {
+                break;
+            }
+            tokio::select! {
+                _ = waker.notified() => {}
+                _ = &mut released_wait => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    let mut by_topic: BTreeMap<Uuid, Vec<sf::PartitionData>> = BTreeMap::new();
+    for ((topic_id, _), data) in results {
+        by_topic.entry(topic_id).or_default().push(data);
+    }
+    sf::ShareFetchResponse {
+        acquisition_lock_timeout_ms: i32::try_from(settings.record_lock_duration_ms)
+            .unwrap_or(i32::MAX),
+        responses: by_topic
+            .into_iter()
+            .map(|(topic_id, partitions)| sf::ShareFetchableTopicResponse {
+                topic_id,
+                partitions,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn ack_error(code: ErrorCode, message: Option<&str>) -> ack::ShareAcknowledgeResponse {
+    ack::ShareAcknowledgeResponse {
+        error_code: code.code(),
+        error_message: message.map(str_bytes),
+        ..Default::default()
+    }
+}
+
+pub async fn share_acknowledge(
+    broker: &Arc<Broker>,
+    version: i16,
+    r: &ack::ShareAcknowledgeRequest,
+) -> ack::ShareAcknowledgeResponse {
+    if !broker.share_groups_enabled() {
+        return ack_error(ErrorCode::UNSUPPORTED_VERSION, None);
+    }
+    let Some(group_id) = r.group_id.as_ref().map(|g| g.0.to_string()) else {
+        return ack_error(ErrorCode::INVALID_REQUEST, Some("GroupId is required"));
+    };
+    let Some(member_id) = valid_member(r.member_id.as_ref()) else {
+        return ack_error(ErrorCode::INVALID_REQUEST, Some("invalid MemberId"));
+    };
+    let settings = broker.share_group_settings(&group_id);
+    let renew_allowed = version >= 2 && r.is_renew_ack && settings.renew_acknowledge_enable;
+    let session_key = SessionKey {
+        group_id: group_id.clone(),
+        member_id: member_id.clone(),
+    };
+    let context = broker
+        .share
+        .sessions
+        .lock()
+        .expect("share sessions lock poisoned")
+        .acknowledge(&session_key, r.share_session_epoch, now_ms());
+    let context = match context {
+        Ok(c) => c,
+        Err(e) => return ack_error(session_error(e), None),
+    };
+    let mut responses = Vec::with_capacity(r.topics.len());
+    for t in &r.topics {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let code = acknowledge(
+                broker,
+                &group_id,
+                &member_id,
+                t.topic_id,
+                p.partition_index,
+                &p.acknowledgement_batches,
+                renew_allowed,
+            )
+            .await;
+            partitions.push(ack::PartitionData {
+                partition_index: p.partition_index,
+                error_code: code.code(),
+                current_leader: leader(broker),
+                ..Default::default()
+            });
+        }
+        responses.push(ack::ShareAcknowledgeTopicResponse {
+            topic_id: t.topic_id,
+            partitions,
+            ..Default::default()
+        });
+    }
+    if context == AcknowledgeContext::Final {
+        broker.share.close_session(broker, &session_key).await;
+    }
+    ack::ShareAcknowledgeResponse {
+        acquisition_lock_timeout_ms: i32::try_from(settings.record_lock_duration_ms)
+            .unwrap_or(i32::MAX),
+        responses,
+        ..Default::default()
+    }
+}

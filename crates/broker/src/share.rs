@@ -1,0 +1,404 @@
+//! Share partitions on this broker (KIP-932): the live `SharePartition` machines, the share
+//! sessions of share consumers, and the share-group state they persist in
+//! `__share_group_state`.
+//!
+//! Each share partition (group × topic partition) has one slot whose async mutex serialises
+//! every change to it *and* its persistence: a change is applied to the machine, the state
+//! write it returns is appended to `__share_group_state` (the partition Kafka's hash of
+//! "group:topicId:partition" picks) and fsynced, and only then is the request answered. So an
+//! acknowledgement the client saw succeed survives kill -9, and a restart rebuilds every share
+//! partition from the replayed records: acknowledged records are never delivered again,
+//! records that were only acquired are delivered again (acquisitions are not persisted, as in
+//! Kafka).
+//!
+//! A share partition is created on its first ShareFetch: from its persisted state, or else at
+//! the offset `share.auto.offset.reset` gives (latest, earliest, by_duration). Acquisition
+//! locks expire in a background task; expiries, releases and acknowledgements wake share
+//! fetches waiting for records.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shoal_core::share_coordinator::{
+    partition_for, InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord,
+    ShareStateStore, TopicId, UNINITIALIZED_START_OFFSET,
+};
+use shoal_core::share_partition::{SharePartition, SharePartitionConfig, StateWrite};
+use shoal_core::share_session::{SessionKey, ShareSessionCache, TopicIdPartition};
+use shoal_protocol::ErrorCode;
+use tokio::sync::{watch, Notify};
+use tracing::{error, info, warn};
+
+use crate::broker::{now_ms, Broker};
+use crate::group_configs::AutoOffsetReset;
+use crate::internal::{EncodedRecord, Replayed};
+
+/// The internal topic of share-group state.
+pub const SHARE_GROUP_STATE: &str = "__share_group_state";
+/// Leader epoch of every share partition: one node never changes leader.
+const LEADER_EPOCH: i32 = 0;
+/// How often acquisition locks are checked for expiry at most.
+const LOCK_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// One share partition's machine, created on first use.
+#[derive(Default)]
+pub struct Slot {
+    pub state: tokio::sync::Mutex<Option<SharePartition>>,
+}
+
+/// Everything share partitions need on the broker.
+pub struct ShareManager {
+    pub sessions: Mutex<ShareSessionCache>,
+    slots: Mutex<HashMap<SharePartitionKey, Arc<Slot>>>,
+    store: tokio::sync::Mutex<ShareStateStore>,
+    /// Woken when records become available again (release, expiry, acknowledgement).
+    pub released: Arc<Notify>,
+}
+
+impl std::fmt::Debug for ShareManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ShareManager")
+    }
+}
+
+/// A connection's id for share sessions.
+pub fn connection_id(peer: SocketAddr) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    peer.hash(&mut h);
+    h.finish()
+}
+
+impl ShareManager {
+    /// An empty manager; [`ShareManager::load`] fills the store.
+    pub fn new(broker_config: &crate::config::BrokerConfig) -> anyhow::Result<Self> {
+        let store = ShareStateStore::new(ShareCoordinatorConfig {
+            snapshot_update_records_per_snapshot: broker_config
+                .long("share.coordinator.snapshot.update.records.per.snapshot")
+                as u32,
+            ..ShareCoordinatorConfig::default()
+        })
+        .map_err(|e| anyhow::anyhow!("share coordinator config: {e}"))?;
+        Ok(ShareManager {
+            sessions: Mutex::new(ShareSessionCache::new(
+                broker_config.long("group.share.max.share.sessions") as usize,
+            )),
+            slots: Mutex::new(HashMap::new()),
+            store: tokio::sync::Mutex::new(store),
+            released: Arc::new(Notify::new()),
+        })
+    }
+
+    /// Replays `__share_group_state` into the store; returns how many records.
+    ///
+    /// # Errors
+    /// The log cannot be read.
+    pub fn load(&self, broker: &Broker) -> anyhow::Result<usize> {
+        let mut store = self
+            .store
+            .try_lock()
+            .map_err(|_| anyhow::anyhow!("share state store busy during load"))?;
+        let mut count = 0;
+        crate::internal::replay_topic(broker, SHARE_GROUP_STATE, |item| {
+            let Replayed::Record { partition, record } = item else {
+                return;
+            };
+            let Some(key) = record.key.as_deref() else {
+                return;
+            };
+            match ShareStateRecord::decode(key, record.value.as_deref()) {
+                Ok(r) => {
+                    store.replay(&r);
+                    count += 1;
+                }
+                Err(e) => warn!(partition, offset = record.offset, error = %e,
+                    "skipping undecodable share state record"),
+            }
+        })?;
+        info!(
+            records = count,
+            share_partitions = store.len(),
+            "share group state loaded"
+        );
+        Ok(count)
+    }
+
+    /// The slot of a share partition (created empty on first use).
+    pub fn slot(&self, key: &SharePartitionKey) -> Arc<Slot> {
+        self.slots
+            .lock()
+            .expect("share slots lock poisoned")
+            .entry(key.clone())
+            .or_default()
+            .clone()
+    }
+
+    fn existing_slots(&self) -> Vec<(SharePartitionKey, Arc<Slot>)> {
+        self.slots
+            .lock()
+            .expect("share slots lock poisoned")
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect()
+    }
+
+    /// Appends one share-state record to its `__share_group_state` partition, fsyncs it and
+    /// applies it to the store.
+    async fn append(
+        &self,
+        broker: &Arc<Broker>,
+        record: ShareStateRecord,
+    ) -> Result<(), ErrorCode> {
+        let mut store = self.store.lock().await;
+        let key = record.key().clone();
+        let encoded: EncodedRecord = record.encode().map_err(|e| {
+            error!(error = %e, "share state record cannot be encoded");
+            ErrorCode::UNKNOWN_SERVER_ERROR
+        })?;
+        let partitions = crate::internal::partition_count(broker, SHARE_GROUP_STATE);
+        let p = partition_for(
+            &key.group_id,
+            &key.topic_id.to_kafka_string(),
+            key.partition,
+            partitions,
+        );
+        let mut by_partition = BTreeMap::new();
+        by_partition.insert(p, vec![encoded]);
+        crate::internal::append_and_flush(broker, SHARE_GROUP_STATE, by_partition)
+            .await
+            .map_err(|e| {
+                error!(error = %e, "share state write failed");
+                ErrorCode::KAFKA_STORAGE_ERROR
+            })?;
+        store.replay(&record);
+        Ok(())
+    }
+
+    /// Persists a share partition's state write (before the caller answers).
+    ///
+    /// # Errors
+    /// The write was refused by the store or could not be made durable.
+    pub async fn persist(
+        &self,
+        broker: &Arc<Broker>,
+        key: &SharePartitionKey,
+        write: Option<StateWrite>,
+    ) -> Result<(), ErrorCode> {
+        let Some(write) = write else {
+            return Ok(());
+        };
+        let record = {
+            let store = self.store.lock().await;
+            store
+                .write(key, &write.to_write_state(LEADER_EPOCH), now_ms())
+                .map_err(|e| {
+                    error!(?key, error = %e, "share state write refused");
+                    ErrorCode(e.error_code().0)
+                })?
+        };
+        self.append(broker, record).await
+    }
+
+    /// Creates the machine of `key` in `state` if it has none: from the persisted state, or
+    /// at the offset `share.auto.offset.reset` picks (persisted first).
+    ///
+    /// # Errors
+    /// UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, or the store's refusal.
+    pub async fn ensure_initialized(
+        &self,
+        broker: &Arc<Broker>,
+        key: &SharePartitionKey,
+        state: &mut Option<SharePartition>,
+    ) -> Result<(), ErrorCode> {
+        let config = partition_config(broker, &key.group_id);
+        if let Some(sp) = state.as_mut() {
+            if sp.config() != &config {
+                let _ = sp.set_config(config);
+            }
+            return Ok(());
+        }
+        let persisted = {
+            let store = self.store.lock().await;
+            match store.state(key) {
+                Some(_) => Some(
+                    store
+                        .read(key, LEADER_EPOCH, now_ms())
+                        .map_err(|e| ErrorCode(e.error_code().0))?,
+                ),
+                None => None,
+            }
+        };
+        let built = match persisted {
+            Some((read, epoch_record)) if read.start_offset != UNINITIALIZED_START_OFFSET => {
+                if let Some(r) = epoch_record {
+                    self.append(broker, r).await?;
+                }
+                let (sp, write) = SharePartition::from_persisted(config, &read).map_err(|e| {
+                    error!(?key, error = %e, "persisted share state unusable");
+                    ErrorCode::UNKNOWN_SERVER_ERROR
+                })?;
+                *state = Some(sp);
+                write
+            }
+            other => {
+                let state_epoch = other.map_or(0, |(read, _)| read.state_epoch);
+                let start = reset_offset(broker, key)?;
+                let record = {
+                    let store = self.store.lock().await;
+                    store
+                        .initialize(
+                            key,
+                            InitializeState {
+                                state_epoch,
+                                start_offset: start,
+                            },
+                            now_ms(),
+                        )
+                        .map_err(|e| ErrorCode(e.error_code().0))?
+                };
+                self.append(broker, record).await?;
+                *state = Some(
+                    SharePartition::new(config, start, state_epoch).map_err(|e| {
+                        error!(?key, error = %e, "cannot create share partition");
+                        ErrorCode::UNKNOWN_SERVER_ERROR
+                    })?,
+                );
+                None
+            }
+        };
+        self.persist(broker, key, built).await
+    }
+
+    /// Releases what `member` holds in the share partitions of a closed session.
+    pub async fn release_member(
+        &self,
+        broker: &Arc<Broker>,
+        group_id: &str,
+        member_id: &str,
+        partitions: impl IntoIterator<Item = TopicIdPartition>,
+    ) {
+        for tp in partitions {
+            let key = SharePartitionKey::new(group_id, TopicId(tp.topic_id), tp.partition);
+            let slot = self.slot(&key);
+            let mut state = slot.state.lock().await;
+            let Some(sp) = state.as_mut() else { continue };
+            let write = sp.release_member(member_id, now_ms());
+            if let Err(code) = self.persist(broker, &key, write).await {
+                warn!(
+                    ?key,
+                    ?code,
+                    "releasing a member's records was not persisted"
+                );
+            }
+        }
+        self.released.notify_waiters();
+    }
+
+    /// A connection closed: its share sessions end and their members' records are released.
+    pub async fn connection_closed(&self, broker: &Arc<Broker>, peer: SocketAddr) {
+        let closed = self
+            .sessions
+            .lock()
+            .expect("share sessions lock poisoned")
+            .connection_closed(connection_id(peer));
+        for (key, session) in closed {
+            self.release_member(
+                broker,
+                &key.group_id,
+                &key.member_id,
+                session.partitions.iter().copied(),
+            )
+            .await;
+        }
+    }
+
+    /// Closes a session after its final request and releases what its member holds.
+    pub async fn close_session(&self, broker: &Arc<Broker>, key: &SessionKey) {
+        let closed = self
+            .sessions
+            .lock()
+            .expect("share sessions lock poisoned")
+            .close(key);
+        if let Some(session) = closed {
+            self.release_member(
+                broker,
+                &key.group_id,
+                &key.member_id,
+                session.partitions.iter().copied(),
+            )
+            .await;
+        }
+    }
+
+    /// Expires the acquisition locks that are due; returns whether any was.
+    async fn expire_locks(&self, broker: &Arc<Broker>) -> bool {
+        let now = now_ms();
+        let mut any = false;
+        for (key, slot) in self.existing_slots() {
+            let mut state = slot.state.lock().await;
+            let Some(sp) = state.as_mut() else { continue };
+            if sp.next_lock_deadline().is_none_or(|d| d > now) {
+                continue;
+            }
+            let write = sp.expire_locks(now);
+            any = true;
+            if let Err(code) = self.persist(broker, &key, write).await {
+                warn!(?key, ?code, "lock expiry was not persisted");
+            }
+        }
+        if any {
+            self.released.notify_waiters();
+        }
+        any
+    }
+}
+
+/// The share-partition limits of a group (its configs, else the broker's).
+pub fn partition_config(broker: &Broker, group_id: &str) -> SharePartitionConfig {
+    let s = broker.share_group_settings(group_id);
+    SharePartitionConfig {
+        record_lock_duration_ms: s.record_lock_duration_ms,
+        delivery_count_limit: i16::try_from(s.delivery_count_limit).unwrap_or(i16::MAX),
+        record_locks_max: s.partition_max_record_locks,
+    }
+}
+
+/// Where a share partition without state starts (`share.auto.offset.reset`).
+fn reset_offset(broker: &Broker, key: &SharePartitionKey) -> Result<i64, ErrorCode> {
+    let topic = broker
+        .topic_by_id(uuid::Uuid::from_bytes(key.topic_id.0))
+        .ok_or(ErrorCode::UNKNOWN_TOPIC_ID)?;
+    let partition = topic
+        .partition(key.partition)
+        .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let log = partition.lock();
+    Ok(
+        match broker.share_group_settings(&key.group_id).auto_offset_reset {
+            AutoOffsetReset::Latest => log.log_end_offset(),
+            AutoOffsetReset::Earliest => log.log_start_offset(),
+            AutoOffsetReset::ByDuration(ms) => log
+                .offset_for_timestamp(now_ms().saturating_sub(ms))
+                .map_err(|e| ErrorCode(e.kafka_error_code()))?
+                .map_or(log.log_end_offset(), |(offset, _)| offset),
+        },
+    )
+}
+
+/// Expires acquisition locks until `stop` turns true.
+pub async fn run_lock_timer(broker: std::sync::Weak<Broker>, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(LOCK_CHECK_INTERVAL) => {}
+            _ = stop.changed() => {}
+        }
+        if *stop.borrow() {
+            return;
+        }
+        let Some(broker) = broker.upgrade() else {
+            return;
+        };
+        broker.share.expire_locks(&broker).await;
+    }
+}

@@ -1,0 +1,307 @@
+//! ShareFetch and ShareAcknowledge over the wire: share-session epochs and their errors,
+//! acquisition locks held by one member at a time, accept / release / reject, delivery
+//! counts, foreign acknowledgements, lock expiry, and the acknowledged state surviving a
+//! restart while merely acquired records come back.
+
+mod common;
+
+use bytes::Bytes;
+use common::TestBroker;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    CreateTopicsRequest, GroupId, IncrementalAlterConfigsRequest, ProduceRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use shoal_client::Connection;
+use shoal_protocol::share::share_acknowledge::{
+    AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest,
+};
+use shoal_protocol::share::share_fetch::{FetchPartition, FetchTopic, ShareFetchRequest};
+use shoal_protocol::share::{AcknowledgementBatch, ShareFetchResponse};
+use shoal_protocol::ErrorCode;
+use shoal_storage::batch::split_batches;
+use shoal_storage::{encode_batch, BatchOptions};
+use uuid::Uuid;
+
+const TOPIC: &str = "queue";
+const GROUP: &str = "workers";
+const ACCEPT: i8 = 1;
+const RELEASE: i8 = 2;
+const REJECT: i8 = 3;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+async fn start(dir: &std::path::Path) -> TestBroker {
+    TestBroker::start_with(dir, &[("group.share.min.record.lock.duration.ms", "1000")]).await
+}
+
+/// Creates the topic, produces 10 records in batches of 4, 3 and 3, and configures the group
+/// (earliest, 1 s locks, delivery limit 4); returns the topic id.
+async fn setup(broker: &TestBroker, conn: &mut Connection) -> Uuid {
+    let created = conn
+        .request(
+            7,
+            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s(TOPIC)))
+                .with_num_partitions(1)
+                .with_replication_factor(-1)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    for (first, count) in [(0, 4), (4, 3), (7, 3)] {
+        let values: Vec<String> = (first..first + count).map(|i| format!("r{i}")).collect();
+        let records: Vec<shoal_storage::batch::KeyValue<'_>> =
+            values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
+        let batch = Bytes::from(encode_batch(
+            &records,
+            BatchOptions {
+                timestamp_ms: shoal_broker::broker::now_ms(),
+                ..BatchOptions::default()
+            },
+        ));
+        let r = conn
+            .request(
+                9,
+                &ProduceRequest::default()
+                    .with_acks(-1)
+                    .with_timeout_ms(5000)
+                    .with_topic_data(vec![TopicProduceData::default()
+                        .with_name(TopicName(s(TOPIC)))
+                        .with_partition_data(vec![PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(batch))])]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    }
+    let configs = [
+        ("share.auto.offset.reset", "earliest"),
+        ("share.record.lock.duration.ms", "1000"),
+        ("share.delivery.count.limit", "4"),
+    ];
+    let r = conn
+        .request(
+            1,
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(32)
+                    .with_resource_name(s(GROUP))
+                    .with_configs(
+                        configs
+                            .iter()
+                            .map(|(k, v)| {
+                                AlterableConfig::default()
+                                    .with_name(s(k))
+                                    .with_config_operation(0)
+                                    .with_value(Some(s(v)))
+                            })
+                            .collect(),
+                    ),
+            ]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.responses[0].error_code, 0);
+    broker.broker.topic(TOPIC).unwrap().id
+}
+
+fn batch(first: i64, last: i64, ack_type: i8) -> AcknowledgementBatch {
+    AcknowledgementBatch {
+        first_offset: first,
+        last_offset: last,
+        acknowledge_types: vec![ack_type],
+        ..Default::default()
+    }
+}
+
+async fn fetch(
+    conn: &mut Connection,
+    topic_id: Uuid,
+    member: &str,
+    epoch: i32,
+    acks: Vec<AcknowledgementBatch>,
+    max_wait_ms: i32,
+) -> ShareFetchResponse {
+    conn.request(
+        2,
+        &ShareFetchRequest {
+            group_id: Some(GroupId(s(GROUP))),
+            member_id: Some(s(member)),
+            share_session_epoch: epoch,
+            max_wait_ms,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            max_records: 500,
+            batch_size: 500,
+            topics: vec![FetchTopic {
+                topic_id,
+                partitions: vec![FetchPartition {
+                    partition_index: 0,
+                    acknowledgement_batches: acks,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+async fn acknowledge(
+    conn: &mut Connection,
+    topic_id: Uuid,
+    member: &str,
+    epoch: i32,
+    acks: Vec<AcknowledgementBatch>,
+) -> (i16, i16) {
+    let r = conn
+        .request(
+            2,
+            &ShareAcknowledgeRequest {
+                group_id: Some(GroupId(s(GROUP))),
+                member_id: Some(s(member)),
+                share_session_epoch: epoch,
+                topics: vec![AcknowledgeTopic {
+                    topic_id,
+                    partitions: vec![AcknowledgePartition {
+                        partition_index: 0,
+                        acknowledgement_batches: acks,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let partition = r
+        .responses
+        .first()
+        .and_then(|t| t.partitions.first())
+        .map_or(-1, |p| p.error_code);
+    (r.error_code, partition)
+}
+
+/// `(first, last, delivery count)` of every acquired range, and the offsets of the batches.
+fn acquired(r: &ShareFetchResponse) -> (Vec<(i64, i64, i16)>, Vec<i64>) {
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    let Some(p) = r.responses.first().and_then(|t| t.partitions.first()) else {
+        return (Vec::new(), Vec::new());
+    };
+    assert_eq!(p.error_code, 0, "{:?}", p.error_message);
+    let ranges = p
+        .acquired_records
+        .iter()
+        .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+        .collect();
+    let batches = split_batches(&p.records)
+        .map(|b| b.unwrap().0.base_offset())
+        .collect();
+    (ranges, batches)
+}
+
+fn ack_error(r: &ShareFetchResponse) -> i16 {
+    r.responses[0].partitions[0].acknowledge_error_code
+}
+
+#[tokio::test]
+async fn share_fetch_and_acknowledge_over_the_wire() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic_id;
+    {
+        let broker = start(dir.path()).await;
+        let mut a = broker.connect().await;
+        let mut b = broker.connect().await;
+        topic_id = setup(&broker, &mut a).await;
+
+        // Session errors.
+        let r = fetch(&mut a, topic_id, "a", 1, vec![], 0).await;
+        assert_eq!(r.error_code, ErrorCode::SHARE_SESSION_NOT_FOUND.code());
+        let r = fetch(&mut a, topic_id, "a", 0, vec![batch(0, 0, ACCEPT)], 0).await;
+        assert_eq!(r.error_code, ErrorCode::INVALID_REQUEST.code());
+        assert_eq!(
+            acknowledge(&mut a, topic_id, "a", 0, vec![]).await.0,
+            ErrorCode::INVALID_SHARE_SESSION_EPOCH.code()
+        );
+
+        // Member a acquires everything (earliest), whole batches, delivery count 1.
+        let r = fetch(&mut a, topic_id, "a", 0, vec![], 500).await;
+        assert_eq!(acquired(&r), (vec![(0, 9, 1)], vec![0, 4, 7]));
+        assert_eq!(r.acquisition_lock_timeout_ms, 1000);
+        // Member b finds nothing free (and does not wait past MaxWaitMs).
+        let r = fetch(&mut b, topic_id, "b", 0, vec![], 50).await;
+        assert_eq!(acquired(&r).0, vec![]);
+
+        // a accepts 0-3, releases 4-6, rejects 7; b may not acknowledge a's records.
+        assert_eq!(
+            acknowledge(
+                &mut a,
+                topic_id,
+                "a",
+                1,
+                vec![
+                    batch(0, 3, ACCEPT),
+                    batch(4, 6, RELEASE),
+                    batch(7, 7, REJECT)
+                ]
+            )
+            .await,
+            (0, 0)
+        );
+        assert_eq!(
+            acknowledge(&mut a, topic_id, "a", 1, vec![]).await.0,
+            ErrorCode::INVALID_SHARE_SESSION_EPOCH.code(),
+            "epoch 1 was used"
+        );
+        let r = fetch(&mut b, topic_id, "b", 1, vec![batch(8, 9, ACCEPT)], 500).await;
+        assert_eq!(ack_error(&r), ErrorCode::INVALID_RECORD_STATE.code());
+        // The released records go to b, as their second delivery.
+        assert_eq!(acquired(&r).0, vec![(4, 6, 2)]);
+
+        // a accepts 8-9 on its next fetch; nothing new arrives meanwhile.
+        let r = fetch(&mut a, topic_id, "a", 2, vec![batch(8, 9, ACCEPT)], 100).await;
+        assert_eq!(ack_error(&r), 0);
+        assert_eq!(acquired(&r).0, vec![]);
+
+        // b never acknowledges: after its 1 s lock, a gets 4-6 for the third time.
+        let r = fetch(&mut a, topic_id, "a", 3, vec![], 5000).await;
+        assert_eq!(acquired(&r).0, vec![(4, 6, 3)]);
+        broker.stop().await;
+    }
+    // After a restart: accepted and rejected records never come back, acquired ones do (the
+    // acquisition itself is not persisted), and the delivery limit (4) still counts.
+    let broker = start(dir.path()).await;
+    let mut c = broker.connect().await;
+    let r = fetch(&mut c, topic_id, "c", 0, vec![], 2000).await;
+    // The last persisted count is 2 (the lock expiry); a's third acquisition was lost.
+    assert_eq!(acquired(&r).0, vec![(4, 6, 3)]);
+    assert_eq!(
+        acknowledge(&mut c, topic_id, "c", 1, vec![batch(4, 6, RELEASE)]).await,
+        (0, 0)
+    );
+    // The last attempt (count 4 of 4): Kafka delivers such records one at a time.
+    let r = fetch(&mut c, topic_id, "c", 2, vec![], 100).await;
+    assert_eq!(acquired(&r).0, vec![(4, 4, 4)]);
+    // Released at the limit: archived, never delivered again; 5 and 6 follow one by one.
+    let r = fetch(&mut c, topic_id, "c", 3, vec![batch(4, 4, RELEASE)], 100).await;
+    assert_eq!(ack_error(&r), 0);
+    assert_eq!(acquired(&r).0, vec![(5, 5, 4)]);
+    // The final epoch closes the session.
+    assert_eq!(acknowledge(&mut c, topic_id, "c", -1, vec![]).await.0, 0);
+    assert_eq!(
+        acknowledge(&mut c, topic_id, "c", 4, vec![]).await.0,
+        ErrorCode::SHARE_SESSION_NOT_FOUND.code()
+    );
+    broker.stop().await;
+}
