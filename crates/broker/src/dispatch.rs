@@ -10,7 +10,7 @@ use shoal_protocol::{Request, RequestFrame, Response};
 use crate::broker::Broker;
 use crate::handlers::{
     api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, metadata,
-    produce, share_fetch, share_groups, topics, txn,
+    produce, share_admin, share_fetch, share_groups, topics, txn,
 };
 
 /// What a handler may need to know about the connection.
@@ -113,6 +113,17 @@ async fn respond(
             .await
             .into(),
         Request::ShareAcknowledge(r) => share_fetch::share_acknowledge(broker, version, r)
+            .await
+            .into(),
+        Request::DescribeShareGroupOffsets(r) => {
+            share_admin::describe_share_group_offsets(broker, version, r)
+                .await
+                .into()
+        }
+        Request::AlterShareGroupOffsets(r) => share_admin::alter_share_group_offsets(broker, r)
+            .await
+            .into(),
+        Request::DeleteShareGroupOffsets(r) => share_admin::delete_share_group_offsets(broker, r)
             .await
             .into(),
         // The connection only decodes what the ApiVersions table serves, so the remaining

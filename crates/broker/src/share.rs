@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use shoal_core::share_coordinator::{
     partition_for, InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord,
-    ShareStateStore, TopicId, UNINITIALIZED_START_OFFSET,
+    ShareStateStore, StateSummary, TopicId, UNINITIALIZED_START_OFFSET,
 };
 use shoal_core::share_partition::{SharePartition, SharePartitionConfig, StateWrite};
 use shoal_core::share_session::{SessionKey, ShareSessionCache, TopicIdPartition};
@@ -330,6 +330,85 @@ impl ShareManager {
             )
             .await;
         }
+    }
+
+    /// The persisted summary of a share partition (start offset, delivery-complete count).
+    pub async fn summary(&self, key: &SharePartitionKey) -> Option<StateSummary> {
+        self.store.lock().await.read_summary(key)
+    }
+
+    /// The share partitions of `group_id` that have persisted state.
+    pub async fn keys_of_group(&self, group_id: &str) -> Vec<SharePartitionKey> {
+        let mut keys: Vec<SharePartitionKey> = self
+            .store
+            .lock()
+            .await
+            .keys()
+            .filter(|k| k.group_id == group_id)
+            .cloned()
+            .collect();
+        keys.sort_by_key(|k| (k.topic_id.0, k.partition));
+        keys
+    }
+
+    /// Restarts a share partition at `start_offset` (AlterShareGroupOffsets): a new state epoch
+    /// and no in-flight records; the live machine is rebuilt on the next fetch.
+    ///
+    /// # Errors
+    /// The store's refusal or KAFKA_STORAGE_ERROR.
+    pub async fn reset(
+        &self,
+        broker: &Arc<Broker>,
+        key: &SharePartitionKey,
+        start_offset: i64,
+    ) -> Result<(), ErrorCode> {
+        let slot = self.slot(key);
+        let mut state = slot.state.lock().await;
+        let record = {
+            let store = self.store.lock().await;
+            let state_epoch = store
+                .read_summary(key)
+                .map_or(0, |s| s.state_epoch.saturating_add(1));
+            store
+                .initialize(
+                    key,
+                    InitializeState {
+                        state_epoch,
+                        start_offset,
+                    },
+                    now_ms(),
+                )
+                .map_err(|e| ErrorCode(e.error_code().0))?
+        };
+        self.append(broker, record).await?;
+        *state = None;
+        Ok(())
+    }
+
+    /// Deletes the persisted state of share partitions (DeleteShareGroupOffsets, a deleted
+    /// share group) and their live machines.
+    ///
+    /// # Errors
+    /// KAFKA_STORAGE_ERROR.
+    pub async fn delete(
+        &self,
+        broker: &Arc<Broker>,
+        keys: &[SharePartitionKey],
+    ) -> Result<(), ErrorCode> {
+        for key in keys {
+            let slot = self.slot(key);
+            let mut state = slot.state.lock().await;
+            let tombstone = self.store.lock().await.delete(key);
+            if let Some(record) = tombstone {
+                self.append(broker, record).await?;
+            }
+            *state = None;
+            self.slots
+                .lock()
+                .expect("share slots lock poisoned")
+                .remove(key);
+        }
+        Ok(())
     }
 
     /// Expires the acquisition locks that are due; returns whether any was.

@@ -94,8 +94,11 @@ async fn api_versions_lists_what_is_served_and_falls_back_to_v0() {
     let share_fetch = response.api_keys.iter().find(|k| k.api_key == 78).unwrap();
     assert_eq!((share_fetch.min_version, share_fetch.max_version), (1, 2));
     assert!(response.api_keys.iter().any(|k| k.api_key == 76));
-    // Not yet: the admin share-offset APIs.
-    assert!(response.api_keys.iter().all(|k| k.api_key != 90));
+    let describe_offsets = response.api_keys.iter().find(|k| k.api_key == 90).unwrap();
+    assert_eq!(
+        (describe_offsets.min_version, describe_offsets.max_version),
+        (0, 1)
+    );
 
     // An ApiVersions at a version the broker does not know is answered at v0.
     let header = RequestHeader::default()

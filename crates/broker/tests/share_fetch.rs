@@ -305,3 +305,128 @@ async fn share_fetch_and_acknowledge_over_the_wire() {
     );
     broker.stop().await;
 }
+
+async fn heartbeat(conn: &mut Connection, member: &str, epoch: i32) -> i32 {
+    use kafka_protocol::messages::ShareGroupHeartbeatRequest;
+    let r = conn
+        .request(
+            1,
+            &ShareGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s(GROUP)))
+                .with_member_id(s(member))
+                .with_member_epoch(epoch)
+                .with_subscribed_topic_names((epoch == 0).then(|| vec![TopicName(s(TOPIC))])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    r.member_epoch
+}
+
+/// `(start offset, lag, error)` of partition 0 from DescribeShareGroupOffsets v1.
+async fn describe_offsets(conn: &mut Connection) -> (i64, i64, i16) {
+    use shoal_protocol::share::describe_share_group_offsets::{
+        DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequestGroup,
+    };
+    let r = conn
+        .request(
+            1,
+            &DescribeShareGroupOffsetsRequest {
+                groups: vec![DescribeShareGroupOffsetsRequestGroup {
+                    group_id: GroupId(s(GROUP)),
+                    topics: None,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let g = &r.groups[0];
+    match g.topics.first().and_then(|t| t.partitions.first()) {
+        Some(p) => (p.start_offset, p.lag, p.error_code),
+        None => (-1, -1, g.error_code),
+    }
+}
+
+#[tokio::test]
+async fn share_group_offsets_are_described_altered_and_deleted() {
+    use kafka_protocol::messages::alter_share_group_offsets_request::{
+        AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+    };
+    use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
+    use kafka_protocol::messages::{AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let topic_id = setup(&broker, &mut conn).await;
+    assert_eq!(
+        describe_offsets(&mut conn).await.2,
+        ErrorCode::GROUP_ID_NOT_FOUND.code()
+    );
+    let epoch = heartbeat(&mut conn, "m", 0).await;
+    let r = fetch(&mut conn, topic_id, "m", 0, vec![], 500).await;
+    assert_eq!(acquired(&r).0, vec![(0, 9, 1)]);
+    // Accept 0-3 and 6: the start offset moves to 4; 5 records are still to be done.
+    let r = fetch(
+        &mut conn,
+        topic_id,
+        "m",
+        1,
+        vec![batch(0, 3, ACCEPT), batch(6, 6, ACCEPT)],
+        0,
+    )
+    .await;
+    assert_eq!(ack_error(&r), 0);
+    assert_eq!(describe_offsets(&mut conn).await, (4, 5, 0));
+
+    let alter = |offset: i64| {
+        AlterShareGroupOffsetsRequest::default()
+            .with_group_id(GroupId(s(GROUP)))
+            .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(TopicName(s(TOPIC)))
+                .with_partitions(vec![
+                    AlterShareGroupOffsetsRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_start_offset(offset),
+                ])])
+    };
+    let r = conn.request(0, &alter(8)).await.unwrap();
+    assert_eq!(r.error_code, ErrorCode::NON_EMPTY_GROUP.code());
+    heartbeat(&mut conn, "m", -1).await;
+    let _ = epoch;
+    let r = conn.request(0, &alter(11)).await.unwrap();
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        ErrorCode::INVALID_REQUEST.code(),
+        "past the log end"
+    );
+    let r = conn.request(0, &alter(8)).await.unwrap();
+    assert_eq!(
+        (r.error_code, r.responses[0].partitions[0].error_code),
+        (0, 0)
+    );
+    assert_eq!(describe_offsets(&mut conn).await, (8, 2, 0));
+    // The next fetch (a new session) starts at 8.
+    let r = fetch(&mut conn, topic_id, "m", 0, vec![], 500).await;
+    assert_eq!(acquired(&r).0, vec![(8, 9, 1)]);
+    let r = fetch(&mut conn, topic_id, "m", -1, vec![], 0).await;
+    assert_eq!(r.error_code, 0);
+
+    let r = conn
+        .request(
+            0,
+            &DeleteShareGroupOffsetsRequest::default()
+                .with_group_id(GroupId(s(GROUP)))
+                .with_topics(vec![DeleteShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(TopicName(s(TOPIC)))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.error_code, r.responses[0].error_code), (0, 0));
+    assert_eq!(describe_offsets(&mut conn).await, (-1, -1, 0));
+    // State gone: a new session starts over from share.auto.offset.reset (earliest).
+    let r = fetch(&mut conn, topic_id, "m", 0, vec![], 500).await;
+    assert_eq!(acquired(&r).0, vec![(0, 9, 1)]);
+    broker.stop().await;
+}

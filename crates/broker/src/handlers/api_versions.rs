@@ -15,6 +15,9 @@ pub const SHARE_APIS: &[ApiKey] = &[
     ApiKey::ShareGroupDescribe,
     ApiKey::ShareFetch,
     ApiKey::ShareAcknowledge,
+    ApiKey::DescribeShareGroupOffsets,
+    ApiKey::AlterShareGroupOffsets,
+    ApiKey::DeleteShareGroupOffsets,
 ];
 
 /// Everything the broker implements whatever the feature levels.

@@ -472,20 +472,34 @@ pub async fn describe_groups(
     out
 }
 
-pub async fn delete_groups(broker: &Broker, r: &m::DeleteGroupsRequest) -> m::DeleteGroupsResponse {
+/// DeleteGroups for classic and share groups; a deleted share group's persisted share-partition
+/// state goes with it.
+pub async fn delete_groups(
+    broker: &std::sync::Arc<Broker>,
+    r: &m::DeleteGroupsRequest,
+) -> m::DeleteGroupsResponse {
     let request = gc::DeleteGroupsRequest {
         group_ids: r.groups_names.iter().map(|g| s(&g.0)).collect(),
     };
     let results = match call(broker, gc::GroupRequest::DeleteGroups(request)).await {
-        Some(gc::GroupResponse::DeleteGroups(d)) => d
-            .results
-            .into_iter()
-            .map(|g| {
-                m::delete_groups_response::DeletableGroupResult::default()
-                    .with_group_id(GroupId(str_bytes(g.group_id)))
-                    .with_error_code(g.error_code.code())
-            })
-            .collect(),
+        Some(gc::GroupResponse::DeleteGroups(d)) => {
+            let mut results = Vec::with_capacity(d.results.len());
+            for g in d.results {
+                let mut code = g.error_code.code();
+                if code == 0 {
+                    let keys = broker.share.keys_of_group(&g.group_id).await;
+                    if let Err(e) = broker.share.delete(broker, &keys).await {
+                        code = e.code();
+                    }
+                }
+                results.push(
+                    m::delete_groups_response::DeletableGroupResult::default()
+                        .with_group_id(GroupId(str_bytes(g.group_id)))
+                        .with_error_code(code),
+                );
+            }
+            results
+        }
         _ => r
             .groups_names
             .iter()

@@ -12,6 +12,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
 pub mod producers;
+pub mod share_admin;
 pub mod share_fetch;
 pub mod share_groups;
 pub mod topics;
