@@ -1,5 +1,6 @@
 //! `shoal`: the Shoal command-line tool. `shoal serve` runs one broker node; `shoal
-//! transactions` inspects transactions and aborts a hanging one.
+//! transactions` inspects transactions and aborts a hanging one; `shoal share-groups` lists,
+//! describes and resets share groups.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -10,6 +11,7 @@ use shoal_broker::config::{env_key, parse_properties};
 use shoal_broker::{Broker, BrokerConfig, BrokerOptions};
 use tracing::{info, warn};
 
+mod share_groups;
 mod transactions;
 
 #[global_allocator]
@@ -37,6 +39,14 @@ enum Command {
         bootstrap: String,
         #[command(subcommand)]
         command: transactions::TransactionsCommand,
+    },
+    /// List, describe and reset share groups.
+    ShareGroups {
+        /// A broker to talk to.
+        #[arg(long, env = "SHOAL_BOOTSTRAP", default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[command(subcommand)]
+        command: share_groups::ShareGroupsCommand,
     },
 }
 
@@ -183,6 +193,10 @@ fn main() -> anyhow::Result<()> {
         Command::Transactions { bootstrap, command } => {
             let addr = resolve(&bootstrap)?;
             runtime.block_on(transactions::run(addr, command))
+        }
+        Command::ShareGroups { bootstrap, command } => {
+            let addr = resolve(&bootstrap)?;
+            runtime.block_on(share_groups::run(addr, command))
         }
     }
 }

@@ -276,3 +276,100 @@ async fn transactions_command_finds_and_aborts_a_hanging_transaction() {
     drop(conn);
     terminate(&mut child);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_groups_command_lists_describes_and_resets() {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, GroupId, ShareGroupHeartbeatRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shoal"))
+        .args(["serve", "--listen", &addr.to_string()])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_listening(addr, &mut child);
+    let mut conn = Connection::connect(addr).await.unwrap();
+    let created = conn
+        .request(
+            7,
+            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("jobs")))
+                .with_num_partitions(2)
+                .with_replication_factor(-1)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let heartbeat = |epoch: i32| {
+        ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("workers")))
+            .with_member_id(StrBytes::from_static_str("member-1"))
+            .with_member_epoch(epoch)
+            .with_subscribed_topic_names(
+                (epoch == 0).then(|| vec![TopicName(StrBytes::from_static_str("jobs"))]),
+            )
+    };
+    let joined = conn.request(1, &heartbeat(0)).await.unwrap();
+    assert_eq!(joined.error_code, 0);
+
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_shoal"))
+            .args(["share-groups", "--bootstrap", &addr.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (ok, listed) = cli(&["list"]);
+    assert!(
+        ok && listed.contains("workers") && listed.contains("Stable"),
+        "{listed}"
+    );
+    let (ok, described) = cli(&["describe", "--group", "workers"]);
+    assert!(ok, "{described}");
+    assert!(described.contains("member-1"), "{described}");
+    assert!(described.contains("jobs:[0, 1]"), "{described}");
+    // Resetting needs an empty group.
+    let (ok, said) = cli(&[
+        "reset",
+        "--group",
+        "workers",
+        "--topic",
+        "jobs",
+        "--to-latest",
+    ]);
+    assert!(!ok && said.contains("NON_EMPTY_GROUP"), "{said}");
+    let left = conn.request(1, &heartbeat(-1)).await.unwrap();
+    assert_eq!(left.error_code, 0);
+    let (ok, said) = cli(&[
+        "reset",
+        "--group",
+        "workers",
+        "--topic",
+        "jobs",
+        "--partition",
+        "1",
+        "--to-offset",
+        "0",
+    ]);
+    assert!(ok, "{said}");
+    let (ok, described) = cli(&["describe", "--group", "workers"]);
+    assert!(ok, "{described}");
+    let row = described
+        .lines()
+        .find(|l| l.starts_with("jobs"))
+        .unwrap_or_else(|| panic!("no share partition row: {described}"));
+    let fields: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(fields, vec!["jobs", "1", "0", "0"], "{described}");
+    drop(conn);
+    terminate(&mut child);
+}
