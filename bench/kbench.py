@@ -342,6 +342,115 @@ def bench_consume(args, bootstrap, topic, partitions, expected):
     return r
 
 
+# ---------------------------------------------------------------- share groups
+def _share_worker(q, barrier, counter, bootstrap, topic, group, mode, expected, timeout, pid):
+    """One share consumer process: polls until the group has `expected` records in all."""
+    try:
+        from confluent_kafka import ShareConsumer
+        conf = {"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3,
+                "share.acknowledgement.mode": mode}
+        c = ShareConsumer(conf)
+        c.subscribe([topic])
+        barrier.wait()
+        got = 0
+        t0 = time.monotonic()
+        t_first = t_last = None
+        deadline = t0 + timeout
+        cpu0 = cpu_ticks(os.getpid())
+        while counter.value < expected and time.monotonic() < deadline:
+            batch = c.poll(0.2)
+            n = batch.count()
+            if not n:
+                continue
+            if mode == "explicit":
+                for m in batch.records():
+                    c.acknowledge(m)
+                c.commit_async()
+            now = time.monotonic()
+            t_first = t_first or now
+            t_last = now
+            got += n
+            with counter.get_lock():
+                counter.value += n
+        cpu1 = cpu_ticks(os.getpid())
+        c.close()
+        q.put((pid, {"records": got, "t_first": t_first, "t_last": t_last,
+                     "cpu_s": None if cpu0 is None else (cpu1 - cpu0) / CLK_TCK}))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        q.put((pid, e))
+
+
+def bench_share(args, bootstrap, topic, partitions, expected, consumers, mode):
+    """`consumers` share consumers (one process each) in a new group read `expected` records
+    from the start of `topic`; records/s over the span from the first start to the moment the
+    group has them all (implicit: accepted on the next poll; explicit: acknowledge + commit)."""
+    import multiprocessing as mp
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ResourceType, AdminClient)
+
+    group = f"kbench-share-{uuid.uuid4().hex[:8]}"
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for fut in a.incremental_alter_configs([res]).values():
+        fut.result(timeout=30)
+    ctx = mp.get_context("spawn")
+    q, barrier = ctx.Queue(), ctx.Barrier(consumers + 1)
+    counter = ctx.Value("q", 0)
+    procs = [ctx.Process(target=_share_worker,
+                         args=(q, barrier, counter, bootstrap, topic, group, mode, expected,
+                               args.phase_timeout, i)) for i in range(consumers)]
+    for pr in procs:
+        pr.start()
+    with Sampler(args.broker_pid) as s:
+        barrier.wait()
+        t0 = time.monotonic()
+        got = {}
+        for _ in range(consumers):
+            w, res = q.get(timeout=args.phase_timeout + 60)
+            got[w] = res
+    for pr in procs:
+        pr.join(10)
+    bad = [x for x in got.values() if isinstance(x, BaseException)]
+    if bad:
+        raise RuntimeError(f"share consumer failed: {bad[0]!r}")
+    total = sum(x["records"] for x in got.values())
+    if total < expected:
+        raise RuntimeError(f"share: {total}/{expected} records after --phase-timeout")
+    t_end = max(x["t_last"] for x in got.values() if x["t_last"])
+    secs = t_end - t0
+    r = base_result(args, "share_consume", partitions)
+    r.update(consumers=consumers, ack_mode=mode, records=total, duplicates=total - expected,
+             seconds=round(secs, 3), records_per_s=round(expected / secs),
+             mb_per_s=round(expected * args.size / secs / 1e6, 1),
+             per_consumer=[got[i]["records"] for i in sorted(got)], **s.fields())
+    return r
+
+
+def run_share_phase(args, bootstrap, parts, bufs, run_id, common):
+    for P in parts:
+        topic = f"kbench-{run_id}-share-p{P}"
+        create_topic(bootstrap, topic, P)
+        w = argparse.Namespace(**vars(args))
+        w.records = args.share_records
+        log(f"{args.label}: share phase: produce {w.records} -> {topic} ...")
+        bench_produce(w, bootstrap, topic, P, bufs)
+        rows = []
+        log(f"{args.label}: classic consumer, P={P} ...")
+        classic = bench_consume(w, bootstrap, topic, P, w.records)
+        classic.update(common)
+        emit(classic, args.out)
+        for mode in ("implicit", "explicit"):
+            for k in [int(x) for x in args.share_consumers.split(",") if x]:
+                log(f"{args.label}: {k} share consumer(s), {mode}, P={P} ...")
+                r = bench_share(w, bootstrap, topic, P, w.records, k, mode)
+                r.update(common, classic_records_per_s=classic["records_per_s"],
+                         ratio_vs_classic=round(r["records_per_s"] / classic["records_per_s"], 3))
+                emit(r, args.out)
+                rows.append(r)
+
+
 # ---------------------------------------------------------------- transactions
 def txn_sizes(args):
     return [int(x) for x in args.txn_sizes.split(",") if x.strip()]
@@ -697,6 +806,10 @@ def run_phases(args, bootstrap):
             r = bench_consume(args, bootstrap, topic, P, n)
             r.update(common)
             emit(r, args.out)
+    if "share" in args.phases:
+        if args.mock_listener:
+            raise SystemExit("the share phase does not run against the mock broker")
+        run_share_phase(args, bootstrap, parts, bufs, run_id, common)
     if "txn" in args.phases:
         if args.mock_listener:
             raise SystemExit("the txn phase does not run against the mock broker")
@@ -777,6 +890,9 @@ def cmd_table(args):
                 (" TRUNCATED" if r.get("truncated") else "")
         if test == "txn_flush_baseline":  # p50/p99 = flush() latency
             test = f"plain+flush/{r['records_per_txn']} x{r.get('ratio_vs_plain')}"
+        if test == "share_consume":
+            test = (f"share {r['consumers']}x {r['ack_mode']} x{r.get('ratio_vs_classic')}"
+                    + (f" DUP={r['duplicates']}" if r.get("duplicates") else ""))
         out.append([r["label"], test, str(r["partitions"]), str(r["records"]),
                     fmt(r.get("seconds"), 2),
                     fmt(r.get("records_per_s") or r.get("achieved_rate")),
@@ -962,6 +1078,10 @@ def main():
                    help="txn phase: at most this many transactions per size")
     r.add_argument("--txn-seconds", type=float, default=10.0,
                    help="txn phase: stop a size after this long (row marked truncated)")
+    r.add_argument("--share-records", type=int, default=200000,
+                   help="share phase: records per partition count")
+    r.add_argument("--share-consumers", default="1,2,4",
+                   help="share phase: share consumer counts, comma list")
     r.add_argument("--txn-producers", type=int, default=1,
                    help="txn phase: K producer processes at once (own transactional.id each; "
                         "the plain baselines use K producers too); records split among them")

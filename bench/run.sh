@@ -5,7 +5,7 @@
 #   bench/run.sh [--modes durable,lazy[,kafka][,mock]] [--reps N] [--records N] [--size BYTES]
 #                [--partitions 1,4] [--latency-seconds S] [--latency-rates half,50mb]
 #                [--idempotence] [--txn [--txn-sizes 1000,100,10] [--txn-records N]
-#                [--txn-producers K]]
+#                [--txn-producers K]] [--share [--share-records N] [--share-consumers 1,2,4]]
 #                [--out FILE.jsonl] [-- extra kbench.py run args]
 #
 # --txn: transactional mode: instead of produce/consume/latency, run only the
@@ -15,6 +15,10 @@
 # N records as a control), then the plain baseline again; prints the
 # transactions table (kbench.py txn-summary). --records is not used there:
 # --txn-records (default 100000) records per N, at most 2000 transactions per N.
+# --share: share groups (KIP-932): per partition count, --share-records records
+# produced, read by a classic consumer, then by 1/2/4 share consumers (one process
+# each, a new group each, share.auto.offset.reset=earliest) in implicit and
+# explicit acknowledgement mode; ratio = share records/s over the classic one.
 # --txn-producers K: K producer processes at once in every row of that phase
 # (the transactional ones with a transactional.id each), records split among them.
 # Not supported by the mock mode (skipped).
@@ -62,6 +66,9 @@ while [ $# -gt 0 ]; do
     --latency-rates) latency_rates="$2"; shift 2 ;;
     --idempotence) idem=(--idempotence); shift ;;
     --txn) txn_mode=1; txn+=(--phases txn); shift ;;
+    --share) txn_mode=2; txn+=(--phases share); shift ;;
+    --share-records) txn+=(--share-records "$2"); shift 2 ;;
+    --share-consumers) txn+=(--share-consumers "$2"); shift 2 ;;
     --txn-sizes) txn+=(--txn-sizes "$2"); shift 2 ;;
     --txn-records) txn+=(--txn-records "$2"); shift 2 ;;
     --txn-producers) txn+=(--txn-producers "$2"); shift 2 ;;
@@ -159,8 +166,8 @@ for rep in $(seq 1 "$reps"); do
           --broker-mode "Apache Kafka defaults (lazy flush: OS page cache)"
         ;;
       mock)
-        if [ "$txn_mode" = 1 ]; then
-          echo "# [mock] skipped: the txn phase does not run against the mock broker" >&2
+        if [ "$txn_mode" != 0 ]; then
+          echo "# [mock] skipped: the txn and share phases do not run against the mock broker" >&2
           continue
         fi
         "${kb[@]}" --mock --label librdkafka-mock --phases produce \
