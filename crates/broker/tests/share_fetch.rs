@@ -279,28 +279,30 @@ async fn share_fetch_and_acknowledge_over_the_wire() {
         assert_eq!(acquired(&r).0, vec![(4, 6, 3)]);
         broker.stop().await;
     }
-    // After a restart: accepted and rejected records never come back, acquired ones do (the
-    // acquisition itself is not persisted), and the delivery limit (4) still counts.
+    // After a restart: accepted and rejected records never come back; 4-6 do. Shutting down
+    // closed a's connection, which released its records keeping their count (3), and that
+    // release was persisted. Count 4 of 4 is the last attempt: Kafka delivers such records one
+    // at a time, and a release then archives them.
     let broker = start(dir.path()).await;
     let mut c = broker.connect().await;
     let r = fetch(&mut c, topic_id, "c", 0, vec![], 2000).await;
-    // The last persisted count is 2 (the lock expiry); a's third acquisition was lost.
-    assert_eq!(acquired(&r).0, vec![(4, 6, 3)]);
-    assert_eq!(
-        acknowledge(&mut c, topic_id, "c", 1, vec![batch(4, 6, RELEASE)]).await,
-        (0, 0)
-    );
-    // The last attempt (count 4 of 4): Kafka delivers such records one at a time.
-    let r = fetch(&mut c, topic_id, "c", 2, vec![], 100).await;
     assert_eq!(acquired(&r).0, vec![(4, 4, 4)]);
-    // Released at the limit: archived, never delivered again; 5 and 6 follow one by one.
-    let r = fetch(&mut c, topic_id, "c", 3, vec![batch(4, 4, RELEASE)], 100).await;
+    let r = fetch(&mut c, topic_id, "c", 1, vec![batch(4, 4, RELEASE)], 100).await;
     assert_eq!(ack_error(&r), 0);
     assert_eq!(acquired(&r).0, vec![(5, 5, 4)]);
+    let r = fetch(&mut c, topic_id, "c", 2, vec![batch(5, 5, REJECT)], 100).await;
+    assert_eq!(ack_error(&r), 0);
+    assert_eq!(acquired(&r).0, vec![(6, 6, 4)]);
+    assert_eq!(
+        acknowledge(&mut c, topic_id, "c", 3, vec![batch(6, 6, RELEASE)]).await,
+        (0, 0)
+    );
+    let r = fetch(&mut c, topic_id, "c", 4, vec![], 100).await;
+    assert_eq!(acquired(&r).0, vec![], "everything is terminal now");
     // The final epoch closes the session.
     assert_eq!(acknowledge(&mut c, topic_id, "c", -1, vec![]).await.0, 0);
     assert_eq!(
-        acknowledge(&mut c, topic_id, "c", 4, vec![]).await.0,
+        acknowledge(&mut c, topic_id, "c", 6, vec![]).await.0,
         ErrorCode::SHARE_SESSION_NOT_FOUND.code()
     );
     broker.stop().await;

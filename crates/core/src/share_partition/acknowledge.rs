@@ -188,9 +188,11 @@ impl SharePartition {
     }
 
     /// The member's session closed or the member left: its ACQUIRED records become AVAILABLE
-    /// with the delivery count decreased, as they may never have reached it (Kafka's
-    /// `releaseAcquiredRecords`, `DeliveryCountOps.DECREASE`). Locks already due expire too.
-    /// The persisted view does not change by the release itself.
+    /// (ARCHIVED at the delivery limit) with their delivery count kept, as an expired lock
+    /// would. Kafka's `releaseAcquiredRecords` code decreases the count, but Apache Kafka 4.4
+    /// observed with librdkafka 2.16 delivers records a consumer closed on without
+    /// acknowledging again with delivery count 2 (tests/interop/test_share.py): Shoal does
+    /// what the broker does, not what its source seems to say. Locks already due expire too.
     pub fn release_member(&mut self, member_id: &str, now_ms: i64) -> Option<StateWrite> {
         let mut op = self.begin();
         self.expire_due(now_ms, &mut op);
@@ -200,11 +202,16 @@ impl SharePartition {
             .filter(|(_, r)| r.state == RecordState::Acquired && r.owned_by(member_id))
             .map(|(first, r)| (first, r.last))
             .collect();
+        let limit = self.config.delivery_count_limit;
         for (first, last) in held {
             self.update_range(first, last, &mut op, |r| {
                 (r.state == RecordState::Acquired && r.owned_by(member_id)).then(|| {
-                    let count = r.delivery_count.saturating_sub(1).max(0);
-                    Run::unowned(r.last, RecordState::Available, count)
+                    let state = if r.delivery_count >= limit {
+                        RecordState::Archived
+                    } else {
+                        RecordState::Available
+                    };
+                    Run::unowned(r.last, state, r.delivery_count)
                 })
             });
         }

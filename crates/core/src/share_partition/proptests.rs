@@ -355,7 +355,12 @@ impl Model {
         self.expire(now, limit);
         for r in self.recs.values_mut() {
             if r.state == RecordState::Acquired && r.owner == Some(who) {
-                *r = Rec::unowned(RecordState::Available, (r.count - 1).max(0));
+                let state = if r.count >= limit {
+                    RecordState::Archived
+                } else {
+                    RecordState::Available
+                };
+                *r = Rec::unowned(state, r.count);
             }
         }
         self.normalize();

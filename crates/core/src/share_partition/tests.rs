@@ -626,7 +626,7 @@ fn renew_extends_the_lock_and_persists_nothing() {
 }
 
 #[test]
-fn releasing_a_member_decreases_the_delivery_count() {
+fn releasing_a_member_keeps_the_delivery_count() {
     let mut sp = sp();
     acquire(&mut sp, "m1", &[data(0, 4)], 100, 0);
     ack(&mut sp, "m1", 0, 4, vec![RELEASE], 1).expect("release");
@@ -635,21 +635,39 @@ fn releasing_a_member_decreases_the_delivery_count() {
         vec![(0, 4, 2), (5, 9, 1)]
     );
     acquire(&mut sp, "m2", &[data(10, 12)], 100, 2);
+    let write = sp
+        .release_member("m1", 3)
+        .expect("the counts become persisted");
     assert_eq!(
-        sp.release_member("m1", 3),
-        None,
-        "the persisted view does not change"
+        write.batches,
+        vec![
+            PersistedBatch {
+                first_offset: 0,
+                last_offset: 4,
+                state: RecordState::Available,
+                delivery_count: 2
+            },
+            PersistedBatch {
+                first_offset: 5,
+                last_offset: 9,
+                state: RecordState::Available,
+                delivery_count: 1
+            }
+        ]
     );
-    assert_eq!(state_of(&sp, 0), Some((RecordState::Available, 1, None)));
-    assert_eq!(state_of(&sp, 5), Some((RecordState::Available, 0, None)));
+    assert_eq!(state_of(&sp, 0), Some((RecordState::Available, 2, None)));
+    assert_eq!(state_of(&sp, 5), Some((RecordState::Available, 1, None)));
     assert_eq!(
         state_of(&sp, 10),
         Some((RecordState::Acquired, 1, Some("m2".into())))
     );
     assert_eq!(sp.next_fetch_offset(), 0);
-    // The delivery count is not decreased below what it was before the acquisition: at the
-    // limit a release by session close does not archive.
     assert_eq!(sp.acquired_by("m1"), vec![]);
+    // The next delivery is the third of 0-4.
+    assert_eq!(
+        acquire(&mut sp, "m3", &[data(0, 4)], 100, 4),
+        vec![(0, 4, 3)]
+    );
 }
 
 #[test]
