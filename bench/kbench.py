@@ -428,6 +428,55 @@ def bench_share(args, bootstrap, topic, partitions, expected, consumers, mode):
     return r
 
 
+def rss_kib(pid):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, TypeError, ValueError):
+        return None
+    return None
+
+
+def bench_share_hold(args, bootstrap, topic, partitions, consumers=8, wait=2.0):
+    """Explicit-mode share consumers that never acknowledge (librdkafka then refuses a second
+    poll, so each polls until it holds records, then holds them): how many records all of them
+    get in total, which the in-flight window caps at share.partition.max.record.locks (2000 by
+    default) per partition plus at most one log batch, and the broker's RSS before and after."""
+    from confluent_kafka import ShareConsumer
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ResourceType, AdminClient)
+
+    group = f"kbench-hold-{uuid.uuid4().hex[:8]}"
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for fut in a.incremental_alter_configs([res]).values():
+        fut.result(timeout=30)
+    rss0 = rss_kib(args.broker_pid)
+    held, per = [], []
+    got = 0
+    for _ in range(consumers):
+        c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3,
+                           "share.acknowledgement.mode": "explicit"})
+        c.subscribe([topic])
+        n = 0
+        deadline = time.monotonic() + wait
+        while n == 0 and time.monotonic() < deadline:
+            n = c.poll(0.2).count()
+        held.append(c)
+        per.append(n)
+        got += n
+    rss1 = rss_kib(args.broker_pid)
+    for c in held:
+        c.close()
+    r = base_result(args, "share_hold", partitions)
+    r.update(records=got, consumers=consumers, per_consumer=per, broker_rss_kib_before=rss0,
+             broker_rss_kib_after=rss1)
+    return r
+
+
 def run_share_phase(args, bootstrap, parts, bufs, run_id, common):
     for P in parts:
         topic = f"kbench-{run_id}-share-p{P}"
@@ -449,6 +498,10 @@ def run_share_phase(args, bootstrap, parts, bufs, run_id, common):
                          ratio_vs_classic=round(r["records_per_s"] / classic["records_per_s"], 3))
                 emit(r, args.out)
                 rows.append(r)
+        log(f"{args.label}: a share consumer that never acknowledges, P={P} ...")
+        r = bench_share_hold(w, bootstrap, topic, P)
+        r.update(common)
+        emit(r, args.out)
 
 
 # ---------------------------------------------------------------- transactions
@@ -890,6 +943,9 @@ def cmd_table(args):
                 (" TRUNCATED" if r.get("truncated") else "")
         if test == "txn_flush_baseline":  # p50/p99 = flush() latency
             test = f"plain+flush/{r['records_per_txn']} x{r.get('ratio_vs_plain')}"
+        if test == "share_hold":
+            test = (f"share hold (no acks): rss {r.get('broker_rss_kib_before')}"
+                    f">{r.get('broker_rss_kib_after')} KiB")
         if test == "share_consume":
             test = (f"share {r['consumers']}x {r['ack_mode']} x{r.get('ratio_vs_classic')}"
                     + (f" DUP={r['duplicates']}" if r.get("duplicates") else ""))
