@@ -145,6 +145,12 @@ class Broker:
             "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "5",
             "group.initial.rebalance.delay.ms": "0",
+            # share groups (share.version is finalized by default in 4.4): the
+            # share-group state topic defaults to RF 3 / min ISR 2, which a
+            # one-node cluster cannot host -> members never get an assignment
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "share.coordinator.state.topic.num.partitions": "5",
             # restart after kill -9: the controller refuses the re-registration
             # until the old broker session expires (default 9 s)
             "broker.heartbeat.interval.ms": "500",
@@ -306,6 +312,11 @@ def pytest_runtest_makereport(item, call):
     if rep.failed and _LIVE:
         for b in list(_LIVE):
             rep.sections.append((f"broker log ({b.target}, {b.bootstrap})", b.log_tail(40)))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "load: bounded load test (many clients for ~20 s)")
+    config.addinivalue_line("markers", "kill: SIGSTOPs/SIGKILLs a client process or kill -9s the broker")
 
 
 def pytest_report_header(config):
