@@ -955,7 +955,8 @@ def cmd_table(args):
                     fmt(r.get("mb_per_s")), fmt(r.get("p50_ms"), 2), fmt(r.get("p99_ms"), 2),
                     fmt(r.get("p999_ms"), 2), fmt(r.get("max_ms"), 2),
                     fmt(r.get("client_cpu_pct")), fmt(r.get("broker_cpu_pct")),
-                    f"{r['loadavg_start'][0]:.2f}>{r['loadavg_end'][0]:.2f}"])
+                    (f"{r['loadavg_start'][0]:.2f}>{r['loadavg_end'][0]:.2f}"
+                     if r.get("loadavg_start") else "-")])
     if args.markdown:
         print("| " + " | ".join(hdr) + " |")
         print("|" + "|".join("---" for _ in hdr) + "|")

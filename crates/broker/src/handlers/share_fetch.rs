@@ -47,8 +47,10 @@ use crate::share::connection_id;
 
 /// Longest MaxWaitMs honoured.
 const SHARE_FETCH_WAIT_MAX: Duration = Duration::from_secs(30);
-/// Bytes read from one partition per acquisition at most (before MaxBytes).
-const PARTITION_READ_BYTES_MAX: usize = 8 * 1024 * 1024;
+/// Bytes read from one partition per acquisition at most (before MaxBytes). An acquisition
+/// takes about MaxRecords records (whole batches), so reading much more only costs copies;
+/// the read always returns at least one whole batch, however large.
+const PARTITION_READ_BYTES_MAX: usize = 1024 * 1024;
 
 fn leader(broker: &Broker) -> LeaderIdAndEpoch {
     LeaderIdAndEpoch {
@@ -247,6 +249,21 @@ async fn acquire(
     if acquisition.records.is_empty() {
         return empty(ErrorCode::NONE);
     }
+    // Send only the batches holding acquired records: the read may reach far past what the
+    // acquisition took (MaxRecords, the record-lock cap), and clients drop the rest anyway.
+    let first = acquisition
+        .records
+        .iter()
+        .map(|r| r.first_offset)
+        .min()
+        .unwrap_or(fetch_offset);
+    let last = acquisition
+        .records
+        .iter()
+        .map(|r| r.last_offset)
+        .max()
+        .unwrap_or(fetch_offset);
+    let records = needed_batches(&records, first, last);
     Acquired {
         error: ErrorCode::NONE,
         records,
@@ -260,6 +277,27 @@ async fn acquire(
                 ..Default::default()
             })
             .collect(),
+    }
+}
+
+/// The contiguous run of whole batches of `records` that overlap offsets `first..=last`
+/// (zero-copy).
+fn needed_batches(records: &Bytes, first: i64, last: i64) -> Bytes {
+    let mut start = None;
+    let mut end = 0;
+    for (header, range) in split_batches(records).filter_map(Result::ok) {
+        if header.last_offset() < first {
+            continue;
+        }
+        if header.base_offset() > last {
+            break;
+        }
+        start.get_or_insert(range.start);
+        end = range.end;
+    }
+    match start {
+        Some(start) if start < end => records.slice(start..end),
+        _ => records.clone(),
     }
 }
 
