@@ -247,6 +247,31 @@ impl Metrics {
                 let _ = writeln!(out, "shoal_log_size_bytes{{{labels}}} {size}");
             }
         }
+        // Share partitions: the in-flight window (SPSO..=SPEO) and its acquired and available
+        // records, bounded by share.partition.max.record.locks.
+        let share = broker.share.in_flight();
+        let names = [
+            "shoal_share_partition_start_offset",
+            "shoal_share_partition_end_offset",
+            "shoal_share_partition_in_flight_records",
+            "shoal_share_partition_acquired_records",
+            "shoal_share_partition_available_records",
+        ];
+        for (i, name) in names.iter().enumerate() {
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            for (key, values) in &share {
+                let topic = broker
+                    .topic_by_id(uuid::Uuid::from_bytes(key.topic_id.0))
+                    .map_or_else(|| key.topic_id.to_kafka_string(), |t| t.name.clone());
+                let _ = writeln!(
+                    out,
+                    "{name}{{group=\"{}\",topic=\"{topic}\",partition=\"{}\"}} {}",
+                    key.group_id.replace(['\\', '"', '\n'], "_"),
+                    key.partition,
+                    values[i]
+                );
+            }
+        }
         out
     }
 }

@@ -332,6 +332,38 @@ impl ShareManager {
         }
     }
 
+    /// The live share partitions' windows, for metrics: `(key, start offset, end offset,
+    /// in-flight records, acquired, available)`. Partitions busy at the moment are skipped.
+    pub fn in_flight(&self) -> Vec<(SharePartitionKey, [i64; 5])> {
+        let mut out: Vec<(SharePartitionKey, [i64; 5])> = self
+            .existing_slots()
+            .into_iter()
+            .filter_map(|(key, slot)| {
+                let state = slot.state.try_lock().ok()?;
+                let sp = state.as_ref()?;
+                let counts = sp.counts();
+                Some((
+                    key,
+                    [
+                        sp.start_offset(),
+                        sp.end_offset(),
+                        sp.in_flight_count(),
+                        counts.acquired,
+                        counts.available,
+                    ],
+                ))
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            (&a.0.group_id, a.0.topic_id.0, a.0.partition).cmp(&(
+                &b.0.group_id,
+                b.0.topic_id.0,
+                b.0.partition,
+            ))
+        });
+        out
+    }
+
     /// The persisted summary of a share partition (start offset, delivery-complete count).
     pub async fn summary(&self, key: &SharePartitionKey) -> Option<StateSummary> {
         self.store.lock().await.read_summary(key)

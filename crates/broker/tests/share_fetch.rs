@@ -242,6 +242,19 @@ async fn share_fetch_and_acknowledge_over_the_wire() {
         // Member b finds nothing free (and does not wait past MaxWaitMs).
         let r = fetch(&mut b, topic_id, "b", 0, vec![], 50).await;
         assert_eq!(acquired(&r).0, vec![]);
+        // The metrics show the in-flight window: 10 records, all acquired.
+        let metrics = broker.broker.metrics.render(&broker.broker);
+        let gauge = |name: &str| {
+            let line = format!("{name}{{group=\"{GROUP}\",topic=\"{TOPIC}\",partition=\"0\"}} ");
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(&line))
+                .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+                .to_string()
+        };
+        assert_eq!(gauge("shoal_share_partition_in_flight_records"), "10");
+        assert_eq!(gauge("shoal_share_partition_acquired_records"), "10");
+        assert_eq!(gauge("shoal_share_partition_available_records"), "0");
 
         // a accepts 0-3, releases 4-6, rejects 7; b may not acknowledge a's records.
         assert_eq!(

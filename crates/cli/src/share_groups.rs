@@ -31,6 +31,10 @@ pub enum ShareGroupsCommand {
     Describe {
         #[arg(long)]
         group: String,
+        /// The broker's metrics endpoint (`shoal serve --metrics`): also show each share
+        /// partition's in-flight window (records acquired and available between SPSO and SPEO).
+        #[arg(long)]
+        metrics: Option<String>,
     },
     /// Reset an empty share group's start offsets on a topic (all its partitions, or one).
     Reset {
@@ -115,6 +119,59 @@ async fn list_offsets(
     Ok(out)
 }
 
+/// Reads the share-partition gauges of `group` from a broker's Prometheus endpoint:
+/// (topic, partition) → [in flight, acquired, available].
+fn share_metrics(addr: &str, group: &str) -> anyhow::Result<BTreeMap<(String, i32), [i64; 3]>> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)
+        .with_context(|| format!("cannot connect to the metrics endpoint {addr}"))?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: shoal\r\n\r\n")?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body)?;
+    Ok(parse_share_metrics(&body, group))
+}
+
+/// The share-partition gauges of `group` in Prometheus text.
+fn parse_share_metrics(body: &str, group: &str) -> BTreeMap<(String, i32), [i64; 3]> {
+    let mut out: BTreeMap<(String, i32), [i64; 3]> = BTreeMap::new();
+    let wanted = [
+        "shoal_share_partition_in_flight_records",
+        "shoal_share_partition_acquired_records",
+        "shoal_share_partition_available_records",
+    ];
+    for line in body.lines() {
+        let Some((name, rest)) = line.split_once('{') else {
+            continue;
+        };
+        let Some(i) = wanted.iter().position(|w| *w == name) else {
+            continue;
+        };
+        let Some((labels, value)) = rest.split_once("} ") else {
+            continue;
+        };
+        let label = |k: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{k}=\"")))
+                .and_then(|v| v.strip_suffix('"'))
+                .map(str::to_string)
+        };
+        if label("group").as_deref() != Some(group) {
+            continue;
+        }
+        let (Some(topic), Some(partition), Ok(value)) = (
+            label("topic"),
+            label("partition").and_then(|p| p.parse::<i32>().ok()),
+            value.trim().parse::<i64>(),
+        ) else {
+            continue;
+        };
+        out.entry((topic, partition)).or_insert([0; 3])[i] = value;
+    }
+    out
+}
+
 /// Runs one `shoal share-groups` command against `bootstrap`, printing to stdout.
 ///
 /// # Errors
@@ -137,7 +194,7 @@ pub async fn run(bootstrap: SocketAddr, command: ShareGroupsCommand) -> anyhow::
                 println!("{:<40} {}", g.group_id.0.as_str(), g.group_state.as_str());
             }
         }
-        ShareGroupsCommand::Describe { group } => {
+        ShareGroupsCommand::Describe { group, metrics } => {
             let d = conn
                 .request(
                     1,
@@ -189,19 +246,35 @@ pub async fn run(bootstrap: SocketAddr, command: ShareGroupsCommand) -> anyhow::
                 .first()
                 .context("empty DescribeShareGroupOffsets response")?;
             check(og.error_code, &group)?;
-            println!(
+            let in_flight = match &metrics {
+                Some(addr) => share_metrics(addr, &group)?,
+                None => BTreeMap::new(),
+            };
+            print!(
                 "{:<30} {:>9} {:>14} {:>10}",
                 "Topic", "Partition", "StartOffset", "Lag"
             );
+            if metrics.is_some() {
+                print!(" {:>9} {:>9} {:>9}", "InFlight", "Acquired", "Available");
+            }
+            println!();
             for t in &og.topics {
                 for p in &t.partitions {
-                    println!(
+                    print!(
                         "{:<30} {:>9} {:>14} {:>10}",
                         t.topic_name.0.as_str(),
                         p.partition_index,
                         p.start_offset,
                         p.lag
                     );
+                    if metrics.is_some() {
+                        let key = (t.topic_name.0.to_string(), p.partition_index);
+                        match in_flight.get(&key) {
+                            Some([f, a, v]) => print!(" {f:>9} {a:>9} {v:>9}"),
+                            None => print!(" {:>9} {:>9} {:>9}", "-", "-", "-"),
+                        }
+                    }
+                    println!();
                 }
             }
         }
@@ -258,4 +331,22 @@ pub async fn run(bootstrap: SocketAddr, command: ShareGroupsCommand) -> anyhow::
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn share_gauges_are_read_for_one_group() {
+        let body = "# TYPE shoal_share_partition_in_flight_records gauge\n\
+            shoal_share_partition_in_flight_records{group=\"g\",topic=\"t\",partition=\"1\"} 7\n\
+            shoal_share_partition_in_flight_records{group=\"h\",topic=\"t\",partition=\"1\"} 9\n\
+            shoal_share_partition_acquired_records{group=\"g\",topic=\"t\",partition=\"1\"} 5\n\
+            shoal_share_partition_available_records{group=\"g\",topic=\"t\",partition=\"1\"} 2\n\
+            shoal_log_end_offset{topic=\"t\",partition=\"1\"} 100\n";
+        let parsed = parse_share_metrics(body, "g");
+        assert_eq!(parsed.get(&("t".to_string(), 1)), Some(&[7, 5, 2]));
+        assert_eq!(parsed.len(), 1);
+    }
 }
