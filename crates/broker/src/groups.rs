@@ -93,17 +93,19 @@ impl GroupService {
     /// # Errors
     /// [`Unavailable`] when the coordinator is not running or could not persist the change.
     pub async fn call(&self, request: GroupRequest) -> Result<GroupResponse, Unavailable> {
+        let (reply, wait) = oneshot::channel();
+        self.send(Pending::Classic(request, reply)).await?;
+        wait.await.map_err(|_| Unavailable)
+    }
+
+    async fn send(&self, pending: Pending) -> Result<(), Unavailable> {
         let tx = self
             .tx
             .lock()
             .expect("group service lock poisoned")
             .clone()
             .ok_or(Unavailable)?;
-        let (reply, wait) = oneshot::channel();
-        tx.send(Pending::Classic(request, reply))
-            .await
-            .map_err(|_| Unavailable)?;
-        wait.await.map_err(|_| Unavailable)
+        tx.send(pending).await.map_err(|_| Unavailable)
     }
 
     /// Sends one share-group request and waits for its reply.
@@ -111,16 +113,8 @@ impl GroupService {
     /// # Errors
     /// [`Unavailable`] when the coordinator is not running or could not persist the change.
     pub async fn call_share(&self, request: ShareCall) -> Result<ShareReply, Unavailable> {
-        let tx = self
-            .tx
-            .lock()
-            .expect("group service lock poisoned")
-            .clone()
-            .ok_or(Unavailable)?;
         let (reply, wait) = oneshot::channel();
-        tx.send(Pending::Share(request, reply))
-            .await
-            .map_err(|_| Unavailable)?;
+        self.send(Pending::Share(request, reply)).await?;
         wait.await.map_err(|_| Unavailable)
     }
 }

@@ -309,9 +309,26 @@ fn fetch_error(code: ErrorCode, message: Option<&str>) -> sf::ShareFetchResponse
     }
 }
 
-fn valid_member(member_id: Option<&shoal_protocol::StrBytes>) -> Option<String> {
-    let m = member_id?.as_str();
-    (!m.is_empty() && m.chars().count() <= 36).then(|| m.to_string())
+/// The checks every share request starts with (KafkaApis): share groups enabled, a group id,
+/// a valid member id. Returns `(group id, member id)`, or the top-level error to answer.
+fn identify(
+    broker: &Broker,
+    group_id: &Option<shoal_protocol::messages::GroupId>,
+    member_id: Option<&shoal_protocol::StrBytes>,
+) -> Result<(String, String), (ErrorCode, Option<&'static str>)> {
+    if !broker.share_groups_enabled() {
+        return Err((ErrorCode::UNSUPPORTED_VERSION, None));
+    }
+    let group_id = group_id
+        .as_ref()
+        .map(|g| g.0.to_string())
+        .ok_or((ErrorCode::INVALID_REQUEST, Some("GroupId is required")))?;
+    let member_id = member_id
+        .map(|m| m.as_str())
+        .filter(|m| !m.is_empty() && m.chars().count() <= 36)
+        .map(str::to_string)
+        .ok_or((ErrorCode::INVALID_REQUEST, Some("invalid MemberId")))?;
+    Ok((group_id, member_id))
 }
 
 pub async fn share_fetch(
@@ -320,14 +337,9 @@ pub async fn share_fetch(
     version: i16,
     r: &sf::ShareFetchRequest,
 ) -> sf::ShareFetchResponse {
-    if !broker.share_groups_enabled() {
-        return fetch_error(ErrorCode::UNSUPPORTED_VERSION, None);
-    }
-    let Some(group_id) = r.group_id.as_ref().map(|g| g.0.to_string()) else {
-        return fetch_error(ErrorCode::INVALID_REQUEST, Some("GroupId is required"));
-    };
-    let Some(member_id) = valid_member(r.member_id.as_ref()) else {
-        return fetch_error(ErrorCode::INVALID_REQUEST, Some("invalid MemberId"));
+    let (group_id, member_id) = match identify(broker, &r.group_id, r.member_id.as_ref()) {
+        Ok(ids) => ids,
+        Err((code, message)) => return fetch_error(code, message),
     };
     if r.is_renew_ack
         && (r.max_bytes != 0 || r.min_bytes != 0 || r.max_records != 0 || r.max_wait_ms != 0)
@@ -550,14 +562,9 @@ pub async fn share_acknowledge(
     version: i16,
     r: &ack::ShareAcknowledgeRequest,
 ) -> ack::ShareAcknowledgeResponse {
-    if !broker.share_groups_enabled() {
-        return ack_error(ErrorCode::UNSUPPORTED_VERSION, None);
-    }
-    let Some(group_id) = r.group_id.as_ref().map(|g| g.0.to_string()) else {
-        return ack_error(ErrorCode::INVALID_REQUEST, Some("GroupId is required"));
-    };
-    let Some(member_id) = valid_member(r.member_id.as_ref()) else {
-        return ack_error(ErrorCode::INVALID_REQUEST, Some("invalid MemberId"));
+    let (group_id, member_id) = match identify(broker, &r.group_id, r.member_id.as_ref()) {
+        Ok(ids) => ids,
+        Err((code, message)) => return ack_error(code, message),
     };
     let settings = broker.share_group_settings(&group_id);
     let renew_allowed = version >= 2 && r.is_renew_ack && settings.renew_acknowledge_enable;
