@@ -20,6 +20,7 @@
 
 pub mod group_coordinator;
 pub mod hash;
+mod kafka_wire;
 pub mod producer_state;
 pub mod share_coordinator;
 pub mod share_partition;

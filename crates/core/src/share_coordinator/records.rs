@@ -18,6 +18,7 @@
 //! checked against the bytes left before anything is reserved) and refuses trailing bytes.
 
 use super::TopicId;
+use crate::kafka_wire::{Reader, WireError, Writer};
 
 /// Record type (the key's `apiKey`) of ShareSnapshot records.
 pub const SHARE_SNAPSHOT_RECORD_TYPE: i16 = 0;
@@ -210,7 +211,7 @@ impl ShareStateRecord {
                 w.i64(v.write_timestamp_ms);
                 w.state_batches(&v.state_batches)?;
                 w.delivery_complete_count_tag(v.delivery_complete_count);
-                Some(w.0)
+                Some(w.into_inner())
             }
             ShareStateRecord::Update { value: v, .. } => {
                 let mut w = Writer::default();
@@ -220,10 +221,10 @@ impl ShareStateRecord {
                 w.i64(v.start_offset);
                 w.state_batches(&v.state_batches)?;
                 w.delivery_complete_count_tag(v.delivery_complete_count);
-                Some(w.0)
+                Some(w.into_inner())
             }
         };
-        Ok((k.0, value))
+        Ok((k.into_inner(), value))
     }
 
     /// Decodes a (key, value) pair read from `__share_group_state`.
@@ -301,44 +302,41 @@ impl ShareStateRecord {
     }
 }
 
-#[derive(Default)]
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn bytes(&mut self, b: &[u8]) {
-        self.0.extend_from_slice(b);
-    }
-    fn i8(&mut self, v: i8) {
-        self.bytes(&v.to_be_bytes());
-    }
-    fn i16(&mut self, v: i16) {
-        self.bytes(&v.to_be_bytes());
-    }
-    fn i32(&mut self, v: i32) {
-        self.bytes(&v.to_be_bytes());
-    }
-    fn i64(&mut self, v: i64) {
-        self.bytes(&v.to_be_bytes());
-    }
-
-    fn unsigned_varint(&mut self, mut v: u32) {
-        while v >= 0x80 {
-            // Low 7 bits with the continuation bit; the cast keeps exactly those bits.
-            self.0.push((v as u8 & 0x7f) | 0x80);
-            v >>= 7;
+impl From<WireError> for DecodeError {
+    fn from(e: WireError) -> Self {
+        match e {
+            WireError::Truncated {
+                at,
+                needed,
+                remaining,
+            } => DecodeError::Truncated {
+                at,
+                needed,
+                remaining,
+            },
+            WireError::InvalidLength { at, length } => DecodeError::InvalidLength { at, length },
+            WireError::InvalidVarint { at } => DecodeError::VarintTooLong { at },
+            WireError::InvalidUtf8 { at } => DecodeError::InvalidUtf8 { at },
+            WireError::UnexpectedNull { at } => DecodeError::UnexpectedNull { at },
         }
-        self.0.push(v as u8);
     }
+}
 
+/// The share-state structures on top of Kafka's encoding.
+trait WriterExt {
+    fn string(&mut self, s: &str) -> Result<(), EncodeError>;
+    fn state_batches(&mut self, batches: &[StateBatch]) -> Result<(), EncodeError>;
+    fn delivery_complete_count_tag(&mut self, count: i32);
+}
+
+impl WriterExt for Writer {
     /// A non-flexible (`i16` length) string, as in the keys.
     fn string(&mut self, s: &str) -> Result<(), EncodeError> {
-        let len = i16::try_from(s.len()).map_err(|_| EncodeError::GroupIdTooLong {
-            len: s.len(),
-            max: i16::MAX as usize,
-        })?;
-        self.i16(len);
-        self.bytes(s.as_bytes());
-        Ok(())
+        self.key_string(s)
+            .map_err(|len| EncodeError::GroupIdTooLong {
+                len,
+                max: i16::MAX as usize,
+            })
     }
 
     fn state_batches(&mut self, batches: &[StateBatch]) -> Result<(), EncodeError> {
@@ -348,13 +346,13 @@ impl Writer {
             .ok_or(EncodeError::TooManyStateBatches {
                 count: batches.len(),
             })?;
-        self.unsigned_varint(count);
+        self.unsigned_varint(u64::from(count));
         for b in batches {
             self.i64(b.first_offset);
             self.i64(b.last_offset);
             self.i8(b.delivery_state);
             self.i16(b.delivery_count);
-            self.unsigned_varint(0); // no tagged fields
+            self.empty_tagged_fields();
         }
         Ok(())
     }
@@ -365,110 +363,24 @@ impl Writer {
             self.unsigned_varint(0);
         } else {
             self.unsigned_varint(1);
-            self.unsigned_varint(DELIVERY_COMPLETE_COUNT_TAG);
+            self.unsigned_varint(u64::from(DELIVERY_COMPLETE_COUNT_TAG));
             self.unsigned_varint(4);
             self.i32(count);
         }
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+trait ReaderExt {
+    fn string(&mut self) -> Result<String, DecodeError>;
+    fn state_batches(&mut self) -> Result<Vec<StateBatch>, DecodeError>;
+    fn value_tagged_fields(&mut self) -> Result<i32, DecodeError>;
+    fn finish(&self) -> Result<(), DecodeError>;
 }
 
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
-    }
-
-    fn remaining(&self) -> usize {
-        self.buf.len().saturating_sub(self.pos)
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let remaining = self.remaining();
-        let truncated = DecodeError::Truncated {
-            at: self.pos,
-            needed: n,
-            remaining,
-        };
-        let end = self.pos.checked_add(n).ok_or(truncated.clone())?;
-        let out = self.buf.get(self.pos..end).ok_or(truncated)?;
-        self.pos = end;
-        Ok(out)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    fn i8(&mut self) -> Result<i8, DecodeError> {
-        Ok(i8::from_be_bytes(self.array()?))
-    }
-    fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-    fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-
-    /// Kafka's `readUnsignedVarint`: at most 5 bytes, 32 bits.
-    fn unsigned_varint(&mut self) -> Result<u32, DecodeError> {
-        let at = self.pos;
-        let mut value: u32 = 0;
-        for i in 0..5u32 {
-            let [b] = self.array::<1>()?;
-            let bits = u32::from(b & 0x7f);
-            if i == 4 && bits > 0x0f {
-                return Err(DecodeError::VarintTooLong { at });
-            }
-            value |= bits << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(DecodeError::VarintTooLong { at })
-    }
-
+impl ReaderExt for Reader<'_> {
     /// A non-flexible, non-nullable string (`i16` length).
     fn string(&mut self) -> Result<String, DecodeError> {
-        let at = self.pos;
-        let len = self.i16()?;
-        if len == -1 {
-            return Err(DecodeError::UnexpectedNull { at });
-        }
-        let len = usize::try_from(len).map_err(|_| DecodeError::InvalidLength {
-            at,
-            length: i64::from(len),
-        })?;
-        let bytes = self.take(len)?;
-        std::str::from_utf8(bytes)
-            .map(str::to_string)
-            .map_err(|_| DecodeError::InvalidUtf8 { at })
-    }
-
-    /// A non-nullable compact array count whose elements take at least `min_bytes` each.
-    fn compact_count(&mut self, min_bytes: usize) -> Result<usize, DecodeError> {
-        let at = self.pos;
-        let raw = self.unsigned_varint()?;
-        let Some(count) = raw.checked_sub(1) else {
-            return Err(DecodeError::UnexpectedNull { at });
-        };
-        let invalid = DecodeError::InvalidLength {
-            at,
-            length: i64::from(count),
-        };
-        let n = usize::try_from(count).map_err(|_| invalid.clone())?;
-        if n.saturating_mul(min_bytes) > self.remaining() {
-            return Err(invalid);
-        }
-        Ok(n)
+        Ok(self.key_string()?)
     }
 
     fn state_batches(&mut self) -> Result<Vec<StateBatch>, DecodeError> {
@@ -480,7 +392,7 @@ impl<'a> Reader<'a> {
             let delivery_state = self.i8()?;
             let delivery_count = self.i16()?;
             // StateBatch has no known tagged fields: skip whatever is there.
-            self.tagged_fields(|_, _| Ok(()))?;
+            self.tagged_fields::<DecodeError>(|_, _| Ok(()))?;
             out.push(StateBatch {
                 first_offset,
                 last_offset,
@@ -491,25 +403,10 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    /// Reads a tagged-field section, handing each field to `known` and skipping its bytes.
-    fn tagged_fields(
-        &mut self,
-        mut known: impl FnMut(u32, &'a [u8]) -> Result<(), DecodeError>,
-    ) -> Result<(), DecodeError> {
-        let count = self.unsigned_varint()?;
-        for _ in 0..count {
-            let tag = self.unsigned_varint()?;
-            let size = self.unsigned_varint()?;
-            let data = self.take(usize::try_from(size).unwrap_or(usize::MAX))?;
-            known(tag, data)?;
-        }
-        Ok(())
-    }
-
     /// The value's tagged fields; returns `DeliveryCompleteCount` (default -1).
     fn value_tagged_fields(&mut self) -> Result<i32, DecodeError> {
         let mut count = UNINITIALIZED_DELIVERY_COMPLETE_COUNT;
-        self.tagged_fields(|tag, data| {
+        self.tagged_fields::<DecodeError>(|tag, data| {
             if tag == DELIVERY_COMPLETE_COUNT_TAG {
                 let bytes: [u8; 4] =
                     data.try_into()

@@ -18,6 +18,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::kafka_wire::{Reader, WireError, Writer};
+
 /// A topic id: Kafka's UUID as its 16 wire bytes (most significant half first).
 pub type TopicId = [u8; 16];
 
@@ -234,23 +236,23 @@ impl ShareGroupRecord {
                 member_id,
                 value,
             } => {
-                key.key_string(group_id)?;
-                key.key_string(member_id)?;
+                key.key_str(group_id)?;
+                key.key_str(member_id)?;
                 value.as_ref().map(encode_member_metadata)
             }
             ShareGroupRecord::GroupMetadata { group_id, value } => {
-                key.key_string(group_id)?;
+                key.key_str(group_id)?;
                 value.as_ref().map(|v| {
-                    let mut w = Writer::value();
+                    let mut w = value_writer();
                     w.i32(v.epoch);
                     w.i64(v.metadata_hash);
                     w.finish_struct()
                 })
             }
             ShareGroupRecord::TargetAssignmentMetadata { group_id, value } => {
-                key.key_string(group_id)?;
+                key.key_str(group_id)?;
                 value.map(|epoch| {
-                    let mut w = Writer::value();
+                    let mut w = value_writer();
                     w.i32(epoch);
                     w.finish_struct()
                 })
@@ -260,10 +262,10 @@ impl ShareGroupRecord {
                 member_id,
                 value,
             } => {
-                key.key_string(group_id)?;
-                key.key_string(member_id)?;
+                key.key_str(group_id)?;
+                key.key_str(member_id)?;
                 value.as_ref().map(|assignment| {
-                    let mut w = Writer::value();
+                    let mut w = value_writer();
                     w.assignment(assignment);
                     w.finish_struct()
                 })
@@ -273,10 +275,10 @@ impl ShareGroupRecord {
                 member_id,
                 value,
             } => {
-                key.key_string(group_id)?;
-                key.key_string(member_id)?;
+                key.key_str(group_id)?;
+                key.key_str(member_id)?;
                 value.as_ref().map(|v| {
-                    let mut w = Writer::value();
+                    let mut w = value_writer();
                     w.i32(v.member_epoch);
                     w.i32(v.previous_member_epoch);
                     w.i8(v.state);
@@ -285,11 +287,11 @@ impl ShareGroupRecord {
                 })
             }
             ShareGroupRecord::StatePartitionMetadata { group_id, value } => {
-                key.key_string(group_id)?;
+                key.key_str(group_id)?;
                 value.as_ref().map(encode_state_partition_metadata)
             }
         };
-        Ok((key.0, value))
+        Ok((key.into_inner(), value))
     }
 
     /// Decodes a record read back from `__consumer_offsets`.
@@ -335,7 +337,7 @@ impl ShareGroupRecord {
                 group_id,
                 value: v
                     .as_mut()
-                    .map(|r| {
+                    .map(|r| -> Result<_, DecodeError> {
                         Ok(GroupMetadataValue {
                             epoch: r.i32()?,
                             metadata_hash: r.i64()?,
@@ -345,7 +347,10 @@ impl ShareGroupRecord {
             },
             RECORD_TYPE_TARGET_ASSIGNMENT_METADATA => ShareGroupRecord::TargetAssignmentMetadata {
                 group_id,
-                value: v.as_mut().map(|r| r.i32()).transpose()?,
+                value: v
+                    .as_mut()
+                    .map(|r| r.i32().map_err(DecodeError::from))
+                    .transpose()?,
             },
             RECORD_TYPE_TARGET_ASSIGNMENT_MEMBER => ShareGroupRecord::TargetAssignmentMember {
                 group_id,
@@ -357,7 +362,7 @@ impl ShareGroupRecord {
                 member_id,
                 value: v
                     .as_mut()
-                    .map(|r| {
+                    .map(|r| -> Result<_, DecodeError> {
                         Ok(CurrentAssignmentValue {
                             member_epoch: r.i32()?,
                             previous_member_epoch: r.i32()?,
@@ -376,7 +381,7 @@ impl ShareGroupRecord {
             },
         };
         if let Some(v) = v.as_mut() {
-            v.tagged_fields()?;
+            v.skip_tagged_fields()?;
             v.finish()?;
         }
         Ok(record)
@@ -384,7 +389,7 @@ impl ShareGroupRecord {
 }
 
 fn encode_member_metadata(v: &MemberMetadataValue) -> Vec<u8> {
-    let mut w = Writer::value();
+    let mut w = value_writer();
     w.compact_nullable_string(v.rack_id.as_deref());
     w.compact_string(&v.client_id);
     w.compact_string(&v.client_host);
@@ -414,7 +419,7 @@ fn decode_member_metadata(r: &mut Reader<'_>) -> Result<MemberMetadataValue, Dec
 }
 
 fn encode_state_partition_metadata(v: &StatePartitionMetadataValue) -> Vec<u8> {
-    let mut w = Writer::value();
+    let mut w = value_writer();
     for topics in [&v.initializing_topics, &v.initialized_topics] {
         w.array_len(topics.len());
         for (topic_id, info) in topics {
@@ -444,7 +449,7 @@ fn decode_state_partition_metadata(
     for _ in 0..count {
         let topic_id = r.uuid()?;
         let name = r.compact_string()?;
-        r.tagged_fields()?;
+        r.skip_tagged_fields()?;
         deleting_topics.insert(topic_id, name);
     }
     Ok(StatePartitionMetadataValue {
@@ -458,71 +463,52 @@ fn decode_state_partition_metadata(
 // Primitive encoding
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Default)]
-struct Writer(Vec<u8>);
-
-impl Writer {
-    /// A value buffer, starting with the value version.
-    fn value() -> Writer {
-        let mut w = Writer::default();
-        w.i16(VALUE_VERSION);
-        w
+impl From<WireError> for DecodeError {
+    fn from(e: WireError) -> Self {
+        match e {
+            WireError::Truncated {
+                at,
+                needed,
+                remaining,
+            } => DecodeError::Truncated {
+                at,
+                needed,
+                remaining,
+            },
+            WireError::InvalidLength { at, length } => DecodeError::InvalidLength { at, length },
+            WireError::InvalidVarint { at } => DecodeError::InvalidVarint { at },
+            WireError::InvalidUtf8 { at } => DecodeError::InvalidUtf8 { at },
+            WireError::UnexpectedNull { at } => DecodeError::UnexpectedNull { at },
+        }
     }
+}
 
+/// A value buffer, starting with the value version.
+fn value_writer() -> Writer {
+    let mut w = Writer::default();
+    w.i16(VALUE_VERSION);
+    w
+}
+
+/// The share-group structures on top of Kafka's encoding.
+trait WriterExt {
+    fn finish_struct(self) -> Vec<u8>;
+    fn key_str(&mut self, s: &str) -> Result<(), EncodeError>;
+    fn array_len(&mut self, n: usize);
+    fn i32_array(&mut self, values: &BTreeSet<i32>);
+    fn assignment(&mut self, assignment: &Assignment);
+}
+
+impl WriterExt for Writer {
     /// Closes the top-level struct with its (empty) tagged-field section.
     fn finish_struct(mut self) -> Vec<u8> {
         self.empty_tagged_fields();
-        self.0
+        self.into_inner()
     }
 
-    fn i8(&mut self, v: i8) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i16(&mut self, v: i16) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i32(&mut self, v: i32) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i64(&mut self, v: i64) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn uuid(&mut self, v: &TopicId) {
-        self.0.extend_from_slice(v);
-    }
-
-    fn unsigned_varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            // Truncation to the low 7 bits is the point of the encoding.
-            self.0.push((v as u8 & 0x7f) | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
-    }
-
-    fn key_string(&mut self, s: &str) -> Result<(), EncodeError> {
-        let length = s.len();
-        let len = i16::try_from(length).map_err(|_| EncodeError::KeyStringTooLong { length })?;
-        self.i16(len);
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
-
-    /// Compact length: n + 1 (0 is null).
-    fn compact_len(&mut self, n: usize) {
-        self.unsigned_varint(n as u64 + 1);
-    }
-
-    fn compact_string(&mut self, s: &str) {
-        self.compact_len(s.len());
-        self.0.extend_from_slice(s.as_bytes());
-    }
-
-    fn compact_nullable_string(&mut self, s: Option<&str>) {
-        match s {
-            Some(s) => self.compact_string(s),
-            None => self.unsigned_varint(0),
-        }
+    fn key_str(&mut self, s: &str) -> Result<(), EncodeError> {
+        self.key_string(s)
+            .map_err(|length| EncodeError::KeyStringTooLong { length })
     }
 
     fn array_len(&mut self, n: usize) {
@@ -536,10 +522,6 @@ impl Writer {
         }
     }
 
-    fn empty_tagged_fields(&mut self) {
-        self.unsigned_varint(0);
-    }
-
     /// `[]TopicPartitions { TopicId uuid; Partitions []int32 }`, each closed by its tags.
     fn assignment(&mut self, assignment: &Assignment) {
         self.array_len(assignment.len());
@@ -551,127 +533,21 @@ impl Writer {
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+trait ReaderExt {
+    fn array_len(&mut self, min_element_bytes: usize) -> Result<usize, DecodeError>;
+    fn i32_set(&mut self) -> Result<BTreeSet<i32>, DecodeError>;
+    fn skip_tagged_fields(&mut self) -> Result<(), DecodeError>;
+    fn assignment(&mut self) -> Result<Assignment, DecodeError>;
+    fn topic_partitions_infos(
+        &mut self,
+    ) -> Result<BTreeMap<TopicId, TopicPartitionsInfo>, DecodeError>;
+    fn finish(&self) -> Result<(), DecodeError>;
 }
 
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
-    }
-
-    fn remaining(&self) -> usize {
-        self.buf.len().saturating_sub(self.pos)
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let remaining = self.remaining();
-        let truncated = DecodeError::Truncated {
-            at: self.pos,
-            needed: n,
-            remaining,
-        };
-        if n > remaining {
-            return Err(truncated);
-        }
-        let out = self.buf.get(self.pos..self.pos + n).ok_or(truncated)?;
-        self.pos += n;
-        Ok(out)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    fn i8(&mut self) -> Result<i8, DecodeError> {
-        Ok(i8::from_be_bytes(self.array()?))
-    }
-    fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-    fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-    fn uuid(&mut self) -> Result<TopicId, DecodeError> {
-        self.array()
-    }
-
-    /// Kafka's unsigned varint: at most 5 bytes, value within 32 bits.
-    fn unsigned_varint(&mut self) -> Result<u32, DecodeError> {
-        let at = self.pos;
-        let mut value: u64 = 0;
-        for i in 0..5 {
-            let [byte] = self.array::<1>()?;
-            value |= u64::from(byte & 0x7f) << (7 * i);
-            if byte & 0x80 == 0 {
-                return u32::try_from(value).map_err(|_| DecodeError::InvalidVarint { at });
-            }
-        }
-        Err(DecodeError::InvalidVarint { at })
-    }
-
-    fn str_from(&self, bytes: &[u8], at: usize) -> Result<String, DecodeError> {
-        std::str::from_utf8(bytes)
-            .map(str::to_string)
-            .map_err(|_| DecodeError::InvalidUtf8 { at })
-    }
-
-    fn key_string(&mut self) -> Result<String, DecodeError> {
-        let at = self.pos;
-        let len = self.i16()?;
-        let n = usize::try_from(len).map_err(|_| DecodeError::InvalidLength {
-            at,
-            length: i64::from(len),
-        })?;
-        let bytes = self.take(n)?;
-        self.str_from(bytes, at)
-    }
-
-    /// A compact length: `None` for null (0), else the stored value minus one.
-    fn compact_len(&mut self) -> Result<Option<usize>, DecodeError> {
-        let stored = self.unsigned_varint()?;
-        // u32 always fits usize on the platforms we build for; saturate rather than panic.
-        Ok(stored
-            .checked_sub(1)
-            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
-    }
-
-    fn compact_nullable_string(&mut self) -> Result<Option<String>, DecodeError> {
-        let at = self.pos;
-        match self.compact_len()? {
-            None => Ok(None),
-            Some(n) => {
-                let bytes = self.take(n)?;
-                self.str_from(bytes, at).map(Some)
-            }
-        }
-    }
-
-    fn compact_string(&mut self) -> Result<String, DecodeError> {
-        let at = self.pos;
-        self.compact_nullable_string()?
-            .ok_or(DecodeError::UnexpectedNull { at })
-    }
-
+impl ReaderExt for Reader<'_> {
     /// A non-null compact array count whose elements take at least `min_element_bytes`.
     fn array_len(&mut self, min_element_bytes: usize) -> Result<usize, DecodeError> {
-        let at = self.pos;
-        let n = self
-            .compact_len()?
-            .ok_or(DecodeError::UnexpectedNull { at })?;
-        if n.saturating_mul(min_element_bytes) > self.remaining() {
-            return Err(DecodeError::InvalidLength {
-                at,
-                length: i64::try_from(n).unwrap_or(i64::MAX),
-            });
-        }
-        Ok(n)
+        Ok(self.compact_count(min_element_bytes)?)
     }
 
     fn i32_set(&mut self) -> Result<BTreeSet<i32>, DecodeError> {
@@ -685,22 +561,8 @@ impl<'a> Reader<'a> {
 
     /// Skips a tagged-field section: no share-group record defines tags, unknown ones are
     /// ignored as Kafka does.
-    fn tagged_fields(&mut self) -> Result<(), DecodeError> {
-        let at = self.pos;
-        let count = self.unsigned_varint()?;
-        // A tag needs at least 2 bytes (tag and size).
-        if (count as usize).saturating_mul(2) > self.remaining() {
-            return Err(DecodeError::InvalidLength {
-                at,
-                length: i64::from(count),
-            });
-        }
-        for _ in 0..count {
-            self.unsigned_varint()?;
-            let size = self.unsigned_varint()?;
-            self.take(size as usize)?;
-        }
-        Ok(())
+    fn skip_tagged_fields(&mut self) -> Result<(), DecodeError> {
+        self.tagged_fields::<DecodeError>(|_, _| Ok(()))
     }
 
     fn assignment(&mut self) -> Result<Assignment, DecodeError> {
@@ -710,7 +572,7 @@ impl<'a> Reader<'a> {
         for _ in 0..count {
             let topic_id = self.uuid()?;
             let partitions = self.i32_set()?;
-            self.tagged_fields()?;
+            self.skip_tagged_fields()?;
             out.entry(topic_id).or_default().extend(partitions);
         }
         Ok(out)
@@ -726,7 +588,7 @@ impl<'a> Reader<'a> {
             let topic_id = self.uuid()?;
             let topic_name = self.compact_string()?;
             let partitions = self.i32_set()?;
-            self.tagged_fields()?;
+            self.skip_tagged_fields()?;
             let info = out.entry(topic_id).or_default();
             info.topic_name = topic_name;
             info.partitions.extend(partitions);

@@ -983,8 +983,13 @@ fn decode_errors_and_tagged_fields() {
         ShareGroupRecord::decode(&[0, 11, 0, 1, b'g', 9], None),
         Err(DecodeError::TrailingBytes { count: 1 })
     );
+    // A key string of length -1 is a null where none is allowed; other negatives are invalid.
     assert!(matches!(
         ShareGroupRecord::decode(&[0, 11, 0xff, 0xff], None),
+        Err(DecodeError::UnexpectedNull { .. })
+    ));
+    assert!(matches!(
+        ShareGroupRecord::decode(&[0, 11, 0xff, 0xfe], None),
         Err(DecodeError::InvalidLength { .. })
     ));
     // A huge array count is refused before anything is reserved.
