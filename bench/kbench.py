@@ -343,6 +343,21 @@ def bench_consume(args, bootstrap, topic, partitions, expected):
 
 
 # ---------------------------------------------------------------- share groups
+def new_share_group(bootstrap, prefix):
+    """A fresh share group id whose share.auto.offset.reset is earliest (set before it exists)."""
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource, ResourceType)
+
+    group = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for fut in a.incremental_alter_configs([res]).values():
+        fut.result(timeout=30)
+    return group
+
+
 def _share_worker(q, barrier, counter, bootstrap, topic, group, mode, expected, timeout, pid):
     """One share consumer process: polls until the group has `expected` records in all."""
     try:
@@ -385,16 +400,8 @@ def bench_share(args, bootstrap, topic, partitions, expected, consumers, mode):
     from the start of `topic`; records/s over the span from the first start to the moment the
     group has them all (implicit: accepted on the next poll; explicit: acknowledge + commit)."""
     import multiprocessing as mp
-    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
-                                       ResourceType, AdminClient)
 
-    group = f"kbench-share-{uuid.uuid4().hex[:8]}"
-    a = AdminClient({"bootstrap.servers": bootstrap})
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest",
-                    incremental_operation=AlterConfigOpType.SET)])
-    for fut in a.incremental_alter_configs([res]).values():
-        fut.result(timeout=30)
+    group = new_share_group(bootstrap, "kbench-share")
     ctx = mp.get_context("spawn")
     q, barrier = ctx.Queue(), ctx.Barrier(consumers + 1)
     counter = ctx.Value("q", 0)
@@ -448,16 +455,8 @@ def bench_share_hold(args, bootstrap, topic, partitions, consumers=8, wait=2.0):
     get in total, which the in-flight window caps at share.partition.max.record.locks (2000 by
     default) per partition plus at most one log batch, and the broker's RSS before and after."""
     from confluent_kafka import ShareConsumer
-    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
-                                       ResourceType, AdminClient)
 
-    group = f"kbench-hold-{uuid.uuid4().hex[:8]}"
-    a = AdminClient({"bootstrap.servers": bootstrap})
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest",
-                    incremental_operation=AlterConfigOpType.SET)])
-    for fut in a.incremental_alter_configs([res]).values():
-        fut.result(timeout=30)
+    group = new_share_group(bootstrap, "kbench-hold")
     rss0 = rss_kib(args.broker_pid)
     held, per = [], []
     got = 0
@@ -931,6 +930,21 @@ def fmt(v, nd=1):
     return str(v)
 
 
+def print_table(hdr, rows, markdown):
+    """Prints rows under hdr as a Markdown table or as aligned columns."""
+    if markdown:
+        print("| " + " | ".join(hdr) + " |")
+        print("|" + "|".join("---" for _ in hdr) + "|")
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
+        return
+    w = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+         for i, h in enumerate(hdr)]
+    print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))
+    for row in rows:
+        print("  ".join(c.ljust(w[i]) for i, c in enumerate(row)))
+
+
 def cmd_table(args):
     rows = [json.loads(l) for l in open(args.file) if l.strip().startswith("{")]
     hdr = ["label", "test", "P", "records", "sec", "rec/s", "MB/s", "p50 ms", "p99 ms",
@@ -961,17 +975,7 @@ def cmd_table(args):
                     fmt(r.get("client_cpu_pct")), fmt(r.get("broker_cpu_pct")),
                     (f"{r['loadavg_start'][0]:.2f}>{r['loadavg_end'][0]:.2f}"
                      if r.get("loadavg_start") else "-")])
-    if args.markdown:
-        print("| " + " | ".join(hdr) + " |")
-        print("|" + "|".join("---" for _ in hdr) + "|")
-        for row in out:
-            print("| " + " | ".join(row) + " |")
-        return
-    w = [max(len(h), *(len(row[i]) for row in out)) if out else len(h)
-         for i, h in enumerate(hdr)]
-    print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))
-    for row in out:
-        print("  ".join(c.ljust(w[i]) for i, c in enumerate(row)))
+    print_table(hdr, out, args.markdown)
 
 
 def cmd_summary(args):
@@ -1021,19 +1025,9 @@ def cmd_summary(args):
                     agg([r.get("client_cpu_pct") for r in rs], 0),
                     agg([r.get("broker_cpu_pct") for r in rs], 0),
                     agg([cpu_per_mb(r) for r in rs], 2),
-                    agg([r["loadavg_start"][0] for r in rs], 1),
+                    agg([r["loadavg_start"][0] for r in rs if r.get("loadavg_start")], 1),
                     "; ".join(notes)])
-    if args.markdown:
-        print("| " + " | ".join(hdr) + " |")
-        print("|" + "|".join("---" for _ in hdr) + "|")
-        for row in out:
-            print("| " + " | ".join(row) + " |")
-        return
-    w = [max(len(h), *(len(row[i]) for row in out)) if out else len(h)
-         for i, h in enumerate(hdr)]
-    print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))
-    for row in out:
-        print("  ".join(c.ljust(w[i]) for i, c in enumerate(row)))
+    print_table(hdr, out, args.markdown)
 
 
 def cmd_txn_summary(args):
@@ -1091,18 +1085,8 @@ def cmd_txn_summary(args):
                     agg([r.get("ratio_vs_plain") for r in rs], 2) if n else "1",
                     agg([r.get("client_cpu_pct") for r in rs], 0),
                     agg([r.get("broker_cpu_pct") for r in rs], 0),
-                    agg([r["loadavg_start"][0] for r in rs], 1), "; ".join(notes)])
-    if args.markdown:
-        print("| " + " | ".join(hdr) + " |")
-        print("|" + "|".join("---" for _ in hdr) + "|")
-        for row in out:
-            print("| " + " | ".join(row) + " |")
-        return
-    w = [max(len(h), *(len(row[i]) for row in out)) if out else len(h)
-         for i, h in enumerate(hdr)]
-    print("  ".join(h.ljust(w[i]) for i, h in enumerate(hdr)))
-    for row in out:
-        print("  ".join(c.ljust(w[i]) for i, c in enumerate(row)))
+                    agg([r["loadavg_start"][0] for r in rs if r.get("loadavg_start")], 1), "; ".join(notes)])
+    print_table(hdr, out, args.markdown)
 
 
 def main():

@@ -4,12 +4,10 @@
 mod common;
 
 use bytes::Bytes;
-use common::TestBroker;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use common::{create_topic, init_producer_id, TestBroker};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, InitProducerIdRequest, ProduceRequest,
-    TopicName, TransactionalId,
+    ApiKey, ApiVersionsRequest, InitProducerIdRequest, ProduceRequest, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_protocol::ErrorCode;
@@ -54,34 +52,6 @@ async fn produce(conn: &mut shoal_client::Connection, records: Bytes) -> (i16, i
     let response = conn.request(9, &produce_request(records)).await.unwrap();
     let p = &response.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
-}
-
-async fn create_topic(conn: &mut shoal_client::Connection) {
-    let response = conn
-        .request(
-            7,
-            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-                .with_name(name(TOPIC))
-                .with_num_partitions(1)
-                .with_replication_factor(-1)]),
-        )
-        .await
-        .unwrap();
-    assert_eq!(response.topics[0].error_code, 0);
-}
-
-async fn init_producer_id(conn: &mut shoal_client::Connection) -> (i64, i16) {
-    let response = conn
-        .request(
-            4,
-            &InitProducerIdRequest::default()
-                .with_transactional_id(None)
-                .with_transaction_timeout_ms(60000),
-        )
-        .await
-        .unwrap();
-    assert_eq!(response.error_code, 0);
-    (response.producer_id.0, response.producer_epoch)
 }
 
 fn log_end(broker: &TestBroker) -> i64 {
@@ -148,7 +118,7 @@ async fn duplicates_gaps_and_fencing_follow_kafka() {
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
-    create_topic(&mut conn).await;
+    create_topic(&mut conn, TOPIC, 1).await;
     let (pid, epoch) = init_producer_id(&mut conn).await;
 
     assert_eq!(produce(&mut conn, batch(pid, epoch, 0, 3)).await, (0, 0));
@@ -209,7 +179,7 @@ async fn state_survives_restart(remove_snapshots: bool) {
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
-    create_topic(&mut conn).await;
+    create_topic(&mut conn, TOPIC, 1).await;
     let (pid, epoch) = init_producer_id(&mut conn).await;
     assert_eq!(produce(&mut conn, batch(pid, epoch, 0, 3)).await, (0, 0));
     assert_eq!(produce(&mut conn, batch(pid, epoch, 3, 2)).await, (0, 3));
@@ -259,7 +229,7 @@ async fn a_snapshot_past_the_log_end_is_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
-    create_topic(&mut conn).await;
+    create_topic(&mut conn, TOPIC, 1).await;
     let (pid, _) = init_producer_id(&mut conn).await;
     assert_eq!(produce(&mut conn, batch(pid, 0, 0, 2)).await, (0, 0));
     drop(conn);

@@ -5,13 +5,12 @@
 
 mod common;
 
-use common::TestBroker;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use common::{create_topic, TestBroker};
 use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest, GroupId,
-    JoinGroupRequest, ListGroupsRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse, TopicName, UpdateFeaturesRequest,
+    ApiKey, ApiVersionsRequest, DeleteGroupsRequest, GroupId, JoinGroupRequest, ListGroupsRequest,
+    ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
+    UpdateFeaturesRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
@@ -19,20 +18,6 @@ use shoal_protocol::ErrorCode;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
-}
-
-async fn create_topic(conn: &mut Connection, name: &str, partitions: i32) {
-    let r = conn
-        .request(
-            7,
-            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-                .with_name(TopicName(s(name)))
-                .with_num_partitions(partitions)
-                .with_replication_factor(-1)]),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.topics[0].error_code, 0);
 }
 
 async fn set_share_version(conn: &mut Connection, level: i16) {

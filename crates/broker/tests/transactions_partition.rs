@@ -9,15 +9,13 @@
 mod common;
 
 use bytes::Bytes;
-use common::TestBroker;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use common::{create_topic, init_producer_id, TestBroker};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest,
-    ProduceRequest, TopicName,
+    BrokerId, FetchRequest, ListOffsetsRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_protocol::ErrorCode;
@@ -85,34 +83,6 @@ async fn produce_as(
     let response = conn.request(9, &request).await.unwrap();
     let p = &response.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
-}
-
-async fn create_topic(conn: &mut shoal_client::Connection) {
-    let response = conn
-        .request(
-            7,
-            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-                .with_name(name(TOPIC))
-                .with_num_partitions(1)
-                .with_replication_factor(-1)]),
-        )
-        .await
-        .unwrap();
-    assert_eq!(response.topics[0].error_code, 0);
-}
-
-async fn init_producer_id(conn: &mut shoal_client::Connection) -> (i64, i16) {
-    let response = conn
-        .request(
-            4,
-            &InitProducerIdRequest::default()
-                .with_transactional_id(None)
-                .with_transaction_timeout_ms(60000),
-        )
-        .await
-        .unwrap();
-    assert_eq!(response.error_code, 0);
-    (response.producer_id.0, response.producer_epoch)
 }
 
 /// Fetch v11 of partition 0 from `offset` at `isolation_level`, without waiting.
@@ -194,7 +164,7 @@ async fn commit_and_abort_with_read_committed_fetches_and_list_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start(dir.path()).await;
     let mut conn = broker.connect().await;
-    create_topic(&mut conn).await;
+    create_topic(&mut conn, TOPIC, 1).await;
     let (p1, e1) = init_producer_id(&mut conn).await;
     let (p2, e2) = init_producer_id(&mut conn).await;
 
@@ -282,7 +252,7 @@ async fn producer_state_and_markers_interplay() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start(dir.path()).await;
     let mut conn = broker.connect().await;
-    create_topic(&mut conn).await;
+    create_topic(&mut conn, TOPIC, 1).await;
     let (p, e) = init_producer_id(&mut conn).await;
 
     assert_eq!(produce(&mut conn, txn(p, e, 0, 1)).await, (0, 0));
@@ -358,7 +328,7 @@ async fn last_stable_offset_and_aborted_index_survive_a_restart() {
     let (p1, p2, e) = {
         let broker = start(dir.path()).await;
         let mut conn = broker.connect().await;
-        create_topic(&mut conn).await;
+        create_topic(&mut conn, TOPIC, 1).await;
         let (p1, e1) = init_producer_id(&mut conn).await;
         let (p2, e2) = init_producer_id(&mut conn).await;
         assert_eq!(e1, e2);
@@ -414,7 +384,7 @@ async fn markers_from_an_older_coordinator_are_fenced_across_a_restart() {
     let (p, e) = {
         let broker = start(dir.path()).await;
         let mut conn = broker.connect().await;
-        create_topic(&mut conn).await;
+        create_topic(&mut conn, TOPIC, 1).await;
         let (p, e) = init_producer_id(&mut conn).await;
         assert_eq!(produce(&mut conn, txn(p, e, 0, 1)).await, (0, 0));
         assert_eq!(write(&broker, p, e, 7), Ok(1));

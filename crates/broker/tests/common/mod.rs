@@ -87,3 +87,38 @@ impl TestBroker {
         }
     }
 }
+
+/// Creates `name` with `partitions` partitions; panics unless it succeeded.
+pub async fn create_topic(conn: &mut Connection, name: &str, partitions: i32) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+    let response = conn
+        .request(
+            7,
+            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(kafka_protocol::protocol::StrBytes::from_string(
+                    name.to_string(),
+                )))
+                .with_num_partitions(partitions)
+                .with_replication_factor(-1)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.topics[0].error_code, 0);
+}
+
+/// A fresh idempotent producer (InitProducerId without a transactional id): (id, epoch).
+pub async fn init_producer_id(conn: &mut Connection) -> (i64, i16) {
+    use kafka_protocol::messages::InitProducerIdRequest;
+    let response = conn
+        .request(
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60000),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.error_code, 0);
+    (response.producer_id.0, response.producer_epoch)
+}
