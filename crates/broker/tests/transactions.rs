@@ -330,6 +330,55 @@ async fn classic_flow_with_verification_and_errors() {
     broker.stop().await;
 }
 
+/// Transaction version 2 bumps the epoch at every end, and the client starts its next
+/// transaction as soon as EndTxn answers, while the previous one's markers may still be on
+/// their way. A batch at the new epoch must then be added to the new transaction, not taken
+/// as part of the old one still open on the partition (which its marker would commit, leaving
+/// the new transaction empty and its EndTxn INVALID_TXN_STATE).
+#[tokio::test]
+async fn back_to_back_tv2_transactions_each_add_their_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    setup(&mut conn).await;
+    let (_, pid, mut epoch) = init(&mut conn, "b2b", 60_000).await;
+    const TXNS: i64 = 60;
+    for t in 0..TXNS {
+        let seq = 0; // every epoch starts its sequence at 0
+        let (code, _) = produce_once(&mut conn, 12, "b2b", txn_batch(pid, epoch, seq, "v")).await;
+        assert!(
+            code == 0 || code == ErrorCode::CONCURRENT_TRANSACTIONS.code(),
+            "txn {t}: produce {code}"
+        );
+        if code != 0 {
+            let (code, _) = produce(&mut conn, 12, "b2b", txn_batch(pid, epoch, seq, "v")).await;
+            assert_eq!(code, 0, "txn {t}: produce");
+        }
+        let (code, bumped) = end(&mut conn, 5, "b2b", pid, epoch, t % 3 != 2).await;
+        assert_eq!(code, 0, "txn {t}: EndTxn");
+        assert_eq!(bumped, epoch + 1);
+        epoch = bumped;
+    }
+    // Every transaction got its own marker: one batch and one marker each.
+    wait_lso(&mut conn, 2 * TXNS).await;
+    let described = broker
+        .broker
+        .txn
+        .describe(vec!["b2b".into()])
+        .await
+        .unwrap();
+    assert_eq!(described[0].producer_epoch, epoch);
+    let last_committed = (TXNS - 1) % 3 != 2;
+    let want = if last_committed {
+        "CompleteCommit"
+    } else {
+        "CompleteAbort"
+    };
+    assert_eq!(described[0].state, want);
+    drop(conn);
+    broker.stop().await;
+}
+
 #[tokio::test]
 async fn produce_v12_adds_partitions_implicitly_and_a_restart_finishes_the_commit() {
     let dir = tempfile::tempdir().unwrap();

@@ -207,16 +207,22 @@ fn transactional_producer(records: Option<&bytes::Bytes>) -> Option<(i64, i16)> 
         .then(|| (header.producer_id(), header.producer_epoch()))
 }
 
-/// Whether `producer_id` has no transaction open on `partition` yet (its batch would begin
-/// one). Loads the partition's producer state if needed; on a storage error the append path
-/// reports it, so this answers "no check needed".
-fn begins_transaction(broker: &Broker, partition: &Partition, producer_id: i64) -> bool {
+/// Whether `producer_id` has no transaction open on `partition` at `epoch` yet (its batch
+/// would begin one; see `ProducerStateManager::has_ongoing_txn` for why the epoch matters).
+/// Loads the partition's producer state if needed; on a storage error the append path reports
+/// it, so this answers "no check needed".
+fn begins_transaction(
+    broker: &Broker,
+    partition: &Partition,
+    producer_id: i64,
+    epoch: i16,
+) -> bool {
     let mut log = partition.lock();
     match partition.producers(&mut log, state_config(&broker.config), now_ms()) {
-        Ok(p) => !p
-            .state()
-            .ongoing_txns()
-            .any(|(_, pid)| pid.0 == producer_id),
+        Ok(p) => !p.state().has_ongoing_txn(
+            shoal_core::producer_state::ProducerId(producer_id),
+            shoal_core::producer_state::ProducerEpoch(epoch),
+        ),
         Err(_) => false,
     }
 }
@@ -253,7 +259,7 @@ async fn verify_transactions(
             ) else {
                 continue;
             };
-            if begins_transaction(broker, &partition, pid) {
+            if begins_transaction(broker, &partition, pid, epoch) {
                 by_producer
                     .entry((pid, epoch))
                     .or_default()

@@ -255,6 +255,18 @@ impl ProducerStateManager {
         self.ongoing.first().map(|(offset, _)| *offset)
     }
 
+    /// Whether `producer_id` has a transaction open here at `epoch`, so that a batch of its at
+    /// that epoch continues it. A transaction open at an older epoch is the previous one, its
+    /// marker not appended yet: under transaction version 2 every end bumps the epoch and the
+    /// client starts the next transaction as soon as EndTxn answers, so a batch at the new
+    /// epoch begins another transaction and must be verified with the coordinator (Kafka's
+    /// `hasOngoingTransaction(producerId, producerEpoch)` compares the epoch too).
+    pub fn has_ongoing_txn(&self, producer_id: ProducerId, epoch: ProducerEpoch) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.current_txn_first_offset.is_some() && e.epoch == epoch)
+    }
+
     /// Every ongoing transaction as `(first offset, producer)`, earliest first.
     pub fn ongoing_txns(&self) -> impl Iterator<Item = (i64, ProducerId)> + '_ {
         self.ongoing.iter().copied()

@@ -175,6 +175,21 @@ fn end_txn(
 }
 
 #[test]
+fn an_open_transaction_counts_only_at_its_own_epoch() {
+    let mut m = manager();
+    let mut end = 0;
+    assert!(!m.has_ongoing_txn(ProducerId(1), ProducerEpoch(5)));
+    produce(&mut m, &mut end, &[txn(1, 5, 0, 2)]).unwrap();
+    assert!(m.has_ongoing_txn(ProducerId(1), ProducerEpoch(5)));
+    // Transaction version 2: EndTxn bumped the epoch to 6 and the marker is not here yet; a
+    // batch at 6 belongs to the next transaction, not to the one still open at 5.
+    assert!(!m.has_ongoing_txn(ProducerId(1), ProducerEpoch(6)));
+    assert!(!m.has_ongoing_txn(ProducerId(2), ProducerEpoch(5)));
+    end_txn(&mut m, &mut end, 1, 6).unwrap();
+    assert!(!m.has_ongoing_txn(ProducerId(1), ProducerEpoch(6)));
+}
+
+#[test]
 fn transactional_batches_start_a_transaction_and_a_marker_ends_it() {
     let mut m = manager();
     let mut end = 0;
