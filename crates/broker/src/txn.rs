@@ -3,21 +3,34 @@
 //! One task owns the sans-IO machine, like the group coordinator's driver: it takes the queued
 //! requests, feeds them and timer ticks to the machine, appends the emitted records to
 //! `__transaction_state` (fsynced) and only then answers. Markers the machine asks for are
-//! written by a separate task per transaction — a COMMIT or ABORT control batch to every
-//! partition of the transaction, fsynced, and for `__consumer_offsets` partitions also handed
-//! to the group coordinator — which reports back so the machine can complete the transaction.
+//! written by a separate task per transaction — a COMMIT or ABORT control batch appended to
+//! every partition of the transaction, and for `__consumer_offsets` partitions also handed to
+//! the group coordinator — which reports back so the machine can complete the transaction.
 //! A marker that cannot be written is retried with backoff; a partition that no longer exists
 //! is skipped, as Kafka skips deleted partitions. At start the machine is rebuilt from the log
 //! and transactions left in PrepareCommit/PrepareAbort get their markers again.
+//!
+//! Markers are not fsynced before the transaction completes (they become durable with the
+//! partition's next group commit, which a background flush starts at once). Instead the
+//! Complete record is preceded, in the same fsync, by a [`TxnRecord::Markers`] record listing
+//! the id's markers not yet known durable with their offsets. Log recovery keeps a prefix of
+//! each partition, so at the next start a marker was lost iff its partition now ends at or
+//! before its offset; such a marker is written again (and fsynced) before the broker serves
+//! anyone, if its producer still has the transaction open there. This takes one fsync of a
+//! busy data partition out of every commit's critical path (the next transaction of the id
+//! waits for its predecessor to complete).
+//!
+//! Must not: answer before the records a reply depends on are fsynced; let a Complete record
+//! become durable without the Markers record that covers its markers.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use shoal_core::txn_coordinator::{
-    partition_for, ListTransactionsRequest, ListTransactionsResponse, Output, ProducerId,
-    ReplyToken, TransactionDescription, TransactionResult, TxnConfig, TxnCoordinator, TxnRecord,
-    TxnRequest, TxnResponse, WriteMarkers,
+    partition_for, ListTransactionsRequest, ListTransactionsResponse, Output, PendingMarker,
+    ProducerId, ReplyToken, TransactionDescription, TransactionResult, TxnConfig, TxnCoordinator,
+    TxnRecord, TxnRequest, TxnResponse, WriteMarkers,
 };
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
@@ -42,7 +55,8 @@ const MARKER_RETRY_MAX: Duration = Duration::from_secs(2);
 
 enum Command {
     Request(TxnRequest, oneshot::Sender<TxnResponse>),
-    MarkersWritten(WriteMarkers),
+    /// The transaction's markers are appended (not necessarily durable) at these offsets.
+    MarkersWritten(WriteMarkers, Vec<PendingMarker>),
     Describe(Vec<String>, oneshot::Sender<Vec<TransactionDescription>>),
     List(
         ListTransactionsRequest,
@@ -110,11 +124,13 @@ impl TxnService {
         let config = txn_config(broker);
         let coordinator_epoch = next_coordinator_epoch(&broker.data_dir)?;
         let mut machine = TxnCoordinator::new(config, coordinator_epoch);
-        let replayed = replay(broker, &mut machine)?;
+        let (replayed, pending) = replay(broker, &mut machine)?;
+        let rewritten = recover_markers(broker, &pending, coordinator_epoch)?;
         let resumed = machine.loaded(now_ms());
         info!(
             records = replayed,
             transactions = machine.len(),
+            markers_rewritten = rewritten,
             "transaction coordinator loaded"
         );
         let (tx, rx) = mpsc::channel(QUEUE_REQUESTS_MAX);
@@ -186,9 +202,17 @@ fn txn_config(broker: &Broker) -> TxnConfig {
     }
 }
 
-/// Replays every record of `__transaction_state` into `machine`; returns how many.
-fn replay(broker: &Broker, machine: &mut TxnCoordinator) -> anyhow::Result<usize> {
+/// Markers not known durable, by transactional id (the last Markers record of each).
+type PendingMarkers = HashMap<String, Vec<PendingMarker>>;
+
+/// Replays every record of `__transaction_state` into `machine`; returns how many, and the
+/// markers the last Markers record of each id lists.
+fn replay(
+    broker: &Broker,
+    machine: &mut TxnCoordinator,
+) -> anyhow::Result<(usize, PendingMarkers)> {
     let mut count = 0;
+    let mut pending = PendingMarkers::new();
     crate::internal::replay_topic(broker, TRANSACTION_STATE, |item| {
         let Replayed::Record { record, .. } = item else {
             return;
@@ -197,6 +221,17 @@ fn replay(broker: &Broker, machine: &mut TxnCoordinator) -> anyhow::Result<usize
             return;
         };
         match TxnRecord::decode(key, record.value.as_deref()) {
+            Ok(TxnRecord::Markers {
+                transactional_id,
+                markers,
+            }) => {
+                count += 1;
+                if markers.is_empty() {
+                    pending.remove(&transactional_id);
+                } else {
+                    pending.insert(transactional_id, markers);
+                }
+            }
             Ok(r) => {
                 machine.replay(&r);
                 count += 1;
@@ -206,7 +241,79 @@ fn replay(broker: &Broker, machine: &mut TxnCoordinator) -> anyhow::Result<usize
             }
         }
     })?;
-    Ok(count)
+    Ok((count, pending))
+}
+
+/// Writes again, and fsyncs, every listed marker a crash lost: its partition ends at or before
+/// the marker's offset (recovery kept a prefix that stops short of it) and its producer still
+/// has a transaction open there. Runs before the broker serves requests, so nothing can have
+/// been appended since recovery. Returns how many markers were written.
+///
+/// # Errors
+/// A partition's producer state cannot be loaded, or a marker cannot be written or fsynced:
+/// the transaction would stay open there, so the broker must not start.
+fn recover_markers(
+    broker: &Arc<Broker>,
+    pending: &PendingMarkers,
+    coordinator_epoch: i32,
+) -> anyhow::Result<usize> {
+    let mut written = 0;
+    for m in pending.values().flatten() {
+        let tp = &m.partition;
+        let Ok(partition) = crate::markers::partition(broker, &tp.topic, tp.partition) else {
+            continue;
+        };
+        let lost = {
+            let mut log = partition.lock();
+            if log.log_end_offset() > m.offset {
+                false
+            } else {
+                let config = crate::producers::state_config(&broker.config);
+                let mut producers = partition.producers(&mut log, config, now_ms())?;
+                producers.sync_with(&mut log)?;
+                let open = producers
+                    .state()
+                    .ongoing_txns()
+                    .any(|(_, pid)| pid.0 == m.producer_id.0);
+                open
+            }
+        };
+        if !lost {
+            continue;
+        }
+        let commit = m.result.is_commit();
+        crate::markers::write_marker(
+            broker,
+            &partition,
+            m.producer_id.0,
+            m.producer_epoch.0,
+            commit,
+            coordinator_epoch,
+        )
+        .map_err(|code| {
+            anyhow::anyhow!(
+                "cannot write the lost marker of producer {} on {}-{}: error {}",
+                m.producer_id.0,
+                tp.topic,
+                tp.partition,
+                code.0
+            )
+        })?;
+        partition.lock().sync()?;
+        warn!(topic = %tp.topic, partition = tp.partition, producer_id = m.producer_id.0, commit, "transaction marker lost in a crash written again");
+        written += 1;
+        if tp.topic == CONSUMER_OFFSETS {
+            // The group coordinator loaded before this marker existed.
+            let broker = broker.clone();
+            let producer_id = m.producer_id.0;
+            tokio::spawn(async move {
+                if !crate::handlers::groups::end_txn(&broker, producer_id, commit).await {
+                    warn!("group coordinator unavailable; pending offsets resolve on reload");
+                }
+            });
+        }
+    }
+    Ok(written)
 }
 
 /// Appends `records` (one batch per `__transaction_state` partition) and fsyncs them.
@@ -222,18 +329,20 @@ async fn persist(broker: &Arc<Broker>, records: &[TxnRecord]) -> Result<(), Stri
     crate::internal::append_and_flush(broker, TRANSACTION_STATE, by_partition).await
 }
 
-/// Writes one transaction's markers to every partition — all appended first, then one
-/// group-commit fsync for all of them — retrying the ones that fail until each is written or
-/// its partition is gone, then reports completion.
+/// Appends one transaction's markers to every partition, retrying the ones that fail until
+/// each is written or its partition is gone, hands `__consumer_offsets` ones to the group
+/// coordinator, starts a background flush of the partitions, and reports completion with the
+/// markers' offsets (see the module docs for why it does not wait for the fsync).
 async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, done: mpsc::Sender<Command>) {
     let commit = markers.result == TransactionResult::Commit;
     let mut remaining = markers.partitions.clone();
+    let mut appended = Vec::with_capacity(remaining.len());
+    let mut to_flush = Vec::with_capacity(remaining.len());
     let mut backoff = MARKER_RETRY_MIN;
     while !remaining.is_empty() {
         let Some(broker) = broker.upgrade() else {
             return;
         };
-        let mut written = Vec::new();
         let mut failed = Vec::new();
         for tp in remaining {
             let partition = match crate::markers::partition(&broker, &tp.topic, tp.partition) {
@@ -251,25 +360,25 @@ async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, done: mpsc::
                 commit,
                 markers.coordinator_epoch,
             ) {
-                Ok(_) => written.push((tp, partition)),
+                Ok(offset) => {
+                    if tp.topic == CONSUMER_OFFSETS
+                        && !crate::handlers::groups::end_txn(&broker, markers.producer_id.0, commit)
+                            .await
+                    {
+                        warn!("group coordinator unavailable; pending offsets resolve on reload");
+                    }
+                    to_flush.push(partition);
+                    appended.push(PendingMarker {
+                        partition: tp,
+                        offset,
+                        producer_id: markers.producer_id,
+                        producer_epoch: markers.producer_epoch,
+                        result: markers.result,
+                    });
+                }
                 Err(code) => {
                     warn!(topic = %tp.topic, partition = tp.partition, ?code, "transaction marker failed; retrying");
                     failed.push(tp);
-                }
-            }
-        }
-        let partitions = written.iter().map(|(_, p)| p.clone()).collect();
-        if let Err(e) = broker.flusher.flush(partitions).await {
-            // Not durable: write them again (a duplicate marker is harmless).
-            warn!(error = %e, "transaction markers not flushed; retrying");
-            failed.extend(written.into_iter().map(|(tp, _)| tp));
-        } else {
-            for (tp, _) in &written {
-                if tp.topic == CONSUMER_OFFSETS
-                    && !crate::handlers::groups::end_txn(&broker, markers.producer_id.0, commit)
-                        .await
-                {
-                    warn!("group coordinator unavailable; pending offsets resolve on reload");
                 }
             }
         }
@@ -280,7 +389,47 @@ async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, done: mpsc::
             backoff = (backoff * 2).min(MARKER_RETRY_MAX);
         }
     }
-    let _ = done.send(Command::MarkersWritten(markers)).await;
+    if let Some(broker) = broker.upgrade() {
+        let flusher = broker.flusher.clone();
+        tokio::spawn(async move {
+            if let Err(e) = flusher.flush(to_flush).await {
+                // Still listed in the id's Markers record: a restart writes them again if lost.
+                warn!(error = %e, "transaction markers not flushed");
+            }
+        });
+    }
+    let _ = done.send(Command::MarkersWritten(markers, appended)).await;
+}
+
+/// The Markers record to write with a completion of `id`: its earlier markers still not
+/// durable plus `appended`; None if there is nothing to list and nothing listed before.
+/// Updates `unflushed`.
+fn markers_record(
+    broker: &Broker,
+    unflushed: &mut HashMap<String, Vec<PendingMarker>>,
+    id: &str,
+    appended: Vec<PendingMarker>,
+) -> Option<TxnRecord> {
+    let before = unflushed.remove(id).unwrap_or_default();
+    let listed_before = !before.is_empty();
+    let still: Vec<PendingMarker> = before
+        .into_iter()
+        .chain(appended)
+        .filter(|m| {
+            crate::markers::partition(broker, &m.partition.topic, m.partition.partition)
+                .is_ok_and(|p| p.lock().flushed_offset() <= m.offset)
+        })
+        .collect();
+    if still.is_empty() && !listed_before {
+        return None;
+    }
+    if !still.is_empty() {
+        unflushed.insert(id.to_string(), still.clone());
+    }
+    Some(TxnRecord::Markers {
+        transactional_id: id.to_string(),
+        markers: still,
+    })
 }
 
 async fn run(
@@ -298,6 +447,8 @@ async fn run(
     // transactions. Holding them changes no outcome; it only answers when the answer is known.
     let mut completing: HashSet<String> = HashSet::new();
     let mut held: HashMap<String, Vec<(TxnRequest, oneshot::Sender<TxnResponse>)>> = HashMap::new();
+    // Per id, the markers not yet known durable (what its last Markers record lists).
+    let mut unflushed: HashMap<String, Vec<PendingMarker>> = HashMap::new();
     let mut pending = Some(resumed);
     loop {
         let mut output = pending.take().unwrap_or_default();
@@ -333,10 +484,17 @@ async fn run(
                                 waiting.insert(token, reply);
                                 output.extend(handle(&mut machine, &b, token, request));
                             }
-                            Command::MarkersWritten(markers) => {
+                            Command::MarkersWritten(markers, appended) => {
+                                let Some(b) = broker.upgrade() else { return };
+                                // Before the Complete record, in the same fsync.
+                                output.records.extend(markers_record(
+                                    &b,
+                                    &mut unflushed,
+                                    &markers.transactional_id,
+                                    appended,
+                                ));
                                 output.extend(machine.markers_written(now_ms(), &markers));
                                 completing.remove(&markers.transactional_id);
-                                let Some(b) = broker.upgrade() else { return };
                                 for (request, reply) in held.remove(&markers.transactional_id).unwrap_or_default() {
                                     let token = ReplyToken(next_token);
                                     next_token += 1;
@@ -372,6 +530,7 @@ async fn run(
                 machine.coordinator_epoch().saturating_add(1)
             });
             machine = TxnCoordinator::new(config, epoch);
+            // `unflushed` stays: its markers may still be lost, whatever the log now says.
             if let Err(e) = replay(&b, &mut machine) {
                 error!(error = %e, "transaction coordinator reload failed");
             }

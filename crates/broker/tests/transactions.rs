@@ -330,6 +330,80 @@ async fn classic_flow_with_verification_and_errors() {
     broker.stop().await;
 }
 
+/// Cuts `segment` just before the batch at `offset` (`[i64 base offset][i32 length]` framing),
+/// as a crash that lost the page cache from there would leave it.
+fn cut_log_at(segment: &std::path::Path, offset: i64) {
+    let bytes = std::fs::read(segment).unwrap();
+    let mut at = 0;
+    while at + 12 <= bytes.len() {
+        let base = i64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
+        if base == offset {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(segment)
+                .unwrap();
+            file.set_len(at as u64).unwrap();
+            return;
+        }
+        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
+        at += 12 + len as usize;
+    }
+    panic!("no batch at offset {offset} in {segment:?}");
+}
+
+#[tokio::test]
+async fn a_marker_lost_in_a_crash_is_written_again_before_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    setup(&mut conn).await;
+    let (_, pid, epoch) = init(&mut conn, "lost", 60_000).await;
+    assert_eq!(add(&mut conn, "lost", pid, epoch).await, 0);
+    assert_eq!(
+        produce(&mut conn, 3, "lost", txn_batch(pid, epoch, 0, "x")).await,
+        (0, 0)
+    );
+    assert_eq!(end(&mut conn, 3, "lost", pid, epoch, true).await.0, 0);
+    wait_lso(&mut conn, 2).await; // x + COMMIT marker at offset 1
+                                  // The Complete record (and the Markers record before it) is durable once it shows.
+    for attempt in 0.. {
+        let described = broker
+            .broker
+            .txn
+            .describe(vec!["lost".into()])
+            .await
+            .unwrap();
+        if described[0].state == "CompleteCommit" {
+            break;
+        }
+        assert!(attempt < 250, "transaction did not complete");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(conn);
+    broker.crash().await;
+
+    // The crash lost the marker: the partition now ends with the transaction's data.
+    let segment =
+        shoal_broker::topics::partition_dir(dir.path(), TOPIC, 0).join("00000000000000000000.log");
+    cut_log_at(&segment, 1);
+
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let (lso, bytes) = committed_view(&mut conn).await;
+    assert_eq!(lso, 2, "the COMMIT marker is back at offset 1");
+    assert!(bytes > 0, "x is readable read_committed");
+    // The producer goes on: its next transaction starts after the rewritten marker.
+    assert_eq!(add(&mut conn, "lost", pid, epoch).await, 0);
+    assert_eq!(
+        produce(&mut conn, 3, "lost", txn_batch(pid, epoch, 1, "y")).await,
+        (0, 2)
+    );
+    assert_eq!(end(&mut conn, 3, "lost", pid, epoch, false).await.0, 0);
+    wait_lso(&mut conn, 4).await;
+    drop(conn);
+    broker.stop().await;
+}
+
 /// Transaction version 2 bumps the epoch at every end, and the client starts its next
 /// transaction as soon as EndTxn answers, while the previous one's markers may still be on
 /// their way. A batch at the new epoch must then be added to the new transaction, not taken

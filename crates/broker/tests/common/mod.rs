@@ -88,6 +88,27 @@ impl TestBroker {
     }
 }
 
+impl TestBroker {
+    /// Stops without a clean shutdown, as kill -9 would: no clean-shutdown marker, no
+    /// snapshots, nothing synced (what reached the page cache stays, as it would). Drop every
+    /// connection first; waits until the data directory is released.
+    pub async fn crash(mut self) {
+        self.stop.take();
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+        let broker = self.broker;
+        for _ in 0..250 {
+            if Arc::strong_count(&broker) == 1 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("broker still referenced after the crash");
+    }
+}
+
 /// Creates `name` with `partitions` partitions; panics unless it succeeded.
 pub async fn create_topic(conn: &mut Connection, name: &str, partitions: i32) {
     use kafka_protocol::messages::create_topics_request::CreatableTopic;

@@ -50,7 +50,10 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use records::{DecodeError, TransactionLogValue, TxnRecord, KEY_VERSION, VALUE_VERSION};
+pub use records::{
+    DecodeError, PendingMarker, TransactionLogValue, TxnRecord, KEY_VERSION, MARKERS_KEY_VERSION,
+    VALUE_VERSION,
+};
 pub use types::*;
 
 use crate::hash::{java_string_hash, kafka_abs};
@@ -334,6 +337,8 @@ impl TxnCoordinator {
                 e.value = value.clone();
                 self.touch(transactional_id);
             }
+            // The driver's record (markers that may need writing again), not machine state.
+            TxnRecord::Markers { .. } => {}
         }
     }
 

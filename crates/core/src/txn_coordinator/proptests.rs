@@ -178,6 +178,11 @@ impl World {
                     }
                     _ => prop_assert!(track.prepare.is_none(), "left Prepare without Complete"),
                 },
+                TxnRecord::Markers { .. } => {
+                    return Err(TestCaseError::fail(
+                        "the machine never writes Markers records",
+                    ))
+                }
             }
         }
         self.records.extend(out.records);

@@ -6,15 +6,22 @@
 //! read these records. Decoding never panics and never allocates more than the input could
 //! describe; it accepts only states that are ever written (not Dead or PrepareEpochFence) and
 //! only canonical partition lists (sorted, distinct).
+//!
+//! A second key version (1) holds Shoal's own [`TxnRecord::Markers`]: the markers of a
+//! transactional id's completed transactions that may not be durable on their partitions yet,
+//! with their offsets, so a restart can tell which were lost and write them again.
 
 use std::collections::BTreeSet;
 
 use super::types::{
-    ProducerEpoch, ProducerId, TopicPartition, TransactionState, TransactionVersion,
+    ProducerEpoch, ProducerId, TopicPartition, TransactionResult, TransactionState,
+    TransactionVersion,
 };
 
 /// Version of the key layout.
 pub const KEY_VERSION: i16 = 0;
+/// Key version of [`TxnRecord::Markers`] (same layout, another record kind).
+pub const MARKERS_KEY_VERSION: i16 = 1;
 /// Current value version.
 pub const VALUE_VERSION: i16 = 0;
 
@@ -40,6 +47,18 @@ pub struct TransactionLogValue {
     pub client_transaction_version: TransactionVersion,
 }
 
+/// A COMMIT/ABORT marker appended to a data partition, not known to be fsynced yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingMarker {
+    pub partition: TopicPartition,
+    /// Where the marker was appended: it survived a crash iff the partition's log end offset
+    /// after recovery is past it (recovery keeps a prefix of the log).
+    pub offset: i64,
+    pub producer_id: ProducerId,
+    pub producer_epoch: ProducerEpoch,
+    pub result: TransactionResult,
+}
+
 /// Every durable change of the transaction coordinator.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -50,6 +69,14 @@ pub enum TxnRecord {
     },
     /// The id expired (Kafka writes a tombstone after the in-memory Dead transition).
     Tombstone { transactional_id: String },
+    /// Markers of this id's completed transactions that may not be durable yet; replaces the
+    /// id's previous such record (an empty list is stored as a tombstone of this key). Written
+    /// in the same fsync as, and before, the Complete record it accompanies. Not part of the
+    /// machine's state: the broker's driver reads it at load.
+    Markers {
+        transactional_id: String,
+        markers: Vec<PendingMarker>,
+    },
 }
 
 /// Why a stored record could not be decoded.
@@ -80,6 +107,8 @@ pub enum DecodeError {
     NonCanonicalPartitions { at: usize },
     #[error("{count} trailing bytes")]
     TrailingBytes { count: usize },
+    #[error("transaction result id {0} is neither 0 (abort) nor 1 (commit)")]
+    InvalidResult(i8),
 }
 
 impl TxnRecord {
@@ -88,7 +117,10 @@ impl TxnRecord {
             TxnRecord::Transaction {
                 transactional_id, ..
             }
-            | TxnRecord::Tombstone { transactional_id } => transactional_id,
+            | TxnRecord::Tombstone { transactional_id }
+            | TxnRecord::Markers {
+                transactional_id, ..
+            } => transactional_id,
         }
     }
 
@@ -99,10 +131,28 @@ impl TxnRecord {
     /// which request size limits rule out; or (debug) on a state that is never stored.
     pub fn encode(&self) -> (Vec<u8>, Option<Vec<u8>>) {
         let mut key = Writer::default();
-        key.i16(KEY_VERSION);
+        key.i16(match self {
+            TxnRecord::Markers { .. } => MARKERS_KEY_VERSION,
+            _ => KEY_VERSION,
+        });
         key.string(self.transactional_id());
         match self {
             TxnRecord::Tombstone { .. } => (key.0, None),
+            TxnRecord::Markers { markers, .. } if markers.is_empty() => (key.0, None),
+            TxnRecord::Markers { markers, .. } => {
+                let mut w = Writer::default();
+                w.i16(VALUE_VERSION);
+                w.len(markers.len());
+                for m in markers {
+                    w.string(&m.partition.topic);
+                    w.i32(m.partition.partition);
+                    w.i64(m.offset);
+                    w.i64(m.producer_id.0);
+                    w.i16(m.producer_epoch.0);
+                    w.i8(i8::from(m.result.is_commit()));
+                }
+                (key.0, Some(w.0))
+            }
             TxnRecord::Transaction { value: v, .. } => {
                 debug_assert!(
                     !matches!(
@@ -153,11 +203,21 @@ impl TxnRecord {
     pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<TxnRecord, DecodeError> {
         let mut k = Reader::new(key);
         let key_version = k.i16()?;
-        if key_version != KEY_VERSION {
+        if key_version != KEY_VERSION && key_version != MARKERS_KEY_VERSION {
             return Err(DecodeError::UnsupportedKeyVersion(key_version));
         }
         let transactional_id = k.string()?;
         k.finish()?;
+        if key_version == MARKERS_KEY_VERSION {
+            let markers = match value {
+                None => Vec::new(),
+                Some(value) => decode_markers(value)?,
+            };
+            return Ok(TxnRecord::Markers {
+                transactional_id,
+                markers,
+            });
+        }
         let Some(value) = value else {
             return Ok(TxnRecord::Tombstone { transactional_id });
         };
@@ -223,6 +283,46 @@ impl TxnRecord {
             },
         })
     }
+}
+
+/// The value of a [`TxnRecord::Markers`] record (never empty: that is a tombstone).
+fn decode_markers(value: &[u8]) -> Result<Vec<PendingMarker>, DecodeError> {
+    let mut r = Reader::new(value);
+    let version = r.i16()?;
+    if version != VALUE_VERSION {
+        return Err(DecodeError::UnsupportedVersion(version));
+    }
+    // topic length, partition, offset, producer id, epoch, result.
+    let at = r.pos;
+    let count = r.count(4 + 4 + 8 + 8 + 2 + 1)?;
+    if count == 0 {
+        return Err(DecodeError::InvalidLength { at, length: 0 });
+    }
+    let mut markers = Vec::with_capacity(count);
+    for _ in 0..count {
+        let topic = r.string()?;
+        let partition = TopicPartition {
+            topic,
+            partition: r.i32()?,
+        };
+        let offset = r.i64()?;
+        let producer_id = ProducerId(r.i64()?);
+        let producer_epoch = ProducerEpoch(r.i16()?);
+        let result = match r.i8()? {
+            0 => TransactionResult::Abort,
+            1 => TransactionResult::Commit,
+            other => return Err(DecodeError::InvalidResult(other)),
+        };
+        markers.push(PendingMarker {
+            partition,
+            offset,
+            producer_id,
+            producer_epoch,
+            result,
+        });
+    }
+    r.finish()?;
+    Ok(markers)
 }
 
 #[derive(Default)]
@@ -400,7 +500,30 @@ mod tests {
             ".{0,8}".prop_map(|id| TxnRecord::Tombstone {
                 transactional_id: id
             }),
+            (".{0,8}", proptest::collection::vec(pending_marker(), 0..4)).prop_map(
+                |(id, markers)| TxnRecord::Markers {
+                    transactional_id: id,
+                    markers
+                }
+            ),
         ]
+    }
+
+    fn pending_marker() -> impl Strategy<Value = PendingMarker> {
+        (
+            ("[a-c_]{0,3}", any::<i32>()),
+            any::<i64>(),
+            any::<i64>(),
+            any::<i16>(),
+            any::<bool>(),
+        )
+            .prop_map(|((t, p), offset, pid, epoch, commit)| PendingMarker {
+                partition: TopicPartition::new(t, p),
+                offset,
+                producer_id: ProducerId(pid),
+                producer_epoch: ProducerEpoch(epoch),
+                result: TransactionResult::from_committed(commit),
+            })
     }
 
     proptest! {
@@ -481,8 +604,47 @@ mod tests {
             Err(DecodeError::UnsupportedVersion(3))
         );
         assert_eq!(
-            TxnRecord::decode(&[0, 1, 0, 0, 0, 0], None),
-            Err(DecodeError::UnsupportedKeyVersion(1))
+            TxnRecord::decode(&[0, 2, 0, 0, 0, 0], None),
+            Err(DecodeError::UnsupportedKeyVersion(2))
         );
+    }
+
+    #[test]
+    fn markers_records_store_an_empty_list_as_a_tombstone_and_check_the_result() {
+        let empty = TxnRecord::Markers {
+            transactional_id: "x".into(),
+            markers: vec![],
+        };
+        let (key, value) = empty.encode();
+        assert_eq!(&key[..2], &MARKERS_KEY_VERSION.to_be_bytes());
+        assert_eq!(value, None);
+        assert_eq!(TxnRecord::decode(&key, None), Ok(empty));
+
+        let one = TxnRecord::Markers {
+            transactional_id: "x".into(),
+            markers: vec![PendingMarker {
+                partition: TopicPartition::new("t", 3),
+                offset: 41,
+                producer_id: ProducerId(7),
+                producer_epoch: ProducerEpoch(2),
+                result: TransactionResult::Commit,
+            }],
+        };
+        let (key, value) = one.encode();
+        let mut value = value.expect("a non-empty list has a value");
+        assert_eq!(TxnRecord::decode(&key, Some(&value)), Ok(one));
+        let last = value.len() - 1;
+        value[last] = 2;
+        assert_eq!(
+            TxnRecord::decode(&key, Some(&value)),
+            Err(DecodeError::InvalidResult(2))
+        );
+        // A stored empty list is not canonical (it is a tombstone).
+        let mut zero = VALUE_VERSION.to_be_bytes().to_vec();
+        zero.extend_from_slice(&0i32.to_be_bytes());
+        assert!(matches!(
+            TxnRecord::decode(&key, Some(&zero)),
+            Err(DecodeError::InvalidLength { .. })
+        ));
     }
 }

@@ -183,7 +183,7 @@ fn states(out: &Output) -> Vec<TransactionState> {
         .iter()
         .filter_map(|r| match r {
             TxnRecord::Transaction { value, .. } => Some(value.state),
-            TxnRecord::Tombstone { .. } => None,
+            _ => None,
         })
         .collect()
 }
