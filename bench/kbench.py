@@ -51,6 +51,10 @@ Phases (per label, in this order; each on fresh topics):
                    --no-txn-flush-baseline: txn_flush_baseline, the plain producer
                    calling flush() after every N records (the pipeline drain of a
                    commit without the transaction protocol; p50/p99 = flush()).
+                   --txn-client java: the same rows with the Java client
+                   (kafka-clients 4.x, bench/java/TxnBench.java: K producer threads in
+                   one JVM, transaction version 2 when the broker finalizes it), rows
+                   labelled "java"; the broker's CPU is not sampled for them.
 
 MB is 10^6 bytes of record values (keys/headers are empty). CPU% is CPU time
 (user+sys, all threads, from /proc/<pid>/stat) over wall time, so 100% = one core.
@@ -719,26 +723,97 @@ def run_workers(opts, fn, records, **kw):
     return r
 
 
+def java_classpath(args):
+    """Compiles bench/java/TxnBench.java once per run against the reference kafka-clients
+    jars (KAFKA_LIBS, else tests/interop/kafka_ref/fetch.sh, which fetches them from Maven)."""
+    import subprocess
+
+    if getattr(args, "_java_cp", None):
+        return args._java_cp
+    repo = Path(__file__).resolve().parent.parent
+    libs = os.environ.get("KAFKA_LIBS") or subprocess.run(
+        [str(repo / "tests/interop/kafka_ref/fetch.sh")], check=True, capture_output=True,
+        text=True, timeout=900).stdout.strip()
+    classes = tempfile.mkdtemp(prefix="kbench-java-")
+    subprocess.run(["javac", "-d", classes, "-cp", f"{libs}/*",
+                    str(repo / "bench/java/TxnBench.java")], check=True, timeout=300)
+    args._java_cp = f"{libs}/*:{classes}"
+    return args._java_cp
+
+
+def bench_java(args, bootstrap, topic, partitions, mode, records, n_per_txn, run_id):
+    """One row of the txn phase with the Java client (bench/java/TxnBench.java): K producer
+    threads in one JVM (K = --txn-producers), mode plain / flush (flush() every N) / txn.
+    The JVM times itself after its warm-up; the broker's CPU is not sampled (the JVM start
+    and warm-up would be in it)."""
+    import subprocess
+
+    cmd = ["java", "-cp", java_classpath(args), "TxnBench", bootstrap, topic, str(partitions),
+           mode, str(records), str(n_per_txn), str(args.txn_producers), str(args.size),
+           f"kbench-{run_id}-java-p{partitions}-n{n_per_txn}-{uuid.uuid4().hex[:6]}",
+           str(min(args.txn_seconds, args.phase_timeout))]
+    load_start = list(os.getloadavg())
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=args.phase_timeout + 120)
+    lines = [l for l in run.stdout.splitlines() if l.startswith("{")]
+    if run.returncode != 0 or not lines:
+        raise RuntimeError(f"TxnBench {mode} failed ({run.returncode}): "
+                           f"{(run.stdout + run.stderr)[-2000:]}")
+    got = json.loads(lines[-1])
+    test = {"plain": "txn_baseline", "flush": "txn_flush_baseline", "txn": "txn_produce"}[mode]
+    r = base_result(args, test, partitions)
+    r.update(client="java", idempotence=mode == "txn", producers=args.txn_producers,
+             records=got["records"], seconds=got["seconds"],
+             records_per_s=got["records_per_s"], mb_per_s=got["mb_per_s"],
+             truncated=got["truncated"], client_cpu_pct=None, broker_cpu_pct=None,
+             loadavg_start=load_start, loadavg_end=list(os.getloadavg()))
+    for key in ("p50_ms", "p99_ms", "max_ms", "mean_ms"):
+        if key in got:
+            r[key] = got[key]
+    if mode == "txn":
+        r.update(transactional=True, records_per_txn=n_per_txn, txns=got["txns"],
+                 txns_per_s=round(got["txns"] / got["seconds"], 1))
+    elif mode == "flush":
+        r.update(records_per_txn=n_per_txn)
+    return r
+
+
 def run_txn_phase(args, bootstrap, parts, bufs, run_id, common):
+    if args.txn_client == "java":
+        java = partial(bench_java, args, bootstrap, run_id=run_id)
+        warm = max(txn_sizes(args))  # the JVM's untimed warm-up: 3 x this many records
+        plain_row = lambda topic, P, n: java(topic, P, "plain", n, warm)  # noqa: E731
+        txn_row = lambda topic, P, recs, n: java(topic, P, "txn", recs, n)  # noqa: E731
+        flush_row = lambda topic, P, recs, n: java(topic, P, "flush", recs, n)  # noqa: E731
+    else:
+        def plain_row(topic, P, n):
+            return run_workers(args, bench_txn_baseline, n, args=args, bootstrap=bootstrap,
+                               topic=topic, partitions=P, bufs=bufs)
+
+        def txn_row(topic, P, recs, n):
+            return run_workers(args, bench_txn, recs, n_per_txn=n, run_id=run_id, args=args,
+                               bootstrap=bootstrap, topic=topic, partitions=P, bufs=bufs)
+
+        def flush_row(topic, P, recs, n):
+            return run_workers(args, bench_txn_baseline, recs, flush_every=n, args=args,
+                               bootstrap=bootstrap, topic=topic, partitions=P, bufs=bufs)
     for P in parts:
         base_n = txn_records(args, max(txn_sizes(args)))
         topic = f"kbench-{run_id}-txn-p{P}"
         create_topic(bootstrap, topic, P)
         log(f"{args.label}: txn baseline (plain) {base_n} records, P={P} ...")
-        base = dict(args=args, bootstrap=bootstrap, topic=topic, partitions=P, bufs=bufs)
-        b1 = run_workers(args, bench_txn_baseline, base_n, **base)
+        b1 = plain_row(topic, P, base_n)
         b1.update(common, baseline="before")
         emit(b1, args.out)
         rows = []
         for n in txn_sizes(args):
             recs = txn_records(args, n)
             log(f"{args.label}: txn {recs} records, {n}/txn, P={P} ...")
-            rows.append(run_workers(args, bench_txn, recs, n_per_txn=n, run_id=run_id, **base))
+            rows.append(txn_row(topic, P, recs, n))
             if args.txn_flush_baseline:
                 log(f"{args.label}: plain + flush() every {n}, {recs} records, P={P} ...")
-                rows.append(run_workers(args, bench_txn_baseline, recs, flush_every=n, **base))
+                rows.append(flush_row(topic, P, recs, n))
         log(f"{args.label}: txn baseline (plain) again, P={P} ...")
-        b2 = run_workers(args, bench_txn_baseline, base_n, **base)
+        b2 = plain_row(topic, P, base_n)
         b2.update(common, baseline="after")
         emit(b2, args.out)
         plain = (b1["records_per_s"] + b2["records_per_s"]) / 2
@@ -1038,7 +1113,8 @@ def cmd_txn_summary(args):
     groups = {}
     for r in rows:
         k = r.get("producers", 1)
-        label = r["label"] + (f" x{k} producers" if k > 1 else "")
+        label = r["label"] + (" java" if r.get("client") == "java" else "")
+        label += f" x{k} producers" if k > 1 else ""
         if r["test"] == "txn_baseline":
             groups.setdefault((label, r["partitions"], 0), []).append(r)
         elif r["test"] == "txn_produce":
@@ -1130,6 +1206,9 @@ def main():
     r.add_argument("--txn-producers", type=int, default=1,
                    help="txn phase: K producer processes at once (own transactional.id each; "
                         "the plain baselines use K producers too); records split among them")
+    r.add_argument("--txn-client", choices=["python", "java"], default="python",
+                   help="txn phase client: confluent-kafka (processes) or kafka-clients 4.x "
+                        "(bench/java/TxnBench.java, threads in one JVM)")
     r.add_argument("--no-txn-flush-baseline", dest="txn_flush_baseline",
                    action="store_false",
                    help="txn phase: skip the plain producer that flush()es every N records")

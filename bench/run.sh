@@ -5,7 +5,7 @@
 #   bench/run.sh [--modes durable,lazy[,kafka][,mock]] [--reps N] [--records N] [--size BYTES]
 #                [--partitions 1,4] [--latency-seconds S] [--latency-rates half,50mb]
 #                [--idempotence] [--txn [--txn-sizes 1000,100,10] [--txn-records N]
-#                [--txn-producers K]] [--share [--share-records N] [--share-consumers 1,2,4]]
+#                [--txn-producers K] [--txn-client python|java]] [--share [--share-records N] [--share-consumers 1,2,4]]
 #                [--out FILE.jsonl] [-- extra kbench.py run args]
 #
 # --txn: transactional mode: instead of produce/consume/latency, run only the
@@ -21,6 +21,8 @@
 # explicit acknowledgement mode; ratio = share records/s over the classic one.
 # --txn-producers K: K producer processes at once in every row of that phase
 # (the transactional ones with a transactional.id each), records split among them.
+# --txn-client java: the txn phase with the Java client (kafka-clients 4.x from
+# tests/interop/kafka_ref/fetch.sh; bench/java/TxnBench.java, K threads in one JVM).
 # Not supported by the mock mode (skipped).
 #
 # Modes:
@@ -72,6 +74,7 @@ while [ $# -gt 0 ]; do
     --txn-sizes) txn+=(--txn-sizes "$2"); shift 2 ;;
     --txn-records) txn+=(--txn-records "$2"); shift 2 ;;
     --txn-producers) txn+=(--txn-producers "$2"); shift 2 ;;
+    --txn-client) txn+=(--txn-client "$2"); shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
