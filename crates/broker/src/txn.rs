@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use shoal_core::txn_coordinator::{
     partition_for, ListTransactionsRequest, ListTransactionsResponse, Output, PendingMarker,
@@ -46,6 +46,10 @@ const QUEUE_REQUESTS_MAX: usize = 10_000;
 const PASS_REQUESTS_MAX: usize = 1_000;
 /// Longest sleep between timer checks.
 const TICK_MAX: Duration = Duration::from_millis(500);
+/// Longest a request is held for its transaction's markers; then the machine answers it
+/// (CONCURRENT_TRANSACTIONS while the markers are still pending) and the client retries, as it
+/// would with Kafka, instead of waiting on a marker that cannot be written into its timeout.
+const HOLD_MAX: Duration = Duration::from_secs(1);
 /// Requests of one transactional id held while its markers are written, at most; more get
 /// CONCURRENT_TRANSACTIONS from the machine, as Kafka answers, and the client retries.
 const HELD_PER_ID_MAX: usize = 16;
@@ -446,18 +450,24 @@ async fn run(
     // backoff (librdkafka: 20 ms), which dominates the commit latency of back-to-back
     // transactions. Holding them changes no outcome; it only answers when the answer is known.
     let mut completing: HashSet<String> = HashSet::new();
-    let mut held: HashMap<String, Vec<(TxnRequest, oneshot::Sender<TxnResponse>)>> = HashMap::new();
+    let mut held: HashMap<String, Vec<Held>> = HashMap::new();
     // Per id, the markers not yet known durable (what its last Markers record lists).
     let mut unflushed: HashMap<String, Vec<PendingMarker>> = HashMap::new();
     let mut pending = Some(resumed);
     loop {
         let mut output = pending.take().unwrap_or_default();
         if output.records.is_empty() && output.replies.is_empty() && output.markers.is_empty() {
+            let first_hold_ends = held
+                .values()
+                .filter_map(|requests| requests.first())
+                .map(|h| (h.since + HOLD_MAX).saturating_duration_since(Instant::now()))
+                .min();
             let sleep = machine
                 .next_deadline()
                 .map(|d| Duration::from_millis((d - now_ms()).max(0) as u64))
                 .unwrap_or(TICK_MAX)
-                .min(TICK_MAX);
+                .min(TICK_MAX)
+                .min(first_hold_ends.unwrap_or(TICK_MAX));
             tokio::select! {
                 received = rx.recv() => {
                     let Some(first) = received else { return };
@@ -475,7 +485,11 @@ async fn run(
                                 if completing.contains(id)
                                     && held.get(id).map_or(0, Vec::len) < HELD_PER_ID_MAX
                                 {
-                                    held.entry(id.to_string()).or_default().push((request, reply));
+                                    held.entry(id.to_string()).or_default().push(Held {
+                                        request,
+                                        reply,
+                                        since: Instant::now(),
+                                    });
                                     continue;
                                 }
                                 let Some(b) = broker.upgrade() else { return };
@@ -495,7 +509,7 @@ async fn run(
                                 ));
                                 output.extend(machine.markers_written(now_ms(), &markers));
                                 completing.remove(&markers.transactional_id);
-                                for (request, reply) in held.remove(&markers.transactional_id).unwrap_or_default() {
+                                for Held { request, reply, .. } in held.remove(&markers.transactional_id).unwrap_or_default() {
                                     let token = ReplyToken(next_token);
                                     next_token += 1;
                                     waiting.insert(token, reply);
@@ -512,6 +526,13 @@ async fn run(
                     }
                 }
                 _ = tokio::time::sleep(sleep) => {}
+            }
+            let Some(b) = broker.upgrade() else { return };
+            for Held { request, reply, .. } in take_expired(&mut held) {
+                let token = ReplyToken(next_token);
+                next_token += 1;
+                waiting.insert(token, reply);
+                output.extend(handle(&mut machine, &b, token, request));
             }
             output.extend(machine.tick(now_ms()));
         }
@@ -547,6 +568,28 @@ async fn run(
             tokio::spawn(write_markers(broker.clone(), markers, tx.clone()));
         }
     }
+}
+
+/// A request held until its transaction completes (see `run`).
+struct Held {
+    request: TxnRequest,
+    reply: oneshot::Sender<TxnResponse>,
+    since: Instant,
+}
+
+/// Removes and returns the held requests older than [`HOLD_MAX`], oldest first per id.
+fn take_expired(held: &mut HashMap<String, Vec<Held>>) -> Vec<Held> {
+    let now = Instant::now();
+    let mut expired = Vec::new();
+    held.retain(|_, requests| {
+        let n = requests
+            .iter()
+            .take_while(|h| now.duration_since(h.since) >= HOLD_MAX)
+            .count();
+        expired.extend(requests.drain(..n));
+        !requests.is_empty()
+    });
+    expired
 }
 
 /// Feeds one request to the machine, with a fresh producer id when it may need one.

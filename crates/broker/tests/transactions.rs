@@ -610,6 +610,57 @@ async fn txn_offset_commit_needs_the_offsets_partition_in_the_transaction() {
     panic!("the transactional offset never became visible");
 }
 
+/// A transaction whose marker can never be written never completes; requests of its id held
+/// for it are answered CONCURRENT_TRANSACTIONS after a while, as Kafka answers at once, instead
+/// of waiting into the client's timeout.
+#[tokio::test]
+async fn requests_held_for_a_marker_that_cannot_be_written_are_answered() {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    use kafka_protocol::messages::WriteTxnMarkersRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    setup(&mut conn).await;
+    let (_, pid, epoch) = init(&mut conn, "stuck", 60_000).await;
+    assert_eq!(add(&mut conn, "stuck", pid, epoch).await, 0);
+    assert_eq!(
+        produce(&mut conn, 3, "stuck", txn_batch(pid, epoch, 0, "x")).await,
+        (0, 0)
+    );
+    // A marker at a newer epoch (an admin tool, or a zombie coordinator) ends the transaction
+    // on the partition and moves the producer's epoch there past the coordinator's.
+    let newer = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch + 1)
+        .with_transaction_result(false)
+        .with_coordinator_epoch(i32::MAX)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partition_indexes(vec![0])])]);
+    let written = conn.request(1, &newer).await.unwrap();
+    assert_eq!(written.markers[0].topics[0].partitions[0].error_code, 0);
+    // The coordinator's COMMIT marker (at `epoch`) is now refused on every attempt.
+    assert_eq!(end_once(&mut conn, 3, "stuck", pid, epoch, true).await.0, 0);
+    let answered = tokio::time::timeout(
+        Duration::from_secs(30),
+        end_once(&mut conn, 3, "stuck", pid, epoch, true),
+    )
+    .await
+    .expect("the held EndTxn retry is answered");
+    assert_eq!(answered.0, ErrorCode::CONCURRENT_TRANSACTIONS.code());
+    let described = broker
+        .broker
+        .txn
+        .describe(vec!["stuck".into()])
+        .await
+        .unwrap();
+    assert_eq!(described[0].state, "PrepareCommit");
+    drop(conn);
+    broker.stop().await;
+}
+
 #[tokio::test]
 async fn write_txn_markers_aborts_a_hanging_transaction() {
     use kafka_protocol::messages::write_txn_markers_request::{
