@@ -11,7 +11,8 @@
 //! and transactions left in PrepareCommit/PrepareAbort get their markers again.
 //!
 //! Markers are not fsynced before the transaction completes (they become durable with the
-//! partition's next group commit, which a background flush starts at once). Instead the
+//! partition's next group commit, which a background flush starts at once on partitions that
+//! fsync every write, or with the partition's lazy flushes otherwise). Instead the
 //! Complete record is preceded, in the same fsync, by a [`TxnRecord::Markers`] record listing
 //! the id's markers not yet known durable with their offsets. Log recovery keeps a prefix of
 //! each partition, so at the next start a marker was lost iff its partition now ends at or
@@ -250,7 +251,7 @@ fn replay(
 
 /// Writes again, and fsyncs, every listed marker a crash lost: its partition ends at or before
 /// the marker's offset (recovery kept a prefix that stops short of it) and its producer still
-/// has a transaction open there. Runs before the broker serves requests, so nothing can have
+/// has a transaction open there (on `__consumer_offsets`, always). Runs before the broker serves requests, so nothing can have
 /// been appended since recovery. Returns how many markers were written.
 ///
 /// # Errors
@@ -271,6 +272,11 @@ fn recover_markers(
             let mut log = partition.lock();
             if log.log_end_offset() > m.offset {
                 false
+            } else if tp.topic == CONSUMER_OFFSETS {
+                // Pending offset commits are records of the group coordinator's, not
+                // transactional batches the producer state tracks; whatever of them survived
+                // belongs to this transaction (anything later was after the marker).
+                true
             } else {
                 let config = crate::producers::state_config(&broker.config);
                 let mut producers = partition.producers(&mut log, config, now_ms())?;
@@ -394,6 +400,9 @@ async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, done: mpsc::
         }
     }
     if let Some(broker) = broker.upgrade() {
+        // Under the partition's own policy: at once where every write is fsynced, else with
+        // its lazy flushes (the Markers record covers them meanwhile).
+        to_flush.retain(|p| flushes_every_write(&broker, &p.topic));
         let flusher = broker.flusher.clone();
         tokio::spawn(async move {
             if let Err(e) = flusher.flush(to_flush).await {
@@ -403,6 +412,14 @@ async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, done: mpsc::
         });
     }
     let _ = done.send(Command::MarkersWritten(markers, appended)).await;
+}
+
+/// Whether `topic` fsyncs every write before acknowledging it (`flush.messages` = 1).
+fn flushes_every_write(broker: &Broker, topic: &str) -> bool {
+    let Some(t) = broker.topic(topic) else {
+        return false;
+    };
+    crate::topics::effective(&broker.current_config(), &t.overrides(), "flush.messages") == "1"
 }
 
 /// The Markers record to write with a completion of `id`: its earlier markers still not

@@ -351,10 +351,116 @@ fn cut_log_at(segment: &std::path::Path, offset: i64) {
     panic!("no batch at offset {offset} in {segment:?}");
 }
 
+/// Cuts the last batch off `segment`; returns its base offset.
+fn cut_last_batch(segment: &std::path::Path) -> i64 {
+    let bytes = std::fs::read(segment).unwrap();
+    let (mut at, mut last) = (0, None);
+    while at + 12 <= bytes.len() {
+        let base = i64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
+        last = Some((at, base));
+        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
+        at += 12 + len as usize;
+    }
+    let (at, base) = last.expect("a batch to cut");
+    cut_log_at(segment, base);
+    assert_eq!(std::fs::metadata(segment).unwrap().len(), at as u64);
+    base
+}
+
+/// Lazy flushing: with no periodic flush running in these tests, nothing fsyncs a marker, so it
+/// stays listed in its transaction's Markers record and cutting it is a loss a crash could
+/// cause. (Where every write is fsynced, a marker is flushed in the background right after it
+/// is appended and the window for losing it is too short to hit on purpose.)
+const LAZY: &[(&str, &str)] = &[("log.flush.interval.messages", "9223372036854775807")];
+
+#[tokio::test]
+async fn a_lost_marker_on_the_offsets_topic_is_written_again_and_resolves_the_offset() {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest, TxnOffsetCommitRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start_with(dir.path(), LAZY).await;
+    let mut conn = broker.connect().await;
+    setup(&mut conn).await;
+    let (_, pid, epoch) = init(&mut conn, "offsets-lost", 60_000).await;
+    let commit = TxnOffsetCommitRequest::default()
+        .with_transactional_id(tid("offsets-lost"))
+        .with_group_id(GroupId(s("g")))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(7)])]);
+    // Transaction version 2: the offsets partition is added implicitly.
+    let r = conn.request(5, &commit).await.unwrap();
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    assert_eq!(
+        end(&mut conn, 5, "offsets-lost", pid, epoch, true).await.0,
+        0
+    );
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_require_stable(true)
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partition_indexes(vec![0])]));
+    async fn stable_offset(conn: &mut Connection, fetch: &OffsetFetchRequest) -> bool {
+        for _ in 0..250 {
+            let r = conn.request(7, fetch).await.unwrap();
+            let p = &r.topics[0].partitions[0];
+            if p.error_code == 0 && p.committed_offset == 7 {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+    assert!(stable_offset(&mut conn, &fetch).await);
+    for attempt in 0.. {
+        let described = broker
+            .broker
+            .txn
+            .describe(vec!["offsets-lost".into()])
+            .await
+            .unwrap();
+        if described[0].state == "CompleteCommit" {
+            break;
+        }
+        assert!(attempt < 250, "transaction did not complete");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(conn);
+    broker.crash().await;
+
+    // Group "g" lives in __consumer_offsets partition abs("g".hashCode()) % 3 = 103 % 3 = 1;
+    // its last batch is the COMMIT marker, which the crash loses.
+    let segment = shoal_broker::topics::partition_dir(dir.path(), "__consumer_offsets", 1)
+        .join("00000000000000000000.log");
+    assert_eq!(
+        cut_last_batch(&segment),
+        1,
+        "the marker follows the offset commit"
+    );
+
+    let broker = TestBroker::start_with(dir.path(), LAZY).await;
+    let mut conn = broker.connect().await;
+    assert!(
+        stable_offset(&mut conn, &fetch).await,
+        "the offset commit resolves once the marker is written again"
+    );
+    drop(conn);
+    broker.stop().await;
+}
+
 #[tokio::test]
 async fn a_marker_lost_in_a_crash_is_written_again_before_serving() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start(dir.path()).await;
+    let broker = TestBroker::start_with(dir.path(), LAZY).await;
     let mut conn = broker.connect().await;
     setup(&mut conn).await;
     let (_, pid, epoch) = init(&mut conn, "lost", 60_000).await;
@@ -387,7 +493,7 @@ async fn a_marker_lost_in_a_crash_is_written_again_before_serving() {
         shoal_broker::topics::partition_dir(dir.path(), TOPIC, 0).join("00000000000000000000.log");
     cut_log_at(&segment, 1);
 
-    let broker = TestBroker::start(dir.path()).await;
+    let broker = TestBroker::start_with(dir.path(), LAZY).await;
     let mut conn = broker.connect().await;
     let (lso, bytes) = committed_view(&mut conn).await;
     assert_eq!(lso, 2, "the COMMIT marker is back at offset 1");
