@@ -54,6 +54,10 @@ const HOLD_MAX: Duration = Duration::from_secs(1);
 /// Requests of one transactional id held while its markers are written, at most; more get
 /// CONCURRENT_TRANSACTIONS from the machine, as Kafka answers, and the client retries.
 const HELD_PER_ID_MAX: usize = 16;
+/// Markers one id's Markers record lists before their partitions are flushed whatever their
+/// policy (with lazy flushing and no flush interval nothing else would, and the list, written
+/// again with every completion of the id, would grow without bound).
+const MARKERS_LISTED_MAX: usize = 64;
 /// Backoff bounds between marker write attempts.
 const MARKER_RETRY_MIN: Duration = Duration::from_millis(50);
 const MARKER_RETRY_MAX: Duration = Duration::from_secs(2);
@@ -443,6 +447,24 @@ fn markers_record(
         .collect();
     if still.is_empty() && !listed_before {
         return None;
+    }
+    if still.len() > MARKERS_LISTED_MAX {
+        let mut partitions: Vec<Arc<crate::topics::Partition>> = Vec::new();
+        for m in &still {
+            if let Ok(p) =
+                crate::markers::partition(broker, &m.partition.topic, m.partition.partition)
+            {
+                if !partitions.iter().any(|q| Arc::ptr_eq(q, &p)) {
+                    partitions.push(p);
+                }
+            }
+        }
+        let flusher = broker.flusher.clone();
+        tokio::spawn(async move {
+            if let Err(e) = flusher.flush(partitions).await {
+                warn!(error = %e, "transaction markers not flushed");
+            }
+        });
     }
     if !still.is_empty() {
         unflushed.insert(id.to_string(), still.clone());

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,7 +21,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
 use shoal_protocol::ErrorCode;
-use shoal_storage::{encode_batch, BatchOptions};
+use shoal_storage::batch::split_batches;
+use shoal_storage::{
+    control_record_type, decode_records, encode_batch, BatchOptions, ControlRecordType,
+};
 
 const TOPIC: &str = "out";
 
@@ -848,5 +852,192 @@ async fn write_txn_markers_aborts_a_hanging_transaction() {
         written.markers[0].topics[0].partitions[0].error_code,
         ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
     );
+    broker.stop().await;
+}
+
+/// xorshift64*: a deterministic generator, so a failing seed replays exactly.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+/// Produce v12 (transaction version 2: the partition is added implicitly) of one batch to
+/// `topic`-`partition`, retrying CONCURRENT_TRANSACTIONS a bounded number of times.
+async fn produce_to(conn: &mut Connection, id: &str, topic: &str, partition: i32, records: Bytes) {
+    for _ in 0..200 {
+        let request = ProduceRequest::default()
+            .with_transactional_id(Some(tid(id)))
+            .with_acks(-1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(s(topic)))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(records.clone()))])]);
+        let r = conn.request(12, &request).await.unwrap();
+        let code = r.responses[0].partition_responses[0].error_code;
+        if code != ErrorCode::CONCURRENT_TRANSACTIONS.code() {
+            assert_eq!(code, 0, "produce to {topic}-{partition}");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("transaction did not complete");
+}
+
+/// Random transactions, then a crash that loses a random part of every data partition's
+/// unflushed tail (with lazy flushing: everything after the topic was created), then a
+/// restart. Whatever survived must be resolved as the coordinator decided: no transaction left
+/// open (last stable offset = high watermark), and every surviving transactional batch
+/// followed by a marker of its producer that is COMMIT iff its transaction was committed.
+#[tokio::test]
+async fn random_losses_of_unflushed_tails_leave_every_transaction_resolved_as_decided() {
+    for seed in 1..=8u64 {
+        crash_case(seed).await;
+    }
+}
+
+async fn crash_case(seed: u64) {
+    const TOPIC_C: &str = "crash";
+    const PARTITIONS: i32 = 3;
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start_with(dir.path(), LAZY).await;
+    let mut conn = broker.connect().await;
+    common::create_topic(&mut conn, TOPIC_C, PARTITIONS).await;
+    let ids = ["a", "b", "c"];
+    let mut producers = Vec::new();
+    for id in ids {
+        let (code, pid, epoch) = init(&mut conn, id, 60_000).await;
+        assert_eq!(code, 0);
+        producers.push((pid, epoch));
+    }
+    // value "<id>-<k>" -> committed?
+    let mut decided: HashMap<String, bool> = HashMap::new();
+    for k in 0..24 {
+        let which = rng.below(ids.len() as u64) as usize;
+        let (id, (pid, epoch)) = (ids[which], producers[which]);
+        let value = format!("{id}-{k}");
+        let mask = 1 + rng.below((1 << PARTITIONS) - 1);
+        for partition in 0..PARTITIONS {
+            if mask & (1 << partition) != 0 {
+                // Every transaction has a new epoch, so each partition's sequence restarts.
+                produce_to(
+                    &mut conn,
+                    id,
+                    TOPIC_C,
+                    partition,
+                    txn_batch(pid, epoch, 0, &value),
+                )
+                .await;
+            }
+        }
+        let commit = rng.below(3) != 0;
+        let (code, bumped) = end(&mut conn, 5, id, pid, epoch, commit).await;
+        assert_eq!((code, bumped), (0, epoch + 1), "seed {seed} txn {k}");
+        producers[which].1 = bumped;
+        decided.insert(value, commit);
+    }
+    for id in ids {
+        for attempt in 0.. {
+            let d = broker.broker.txn.describe(vec![id.into()]).await.unwrap();
+            if d[0].state.starts_with("Complete") {
+                break;
+            }
+            assert!(attempt < 250, "seed {seed}: {id} did not complete");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let topic = broker.broker.topic(TOPIC_C).unwrap();
+    let partitions: Vec<_> = (0..PARTITIONS)
+        .map(|i| topic.partition(i).unwrap())
+        .collect();
+    drop(topic);
+    drop(conn);
+    broker.crash().await;
+
+    // Lose a random suffix of each partition's unflushed tail, at a batch boundary.
+    for (i, p) in partitions.iter().enumerate() {
+        let flushed = p.lock().flushed_offset();
+        let segment = shoal_broker::topics::partition_dir(dir.path(), TOPIC_C, i as i32)
+            .join("00000000000000000000.log");
+        let bytes = std::fs::read(&segment).unwrap();
+        let mut bases = Vec::new();
+        for batch in split_batches(&bytes) {
+            let base = batch.unwrap().0.base_offset();
+            if base >= flushed {
+                bases.push(base);
+            }
+        }
+        let pick = rng.below(bases.len() as u64 + 1) as usize;
+        if pick < bases.len() {
+            cut_log_at(&segment, bases[pick]);
+        }
+    }
+    drop(partitions);
+
+    let broker = TestBroker::start_with(dir.path(), LAZY).await;
+    let mut conn = broker.connect().await;
+    for partition in 0..PARTITIONS {
+        let r = conn
+            .request(
+                12,
+                &FetchRequest::default()
+                    .with_max_wait_ms(0)
+                    .with_max_bytes(1 << 22)
+                    .with_isolation_level(0)
+                    .with_session_epoch(-1)
+                    .with_topics(vec![FetchTopic::default()
+                        .with_topic(TopicName(s(TOPIC_C)))
+                        .with_partitions(vec![FetchPartition::default()
+                            .with_partition(partition)
+                            .with_fetch_offset(0)
+                            .with_partition_max_bytes(1 << 22)])]),
+            )
+            .await
+            .unwrap();
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0);
+        assert_eq!(
+            p.last_stable_offset, p.high_watermark,
+            "seed {seed} partition {partition}: a transaction was left open"
+        );
+        let records = p.records.clone().unwrap_or_default();
+        let batches: Vec<_> = split_batches(&records)
+            .map(|b| {
+                let (header, range) = b.unwrap();
+                (header, records.slice(range))
+            })
+            .collect();
+        for (i, (header, bytes)) in batches.iter().enumerate() {
+            if header.is_control() || !header.is_transactional() {
+                continue;
+            }
+            let value = decode_records(bytes, 1 << 20).unwrap()[0]
+                .value
+                .clone()
+                .unwrap();
+            let value = String::from_utf8(value.to_vec()).unwrap();
+            let committed = decided[&value];
+            let marker = batches[i + 1..]
+                .iter()
+                .find(|(h, _)| h.is_control() && h.producer_id() == header.producer_id())
+                .unwrap_or_else(|| panic!("seed {seed}: {value} has no marker"));
+            let kind = control_record_type(&marker.1).unwrap();
+            let want = if committed {
+                ControlRecordType::Commit
+            } else {
+                ControlRecordType::Abort
+            };
+            assert_eq!(kind, want, "seed {seed} partition {partition}: {value}");
+        }
+    }
+    drop(conn);
     broker.stop().await;
 }
