@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::{BufMut, BytesMut};
 use shoal_core::group_coordinator::{GroupMetadataValue, GroupRecord, MemberMetadataValue};
+use shoal_core::txn_coordinator::{
+    PendingMarker, ProducerEpoch, ProducerId, TopicPartition, TransactionLogValue,
+    TransactionResult, TransactionState, TransactionVersion, TxnRecord,
+};
 use shoal_protocol::kafka_protocol::messages::{
     produce_request::{PartitionProduceData, TopicProduceData},
     ApiKey, ApiVersionsRequest, FetchRequest, FindCoordinatorRequest, JoinGroupRequest,
@@ -198,6 +202,45 @@ fn main() {
         input.extend_from_slice(&key);
         input.extend_from_slice(value.as_deref().unwrap_or(&[]));
         write(&dir, &format!("record_{i}"), &input);
+    }
+    // __transaction_state records in the same target (key version 0 and 1).
+    let mut txn_value = TransactionLogValue {
+        producer_id: ProducerId(7),
+        prev_producer_id: ProducerId(-1),
+        next_producer_id: ProducerId(-1),
+        producer_epoch: ProducerEpoch(3),
+        last_producer_epoch: ProducerEpoch(2),
+        txn_timeout_ms: 60_000,
+        state: TransactionState::Ongoing,
+        partitions: Default::default(),
+        txn_start_timestamp_ms: 1,
+        txn_last_update_timestamp_ms: 2,
+        client_transaction_version: TransactionVersion::Tv2,
+    };
+    txn_value.partitions.insert(TopicPartition::new("t", 0));
+    txn_value.partitions.insert(TopicPartition::new("t", 2));
+    let txn_records = [
+        TxnRecord::Transaction { transactional_id: "x".into(), value: txn_value },
+        TxnRecord::Tombstone { transactional_id: "x".into() },
+        TxnRecord::Markers {
+            transactional_id: "x".into(),
+            markers: vec![PendingMarker {
+                partition: TopicPartition::new("t", 2),
+                offset: 41,
+                producer_id: ProducerId(7),
+                producer_epoch: ProducerEpoch(4),
+                result: TransactionResult::Commit,
+            }],
+        },
+    ];
+    for (i, r) in txn_records.iter().enumerate() {
+        let (key, value) = r.encode();
+        assert_eq!(TxnRecord::decode(&key, value.as_deref()).as_ref(), Ok(r));
+        let ctl = u8::try_from(key.len() << 1).unwrap() | u8::from(value.is_some());
+        let mut input = vec![ctl];
+        input.extend_from_slice(&key);
+        input.extend_from_slice(value.as_deref().unwrap_or(&[]));
+        write(&dir, &format!("txn_record_{i}"), &input);
     }
     eprintln!("seeds written under {}", root.display());
 }

@@ -1,6 +1,6 @@
 //! Arbitrary bytes as a coordinator record: the `__consumer_offsets` records of classic groups
-//! (`GroupRecord`) and share groups (`ShareGroupRecord`), and the `__share_group_state` records
-//! (`ShareStateRecord`).
+//! (`GroupRecord`) and share groups (`ShareGroupRecord`), the `__share_group_state` records
+//! (`ShareStateRecord`) and the `__transaction_state` records (`TxnRecord`, both key versions).
 //!
 //! Input layout: `[ctl][key ++ value]`. `ctl >> 1` (mod the remaining length + 1) is the key's
 //! length; `ctl & 1` says whether the value is present (`Some`) or a tombstone (`None`).
@@ -10,6 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use shoal_core::group_coordinator::share::ShareGroupRecord;
 use shoal_core::group_coordinator::GroupRecord;
 use shoal_core::share_coordinator::ShareStateRecord;
+use shoal_core::txn_coordinator::TxnRecord;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&ctl, rest)) = data.split_first() else { return };
@@ -25,6 +26,10 @@ fuzz_target!(|data: &[u8]| {
         if let Ok((k, v)) = record.encode() {
             assert_eq!(ShareGroupRecord::decode(&k, v.as_deref()), Ok(record));
         }
+    }
+    if let Ok(record) = TxnRecord::decode(key, value) {
+        let (k, v) = record.encode();
+        assert_eq!(TxnRecord::decode(&k, v.as_deref()), Ok(record));
     }
     if let Ok(record) = ShareStateRecord::decode(key, value) {
         if let Ok((k, v)) = record.encode() {
