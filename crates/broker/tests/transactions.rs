@@ -334,6 +334,64 @@ async fn classic_flow_with_verification_and_errors() {
     broker.stop().await;
 }
 
+/// Waits (bounded) until `id`'s transaction is CompleteCommit or CompleteAbort: its Complete
+/// record, and the Markers record before it, are then durable.
+async fn wait_complete(broker: &TestBroker, id: &str) {
+    for _ in 0..250 {
+        let described = broker.broker.txn.describe(vec![id.into()]).await.unwrap();
+        if described[0].state.starts_with("Complete") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{id}: the transaction did not complete");
+}
+
+/// TxnOffsetCommit of offset 7 of TOPIC-0 for group "g".
+fn txn_offset_commit(
+    id: &str,
+    pid: i64,
+    epoch: i16,
+) -> kafka_protocol::messages::TxnOffsetCommitRequest {
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, TxnOffsetCommitRequest};
+    TxnOffsetCommitRequest::default()
+        .with_transactional_id(tid(id))
+        .with_group_id(GroupId(s("g")))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_generation_id(-1)
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(7)])])
+}
+
+/// Waits (bounded) until a require-stable OffsetFetch of group "g" returns offset 7 for
+/// TOPIC-0; false if it never does.
+async fn offset_7_is_stable(conn: &mut Connection) -> bool {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest};
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_require_stable(true)
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(s(TOPIC)))
+            .with_partition_indexes(vec![0])]));
+    for _ in 0..250 {
+        let r = conn.request(7, &fetch).await.unwrap();
+        let p = &r.topics[0].partitions[0];
+        if p.error_code == 0 && p.committed_offset == 7 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
 /// Cuts `segment` just before the batch at `offset` (`[i64 base offset][i32 length]` framing),
 /// as a crash that lost the page cache from there would leave it.
 fn cut_log_at(segment: &std::path::Path, offset: i64) {
@@ -379,65 +437,21 @@ const LAZY: &[(&str, &str)] = &[("log.flush.interval.messages", "922337203685477
 
 #[tokio::test]
 async fn a_lost_marker_on_the_offsets_topic_is_written_again_and_resolves_the_offset() {
-    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
-    use kafka_protocol::messages::txn_offset_commit_request::{
-        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
-    };
-    use kafka_protocol::messages::{GroupId, OffsetFetchRequest, TxnOffsetCommitRequest};
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start_with(dir.path(), LAZY).await;
     let mut conn = broker.connect().await;
     setup(&mut conn).await;
     let (_, pid, epoch) = init(&mut conn, "offsets-lost", 60_000).await;
-    let commit = TxnOffsetCommitRequest::default()
-        .with_transactional_id(tid("offsets-lost"))
-        .with_group_id(GroupId(s("g")))
-        .with_producer_id(ProducerId(pid))
-        .with_producer_epoch(epoch)
-        .with_generation_id(-1)
-        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
-            .with_name(TopicName(s(TOPIC)))
-            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
-                .with_partition_index(0)
-                .with_committed_offset(7)])]);
     // Transaction version 2: the offsets partition is added implicitly.
+    let commit = txn_offset_commit("offsets-lost", pid, epoch);
     let r = conn.request(5, &commit).await.unwrap();
     assert_eq!(r.topics[0].partitions[0].error_code, 0);
     assert_eq!(
         end(&mut conn, 5, "offsets-lost", pid, epoch, true).await.0,
         0
     );
-    let fetch = OffsetFetchRequest::default()
-        .with_group_id(GroupId(s("g")))
-        .with_require_stable(true)
-        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
-            .with_name(TopicName(s(TOPIC)))
-            .with_partition_indexes(vec![0])]));
-    async fn stable_offset(conn: &mut Connection, fetch: &OffsetFetchRequest) -> bool {
-        for _ in 0..250 {
-            let r = conn.request(7, fetch).await.unwrap();
-            let p = &r.topics[0].partitions[0];
-            if p.error_code == 0 && p.committed_offset == 7 {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        false
-    }
-    assert!(stable_offset(&mut conn, &fetch).await);
-    for attempt in 0.. {
-        let described = broker
-            .broker
-            .txn
-            .describe(vec!["offsets-lost".into()])
-            .await
-            .unwrap();
-        if described[0].state == "CompleteCommit" {
-            break;
-        }
-        assert!(attempt < 250, "transaction did not complete");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(offset_7_is_stable(&mut conn).await);
+    wait_complete(&broker, "offsets-lost").await;
     drop(conn);
     broker.crash().await;
 
@@ -454,7 +468,7 @@ async fn a_lost_marker_on_the_offsets_topic_is_written_again_and_resolves_the_of
     let broker = TestBroker::start_with(dir.path(), LAZY).await;
     let mut conn = broker.connect().await;
     assert!(
-        stable_offset(&mut conn, &fetch).await,
+        offset_7_is_stable(&mut conn).await,
         "the offset commit resolves once the marker is written again"
     );
     drop(conn);
@@ -475,20 +489,7 @@ async fn a_marker_lost_in_a_crash_is_written_again_before_serving() {
     );
     assert_eq!(end(&mut conn, 3, "lost", pid, epoch, true).await.0, 0);
     wait_lso(&mut conn, 2).await; // x + COMMIT marker at offset 1
-                                  // The Complete record (and the Markers record before it) is durable once it shows.
-    for attempt in 0.. {
-        let described = broker
-            .broker
-            .txn
-            .describe(vec!["lost".into()])
-            .await
-            .unwrap();
-        if described[0].state == "CompleteCommit" {
-            break;
-        }
-        assert!(attempt < 250, "transaction did not complete");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_complete(&broker, "lost").await;
     drop(conn);
     broker.crash().await;
 
@@ -669,26 +670,12 @@ async fn transaction_version_is_a_finalized_feature() {
 
 #[tokio::test]
 async fn txn_offset_commit_needs_the_offsets_partition_in_the_transaction() {
-    use kafka_protocol::messages::txn_offset_commit_request::{
-        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
-    };
-    use kafka_protocol::messages::{GroupId, TxnOffsetCommitRequest};
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
     setup(&mut conn).await;
     let (_, pid, epoch) = init(&mut conn, "offsets", 60_000).await;
-    let commit = TxnOffsetCommitRequest::default()
-        .with_transactional_id(tid("offsets"))
-        .with_group_id(GroupId(s("g")))
-        .with_producer_id(ProducerId(pid))
-        .with_producer_epoch(epoch)
-        .with_generation_id(-1)
-        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
-            .with_name(TopicName(s(TOPIC)))
-            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
-                .with_partition_index(0)
-                .with_committed_offset(7)])]);
+    let commit = txn_offset_commit("offsets", pid, epoch);
     // Classic (v3): the client must have sent AddOffsetsToTxn first.
     let r = conn.request(3, &commit).await.unwrap();
     assert_eq!(
@@ -700,24 +687,11 @@ async fn txn_offset_commit_needs_the_offsets_partition_in_the_transaction() {
     assert_eq!(r.topics[0].partitions[0].error_code, 0);
     assert_eq!(end(&mut conn, 5, "offsets", pid, epoch, true).await.0, 0);
     // The commit marker reaches __consumer_offsets and the offset becomes visible.
-    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
-    use kafka_protocol::messages::OffsetFetchRequest;
-    let fetch = OffsetFetchRequest::default()
-        .with_group_id(GroupId(s("g")))
-        .with_require_stable(true)
-        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
-            .with_name(TopicName(s(TOPIC)))
-            .with_partition_indexes(vec![0])]));
-    for _ in 0..200 {
-        let r = conn.request(7, &fetch).await.unwrap();
-        let p = &r.topics[0].partitions[0];
-        if p.error_code == 0 && p.committed_offset == 7 {
-            broker.stop().await;
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the transactional offset never became visible");
+    assert!(
+        offset_7_is_stable(&mut conn).await,
+        "the transactional offset never became visible"
+    );
+    broker.stop().await;
 }
 
 /// A transaction whose marker can never be written never completes; requests of its id held
@@ -945,14 +919,7 @@ async fn crash_case(seed: u64) {
         decided.insert(value, commit);
     }
     for id in ids {
-        for attempt in 0.. {
-            let d = broker.broker.txn.describe(vec![id.into()]).await.unwrap();
-            if d[0].state.starts_with("Complete") {
-                break;
-            }
-            assert!(attempt < 250, "seed {seed}: {id} did not complete");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_complete(&broker, id).await;
     }
     let topic = broker.broker.topic(TOPIC_C).unwrap();
     let partitions: Vec<_> = (0..PARTITIONS)

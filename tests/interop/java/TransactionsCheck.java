@@ -37,13 +37,7 @@ public class TransactionsCheck {
                 if (round % 2 == 0) { prod.commitTransaction(); committed += 10; } else prod.abortTransaction();
             }
         }
-        Properties c = new Properties();
-        c.put("bootstrap.servers", bs);
-        c.put("group.id", "java-reader-" + topic);
-        c.put("isolation.level", "read_committed");
-        c.put("auto.offset.reset", "earliest");
-        c.put("key.deserializer", StringDeserializer.class.getName());
-        c.put("value.deserializer", StringDeserializer.class.getName());
+        Properties c = readCommitted(bs, "java-reader-" + topic);
         int seen = 0;
         try (KafkaConsumer<String, String> cons = new KafkaConsumer<>(c)) {
             cons.subscribe(List.of(topic));
@@ -59,6 +53,18 @@ public class TransactionsCheck {
         }
         System.out.println("committed=" + committed + " seen=" + seen);
         if (seen != committed) System.exit(1);
+    }
+
+    /** A read_committed group consumer's properties, reading from the earliest offset. */
+    static Properties readCommitted(String bs, String group) {
+        Properties c = new Properties();
+        c.put("bootstrap.servers", bs);
+        c.put("group.id", group);
+        c.put("isolation.level", "read_committed");
+        c.put("auto.offset.reset", "earliest");
+        c.put("key.deserializer", StringDeserializer.class.getName());
+        c.put("value.deserializer", StringDeserializer.class.getName());
+        return c;
     }
 
     static void backToBack(String bs, String topic, int txns, int perTxn, int bytes) throws Exception {
@@ -99,13 +105,7 @@ public class TransactionsCheck {
             }
         }
         int want = committed[0] + committed[1];
-        Properties c = new Properties();
-        c.put("bootstrap.servers", bs);
-        c.put("group.id", "java-b2b-reader-" + topic);
-        c.put("isolation.level", "read_committed");
-        c.put("auto.offset.reset", "earliest");
-        c.put("key.deserializer", StringDeserializer.class.getName());
-        c.put("value.deserializer", StringDeserializer.class.getName());
+        Properties c = readCommitted(bs, "java-b2b-reader-" + topic);
         Set<String> seen = new HashSet<>();
         int dups = 0;
         try (KafkaConsumer<String, String> cons = new KafkaConsumer<>(c)) {
