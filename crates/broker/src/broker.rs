@@ -284,7 +284,8 @@ impl Broker {
         if self.topic(share_state).is_none() {
             let mut configs = ConfigMap::new();
             configs.insert("cleanup.policy", "delete");
-            // Nothing prunes superseded share-state records yet: keep them all.
+            // Never by time: a share partition's latest snapshot may be old. Superseded
+            // records are pruned by the share manager (share.coordinator.state.topic.prune.*).
             configs.insert("retention.ms", "-1");
             let partitions =
                 self.config

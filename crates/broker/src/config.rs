@@ -152,6 +152,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     ConfigDef { name: "group.share.max.size", kind: Kind::Long { min: 1, max: 1000 }, default: "200", doc: "Members per share group at most." },
     ConfigDef { name: "group.share.max.share.sessions", kind: Kind::Long { min: 1, max: 1_000_000 }, default: "2000", doc: "Share sessions (share consumers' fetch sessions) this broker holds at most." },
     ConfigDef { name: "share.coordinator.state.topic.num.partitions", kind: Kind::Long { min: 1, max: 1000 }, default: "50", doc: "Partitions of __share_group_state (fixed once created)." },
+    ConfigDef { name: "share.coordinator.state.topic.prune.interval.ms", kind: Kind::Long { min: 1, max: i64::MAX }, default: "300000", doc: "How often records of __share_group_state that replay no longer needs (before the oldest latest snapshot of a partition's share partitions) are deleted." },
     ConfigDef { name: "share.coordinator.snapshot.update.records.per.snapshot", kind: Kind::Long { min: 0, max: 500 }, default: "500", doc: "Share-state update records per share partition between two snapshot records." },
 ];
 

@@ -92,8 +92,23 @@ pub async fn append_and_flush(
     topic: &str,
     by_partition: BTreeMap<u32, Vec<EncodedRecord>>,
 ) -> Result<(), String> {
+    append_and_flush_at(broker, topic, by_partition)
+        .await
+        .map(|_| ())
+}
+
+/// [`append_and_flush`], returning the offset of each partition's batch (its first record's).
+///
+/// # Errors
+/// As [`append_and_flush`].
+pub async fn append_and_flush_at(
+    broker: &Arc<Broker>,
+    topic: &str,
+    by_partition: BTreeMap<u32, Vec<EncodedRecord>>,
+) -> Result<BTreeMap<u32, i64>, String> {
+    let mut offsets = BTreeMap::new();
     if by_partition.is_empty() {
-        return Ok(());
+        return Ok(offsets);
     }
     let t = broker
         .topic(topic)
@@ -116,12 +131,14 @@ pub async fn append_and_flush(
             },
         );
         let mut batch = BytesMut::from(&batch[..]);
-        partition
+        let appended = partition
             .lock()
             .append(&mut batch, now)
             .map_err(|e| e.to_string())?;
+        offsets.insert(index, appended.first_offset);
         partition.wake();
         touched.push(partition);
     }
-    broker.flusher.flush(touched).await
+    broker.flusher.flush(touched).await?;
+    Ok(offsets)
 }

@@ -1,5 +1,6 @@
-//! Periodic log maintenance: retention by time and size (`log.retention.check.interval.ms`)
-//! and time-based flushing when `flush.messages` is not 1 (`log.flush.interval.ms`).
+//! Periodic log maintenance: retention by time and size (`log.retention.check.interval.ms`),
+//! time-based flushing when `flush.messages` is not 1 (`log.flush.interval.ms`), and pruning
+//! of superseded `__share_group_state` records (`share.coordinator.state.topic.prune.interval.ms`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ const TICK_MIN: Duration = Duration::from_millis(100);
 pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let mut last_retention = tokio::time::Instant::now();
     let mut last_flush = tokio::time::Instant::now();
+    let mut last_prune = tokio::time::Instant::now();
     loop {
         let config = broker.current_config();
         let retention_every =
@@ -35,6 +37,17 @@ pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
             last_retention = tokio::time::Instant::now();
             let broker = broker.clone();
             let _ = tokio::task::spawn_blocking(move || enforce_retention(&broker)).await;
+        }
+        let prune_every = Duration::from_millis(
+            config.long("share.coordinator.state.topic.prune.interval.ms") as u64,
+        );
+        if last_prune.elapsed() >= prune_every {
+            last_prune = tokio::time::Instant::now();
+            match broker.share.prune(&broker).await {
+                Ok(0) => {}
+                Ok(n) => info!(offsets = n, "pruned superseded share-group state"),
+                Err(e) => warn!(error = %e, "share-group state pruning failed"),
+            }
         }
         if last_flush.elapsed() >= flush_every {
             last_flush = tokio::time::Instant::now();

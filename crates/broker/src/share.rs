@@ -54,6 +54,10 @@ pub struct ShareManager {
     pub sessions: Mutex<ShareSessionCache>,
     slots: Mutex<HashMap<SharePartitionKey, Arc<Slot>>>,
     store: tokio::sync::Mutex<ShareStateStore>,
+    /// Per `__share_group_state` partition, the offset of each live share partition's latest
+    /// ShareSnapshot: replay needs nothing before the earliest of them. Changed only with the
+    /// store locked (by `append` and `load`), so `prune` sees it consistent with the log.
+    snapshots: Mutex<HashMap<i32, HashMap<SharePartitionKey, i64>>>,
     /// Woken when records become available again (release, expiry, acknowledgement).
     pub released: Arc<Notify>,
 }
@@ -87,6 +91,7 @@ impl ShareManager {
             )),
             slots: Mutex::new(HashMap::new()),
             store: tokio::sync::Mutex::new(store),
+            snapshots: Mutex::new(HashMap::new()),
             released: Arc::new(Notify::new()),
         })
     }
@@ -110,6 +115,7 @@ impl ShareManager {
             };
             match ShareStateRecord::decode(key, record.value.as_deref()) {
                 Ok(r) => {
+                    self.track(partition, record.offset, &r);
                     store.replay(&r);
                     count += 1;
                 }
@@ -166,14 +172,72 @@ impl ShareManager {
         );
         let mut by_partition = BTreeMap::new();
         by_partition.insert(p, vec![encoded]);
-        crate::internal::append_and_flush(broker, SHARE_GROUP_STATE, by_partition)
+        let offsets = crate::internal::append_and_flush_at(broker, SHARE_GROUP_STATE, by_partition)
             .await
             .map_err(|e| {
                 error!(error = %e, "share state write failed");
                 ErrorCode::KAFKA_STORAGE_ERROR
             })?;
+        if let Some(offset) = offsets.get(&p) {
+            self.track(p as i32, *offset, &record);
+        }
         store.replay(&record);
         Ok(())
+    }
+
+    /// Notes where a share partition's latest snapshot is, or that it was deleted.
+    fn track(&self, partition: i32, offset: i64, record: &ShareStateRecord) {
+        let mut snapshots = self
+            .snapshots
+            .lock()
+            .expect("share snapshots lock poisoned");
+        match record {
+            ShareStateRecord::Snapshot { key, .. } => {
+                snapshots
+                    .entry(partition)
+                    .or_default()
+                    .insert(key.clone(), offset);
+            }
+            ShareStateRecord::Tombstone { key } => {
+                if let Some(keys) = snapshots.get_mut(&partition) {
+                    keys.remove(key);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Advances the log start offset of every `__share_group_state` partition to the oldest
+    /// record replay still needs (Kafka's share-state pruning): the earliest latest-snapshot of
+    /// the share partitions stored there, since everything before a share partition's latest
+    /// ShareSnapshot is superseded by it, or the log end when none is stored there. Whole
+    /// segments below the new start are deleted. Returns how many offsets became unreachable.
+    ///
+    /// # Errors
+    /// A partition's log start offset could not be checkpointed or a segment not deleted.
+    pub async fn prune(&self, broker: &Broker) -> Result<i64, shoal_storage::StorageError> {
+        // Appends hold the store while they write and track: none is half done meanwhile.
+        let _store = self.store.lock().await;
+        let Some(topic) = broker.topic(SHARE_GROUP_STATE) else {
+            return Ok(0);
+        };
+        let mut pruned = 0;
+        for partition in topic.partitions() {
+            let needed = self
+                .snapshots
+                .lock()
+                .expect("share snapshots lock poisoned")
+                .get(&partition.index)
+                .and_then(|keys| keys.values().min().copied());
+            let mut log = partition.lock();
+            let point = needed.unwrap_or_else(|| log.log_end_offset());
+            let before = log.log_start_offset();
+            if point > before {
+                let after = log.delete_records_before(point)?;
+                pruned += after - before;
+            }
+        }
+        Ok(pruned)
     }
 
     /// Persists a share partition's state write (before the caller answers).

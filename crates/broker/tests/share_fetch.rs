@@ -321,6 +321,75 @@ async fn share_fetch_and_acknowledge_over_the_wire() {
     broker.stop().await;
 }
 
+/// Pruning `__share_group_state` drops what a share partition's latest snapshot supersedes and
+/// nothing replay needs: after pruning and a restart the acknowledged state is unchanged.
+#[tokio::test]
+async fn pruned_share_state_replays_to_the_same_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = [
+        ("group.share.min.record.lock.duration.ms", "1000"),
+        // A snapshot after every second update: several snapshots below.
+        (
+            "share.coordinator.snapshot.update.records.per.snapshot",
+            "2",
+        ),
+    ];
+    let topic_id;
+    let (spso, lag);
+    {
+        let broker = TestBroker::start_with(dir.path(), &settings).await;
+        let mut a = broker.connect().await;
+        topic_id = setup(&broker, &mut a).await;
+        heartbeat(&mut a, "a", 0).await;
+        let r = fetch(&mut a, topic_id, "a", 0, vec![], 2000).await;
+        assert_eq!(acquired(&r).0, vec![(0, 9, 1)]);
+        let acks = [
+            batch(0, 0, ACCEPT),
+            batch(1, 1, ACCEPT),
+            batch(2, 2, REJECT),
+            batch(3, 3, ACCEPT),
+            batch(4, 6, RELEASE),
+            batch(7, 9, RELEASE),
+        ];
+        for (epoch, ack) in (1..).zip(acks) {
+            assert_eq!(
+                acknowledge(&mut a, topic_id, "a", epoch, vec![ack]).await,
+                (0, 0)
+            );
+        }
+        // Nothing is held any more, so closing the session writes nothing: the restart below
+        // replays exactly what pruning left.
+        assert_eq!(acknowledge(&mut a, topic_id, "a", -1, vec![]).await.0, 0);
+        (spso, lag, _) = describe_offsets(&mut a).await;
+        assert_eq!((spso, lag), (4, 6), "0-3 are terminal, 4-9 are not");
+        let pruned = broker.broker.share.prune(&broker.broker).await.unwrap();
+        assert!(pruned > 0, "superseded records were pruned");
+        let state = broker.broker.topic("__share_group_state").unwrap();
+        let starts: Vec<i64> = state
+            .partitions()
+            .iter()
+            .map(|p| p.lock().log_start_offset())
+            .collect();
+        assert!(starts.iter().any(|s| *s > 0), "{starts:?}");
+        // Pruning again finds nothing more to drop.
+        assert_eq!(broker.broker.share.prune(&broker.broker).await.unwrap(), 0);
+        drop(a);
+        broker.stop().await;
+    }
+    let broker = TestBroker::start_with(dir.path(), &settings).await;
+    let mut c = broker.connect().await;
+    assert_eq!(describe_offsets(&mut c).await, (spso, lag, 0));
+    // 4-9 come back (released), 0-3 never do.
+    let r = fetch(&mut c, topic_id, "c", 0, vec![], 2000).await;
+    let offsets: Vec<i64> = acquired(&r)
+        .0
+        .iter()
+        .flat_map(|(first, last, _)| *first..=*last)
+        .collect();
+    assert_eq!(offsets, (4..=9).collect::<Vec<_>>());
+    broker.stop().await;
+}
+
 async fn heartbeat(conn: &mut Connection, member: &str, epoch: i32) -> i32 {
     use kafka_protocol::messages::ShareGroupHeartbeatRequest;
     let r = conn
