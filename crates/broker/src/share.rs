@@ -211,11 +211,34 @@ impl ShareManager {
     /// record replay still needs (Kafka's share-state pruning): the earliest latest-snapshot of
     /// the share partitions stored there, since everything before a share partition's latest
     /// ShareSnapshot is superseded by it, or the log end when none is stored there. Whole
-    /// segments below the new start are deleted. Returns how many offsets became unreachable.
+    /// segments below the new start are deleted. First deletes (tombstones) the state of share
+    /// partitions whose topic no longer exists, which would otherwise hold pruning back for
+    /// ever. Returns how many offsets became unreachable.
     ///
     /// # Errors
     /// A partition's log start offset could not be checkpointed or a segment not deleted.
-    pub async fn prune(&self, broker: &Broker) -> Result<i64, shoal_storage::StorageError> {
+    pub async fn prune(&self, broker: &Arc<Broker>) -> Result<i64, shoal_storage::StorageError> {
+        let orphans: Vec<SharePartitionKey> = self
+            .store
+            .lock()
+            .await
+            .keys()
+            .filter(|k| {
+                broker
+                    .topic_by_id(uuid::Uuid::from_bytes(k.topic_id.0))
+                    .is_none()
+            })
+            .cloned()
+            .collect();
+        if !orphans.is_empty() {
+            match self.delete(broker, &orphans).await {
+                Ok(()) => info!(
+                    share_partitions = orphans.len(),
+                    "share state of deleted topics removed"
+                ),
+                Err(code) => warn!(?code, "cannot remove the share state of deleted topics"),
+            }
+        }
         // Appends hold the store while they write and track: none is half done meanwhile.
         let _store = self.store.lock().await;
         let Some(topic) = broker.topic(SHARE_GROUP_STATE) else {

@@ -387,6 +387,19 @@ async fn pruned_share_state_replays_to_the_same_state() {
         .flat_map(|(first, last, _)| *first..=*last)
         .collect();
     assert_eq!(offsets, (4..=9).collect::<Vec<_>>());
+    assert_eq!(acknowledge(&mut c, topic_id, "c", -1, vec![]).await.0, 0);
+
+    // Once the topic is gone, its share state goes at the next pruning, and with it everything
+    // the state partition held.
+    broker.broker.delete_topic(TOPIC).await.unwrap();
+    broker.broker.share.prune(&broker.broker).await.unwrap();
+    assert!(broker.broker.share.keys_of_group(GROUP).await.is_empty());
+    let state = broker.broker.topic("__share_group_state").unwrap();
+    for p in state.partitions() {
+        let log = p.lock();
+        assert_eq!(log.log_start_offset(), log.log_end_offset(), "{}", p.index);
+    }
+    drop(state);
     broker.stop().await;
 }
 
