@@ -1,7 +1,9 @@
 //! Kafka's message encoding, for the coordinator records Shoal stores in Kafka's own layout
 //! (share-group records in `__consumer_offsets`, share-state records in `__share_group_state`):
 //! big-endian integers, `i16`-length key strings, and the flexible versions' unsigned varints,
-//! compact strings and arrays, and tagged-field sections.
+//! compact strings and arrays, and tagged-field sections. Also the `_i32` forms of Shoal's own
+//! record encoding (classic-group and transaction records): strings, bytes and arrays with an
+//! `i32` length, -1 for null.
 //!
 //! The reader never panics and never trusts a length beyond what the input can hold; its
 //! errors are [`WireError`]s that each record module maps into its own decode error. The
@@ -31,6 +33,35 @@ pub(crate) enum WireError {
     },
 }
 
+/// `impl From<WireError> for $error`, for a record module's decode error with the variants
+/// `Truncated { at, needed, remaining }`, `InvalidLength { at, length }`, `InvalidUtf8 { at }`
+/// and `UnexpectedNull { at }`; `|at| expr` says what an invalid varint (at `at`) becomes.
+macro_rules! decode_error_from_wire {
+    ($error:ident, |$at:ident| $varint:expr) => {
+        impl From<$crate::kafka_wire::WireError> for $error {
+            fn from(e: $crate::kafka_wire::WireError) -> Self {
+                use $crate::kafka_wire::WireError;
+                match e {
+                    WireError::Truncated {
+                        at,
+                        needed,
+                        remaining,
+                    } => $error::Truncated {
+                        at,
+                        needed,
+                        remaining,
+                    },
+                    WireError::InvalidLength { at, length } => $error::InvalidLength { at, length },
+                    WireError::InvalidVarint { at: $at } => $varint,
+                    WireError::InvalidUtf8 { at } => $error::InvalidUtf8 { at },
+                    WireError::UnexpectedNull { at } => $error::UnexpectedNull { at },
+                }
+            }
+        }
+    };
+}
+pub(crate) use decode_error_from_wire;
+
 /// A bounds-checked reader over one key or value.
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
@@ -44,6 +75,19 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
+    }
+
+    /// `Err(count)` if `count` bytes are left after the last field.
+    pub(crate) fn trailing(&self) -> Result<(), usize> {
+        match self.remaining() {
+            0 => Ok(()),
+            count => Err(count),
+        }
+    }
+
+    /// Bytes read so far (where the next field starts).
+    pub(crate) fn position(&self) -> usize {
+        self.pos
     }
 
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
@@ -161,6 +205,62 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
+    /// An `i32` length: `None` for -1 (null); other negative values are invalid.
+    pub(crate) fn len_i32(&mut self) -> Result<Option<usize>, WireError> {
+        let at = self.pos;
+        let len = self.i32()?;
+        if len == -1 {
+            return Ok(None);
+        }
+        usize::try_from(len)
+            .map(Some)
+            .map_err(|_| WireError::InvalidLength {
+                at,
+                length: i64::from(len),
+            })
+    }
+
+    /// A non-null `i32`-counted array whose elements take at least `min_element_bytes` each
+    /// (so a count the input cannot hold is refused before anything is allocated).
+    pub(crate) fn count_i32(&mut self, min_element_bytes: usize) -> Result<usize, WireError> {
+        let at = self.pos;
+        let n = self.len_i32()?.ok_or(WireError::UnexpectedNull { at })?;
+        if n.saturating_mul(min_element_bytes) > self.remaining() {
+            return Err(WireError::InvalidLength {
+                at,
+                length: i64::try_from(n).unwrap_or(i64::MAX),
+            });
+        }
+        Ok(n)
+    }
+
+    pub(crate) fn nullable_bytes_i32(&mut self) -> Result<Option<&'a [u8]>, WireError> {
+        match self.len_i32()? {
+            None => Ok(None),
+            Some(n) => self.take(n).map(Some),
+        }
+    }
+
+    pub(crate) fn bytes_i32(&mut self) -> Result<&'a [u8], WireError> {
+        let at = self.pos;
+        self.nullable_bytes_i32()?
+            .ok_or(WireError::UnexpectedNull { at })
+    }
+
+    pub(crate) fn nullable_string_i32(&mut self) -> Result<Option<String>, WireError> {
+        let at = self.pos;
+        match self.nullable_bytes_i32()? {
+            None => Ok(None),
+            Some(b) => Self::utf8(b, at).map(Some),
+        }
+    }
+
+    pub(crate) fn string_i32(&mut self) -> Result<String, WireError> {
+        let at = self.pos;
+        self.nullable_string_i32()?
+            .ok_or(WireError::UnexpectedNull { at })
+    }
+
     /// Reads a tagged-field section, handing each field's tag and bytes to `known` (which may
     /// ignore unknown tags, as Kafka does).
     pub(crate) fn tagged_fields<E: From<WireError>>(
@@ -255,6 +355,32 @@ impl Writer {
 
     pub(crate) fn empty_tagged_fields(&mut self) {
         self.unsigned_varint(0);
+    }
+
+    /// An `i32` length.
+    ///
+    /// # Panics
+    /// At 2 GiB or more, which request size limits rule out.
+    pub(crate) fn len_i32(&mut self, len: usize) {
+        let len = i32::try_from(len).expect("field shorter than 2 GiB (request size limits)");
+        self.i32(len);
+    }
+
+    /// Bytes with an `i32` length.
+    pub(crate) fn bytes_i32(&mut self, b: &[u8]) {
+        self.len_i32(b.len());
+        self.bytes(b);
+    }
+
+    pub(crate) fn string_i32(&mut self, s: &str) {
+        self.bytes_i32(s.as_bytes());
+    }
+
+    pub(crate) fn nullable_string_i32(&mut self, s: Option<&str>) {
+        match s {
+            Some(s) => self.string_i32(s),
+            None => self.i32(-1),
+        }
     }
 }
 

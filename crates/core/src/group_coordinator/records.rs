@@ -6,6 +6,7 @@
 //! Kafka tools cannot read these records. Decoding never panics and never allocates more than
 //! the input could describe.
 
+use crate::kafka_wire::{Reader, Writer};
 use bytes::Bytes;
 
 /// Key type of an offset commit (Kafka uses 0 and 1 for OffsetCommitKey).
@@ -150,9 +151,9 @@ impl GroupRecord {
                 value.i16(VALUE_VERSION);
                 value.i64(*offset);
                 value.i32(*leader_epoch);
-                value.string(metadata);
+                value.string_i32(metadata);
                 value.i64(*commit_timestamp_ms);
-                (key.0, Some(value.0))
+                (key.into_inner(), Some(value.into_inner()))
             }
             GroupRecord::OffsetTombstone {
                 group_id,
@@ -160,35 +161,35 @@ impl GroupRecord {
                 partition,
             } => {
                 offset_key(&mut key, group_id, topic, *partition);
-                (key.0, None)
+                (key.into_inner(), None)
             }
             GroupRecord::GroupMetadata { group_id, value: v } => {
                 key.i16(RECORD_TYPE_GROUP_METADATA);
-                key.string(group_id);
+                key.string_i32(group_id);
                 let mut value = Writer::default();
                 value.i16(VALUE_VERSION);
-                value.nullable_string(v.protocol_type.as_deref());
+                value.nullable_string_i32(v.protocol_type.as_deref());
                 value.i32(v.generation);
-                value.nullable_string(v.protocol_name.as_deref());
-                value.nullable_string(v.leader.as_deref());
+                value.nullable_string_i32(v.protocol_name.as_deref());
+                value.nullable_string_i32(v.leader.as_deref());
                 value.i64(v.current_state_timestamp_ms);
-                value.len(v.members.len());
+                value.len_i32(v.members.len());
                 for m in &v.members {
-                    value.string(&m.member_id);
-                    value.nullable_string(m.group_instance_id.as_deref());
-                    value.string(&m.client_id);
-                    value.string(&m.client_host);
+                    value.string_i32(&m.member_id);
+                    value.nullable_string_i32(m.group_instance_id.as_deref());
+                    value.string_i32(&m.client_id);
+                    value.string_i32(&m.client_host);
                     value.i32(m.rebalance_timeout_ms);
                     value.i32(m.session_timeout_ms);
-                    value.bytes(&m.subscription);
-                    value.bytes(&m.assignment);
+                    value.bytes_i32(&m.subscription);
+                    value.bytes_i32(&m.assignment);
                 }
-                (key.0, Some(value.0))
+                (key.into_inner(), Some(value.into_inner()))
             }
             GroupRecord::GroupTombstone { group_id } => {
                 key.i16(RECORD_TYPE_GROUP_METADATA);
-                key.string(group_id);
-                (key.0, None)
+                key.string_i32(group_id);
+                (key.into_inner(), None)
             }
             GroupRecord::PendingOffsetCommit {
                 group_id,
@@ -202,8 +203,8 @@ impl GroupRecord {
                 commit_timestamp_ms,
             } => {
                 key.i16(RECORD_TYPE_PENDING_OFFSET_COMMIT);
-                key.string(group_id);
-                key.string(topic);
+                key.string_i32(group_id);
+                key.string_i32(topic);
                 key.i32(*partition);
                 key.i64(*producer_id);
                 let mut value = Writer::default();
@@ -211,9 +212,9 @@ impl GroupRecord {
                 value.i16(*producer_epoch);
                 value.i64(*offset);
                 value.i32(*leader_epoch);
-                value.string(metadata);
+                value.string_i32(metadata);
                 value.i64(*commit_timestamp_ms);
-                (key.0, Some(value.0))
+                (key.into_inner(), Some(value.into_inner()))
             }
         }
     }
@@ -227,10 +228,10 @@ impl GroupRecord {
         let record_type = k.i16()?;
         match record_type {
             RECORD_TYPE_OFFSET_COMMIT => {
-                let group_id = k.string()?;
-                let topic = k.string()?;
+                let group_id = k.string_i32()?;
+                let topic = k.string_i32()?;
                 let partition = k.i32()?;
-                k.finish()?;
+                finish(&k)?;
                 let Some(value) = value else {
                     return Ok(GroupRecord::OffsetTombstone {
                         group_id,
@@ -248,9 +249,9 @@ impl GroupRecord {
                 }
                 let offset = v.i64()?;
                 let leader_epoch = v.i32()?;
-                let metadata = v.string()?;
+                let metadata = v.string_i32()?;
                 let commit_timestamp_ms = v.i64()?;
-                v.finish()?;
+                finish(&v)?;
                 Ok(GroupRecord::OffsetCommit {
                     group_id,
                     topic,
@@ -262,8 +263,8 @@ impl GroupRecord {
                 })
             }
             RECORD_TYPE_GROUP_METADATA => {
-                let group_id = k.string()?;
-                k.finish()?;
+                let group_id = k.string_i32()?;
+                finish(&k)?;
                 let Some(value) = value else {
                     return Ok(GroupRecord::GroupTombstone { group_id });
                 };
@@ -275,27 +276,27 @@ impl GroupRecord {
                         version,
                     });
                 }
-                let protocol_type = v.nullable_string()?;
+                let protocol_type = v.nullable_string_i32()?;
                 let generation = v.i32()?;
-                let protocol_name = v.nullable_string()?;
-                let leader = v.nullable_string()?;
+                let protocol_name = v.nullable_string_i32()?;
+                let leader = v.nullable_string_i32()?;
                 let current_state_timestamp_ms = v.i64()?;
                 // A member needs at least 4 strings + 2 i32 + 2 byte arrays = 32 bytes.
-                let count = v.count(32)?;
+                let count = v.count_i32(32)?;
                 let mut members = Vec::with_capacity(count);
                 for _ in 0..count {
                     members.push(MemberMetadataValue {
-                        member_id: v.string()?,
-                        group_instance_id: v.nullable_string()?,
-                        client_id: v.string()?,
-                        client_host: v.string()?,
+                        member_id: v.string_i32()?,
+                        group_instance_id: v.nullable_string_i32()?,
+                        client_id: v.string_i32()?,
+                        client_host: v.string_i32()?,
                         rebalance_timeout_ms: v.i32()?,
                         session_timeout_ms: v.i32()?,
-                        subscription: v.bytes()?,
-                        assignment: v.bytes()?,
+                        subscription: Bytes::copy_from_slice(v.bytes_i32()?),
+                        assignment: Bytes::copy_from_slice(v.bytes_i32()?),
                     });
                 }
-                v.finish()?;
+                finish(&v)?;
                 Ok(GroupRecord::GroupMetadata {
                     group_id,
                     value: GroupMetadataValue {
@@ -309,11 +310,11 @@ impl GroupRecord {
                 })
             }
             RECORD_TYPE_PENDING_OFFSET_COMMIT => {
-                let group_id = k.string()?;
-                let topic = k.string()?;
+                let group_id = k.string_i32()?;
+                let topic = k.string_i32()?;
                 let partition = k.i32()?;
                 let producer_id = k.i64()?;
-                k.finish()?;
+                finish(&k)?;
                 let Some(value) = value else {
                     return Err(DecodeError::UnexpectedNull { at: 0 });
                 };
@@ -333,10 +334,10 @@ impl GroupRecord {
                     partition,
                     offset: v.i64()?,
                     leader_epoch: v.i32()?,
-                    metadata: v.string()?,
+                    metadata: v.string_i32()?,
                     commit_timestamp_ms: v.i64()?,
                 };
-                v.finish()?;
+                finish(&v)?;
                 Ok(record)
             }
             other => Err(DecodeError::UnknownRecordType(other)),
@@ -346,160 +347,22 @@ impl GroupRecord {
 
 fn offset_key(w: &mut Writer, group_id: &str, topic: &str, partition: i32) {
     w.i16(RECORD_TYPE_OFFSET_COMMIT);
-    w.string(group_id);
-    w.string(topic);
+    w.string_i32(group_id);
+    w.string_i32(topic);
     w.i32(partition);
 }
 
-#[derive(Default)]
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn i16(&mut self, v: i16) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i32(&mut self, v: i32) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i64(&mut self, v: i64) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn len(&mut self, len: usize) {
-        let len = i32::try_from(len).expect("field shorter than 2 GiB (request size limits)");
-        self.i32(len);
-    }
-    fn string(&mut self, s: &str) {
-        self.bytes(s.as_bytes());
-    }
-    fn nullable_string(&mut self, s: Option<&str>) {
-        match s {
-            Some(s) => self.string(s),
-            None => self.i32(-1),
-        }
-    }
-    fn bytes(&mut self, b: &[u8]) {
-        self.len(b.len());
-        self.0.extend_from_slice(b);
-    }
+/// Fails on anything left after the last field.
+fn finish(r: &Reader<'_>) -> Result<(), DecodeError> {
+    r.trailing()
+        .map_err(|count| DecodeError::TrailingBytes { count })
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
-    }
-
-    fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let remaining = self.remaining();
-        if n > remaining {
-            return Err(DecodeError::Truncated {
-                at: self.pos,
-                needed: n,
-                remaining,
-            });
-        }
-        let out = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-    fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-
-    /// Length prefix: None for -1, error for other negatives.
-    fn length(&mut self) -> Result<Option<usize>, DecodeError> {
-        let at = self.pos;
-        let len = self.i32()?;
-        match len {
-            -1 => Ok(None),
-            n if n < 0 => Err(DecodeError::InvalidLength {
-                at,
-                length: i64::from(n),
-            }),
-            // Non-negative i32 always fits usize on the platforms we build for.
-            n => Ok(Some(usize::try_from(n).map_err(|_| {
-                DecodeError::InvalidLength {
-                    at,
-                    length: i64::from(n),
-                }
-            })?)),
-        }
-    }
-
-    /// An array count whose elements take at least `min_element_bytes` each.
-    fn count(&mut self, min_element_bytes: usize) -> Result<usize, DecodeError> {
-        let at = self.pos;
-        let Some(n) = self.length()? else {
-            return Err(DecodeError::UnexpectedNull { at });
-        };
-        if n.saturating_mul(min_element_bytes) > self.remaining() {
-            return Err(DecodeError::InvalidLength {
-                at,
-                length: n as i64,
-            });
-        }
-        Ok(n)
-    }
-
-    fn nullable_bytes(&mut self) -> Result<Option<&'a [u8]>, DecodeError> {
-        match self.length()? {
-            None => Ok(None),
-            Some(n) => Ok(Some(self.take(n)?)),
-        }
-    }
-
-    fn bytes(&mut self) -> Result<Bytes, DecodeError> {
-        let at = self.pos;
-        match self.nullable_bytes()? {
-            Some(b) => Ok(Bytes::copy_from_slice(b)),
-            None => Err(DecodeError::UnexpectedNull { at }),
-        }
-    }
-
-    fn nullable_string(&mut self) -> Result<Option<String>, DecodeError> {
-        let at = self.pos;
-        match self.nullable_bytes()? {
-            None => Ok(None),
-            Some(b) => std::str::from_utf8(b)
-                .map(|s| Some(s.to_string()))
-                .map_err(|_| DecodeError::InvalidUtf8 { at }),
-        }
-    }
-
-    fn string(&mut self) -> Result<String, DecodeError> {
-        let at = self.pos;
-        self.nullable_string()?
-            .ok_or(DecodeError::UnexpectedNull { at })
-    }
-
-    fn finish(&self) -> Result<(), DecodeError> {
-        match self.remaining() {
-            0 => Ok(()),
-            count => Err(DecodeError::TrailingBytes { count }),
-        }
-    }
-}
+// These records hold no varints; only the Kafka-encoding reads report this.
+crate::kafka_wire::decode_error_from_wire!(DecodeError, |at| DecodeError::InvalidLength {
+    at,
+    length: -1
+});
 
 #[cfg(test)]
 mod tests {

@@ -18,7 +18,7 @@
 //! checked against the bytes left before anything is reserved) and refuses trailing bytes.
 
 use super::TopicId;
-use crate::kafka_wire::{Reader, WireError, Writer};
+use crate::kafka_wire::{Reader, Writer};
 
 /// Record type (the key's `apiKey`) of ShareSnapshot records.
 pub const SHARE_SNAPSHOT_RECORD_TYPE: i16 = 0;
@@ -302,25 +302,7 @@ impl ShareStateRecord {
     }
 }
 
-impl From<WireError> for DecodeError {
-    fn from(e: WireError) -> Self {
-        match e {
-            WireError::Truncated {
-                at,
-                needed,
-                remaining,
-            } => DecodeError::Truncated {
-                at,
-                needed,
-                remaining,
-            },
-            WireError::InvalidLength { at, length } => DecodeError::InvalidLength { at, length },
-            WireError::InvalidVarint { at } => DecodeError::VarintTooLong { at },
-            WireError::InvalidUtf8 { at } => DecodeError::InvalidUtf8 { at },
-            WireError::UnexpectedNull { at } => DecodeError::UnexpectedNull { at },
-        }
-    }
-}
+crate::kafka_wire::decode_error_from_wire!(DecodeError, |at| DecodeError::VarintTooLong { at });
 
 /// The share-state structures on top of Kafka's encoding.
 trait WriterExt {
@@ -423,9 +405,7 @@ impl ReaderExt for Reader<'_> {
     }
 
     fn finish(&self) -> Result<(), DecodeError> {
-        match self.remaining() {
-            0 => Ok(()),
-            count => Err(DecodeError::TrailingBytes { count }),
-        }
+        self.trailing()
+            .map_err(|count| DecodeError::TrailingBytes { count })
     }
 }

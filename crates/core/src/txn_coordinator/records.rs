@@ -13,6 +13,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::kafka_wire::{Reader, Writer};
+
 use super::types::{
     ProducerEpoch, ProducerId, TopicPartition, TransactionResult, TransactionState,
     TransactionVersion,
@@ -135,23 +137,23 @@ impl TxnRecord {
             TxnRecord::Markers { .. } => MARKERS_KEY_VERSION,
             _ => KEY_VERSION,
         });
-        key.string(self.transactional_id());
+        key.string_i32(self.transactional_id());
         match self {
-            TxnRecord::Tombstone { .. } => (key.0, None),
-            TxnRecord::Markers { markers, .. } if markers.is_empty() => (key.0, None),
+            TxnRecord::Tombstone { .. } => (key.into_inner(), None),
+            TxnRecord::Markers { markers, .. } if markers.is_empty() => (key.into_inner(), None),
             TxnRecord::Markers { markers, .. } => {
                 let mut w = Writer::default();
                 w.i16(VALUE_VERSION);
-                w.len(markers.len());
+                w.len_i32(markers.len());
                 for m in markers {
-                    w.string(&m.partition.topic);
+                    w.string_i32(&m.partition.topic);
                     w.i32(m.partition.partition);
                     w.i64(m.offset);
                     w.i64(m.producer_id.0);
                     w.i16(m.producer_epoch.0);
                     w.i8(i8::from(m.result.is_commit()));
                 }
-                (key.0, Some(w.0))
+                (key.into_inner(), Some(w.into_inner()))
             }
             TxnRecord::Transaction { value: v, .. } => {
                 debug_assert!(
@@ -179,10 +181,10 @@ impl TxnRecord {
                         _ => topics.push((&tp.topic, vec![tp.partition])),
                     }
                 }
-                w.len(topics.len());
+                w.len_i32(topics.len());
                 for (topic, ps) in topics {
-                    w.string(topic);
-                    w.len(ps.len());
+                    w.string_i32(topic);
+                    w.len_i32(ps.len());
                     for p in ps {
                         w.i32(p);
                     }
@@ -190,7 +192,7 @@ impl TxnRecord {
                 w.i64(v.txn_last_update_timestamp_ms);
                 w.i64(v.txn_start_timestamp_ms);
                 w.i8(v.client_transaction_version.level());
-                (key.0, Some(w.0))
+                (key.into_inner(), Some(w.into_inner()))
             }
         }
     }
@@ -206,8 +208,8 @@ impl TxnRecord {
         if key_version != KEY_VERSION && key_version != MARKERS_KEY_VERSION {
             return Err(DecodeError::UnsupportedKeyVersion(key_version));
         }
-        let transactional_id = k.string()?;
-        k.finish()?;
+        let transactional_id = k.string_i32()?;
+        finish(&k)?;
         if key_version == MARKERS_KEY_VERSION {
             let markers = match value {
                 None => Vec::new(),
@@ -241,11 +243,11 @@ impl TxnRecord {
         };
         let mut partitions = BTreeSet::new();
         // A topic takes at least 8 bytes (empty name, zero partitions).
-        let topics = r.count(8)?;
+        let topics = r.count_i32(8)?;
         for _ in 0..topics {
-            let at = r.pos;
-            let topic = r.string()?;
-            let count = r.count(4)?;
+            let at = r.position();
+            let topic = r.string_i32()?;
+            let count = r.count_i32(4)?;
             for _ in 0..count {
                 let tp = TopicPartition {
                     topic: topic.clone(),
@@ -265,7 +267,7 @@ impl TxnRecord {
         let level = r.i8()?;
         let client_transaction_version = TransactionVersion::from_level(level)
             .ok_or(DecodeError::InvalidTransactionVersion(level))?;
-        r.finish()?;
+        finish(&r)?;
         Ok(TxnRecord::Transaction {
             transactional_id,
             value: TransactionLogValue {
@@ -293,14 +295,14 @@ fn decode_markers(value: &[u8]) -> Result<Vec<PendingMarker>, DecodeError> {
         return Err(DecodeError::UnsupportedVersion(version));
     }
     // topic length, partition, offset, producer id, epoch, result.
-    let at = r.pos;
-    let count = r.count(4 + 4 + 8 + 8 + 2 + 1)?;
+    let at = r.position();
+    let count = r.count_i32(4 + 4 + 8 + 8 + 2 + 1)?;
     if count == 0 {
         return Err(DecodeError::InvalidLength { at, length: 0 });
     }
     let mut markers = Vec::with_capacity(count);
     for _ in 0..count {
-        let topic = r.string()?;
+        let topic = r.string_i32()?;
         let partition = TopicPartition {
             topic,
             partition: r.i32()?,
@@ -321,125 +323,21 @@ fn decode_markers(value: &[u8]) -> Result<Vec<PendingMarker>, DecodeError> {
             result,
         });
     }
-    r.finish()?;
+    finish(&r)?;
     Ok(markers)
 }
 
-#[derive(Default)]
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn i8(&mut self, v: i8) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i16(&mut self, v: i16) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i32(&mut self, v: i32) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i64(&mut self, v: i64) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn len(&mut self, len: usize) {
-        let len = i32::try_from(len).expect("field shorter than 2 GiB (request size limits)");
-        self.i32(len);
-    }
-    fn string(&mut self, s: &str) {
-        self.len(s.len());
-        self.0.extend_from_slice(s.as_bytes());
-    }
+/// Fails on anything left after the last field.
+fn finish(r: &Reader<'_>) -> Result<(), DecodeError> {
+    r.trailing()
+        .map_err(|count| DecodeError::TrailingBytes { count })
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
-    }
-
-    fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let remaining = self.remaining();
-        if n > remaining {
-            return Err(DecodeError::Truncated {
-                at: self.pos,
-                needed: n,
-                remaining,
-            });
-        }
-        let out = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(out)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    fn i8(&mut self) -> Result<i8, DecodeError> {
-        Ok(i8::from_be_bytes(self.array()?))
-    }
-    fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-    fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-
-    /// A non-null length or count.
-    fn length(&mut self) -> Result<usize, DecodeError> {
-        let at = self.pos;
-        let len = self.i32()?;
-        if len == -1 {
-            return Err(DecodeError::UnexpectedNull { at });
-        }
-        usize::try_from(len).map_err(|_| DecodeError::InvalidLength {
-            at,
-            length: i64::from(len),
-        })
-    }
-
-    /// An array count whose elements take at least `min_element_bytes` each.
-    fn count(&mut self, min_element_bytes: usize) -> Result<usize, DecodeError> {
-        let at = self.pos;
-        let n = self.length()?;
-        if n.saturating_mul(min_element_bytes) > self.remaining() {
-            return Err(DecodeError::InvalidLength {
-                at,
-                length: n as i64,
-            });
-        }
-        Ok(n)
-    }
-
-    fn string(&mut self) -> Result<String, DecodeError> {
-        let at = self.pos;
-        let n = self.length()?;
-        let b = self.take(n)?;
-        std::str::from_utf8(b)
-            .map(str::to_string)
-            .map_err(|_| DecodeError::InvalidUtf8 { at })
-    }
-
-    fn finish(&self) -> Result<(), DecodeError> {
-        match self.remaining() {
-            0 => Ok(()),
-            count => Err(DecodeError::TrailingBytes { count }),
-        }
-    }
-}
+// These records hold no varints; only the Kafka-encoding reads report this.
+crate::kafka_wire::decode_error_from_wire!(DecodeError, |at| DecodeError::InvalidLength {
+    at,
+    length: -1
+});
 
 #[cfg(test)]
 mod tests {

@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::kafka_wire::{Reader, WireError, Writer};
+use crate::kafka_wire::{Reader, Writer};
 
 /// A topic id: Kafka's UUID as its 16 wire bytes (most significant half first).
 pub type TopicId = [u8; 16];
@@ -463,25 +463,7 @@ fn decode_state_partition_metadata(
 // Primitive encoding
 // ---------------------------------------------------------------------------------------------
 
-impl From<WireError> for DecodeError {
-    fn from(e: WireError) -> Self {
-        match e {
-            WireError::Truncated {
-                at,
-                needed,
-                remaining,
-            } => DecodeError::Truncated {
-                at,
-                needed,
-                remaining,
-            },
-            WireError::InvalidLength { at, length } => DecodeError::InvalidLength { at, length },
-            WireError::InvalidVarint { at } => DecodeError::InvalidVarint { at },
-            WireError::InvalidUtf8 { at } => DecodeError::InvalidUtf8 { at },
-            WireError::UnexpectedNull { at } => DecodeError::UnexpectedNull { at },
-        }
-    }
-}
+crate::kafka_wire::decode_error_from_wire!(DecodeError, |at| DecodeError::InvalidVarint { at });
 
 /// A value buffer, starting with the value version.
 fn value_writer() -> Writer {
@@ -597,9 +579,7 @@ impl ReaderExt for Reader<'_> {
     }
 
     fn finish(&self) -> Result<(), DecodeError> {
-        match self.remaining() {
-            0 => Ok(()),
-            count => Err(DecodeError::TrailingBytes { count }),
-        }
+        self.trailing()
+            .map_err(|count| DecodeError::TrailingBytes { count })
     }
 }
