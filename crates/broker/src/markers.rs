@@ -5,7 +5,9 @@
 //! sequence: markers carry none), the batch is appended, and recording it ends the producer's
 //! ongoing transaction there (moving the last stable offset) and, for ABORT, adds the
 //! transaction to the log's aborted-transaction index. [`write_marker_durably`] also waits for
-//! the group-commit fsync, which the coordinator needs before it completes the transaction.
+//! the group-commit fsync, as the WriteTxnMarkers API answers only once the marker is durable.
+//! (The transaction coordinator uses [`write_marker`] and does not wait: see `crate::txn` and
+//! decision 0005.)
 //!
 //! Must not: await or fsync under the partition lock; decide anything the coordinator owns
 //! (which partitions are in a transaction, the coordinator epoch's validity).
@@ -40,8 +42,8 @@ pub fn partition(broker: &Broker, topic: &str, index: i32) -> Result<Arc<Partiti
 /// `producer_epoch` to `partition` and returns its offset. The marker is written even if the
 /// producer has no ongoing transaction there (Kafka does; it ends nothing). A newer epoch than
 /// the producer's (transaction version 2 markers carry epoch + 1) is accepted and becomes the
-/// producer's epoch. Not durable on return: flush the partition (or use
-/// [`write_marker_durably`]) before completing the transaction.
+/// producer's epoch. Not durable on return: flush the partition, use [`write_marker_durably`],
+/// or, as the transaction coordinator does, record the offset so a restart can rewrite it.
 ///
 /// A marker whose coordinator epoch is older than that of the producer's last marker on the
 /// partition is a fenced coordinator's (TRANSACTION_COORDINATOR_FENCED): the transaction

@@ -407,15 +407,23 @@ async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, done: mpsc::
         // Under the partition's own policy: at once where every write is fsynced, else with
         // its lazy flushes (the Markers record covers them meanwhile).
         to_flush.retain(|p| flushes_every_write(&broker, &p.topic));
-        let flusher = broker.flusher.clone();
-        tokio::spawn(async move {
-            if let Err(e) = flusher.flush(to_flush).await {
-                // Still listed in the id's Markers record: a restart writes them again if lost.
-                warn!(error = %e, "transaction markers not flushed");
-            }
-        });
+        flush_in_background(&broker, to_flush);
     }
     let _ = done.send(Command::MarkersWritten(markers, appended)).await;
+}
+
+/// Starts fsyncing `partitions` without waiting. A failure is only logged: the markers on them
+/// stay listed in their ids' Markers records, and a restart writes them again if lost.
+fn flush_in_background(broker: &Broker, partitions: Vec<Arc<crate::topics::Partition>>) {
+    if partitions.is_empty() {
+        return;
+    }
+    let flusher = broker.flusher.clone();
+    tokio::spawn(async move {
+        if let Err(e) = flusher.flush(partitions).await {
+            warn!(error = %e, "transaction markers not flushed");
+        }
+    });
 }
 
 /// Whether `topic` fsyncs every write before acknowledging it (`flush.messages` = 1).
@@ -459,12 +467,7 @@ fn markers_record(
                 }
             }
         }
-        let flusher = broker.flusher.clone();
-        tokio::spawn(async move {
-            if let Err(e) = flusher.flush(partitions).await {
-                warn!(error = %e, "transaction markers not flushed");
-            }
-        });
+        flush_in_background(broker, partitions);
     }
     if !still.is_empty() {
         unflushed.insert(id.to_string(), still.clone());

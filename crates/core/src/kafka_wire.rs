@@ -33,9 +33,16 @@ pub(crate) enum WireError {
     },
 }
 
-/// `impl From<WireError> for $error`, for a record module's decode error with the variants
-/// `Truncated { at, needed, remaining }`, `InvalidLength { at, length }`, `InvalidUtf8 { at }`
-/// and `UnexpectedNull { at }`; `|at| expr` says what an invalid varint (at `at`) becomes.
+/// Bytes left after a record's last field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Trailing {
+    pub(crate) count: usize,
+}
+
+/// `impl From<WireError>` and `From<Trailing>` for a record module's decode error with the
+/// variants `Truncated { at, needed, remaining }`, `InvalidLength { at, length }`,
+/// `InvalidUtf8 { at }`, `UnexpectedNull { at }` and `TrailingBytes { count }`; `|at| expr`
+/// says what an invalid varint (at `at`) becomes.
 macro_rules! decode_error_from_wire {
     ($error:ident, |$at:ident| $varint:expr) => {
         impl From<$crate::kafka_wire::WireError> for $error {
@@ -58,6 +65,12 @@ macro_rules! decode_error_from_wire {
                 }
             }
         }
+
+        impl From<$crate::kafka_wire::Trailing> for $error {
+            fn from(t: $crate::kafka_wire::Trailing) -> Self {
+                $error::TrailingBytes { count: t.count }
+            }
+        }
     };
 }
 pub(crate) use decode_error_from_wire;
@@ -77,11 +90,11 @@ impl<'a> Reader<'a> {
         self.buf.len().saturating_sub(self.pos)
     }
 
-    /// `Err(count)` if `count` bytes are left after the last field.
-    pub(crate) fn trailing(&self) -> Result<(), usize> {
+    /// Fails if bytes are left after the last field.
+    pub(crate) fn trailing(&self) -> Result<(), Trailing> {
         match self.remaining() {
             0 => Ok(()),
-            count => Err(count),
+            count => Err(Trailing { count }),
         }
     }
 

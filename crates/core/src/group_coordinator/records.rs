@@ -231,7 +231,7 @@ impl GroupRecord {
                 let group_id = k.string_i32()?;
                 let topic = k.string_i32()?;
                 let partition = k.i32()?;
-                finish(&k)?;
+                k.trailing()?;
                 let Some(value) = value else {
                     return Ok(GroupRecord::OffsetTombstone {
                         group_id,
@@ -251,7 +251,7 @@ impl GroupRecord {
                 let leader_epoch = v.i32()?;
                 let metadata = v.string_i32()?;
                 let commit_timestamp_ms = v.i64()?;
-                finish(&v)?;
+                v.trailing()?;
                 Ok(GroupRecord::OffsetCommit {
                     group_id,
                     topic,
@@ -264,7 +264,7 @@ impl GroupRecord {
             }
             RECORD_TYPE_GROUP_METADATA => {
                 let group_id = k.string_i32()?;
-                finish(&k)?;
+                k.trailing()?;
                 let Some(value) = value else {
                     return Ok(GroupRecord::GroupTombstone { group_id });
                 };
@@ -296,7 +296,7 @@ impl GroupRecord {
                         assignment: Bytes::copy_from_slice(v.bytes_i32()?),
                     });
                 }
-                finish(&v)?;
+                v.trailing()?;
                 Ok(GroupRecord::GroupMetadata {
                     group_id,
                     value: GroupMetadataValue {
@@ -314,7 +314,7 @@ impl GroupRecord {
                 let topic = k.string_i32()?;
                 let partition = k.i32()?;
                 let producer_id = k.i64()?;
-                finish(&k)?;
+                k.trailing()?;
                 let Some(value) = value else {
                     return Err(DecodeError::UnexpectedNull { at: 0 });
                 };
@@ -337,7 +337,7 @@ impl GroupRecord {
                     metadata: v.string_i32()?,
                     commit_timestamp_ms: v.i64()?,
                 };
-                finish(&v)?;
+                v.trailing()?;
                 Ok(record)
             }
             other => Err(DecodeError::UnknownRecordType(other)),
@@ -350,12 +350,6 @@ fn offset_key(w: &mut Writer, group_id: &str, topic: &str, partition: i32) {
     w.string_i32(group_id);
     w.string_i32(topic);
     w.i32(partition);
-}
-
-/// Fails on anything left after the last field.
-fn finish(r: &Reader<'_>) -> Result<(), DecodeError> {
-    r.trailing()
-        .map_err(|count| DecodeError::TrailingBytes { count })
 }
 
 // These records hold no varints; only the Kafka-encoding reads report this.

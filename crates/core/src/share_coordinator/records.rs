@@ -405,7 +405,6 @@ impl ReaderExt for Reader<'_> {
     }
 
     fn finish(&self) -> Result<(), DecodeError> {
-        self.trailing()
-            .map_err(|count| DecodeError::TrailingBytes { count })
+        Ok(self.trailing()?)
     }
 }

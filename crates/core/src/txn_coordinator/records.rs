@@ -209,7 +209,7 @@ impl TxnRecord {
             return Err(DecodeError::UnsupportedKeyVersion(key_version));
         }
         let transactional_id = k.string_i32()?;
-        finish(&k)?;
+        k.trailing()?;
         if key_version == MARKERS_KEY_VERSION {
             let markers = match value {
                 None => Vec::new(),
@@ -267,7 +267,7 @@ impl TxnRecord {
         let level = r.i8()?;
         let client_transaction_version = TransactionVersion::from_level(level)
             .ok_or(DecodeError::InvalidTransactionVersion(level))?;
-        finish(&r)?;
+        r.trailing()?;
         Ok(TxnRecord::Transaction {
             transactional_id,
             value: TransactionLogValue {
@@ -323,14 +323,8 @@ fn decode_markers(value: &[u8]) -> Result<Vec<PendingMarker>, DecodeError> {
             result,
         });
     }
-    finish(&r)?;
+    r.trailing()?;
     Ok(markers)
-}
-
-/// Fails on anything left after the last field.
-fn finish(r: &Reader<'_>) -> Result<(), DecodeError> {
-    r.trailing()
-        .map_err(|count| DecodeError::TrailingBytes { count })
 }
 
 // These records hold no varints; only the Kafka-encoding reads report this.

@@ -579,7 +579,6 @@ impl ReaderExt for Reader<'_> {
     }
 
     fn finish(&self) -> Result<(), DecodeError> {
-        self.trailing()
-            .map_err(|count| DecodeError::TrailingBytes { count })
+        Ok(self.trailing()?)
     }
 }
