@@ -6,11 +6,12 @@
 //! → `group.share.record.lock.duration.ms`) and must lie within the broker's bounds for it
 //! (`group.share.min/max.record.lock.duration.ms`), as Kafka's `GroupConfig.validate` requires;
 //! unknown keys and out-of-range values are INVALID_CONFIG. Keys of group types Shoal does not
-//! implement (KIP-848 `consumer.*`, Streams `streams.*`) are unknown here.
+//! implement (KIP-848 `consumer.*`, Streams `streams.*`) and of dead-letter queues are accepted
+//! and validated the same way, with no effect (decision 0007).
 
-use crate::config::{BrokerConfig, ConfigDef, ConfigMap, Kind};
-
-const I32_MAX: i64 = i32::MAX as i64;
+use crate::config::{
+    hidden, int, long, BrokerConfig, ConfigDef, ConfigMap, Kind, Type, Update, I32_MAX,
+};
 
 pub const SHARE_SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
 pub const SHARE_HEARTBEAT_INTERVAL_MS: &str = "share.heartbeat.interval.ms";
@@ -21,45 +22,149 @@ pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 pub const SHARE_RENEW_ACKNOWLEDGE_ENABLE: &str = "share.renew.acknowledge.enable";
 
-/// Group keys, each with the broker key that supplies its default (and its bounds, see
-/// [`BOUNDS`]).
+const fn g(
+    name: &'static str,
+    kind: Kind,
+    default: Option<&'static str>,
+    synonym: Option<&'static str>,
+    doc: &'static str,
+) -> (ConfigDef, Option<&'static str>) {
+    (
+        ConfigDef::new(name, kind, default, Update::ClusterWide, doc),
+        synonym,
+    )
+}
+
+/// Validates `share.auto.offset.reset` and returns its normal form.
+fn auto_offset_reset(value: &str) -> Result<String, String> {
+    AutoOffsetReset::parse(value)
+        .map(|_| value.to_ascii_lowercase_prefix())
+        .ok_or_else(|| "must be latest, earliest or by_duration:<ISO-8601 duration>".to_string())
+}
+
+/// Kafka 4.4's group keys (`GroupConfig`), each with the broker key that supplies its default
+/// (and, for most, its bounds, see [`BOUNDS`]), sorted by name.
+#[rustfmt::skip]
 pub const GROUP_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
-    (ConfigDef { name: SHARE_SESSION_TIMEOUT_MS, kind: Kind::Long { min: 1, max: I32_MAX }, default: "45000", doc: "A member that does not heartbeat for this long is removed from the share group." }, Some("group.share.session.timeout.ms")),
-    (ConfigDef { name: SHARE_HEARTBEAT_INTERVAL_MS, kind: Kind::Long { min: 1, max: I32_MAX }, default: "5000", doc: "How often members of the share group heartbeat." }, Some("group.share.heartbeat.interval.ms")),
-    (ConfigDef { name: SHARE_RECORD_LOCK_DURATION_MS, kind: Kind::Long { min: 1000, max: I32_MAX }, default: "30000", doc: "How long a member holds acquired records before they are released." }, Some("group.share.record.lock.duration.ms")),
-    (ConfigDef { name: SHARE_DELIVERY_COUNT_LIMIT, kind: Kind::Long { min: 2, max: I32_MAX }, default: "5", doc: "Deliveries of a record before it is archived." }, Some("group.share.delivery.count.limit")),
-    (ConfigDef { name: SHARE_PARTITION_MAX_RECORD_LOCKS, kind: Kind::Long { min: 100, max: I32_MAX }, default: "2000", doc: "Records of one share partition in flight at most." }, Some("group.share.partition.max.record.locks")),
-    (ConfigDef { name: SHARE_AUTO_OFFSET_RESET, kind: Kind::Text, default: "latest", doc: "Where a share partition without state starts: latest, earliest or by_duration:<ISO-8601 duration>." }, None),
-    (ConfigDef { name: SHARE_ISOLATION_LEVEL, kind: Kind::Choice(&["read_uncommitted", "read_committed"]), default: "read_uncommitted", doc: "read_committed delivers only committed transactional records and archives aborted ones." }, None),
-    (ConfigDef { name: SHARE_RENEW_ACKNOWLEDGE_ENABLE, kind: Kind::Bool, default: "true", doc: "Whether members may renew their acquisition locks (RENEW acknowledgements)." }, None),
+    g("consumer.assignment.interval.ms", int(0, I32_MAX), Some("1000"), Some("group.consumer.assignment.interval.ms"), "Minimum time between assignments of a consumer-protocol group; no effect (no KIP-848 groups)."),
+    hidden(g("consumer.assignor.offload.enable", Kind::Bool, Some("true"), Some("group.consumer.assignor.offload.enable"), "Run a consumer-protocol group's assignor off the coordinator thread; no effect.")),
+    g("consumer.heartbeat.interval.ms", int(1, I32_MAX), Some("5000"), Some("group.consumer.heartbeat.interval.ms"), "Heartbeat interval of a consumer-protocol group; no effect (no KIP-848 groups)."),
+    g("consumer.session.timeout.ms", int(1, I32_MAX), Some("45000"), Some("group.consumer.session.timeout.ms"), "Session timeout of a consumer-protocol group; no effect (no KIP-848 groups)."),
+    g("errors.deadletterqueue.copy.record.enable", Kind::Bool, Some("false"), None, "Copy records into the share group's dead-letter queue; no effect (no dead-letter queues)."),
+    g("errors.deadletterqueue.topic.name", Kind::Text, Some(""), None, "The share group's dead-letter queue topic; no effect (no dead-letter queues)."),
+    g("share.assignment.interval.ms", int(0, I32_MAX), Some("1000"), Some("group.share.assignment.interval.ms"), "Minimum time between share-group assignments; no effect (Shoal assigns at once)."),
+    hidden(g("share.assignor.offload.enable", Kind::Bool, Some("true"), Some("group.share.assignor.offload.enable"), "Run the share-group assignor off the coordinator thread; no effect.")),
+    g("share.auto.offset.reset", Kind::Custom(Type::String, auto_offset_reset), Some("latest"), None, "Where a share partition without state starts: latest, earliest or by_duration:<ISO-8601 duration>."),
+    g("share.delivery.count.limit", int(2, I32_MAX), Some("5"), Some("group.share.delivery.count.limit"), "Deliveries of a record before it is archived."),
+    g("share.heartbeat.interval.ms", int(1, I32_MAX), Some("5000"), Some("group.share.heartbeat.interval.ms"), "How often members of the share group heartbeat."),
+    g("share.isolation.level", Kind::Choice(&["read_uncommitted", "read_committed"]), Some("read_uncommitted"), None, "read_committed delivers only committed transactional records and archives aborted ones."),
+    g("share.partition.max.record.locks", int(100, I32_MAX), Some("2000"), Some("group.share.partition.max.record.locks"), "Records of one share partition in flight at most."),
+    g("share.record.lock.duration.ms", int(1000, I32_MAX), Some("30000"), Some("group.share.record.lock.duration.ms"), "How long a member holds acquired records before they are released."),
+    g("share.renew.acknowledge.enable", Kind::Bool, Some("true"), None, "Whether members may renew their acquisition locks (RENEW acknowledgements)."),
+    g("share.session.timeout.ms", int(1, I32_MAX), Some("45000"), Some("group.share.session.timeout.ms"), "A member that does not heartbeat for this long is removed from the share group."),
+    hidden(g("streams.acceptable.recovery.lag", long(0, i64::MAX), Some("10000"), Some("group.streams.acceptable.recovery.lag"), "Streams group setting; no effect (no Streams groups).")),
+    g("streams.assignment.interval.ms", int(0, I32_MAX), Some("1000"), Some("group.streams.assignment.interval.ms"), "Streams group setting; no effect (no Streams groups)."),
+    g("streams.assignor.name", Kind::Text, None, Some("group.streams.assignors"), "Streams group setting; no effect (no Streams groups)."),
+    hidden(g("streams.assignor.offload.enable", Kind::Bool, Some("true"), Some("group.streams.assignor.offload.enable"), "Streams group setting; no effect (no Streams groups).")),
+    g("streams.heartbeat.interval.ms", int(1, I32_MAX), Some("5000"), Some("group.streams.heartbeat.interval.ms"), "Streams group setting; no effect (no Streams groups)."),
+    g("streams.initial.rebalance.delay.ms", int(0, I32_MAX), Some("3000"), Some("group.streams.initial.rebalance.delay.ms"), "Streams group setting; no effect (no Streams groups)."),
+    g("streams.num.standby.replicas", int(0, I32_MAX), Some("0"), Some("group.streams.num.standby.replicas"), "Streams group setting; no effect (no Streams groups)."),
+    hidden(g("streams.num.warmup.replicas", int(0, I32_MAX), Some("2"), Some("group.streams.num.warmup.replicas"), "Streams group setting; no effect (no Streams groups).")),
+    g("streams.rack.aware.assignment.tags", Kind::AnyList, Some(""), Some("group.streams.rack.aware.assignment.tags"), "Streams group setting; no effect (no Streams groups)."),
+    g("streams.session.timeout.ms", int(1, I32_MAX), Some("45000"), Some("group.streams.session.timeout.ms"), "Streams group setting; no effect (no Streams groups)."),
+    hidden(g("streams.task.offset.interval.ms", int(1, I32_MAX), Some("60000"), Some("group.streams.task.offset.interval.ms"), "Streams group setting; no effect (no Streams groups).")),
 ];
 
-/// `(group key, broker key of the smallest, broker key of the largest value a group may set)`.
-const BOUNDS: &[(&str, &str, &str)] = &[
+/// `(group key, broker key of the smallest, broker key of the largest value a group may set)`,
+/// as Kafka's `GroupConfig.validate` checks them.
+const BOUNDS: &[(&str, Option<&str>, Option<&str>)] = &[
+    (
+        "consumer.session.timeout.ms",
+        Some("group.consumer.min.session.timeout.ms"),
+        Some("group.consumer.max.session.timeout.ms"),
+    ),
+    (
+        "consumer.heartbeat.interval.ms",
+        Some("group.consumer.min.heartbeat.interval.ms"),
+        Some("group.consumer.max.heartbeat.interval.ms"),
+    ),
+    (
+        "consumer.assignment.interval.ms",
+        Some("group.consumer.min.assignment.interval.ms"),
+        Some("group.consumer.max.assignment.interval.ms"),
+    ),
     (
         SHARE_SESSION_TIMEOUT_MS,
-        "group.share.min.session.timeout.ms",
-        "group.share.max.session.timeout.ms",
+        Some("group.share.min.session.timeout.ms"),
+        Some("group.share.max.session.timeout.ms"),
     ),
     (
         SHARE_HEARTBEAT_INTERVAL_MS,
-        "group.share.min.heartbeat.interval.ms",
-        "group.share.max.heartbeat.interval.ms",
+        Some("group.share.min.heartbeat.interval.ms"),
+        Some("group.share.max.heartbeat.interval.ms"),
     ),
     (
         SHARE_RECORD_LOCK_DURATION_MS,
-        "group.share.min.record.lock.duration.ms",
-        "group.share.max.record.lock.duration.ms",
+        Some("group.share.min.record.lock.duration.ms"),
+        Some("group.share.max.record.lock.duration.ms"),
     ),
     (
         SHARE_DELIVERY_COUNT_LIMIT,
-        "group.share.min.delivery.count.limit",
-        "group.share.max.delivery.count.limit",
+        Some("group.share.min.delivery.count.limit"),
+        Some("group.share.max.delivery.count.limit"),
     ),
     (
         SHARE_PARTITION_MAX_RECORD_LOCKS,
-        "group.share.min.partition.max.record.locks",
-        "group.share.max.partition.max.record.locks",
+        Some("group.share.min.partition.max.record.locks"),
+        Some("group.share.max.partition.max.record.locks"),
+    ),
+    (
+        "share.assignment.interval.ms",
+        Some("group.share.min.assignment.interval.ms"),
+        Some("group.share.max.assignment.interval.ms"),
+    ),
+    (
+        "streams.session.timeout.ms",
+        Some("group.streams.min.session.timeout.ms"),
+        Some("group.streams.max.session.timeout.ms"),
+    ),
+    (
+        "streams.heartbeat.interval.ms",
+        Some("group.streams.min.heartbeat.interval.ms"),
+        Some("group.streams.max.heartbeat.interval.ms"),
+    ),
+    (
+        "streams.assignment.interval.ms",
+        Some("group.streams.min.assignment.interval.ms"),
+        Some("group.streams.max.assignment.interval.ms"),
+    ),
+    (
+        "streams.num.standby.replicas",
+        None,
+        Some("group.streams.max.standby.replicas"),
+    ),
+    (
+        "streams.num.warmup.replicas",
+        None,
+        Some("group.streams.max.warmup.replicas"),
+    ),
+    (
+        "streams.task.offset.interval.ms",
+        Some("group.streams.min.task.offset.interval.ms"),
+        None,
+    ),
+];
+
+/// `(session timeout, heartbeat interval)`: the first must exceed the second.
+const SESSION_OVER_HEARTBEAT: &[(&str, &str)] = &[
+    (
+        "consumer.session.timeout.ms",
+        "consumer.heartbeat.interval.ms",
+    ),
+    (SHARE_SESSION_TIMEOUT_MS, SHARE_HEARTBEAT_INTERVAL_MS),
+    (
+        "streams.session.timeout.ms",
+        "streams.heartbeat.interval.ms",
     ),
 ];
 
@@ -74,16 +179,6 @@ pub fn group_config_def(name: &str) -> Option<&'static (ConfigDef, Option<&'stat
 pub fn validate_value(key: &str, value: &str) -> Result<String, String> {
     let (def, _) =
         group_config_def(key).ok_or_else(|| format!("Unknown group config name: {key}"))?;
-    if key == SHARE_AUTO_OFFSET_RESET {
-        let value = value.trim();
-        return AutoOffsetReset::parse(value)
-            .map(|_| value.to_ascii_lowercase_prefix())
-            .ok_or_else(|| {
-                format!(
-                    "Invalid value {value} for configuration {key}: must be latest, earliest or by_duration:<ISO-8601 duration>"
-                )
-            });
-    }
     def.validate(value).map_err(|e| e.to_string())
 }
 
@@ -109,8 +204,12 @@ pub fn effective(broker: &BrokerConfig, overrides: &ConfigMap, key: &str) -> Str
         return v.to_string();
     }
     match group_config_def(key) {
-        Some((_, Some(broker_key))) => broker.get(broker_key).to_string(),
-        Some((def, None)) => def.default.to_string(),
+        Some((def, Some(broker_key))) => broker
+            .get_opt(broker_key)
+            .or(def.default)
+            .unwrap_or_default()
+            .to_string(),
+        Some((def, None)) => def.default.unwrap_or_default().to_string(),
         None => String::new(),
     }
 }
@@ -130,19 +229,23 @@ pub fn validate(broker: &BrokerConfig, overrides: &ConfigMap) -> Result<(), Stri
     }
     for (key, min_key, max_key) in BOUNDS {
         let value = effective_long(broker, overrides, key);
-        if value < broker.long(min_key) {
-            return Err(format!("{key} must be greater than or equal to {min_key}"));
+        if let Some(min_key) = min_key {
+            if value < broker.long(min_key) {
+                return Err(format!("{key} must be greater than or equal to {min_key}"));
+            }
         }
-        if value > broker.long(max_key) {
-            return Err(format!("{key} must be less than or equal to {max_key}"));
+        if let Some(max_key) = max_key {
+            if value > broker.long(max_key) {
+                return Err(format!("{key} must be less than or equal to {max_key}"));
+            }
         }
     }
-    if effective_long(broker, overrides, SHARE_SESSION_TIMEOUT_MS)
-        <= effective_long(broker, overrides, SHARE_HEARTBEAT_INTERVAL_MS)
-    {
-        return Err(format!(
-            "{SHARE_SESSION_TIMEOUT_MS} must be greater than {SHARE_HEARTBEAT_INTERVAL_MS}"
-        ));
+    for (session, heartbeat) in SESSION_OVER_HEARTBEAT {
+        if effective_long(broker, overrides, session)
+            <= effective_long(broker, overrides, heartbeat)
+        {
+            return Err(format!("{session} must be greater than {heartbeat}"));
+        }
     }
     Ok(())
 }
@@ -320,7 +423,26 @@ mod tests {
         assert!(validate(&broker, &map(&[(SHARE_DELIVERY_COUNT_LIMIT, "11")])).is_err());
         assert!(validate(&broker, &map(&[(SHARE_PARTITION_MAX_RECORD_LOCKS, "4001")])).is_err());
         assert!(validate(&broker, &map(&[(SHARE_PARTITION_MAX_RECORD_LOCKS, "4000")])).is_ok());
-        assert!(validate(&broker, &map(&[("consumer.session.timeout.ms", "45000")])).is_err());
+        assert!(validate(&broker, &map(&[("no.such.group.config", "1")])).is_err());
+        // consumer.* and streams.* keys: Kafka's types and the broker's bounds.
+        assert!(validate(&broker, &map(&[("consumer.session.timeout.ms", "50000")])).is_ok());
+        let low = validate(&broker, &map(&[("consumer.session.timeout.ms", "5000")]));
+        assert!(low
+            .unwrap_err()
+            .contains("group.consumer.min.session.timeout.ms"));
+        assert!(validate(&broker, &map(&[("streams.num.standby.replicas", "2")])).is_ok());
+        assert!(validate(&broker, &map(&[("streams.num.standby.replicas", "3")])).is_err());
+        assert!(validate(&broker, &map(&[("streams.session.timeout.ms", "x")])).is_err());
+        assert!(validate(
+            &broker,
+            &map(&[("consumer.assignor.offload.enable", "false")])
+        )
+        .is_ok());
+        assert!(validate(
+            &broker,
+            &map(&[("errors.deadletterqueue.topic.name", "dlq")])
+        )
+        .is_ok());
         // Within bounds each, but the heartbeat is not below the session timeout.
         let mut broker = BrokerConfig::default();
         broker

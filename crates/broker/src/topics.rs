@@ -257,7 +257,12 @@ fn effective_long(broker: &BrokerConfig, overrides: &ConfigMap, key: &str) -> i6
 pub fn log_config(broker: &BrokerConfig, overrides: &ConfigMap) -> LogConfig {
     let long = |key| effective_long(broker, overrides, key);
     let mut config = LogConfig {
-        segment_bytes: long("segment.bytes").max(1) as u64,
+        // Kafka's internal.segment.bytes (tests' small segments) takes precedence when set.
+        segment_bytes: match effective(broker, overrides, "internal.segment.bytes").parse::<i64>() {
+            Ok(bytes) => bytes,
+            Err(_) => long("segment.bytes"),
+        }
+        .max(1) as u64,
         segment_ms: long("segment.ms"),
         retention_ms: long("retention.ms"),
         retention_bytes: long("retention.bytes"),

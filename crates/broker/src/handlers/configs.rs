@@ -1,10 +1,14 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics, the broker and groups.
 //!
 //! Topic overrides are validated against Kafka's topic keys (unknown key or bad value:
-//! INVALID_CONFIG) and persisted in the metadata log. Broker resources accept the cluster-wide
-//! dynamic keys Kafka allows (the topic defaults); the rest are read-only. Group resources take
-//! the share-group keys of [`crate::group_configs`] through IncrementalAlterConfigs only (as in
-//! Kafka, legacy AlterConfigs does not know them), whether or not the group exists.
+//! INVALID_CONFIG) and persisted in the metadata log. Broker resources accept the keys Kafka
+//! updates dynamically (per-broker ones only with the node id as resource name); altering a
+//! read-only key or giving a bad value is INVALID_REQUEST, as in Kafka. Shoal keeps one set of
+//! dynamic broker values, reported as DYNAMIC_DEFAULT_BROKER_CONFIG whichever resource name set
+//! them (decision 0007). Group resources take the keys of [`crate::group_configs`] through
+//! IncrementalAlterConfigs only (as in Kafka, legacy AlterConfigs does not know them), whether
+//! or not the group exists. Keys Kafka marks internal are accepted but listed only when asked
+//! for by name; secrets (PASSWORD keys) are described as null and sensitive.
 
 use shoal_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -19,7 +23,8 @@ use shoal_protocol::ErrorCode;
 use super::str_bytes;
 use crate::broker::{AdminError, Broker};
 use crate::config::{
-    broker_config_def, topic_config_def, ConfigDef, ConfigMap, Kind, BROKER_CONFIGS, TOPIC_CONFIGS,
+    broker_config_def, topic_config_def, ConfigDef, ConfigMap, Update, BROKER_CONFIGS,
+    TOPIC_CONFIGS,
 };
 use crate::group_configs::{self, group_config_def, GROUP_CONFIGS};
 
@@ -35,113 +40,126 @@ const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 const SOURCE_GROUP: i8 = 8;
 
-/// Broker keys that can change at run time (Kafka's cluster-wide dynamic log configs).
-pub const DYNAMIC_BROKER_KEYS: &[&str] = &[
-    "log.retention.ms",
-    "log.retention.bytes",
-    "log.segment.bytes",
-    "log.roll.ms",
-    "log.index.interval.bytes",
-    "log.message.timestamp.type",
-    "log.flush.interval.messages",
-    "log.flush.interval.ms",
-    "message.max.bytes",
-];
-
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-fn config_type(def: &ConfigDef) -> i8 {
-    match def.kind {
-        Kind::Bool => 1,
-        Kind::Long { max, .. } if max <= i64::from(i32::MAX) => 3,
-        Kind::Long { .. } => 5,
-        Kind::List(_) => 7,
-        Kind::Choice(_) | Kind::Text => 2,
+/// Whether a broker key may be altered at run time (Kafka's dynamic broker configs).
+pub fn is_dynamic_broker_key(key: &str) -> bool {
+    broker_config_def(key).is_some_and(|d| d.update != Update::ReadOnly)
+}
+
+/// Options of one DescribeConfigs request.
+#[derive(Clone, Copy)]
+struct Want<'a> {
+    keys: &'a Option<Vec<shoal_protocol::StrBytes>>,
+    synonyms: bool,
+    docs: bool,
+}
+
+impl Want<'_> {
+    /// Listed keys, or every key Kafka describes (internal ones only when asked by name).
+    fn wants(&self, def: &ConfigDef) -> bool {
+        match self.keys.as_ref().filter(|keys| !keys.is_empty()) {
+            Some(keys) => keys.iter().any(|k| k.as_str() == def.name),
+            None => !def.internal,
+        }
     }
+}
+
+fn synonym(name: &str, value: Option<&str>, source: i8) -> DescribeConfigsSynonym {
+    DescribeConfigsSynonym::default()
+        .with_name(str_bytes(name))
+        .with_value(value.map(str_bytes))
+        .with_source(source)
 }
 
 fn entry(
     def: &ConfigDef,
-    value: String,
+    value: Option<&str>,
     source: i8,
     read_only: bool,
-    include_documentation: bool,
+    want: Want<'_>,
     synonyms: Vec<DescribeConfigsSynonym>,
 ) -> DescribeConfigsResourceResult {
+    // Secrets are never described, whatever their value.
+    let value = if def.sensitive() { None } else { value };
     DescribeConfigsResourceResult::default()
         .with_name(str_bytes(def.name))
-        .with_value(Some(str_bytes(value)))
+        .with_value(value.map(str_bytes))
         .with_read_only(read_only)
+        .with_is_sensitive(def.sensitive())
         .with_config_source(source)
-        .with_config_type(config_type(def))
-        .with_synonyms(synonyms)
-        .with_documentation(include_documentation.then(|| str_bytes(def.doc)))
+        .with_config_type(def.kind.config_type() as i8)
+        .with_synonyms(if want.synonyms { synonyms } else { Vec::new() })
+        .with_documentation(want.docs.then(|| str_bytes(def.doc)))
 }
 
-fn wanted(keys: &Option<Vec<shoal_protocol::StrBytes>>, name: &str) -> bool {
-    keys.as_ref()
-        .is_none_or(|keys| keys.is_empty() || keys.iter().any(|k| k.as_str() == name))
+/// The broker-level synonyms of `key`, highest precedence first: the dynamic cluster default,
+/// the static value (server.properties, environment, flags), Kafka's default.
+fn broker_synonyms(broker: &Broker, key: &str) -> Vec<DescribeConfigsSynonym> {
+    let mut list = Vec::new();
+    if let Some(v) = broker.dynamic_broker_overrides().get(key) {
+        list.push(synonym(key, Some(v), SOURCE_DYNAMIC_DEFAULT_BROKER));
+    }
+    if broker.config.is_explicit(key) {
+        list.push(synonym(
+            key,
+            broker.config.get_opt(key),
+            SOURCE_STATIC_BROKER,
+        ));
+    }
+    if let Some(def) = broker_config_def(key).filter(|d| d.default.is_some()) {
+        list.push(synonym(key, def.default, SOURCE_DEFAULT));
+    }
+    list
+}
+
+/// Where a broker key's current value comes from.
+fn broker_source(broker: &Broker, key: &str) -> i8 {
+    if broker.dynamic_broker_overrides().get(key).is_some() {
+        SOURCE_DYNAMIC_DEFAULT_BROKER
+    } else if broker.config.is_explicit(key) {
+        SOURCE_STATIC_BROKER
+    } else {
+        SOURCE_DEFAULT
+    }
 }
 
 fn describe_topic(
     broker: &Broker,
     name: &str,
-    keys: &Option<Vec<shoal_protocol::StrBytes>>,
-    synonyms: bool,
-    docs: bool,
+    want: Want<'_>,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ErrorCode> {
     let topic = broker
         .topic(name)
         .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
     let overrides = topic.overrides();
     let config = broker.current_config();
-    let dynamic = broker.dynamic_broker_overrides();
     Ok(TOPIC_CONFIGS
         .iter()
-        .filter(|(def, _)| wanted(keys, def.name))
-        .map(|(def, synonym)| {
-            let broker_source = |key: &str| {
-                if dynamic.get(key).is_some() {
-                    SOURCE_DYNAMIC_DEFAULT_BROKER
-                } else if broker.config.values().get(key)
-                    != broker_config_def(key).map(|d| d.default)
-                {
-                    SOURCE_STATIC_BROKER
-                } else {
-                    SOURCE_DEFAULT
-                }
-            };
+        .filter(|(def, _)| want.wants(def))
+        .map(|(def, synonym_key)| {
+            let mut list = Vec::new();
+            if let Some(v) = overrides.get(def.name) {
+                list.push(synonym(def.name, Some(v), SOURCE_DYNAMIC_TOPIC));
+            }
+            if let Some(key) = synonym_key {
+                list.extend(broker_synonyms(broker, key));
+            }
             let (value, source) = match overrides.get(def.name) {
-                Some(v) => (v.to_string(), SOURCE_DYNAMIC_TOPIC),
-                None => match synonym {
-                    Some(key) => (config.get(key).to_string(), broker_source(key)),
-                    None => (def.default.to_string(), SOURCE_DEFAULT),
+                Some(v) => (Some(v.to_string()), SOURCE_DYNAMIC_TOPIC),
+                None => match synonym_key {
+                    Some(key) if config.get_opt(key).is_some() => (
+                        config.get_opt(key).map(str::to_string),
+                        broker_source(broker, key),
+                    ),
+                    _ => (def.default.map(str::to_string), SOURCE_DEFAULT),
                 },
             };
-            let mut list = Vec::new();
-            if synonyms {
-                if let Some(v) = overrides.get(def.name) {
-                    list.push(
-                        DescribeConfigsSynonym::default()
-                            .with_name(str_bytes(def.name))
-                            .with_value(Some(str_bytes(v)))
-                            .with_source(SOURCE_DYNAMIC_TOPIC),
-                    );
-                }
-                if let Some(key) = synonym {
-                    list.push(
-                        DescribeConfigsSynonym::default()
-                            .with_name(str_bytes(*key))
-                            .with_value(Some(str_bytes(config.get(key))))
-                            .with_source(broker_source(key)),
-                    );
-                }
-            }
-            entry(def, value, source, false, docs, list)
+            entry(def, value.as_deref(), source, false, want, list)
         })
         .collect())
 }
@@ -149,31 +167,21 @@ fn describe_topic(
 fn describe_broker(
     broker: &Broker,
     name: &str,
-    keys: &Option<Vec<shoal_protocol::StrBytes>>,
-    docs: bool,
+    want: Want<'_>,
 ) -> Result<Vec<DescribeConfigsResourceResult>, AdminError> {
     check_broker_name(broker, name)?;
     let config = broker.current_config();
-    let dynamic = broker.dynamic_broker_overrides();
     Ok(BROKER_CONFIGS
         .iter()
-        .filter(|def| wanted(keys, def.name))
+        .filter(|def| want.wants(def))
         .map(|def| {
-            let source = if dynamic.get(def.name).is_some() {
-                SOURCE_DYNAMIC_DEFAULT_BROKER
-            } else if broker.config.get(def.name) != def.default {
-                SOURCE_STATIC_BROKER
-            } else {
-                SOURCE_DEFAULT
-            };
-            let read_only = !DYNAMIC_BROKER_KEYS.contains(&def.name);
             entry(
                 def,
-                config.get(def.name).to_string(),
-                source,
-                read_only,
-                docs,
-                Vec::new(),
+                config.get_opt(def.name),
+                broker_source(broker, def.name),
+                def.update == Update::ReadOnly,
+                want,
+                broker_synonyms(broker, def.name),
             )
         })
         .collect())
@@ -193,23 +201,30 @@ fn check_group_name(name: &str) -> Result<(), AdminError> {
 fn describe_group(
     broker: &Broker,
     name: &str,
-    keys: &Option<Vec<shoal_protocol::StrBytes>>,
-    docs: bool,
+    want: Want<'_>,
 ) -> Result<Vec<DescribeConfigsResourceResult>, AdminError> {
     check_group_name(name)?;
     let overrides = broker.group_config_overrides(name);
     let config = broker.current_config();
     Ok(GROUP_CONFIGS
         .iter()
-        .filter(|(def, _)| wanted(keys, def.name))
-        .map(|(def, _)| {
-            let source = if overrides.get(def.name).is_some() {
-                SOURCE_GROUP
-            } else {
-                SOURCE_DEFAULT
+        .filter(|(def, _)| want.wants(def))
+        .map(|(def, synonym_key)| {
+            let mut list = Vec::new();
+            let source = match overrides.get(def.name) {
+                Some(v) => {
+                    list.push(synonym(def.name, Some(v), SOURCE_GROUP));
+                    SOURCE_GROUP
+                }
+                None => SOURCE_DEFAULT,
             };
+            match synonym_key {
+                Some(key) => list.extend(broker_synonyms(broker, key)),
+                None => list.push(synonym(def.name, def.default, SOURCE_DEFAULT)),
+            }
             let value = group_configs::effective(&config, &overrides, def.name);
-            entry(def, value, source, false, docs, Vec::new())
+            let value = (def.default.is_some() || !value.is_empty()).then_some(value);
+            entry(def, value.as_deref(), source, false, want, list)
         })
         .collect())
 }
@@ -237,27 +252,16 @@ pub fn describe(broker: &Broker, request: &DescribeConfigsRequest) -> DescribeCo
             let mut result = DescribeConfigsResult::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
+            let want = Want {
+                keys: &r.configuration_keys,
+                synonyms: request.include_synonyms,
+                docs: request.include_documentation,
+            };
             let configs = match r.resource_type {
-                RESOURCE_TOPIC => describe_topic(
-                    broker,
-                    name,
-                    &r.configuration_keys,
-                    request.include_synonyms,
-                    request.include_documentation,
-                )
-                .map_err(|code| AdminError::new(code, format!("Topic {name} not found"))),
-                RESOURCE_BROKER => describe_broker(
-                    broker,
-                    name,
-                    &r.configuration_keys,
-                    request.include_documentation,
-                ),
-                RESOURCE_GROUP => describe_group(
-                    broker,
-                    name,
-                    &r.configuration_keys,
-                    request.include_documentation,
-                ),
+                RESOURCE_TOPIC => describe_topic(broker, name, want)
+                    .map_err(|code| AdminError::new(code, format!("Topic {name} not found"))),
+                RESOURCE_BROKER => describe_broker(broker, name, want),
+                RESOURCE_GROUP => describe_group(broker, name, want),
                 other => Err(AdminError::new(
                     ErrorCode::INVALID_REQUEST,
                     format!("Unsupported resource type {other}"),
@@ -364,34 +368,44 @@ fn apply_change(
 fn known_topic_key(key: &str) -> Result<(), AdminError> {
     topic_config_def(key)
         .map(|_| ())
-        .ok_or_else(|| invalid(format!("unknown configuration '{key}'")))
+        .ok_or_else(|| invalid(format!("Unknown topic config name: {key}")))
 }
 
-fn known_broker_key(key: &str) -> Result<(), AdminError> {
-    if DYNAMIC_BROKER_KEYS.contains(&key) {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "Cannot update these configs dynamically: [{key}]"
-        )))
+/// Kafka answers INVALID_REQUEST for a broker key it cannot change: read-only keys, per-broker
+/// keys on the cluster default (empty resource name). Unknown keys are INVALID_CONFIG
+/// (decision 0007: Kafka would store them).
+fn check_broker_key(key: &str, cluster_default: bool) -> Result<&'static ConfigDef, AdminError> {
+    let def = broker_config_def(key)
+        .ok_or_else(|| invalid(format!("Unknown broker config name: {key}")))?;
+    match def.update {
+        Update::ReadOnly => Err(AdminError::new(
+            ErrorCode::INVALID_REQUEST,
+            format!("Cannot update these configs dynamically: [{key}]"),
+        )),
+        Update::PerBroker if cluster_default => Err(AdminError::new(
+            ErrorCode::INVALID_REQUEST,
+            format!(
+                "Cannot update these configs at default cluster level, broker id must be specified: [{key}]"
+            ),
+        )),
+        _ => Ok(def),
     }
 }
 
 fn validate_topic_key(key: &str, value: &str) -> Result<String, AdminError> {
-    let (def, _) =
-        topic_config_def(key).ok_or_else(|| invalid(format!("unknown configuration '{key}'")))?;
+    let (def, _) = topic_config_def(key)
+        .ok_or_else(|| invalid(format!("Unknown topic config name: {key}")))?;
     def.validate(value).map_err(|e| invalid(e.to_string()))
 }
 
-fn validate_broker_key(key: &str, value: &str) -> Result<String, AdminError> {
-    let def =
-        broker_config_def(key).ok_or_else(|| invalid(format!("unknown configuration '{key}'")))?;
-    if !DYNAMIC_BROKER_KEYS.contains(&key) {
-        return Err(invalid(format!(
-            "Cannot update these configs dynamically: [{key}]"
-        )));
-    }
-    def.validate(value).map_err(|e| invalid(e.to_string()))
+fn validate_broker_key(
+    key: &str,
+    value: &str,
+    cluster_default: bool,
+) -> Result<String, AdminError> {
+    check_broker_key(key, cluster_default)?
+        .validate(value)
+        .map_err(|e| AdminError::new(ErrorCode::INVALID_REQUEST, e.to_string()))
 }
 
 async fn alter_resource(
@@ -423,12 +437,13 @@ async fn alter_resource(
         }
         RESOURCE_BROKER => {
             check_broker_name(broker, name)?;
+            let cluster_default = name.is_empty();
             let updated = apply_change(
                 broker.dynamic_broker_overrides(),
                 &change,
-                &known_broker_key,
-                &|key| Some(broker.current_config().get(key).to_string()),
-                &validate_broker_key,
+                &|key| check_broker_key(key, cluster_default).map(|_| ()),
+                &|key| broker.current_config().get_opt(key).map(str::to_string),
+                &|key, value| validate_broker_key(key, value, cluster_default),
             )?;
             if validate_only {
                 return Ok(());

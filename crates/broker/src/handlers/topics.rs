@@ -99,6 +99,7 @@ fn check(
 fn described_configs(broker: &Broker, overrides: &ConfigMap) -> Vec<CreatableTopicConfigs> {
     TOPIC_CONFIGS
         .iter()
+        .filter(|(def, _)| !def.internal)
         .map(|(def, _)| {
             let source = if overrides.get(def.name).is_some() {
                 SOURCE_TOPIC
