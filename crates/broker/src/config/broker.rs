@@ -209,7 +209,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("max.connections", int(0, I32_MAX), Some("10000"), CLUSTER, "Open client connections at most."),
     b("max.connections.per.ip", int(0, I32_MAX), Some("2147483647"), CLUSTER, "No effect: Shoal has no client quotas."),
     b("max.connections.per.ip.overrides", Kind::Text, Some(""), CLUSTER, "No effect: Shoal has no client quotas."),
-    b("max.decompressed.message.bytes", int(1, 2_147_483_639), Some("2147483639"), CLUSTER, "Topic default of max.decompressed.message.bytes."),
+    b("max.decompressed.message.bytes", int(1, 2_147_483_639), Some("2147483639"), CLUSTER, "Topic default of max.decompressed.message.bytes; no effect (Shoal applies its own fixed budget)."),
     b("max.incremental.fetch.session.cache.slots", int(0, I32_MAX), Some("1000"), RO, "No effect: Shoal sizes and schedules this work itself."),
     b("max.request.partition.size.limit", int(1, I32_MAX), Some("2000"), RO, "No effect: Shoal sizes and schedules this work itself."),
     b("message.max.bytes", int(0, I32_MAX), Some("1048588"), CLUSTER, "Largest record batch (topic default of max.message.bytes)."),

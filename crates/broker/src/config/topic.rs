@@ -41,7 +41,7 @@ pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
     t("local.retention.bytes", long(-2, i64::MAX), Some("-2"), Some("log.local.retention.bytes"), "Bytes kept locally when tiered; no effect (no tiered storage)."),
     t("local.retention.ms", long(-2, i64::MAX), Some("-2"), Some("log.local.retention.ms"), "Time kept locally when tiered; no effect (no tiered storage)."),
     t("max.compaction.lag.ms", long(1, i64::MAX), Some("9223372036854775807"), Some("log.cleaner.max.compaction.lag.ms"), "Longest time a record stays uncompacted."),
-    t("max.decompressed.message.bytes", int(1, 2_147_483_639), Some("2147483639"), Some("max.decompressed.message.bytes"), "Largest decompressed size of a batch the broker will decode."),
+    t("max.decompressed.message.bytes", int(1, 2_147_483_639), Some("2147483639"), Some("max.decompressed.message.bytes"), "Largest decompressed size of a batch; no effect (Shoal applies its own fixed budget)."),
     t("max.message.bytes", int(0, I32_MAX), Some("1048588"), Some("message.max.bytes"), "Largest record batch."),
     t("message.timestamp.after.max.ms", long(0, i64::MAX), Some("3600000"), Some("log.message.timestamp.after.max.ms"), "How far in the future a CreateTime timestamp may be; no effect yet."),
     t("message.timestamp.before.max.ms", long(0, i64::MAX), Some("9223372036854775807"), Some("log.message.timestamp.before.max.ms"), "How far in the past a CreateTime timestamp may be; no effect yet."),
