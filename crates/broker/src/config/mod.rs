@@ -776,4 +776,19 @@ mod tests {
         assert_eq!(config.get_opt("broker.rack"), None);
         assert_eq!(config.get("broker.rack"), "");
     }
+
+    #[test]
+    fn internal_segment_bytes_overrides_segment_bytes() {
+        let broker = BrokerConfig::default();
+        let overrides = validate_topic_configs([("internal.segment.bytes", "1000")]).unwrap();
+        assert_eq!(
+            crate::topics::log_config(&broker, &overrides).segment_bytes,
+            1000
+        );
+        let overrides = validate_topic_configs([("segment.bytes", "2097152")]).unwrap();
+        assert_eq!(
+            crate::topics::log_config(&broker, &overrides).segment_bytes,
+            2_097_152
+        );
+    }
 }
