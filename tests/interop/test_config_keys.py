@@ -2,7 +2,7 @@
 
 Checks, against the live target, that DescribeConfigs lists exactly Kafka 4.4's keys for a
 topic, the broker and a group (recorded in kafka44_configs.py), with Kafka's topic defaults,
-Kafka's read-only and sensitive broker keys; that a topic can be created and altered with
+Kafka's broker defaults, read-only and sensitive broker keys; that a topic can be created and altered with
 Kafka's compaction, timestamp, tiering and replication keys (min.cleanable.dirty.ratio=0.01,
 max.compaction.lag.ms, segment.jitter.ms, ...) while an unknown key or a value outside Kafka's
 range is INVALID_CONFIG; that the broker refuses read-only keys and bad values with
@@ -28,6 +28,16 @@ NODE = "1"  # the node id of the target (Kafka's fixture and Shoal's default)
 SHOAL_TOPIC_DEFAULTS = {
     "flush.messages": ("1", "Shoal fsyncs every acknowledged write, with group commit "
                             "(durable by default; log.flush.interval.messages=1)"),
+}
+SHOAL_BROKER_DEFAULTS = {
+    "log.flush.interval.messages": ("1", "durable by default (decision 0003)"),
+    "group.max.size": ("1000", "a limit on everything (DESIGN principle 6)"),
+    "max.connections": ("10000", "a limit on everything (DESIGN principle 6)"),
+    # Kafka leaves these null and derives the value used; Shoal describes that value.
+    "log.retention.ms": ("604800000", "derived from log.retention.hours (decision 0007)"),
+    "log.roll.ms": ("604800000", "derived from log.roll.hours (decision 0007)"),
+    "log.roll.jitter.ms": ("0", "derived from log.roll.jitter.hours (decision 0007)"),
+    "log.flush.interval.ms": ("9223372036854775807", "the flush interval used (decision 0007)"),
 }
 # Shoal keeps one set of dynamic broker values (decision 0007): a value set on broker "1" is
 # reported as the cluster default.
@@ -105,6 +115,14 @@ def test_broker_keys(broker):
     sensitive = {k for k, e in configs.items() if e.is_sensitive}
     assert sensitive == k44.BROKER_SENSITIVE_KEYS
     assert all(configs[k].value is None for k in sensitive)
+    # Kafka's defaults, for the keys neither broker was configured with.
+    expected = dict(k44.BROKER_DEFAULTS)
+    if broker.target == "shoal":
+        expected.update({k: v for k, (v, _why) in SHOAL_BROKER_DEFAULTS.items()})
+    actual = {k: configs[k].value for k in expected
+              if configs[k].source == ConfigSource.DEFAULT_CONFIG.value}
+    assert actual == {k: expected[k] for k in actual}
+    assert len(actual) > 300  # nearly every key is compared
 
 
 def test_group_keys(broker):
