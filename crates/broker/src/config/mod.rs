@@ -521,6 +521,16 @@ impl BrokerConfig {
         self.get(key) == "true"
     }
 
+    /// A DOUBLE key (`log.cleaner.min.cleanable.ratio`), its default if unset or null.
+    pub fn double(&self, key: &str) -> f64 {
+        self.get(key).parse().unwrap_or_else(|_| {
+            broker_config_def(key)
+                .and_then(|d| d.default)
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(0.0)
+        })
+    }
+
     pub fn values(&self) -> &ConfigMap {
         &self.values
     }
@@ -772,6 +782,15 @@ mod tests {
             config.topic_default("segment.jitter.ms").as_deref(),
             Some("7200000")
         );
+        assert_eq!(config.double("log.cleaner.min.cleanable.ratio"), 0.5);
+        assert_eq!(
+            config.double("log.cleaner.io.max.bytes.per.second"),
+            f64::MAX
+        );
+        config
+            .set("log.cleaner.min.cleanable.ratio", "0.25")
+            .unwrap();
+        assert_eq!(config.double("log.cleaner.min.cleanable.ratio"), 0.25);
         // Keys with Kafka's null default read as "" and have no value.
         assert_eq!(config.get_opt("broker.rack"), None);
         assert_eq!(config.get("broker.rack"), "");
