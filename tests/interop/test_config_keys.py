@@ -181,6 +181,8 @@ def test_create_and_alter_topics_with_kafka_keys(broker):
     assert incremental(a, ResourceType.TOPIC, topic, "min.cleanable.dirty.ratio",
                        "2") == INVALID_CONFIG
     assert incremental(a, ResourceType.TOPIC, topic, "no.such.key", "1") == INVALID_CONFIG
+    assert incremental(a, ResourceType.TOPIC, topic, "retention.ms", "1",
+                       AlterConfigOpType.APPEND) == INVALID_CONFIG
     configs = describe(a, ResourceType.TOPIC, topic)
     assert configs["min.cleanable.dirty.ratio"].value == "0.2"
     assert configs["message.timestamp.before.max.ms"].value == "86400000"
@@ -211,6 +213,50 @@ def test_broker_alters_dynamic_keys_only(broker):
                            None, AlterConfigOpType.DELETE) is None
     expected = ("0.5", ConfigSource.DEFAULT_CONFIG.value, False)
     assert wait_entry(a, "log.cleaner.min.cleanable.ratio", expected) == expected
+
+
+# Kafka's storage format writes min.insync.replicas as a cluster default; nothing formats Shoal's.
+KAFKA_FORMAT_CLUSTER_DEFAULTS = {"min.insync.replicas"}
+
+
+def cluster_default_request(kp, request):
+    """Sends a request naming the BROKER resource "" (the cluster default), which neither
+    confluent-kafka nor kafka-python's public API accepts, through kafka-python."""
+    return kp._manager.run(kp._manager.send, request)
+
+
+def test_broker_cluster_default(broker):
+    """The BROKER resource with an empty name is the cluster default: a value set there is
+    every broker's DYNAMIC_DEFAULT_BROKER_CONFIG, and describing "" lists only the values set
+    there. Per-broker keys need the broker's id; APPEND and SUBTRACT apply to lists only."""
+    from kafka.admin import AlterConfigOp, ConfigResource as KCR, KafkaAdminClient
+    from kafka.admin import ConfigResourceType as KType
+    a = admin(broker)
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30000)
+    key = "log.cleaner.backoff.ms"
+
+    def alter(k, op, value):
+        request = kp._alter_configs_request([KCR(KType.BROKER, "", {k: (op, value)})],
+                                            incremental=True)
+        return cluster_default_request(kp, request).responses[0].error_code
+
+    try:
+        assert alter(key, AlterConfigOp.SET, "20000") == 0
+        expected = ("20000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value, False)
+        assert wait_entry(a, key, expected) == expected
+        response = cluster_default_request(kp, kp._describe_configs_request([KCR(KType.BROKER, "")]))
+        (result,) = response.results
+        described = {c.name for c in result.configs}
+        if broker.target == "kafka":
+            described -= KAFKA_FORMAT_CLUSTER_DEFAULTS
+        assert (result.error_code, described) == (0, {key})
+        assert alter("listeners", AlterConfigOp.SET, "PLAINTEXT://127.0.0.1:1") == INVALID_REQUEST
+        assert alter("log.cleaner.threads", AlterConfigOp.APPEND, "2") == INVALID_CONFIG
+    finally:
+        assert alter(key, AlterConfigOp.DELETE, None) == 0
+        kp.close()
+    expected = ("15000", ConfigSource.DEFAULT_CONFIG.value, False)
+    assert wait_entry(a, key, expected) == expected
 
 
 def test_group_keys_of_every_group_type_are_validated(broker):

@@ -25,6 +25,7 @@ const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 const SET: i8 = 0;
 const DELETE: i8 = 1;
+const APPEND: i8 = 2;
 const SOURCE_DYNAMIC_TOPIC: i8 = 1;
 const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 const SOURCE_STATIC_BROKER: i8 = 4;
@@ -303,6 +304,23 @@ async fn broker_keys_follow_kafkas_sources_modes_and_errors() {
                 SOURCE_DEFAULT
             ),
         ]
+    );
+    // The cluster default ("") describes only what was set there.
+    let d = describe(&mut conn, BROKER, "", None).await;
+    let names: Vec<&str> = d.configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["log.cleaner.delete.retention.ms"]);
+    // APPEND and SUBTRACT apply to lists only.
+    assert_eq!(
+        alter(
+            &mut conn,
+            BROKER,
+            "",
+            "log.cleaner.threads",
+            APPEND,
+            Some("2")
+        )
+        .await,
+        ErrorCode::INVALID_CONFIG.code()
     );
     common::create_topic(&mut conn, "t", 1).await;
     let d = describe(&mut conn, TOPIC, "t", Some(&["delete.retention.ms"])).await;

@@ -23,7 +23,7 @@ use shoal_protocol::ErrorCode;
 use super::str_bytes;
 use crate::broker::{AdminError, Broker};
 use crate::config::{
-    broker_config_def, topic_config_def, ConfigDef, ConfigMap, Update, BROKER_CONFIGS,
+    broker_config_def, topic_config_def, ConfigDef, ConfigMap, Type, Update, BROKER_CONFIGS,
     TOPIC_CONFIGS,
 };
 use crate::group_configs::{self, group_config_def, GROUP_CONFIGS};
@@ -171,9 +171,13 @@ fn describe_broker(
 ) -> Result<Vec<DescribeConfigsResourceResult>, AdminError> {
     check_broker_name(broker, name)?;
     let config = broker.current_config();
+    // The empty name is the cluster default: Kafka describes only the values set there.
+    let dynamic = broker.dynamic_broker_overrides();
+    let cluster_default = name.is_empty();
     Ok(BROKER_CONFIGS
         .iter()
         .filter(|def| want.wants(def))
+        .filter(|def| !cluster_default || dynamic.get(def.name).is_some())
         .map(|def| {
             entry(
                 def,
@@ -302,6 +306,15 @@ fn list_values(v: Option<&str>) -> Vec<String> {
     .unwrap_or_default()
 }
 
+/// Whether `key` is a LIST (APPEND and SUBTRACT apply to lists only, as in Kafka).
+fn is_list_key(key: &str) -> bool {
+    topic_config_def(key)
+        .map(|(d, _)| d)
+        .or_else(|| broker_config_def(key))
+        .or_else(|| group_config_def(key).map(|(d, _)| d))
+        .is_some_and(|d| d.kind.config_type() == Type::List)
+}
+
 fn apply_change(
     mut overrides: ConfigMap,
     change: &Change<'_>,
@@ -334,6 +347,12 @@ fn apply_change(
                         overrides.remove(key);
                     }
                     OP_APPEND | OP_SUBTRACT => {
+                        known(key)?;
+                        if !is_list_key(key) {
+                            return Err(invalid(format!(
+                                "Config value append is not allowed for config key: {key}"
+                            )));
+                        }
                         let current = overrides
                             .get(key)
                             .map(str::to_string)
