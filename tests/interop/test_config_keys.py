@@ -172,7 +172,10 @@ def test_create_and_alter_topics_with_kafka_keys(broker):
     for bad in ({"no.such.key": "1"}, {"min.cleanable.dirty.ratio": "1.5"},
                 {"segment.bytes": "1000"}, {"compression.gzip.level": "0"},
                 {"max.compaction.lag.ms": "0"}, {"segment.jitter.ms": "-1"},
-                {"follower.replication.throttled.replicas": "x"}, {"preallocate": "yes"}):
+                {"follower.replication.throttled.replicas": "x"}, {"preallocate": "yes"},
+                # checked together: lags in order; tiered storage needs the broker's
+                {"min.compaction.lag.ms": "2000", "max.compaction.lag.ms": "1000"},
+                {"remote.storage.enable": "true"}):
         assert create_code(a, bad) == INVALID_CONFIG, bad
 
     assert incremental(a, ResourceType.TOPIC, topic, "min.cleanable.dirty.ratio", "0.2") is None
@@ -181,6 +184,9 @@ def test_create_and_alter_topics_with_kafka_keys(broker):
     assert incremental(a, ResourceType.TOPIC, topic, "min.cleanable.dirty.ratio",
                        "2") == INVALID_CONFIG
     assert incremental(a, ResourceType.TOPIC, topic, "no.such.key", "1") == INVALID_CONFIG
+    # the topic's max.compaction.lag.ms is 60000
+    assert incremental(a, ResourceType.TOPIC, topic, "min.compaction.lag.ms",
+                       "60001") == INVALID_CONFIG
     assert incremental(a, ResourceType.TOPIC, topic, "retention.ms", "1",
                        AlterConfigOpType.APPEND) == INVALID_CONFIG
     configs = describe(a, ResourceType.TOPIC, topic)

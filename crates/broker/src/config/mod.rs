@@ -562,6 +562,43 @@ pub fn validate_topic_configs<'a>(
     Ok(map)
 }
 
+/// Checks a topic's whole configuration (its overrides over the broker's defaults) as Kafka's
+/// `LogConfig` does when topic configs change: `min.compaction.lag.ms` may not exceed
+/// `max.compaction.lag.ms`, and `remote.storage.enable` needs the broker's tiered storage
+/// (`remote.log.storage.system.enable`, which Shoal accepts but does not implement).
+///
+/// # Errors
+/// [`ConfigError::Invalid`] naming the offending key.
+pub fn check_topic_values(broker: &BrokerConfig, overrides: &ConfigMap) -> Result<(), ConfigError> {
+    let value = |key: &str| {
+        overrides
+            .get(key)
+            .map(str::to_string)
+            .or_else(|| broker.topic_default(key))
+            .unwrap_or_default()
+    };
+    let long = |key: &str| value(key).parse::<i64>().unwrap_or(0);
+    let (min_lag, max_lag) = (long("min.compaction.lag.ms"), long("max.compaction.lag.ms"));
+    if min_lag > max_lag {
+        return Err(ConfigError::Invalid {
+            name: "min.compaction.lag.ms".to_string(),
+            value: min_lag.to_string(),
+            reason: format!(
+                "conflicts with max.compaction.lag.ms ({max_lag}): it may not be larger"
+            ),
+        });
+    }
+    if value("remote.storage.enable") == "true" && !broker.bool("remote.log.storage.system.enable")
+    {
+        return Err(ConfigError::Invalid {
+            name: "remote.storage.enable".to_string(),
+            value: "true".to_string(),
+            reason: "tiered storage is disabled in the broker".to_string(),
+        });
+    }
+    Ok(())
+}
+
 /// Maps `SHOAL_NUM_PARTITIONS` to `num.partitions`; `None` for variables that are not config keys.
 pub fn env_key(var: &str) -> Option<String> {
     let rest = var.strip_prefix("SHOAL_")?;
@@ -809,5 +846,36 @@ mod tests {
             crate::topics::log_config(&broker, &overrides).segment_bytes,
             2_097_152
         );
+    }
+
+    #[test]
+    fn topic_values_are_checked_together() {
+        let broker = BrokerConfig::default();
+        let check = |pairs: &[(&str, &str)]| {
+            check_topic_values(
+                &broker,
+                &validate_topic_configs(pairs.iter().copied()).unwrap(),
+            )
+        };
+        assert!(check(&[]).is_ok());
+        assert!(check(&[
+            ("min.compaction.lag.ms", "1000"),
+            ("max.compaction.lag.ms", "1000")
+        ])
+        .is_ok());
+        assert!(check(&[
+            ("min.compaction.lag.ms", "2000"),
+            ("max.compaction.lag.ms", "1000")
+        ])
+        .is_err());
+        assert!(check(&[("remote.storage.enable", "false")]).is_ok());
+        assert!(check(&[("remote.storage.enable", "true")]).is_err());
+        // The broker's default takes part too.
+        let mut broker = BrokerConfig::default();
+        broker
+            .set("log.cleaner.max.compaction.lag.ms", "500")
+            .unwrap();
+        let overrides = validate_topic_configs([("min.compaction.lag.ms", "600")]).unwrap();
+        assert!(check_topic_values(&broker, &overrides).is_err());
     }
 }

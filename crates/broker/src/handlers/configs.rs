@@ -23,8 +23,8 @@ use shoal_protocol::ErrorCode;
 use super::str_bytes;
 use crate::broker::{AdminError, Broker};
 use crate::config::{
-    broker_config_def, topic_config_def, ConfigDef, ConfigMap, Type, Update, BROKER_CONFIGS,
-    TOPIC_CONFIGS,
+    broker_config_def, check_topic_values, topic_config_def, ConfigDef, ConfigMap, Type, Update,
+    BROKER_CONFIGS, TOPIC_CONFIGS,
 };
 use crate::group_configs::{self, group_config_def, GROUP_CONFIGS};
 
@@ -449,6 +449,8 @@ async fn alter_resource(
                 &|key| broker.current_config().topic_default(key),
                 &validate_topic_key,
             )?;
+            check_topic_values(&broker.current_config(), &updated)
+                .map_err(|e| invalid(e.to_string()))?;
             if validate_only {
                 return Ok(());
             }

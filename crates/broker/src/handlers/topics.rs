@@ -14,7 +14,9 @@ use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
 use crate::broker::{AdminError, Broker};
-use crate::config::{validate_topic_configs, ConfigError, ConfigMap, TOPIC_CONFIGS};
+use crate::config::{
+    check_topic_values, validate_topic_configs, ConfigError, ConfigMap, TOPIC_CONFIGS,
+};
 use crate::topics::{effective, validate_topic_name};
 
 /// Partitions per topic at most (a limit on everything).
@@ -93,6 +95,7 @@ fn check(
         pairs.push((k.as_str(), v.as_str()));
     }
     let overrides = validate_topic_configs(pairs).map_err(config_error)?;
+    check_topic_values(&broker.current_config(), &overrides).map_err(config_error)?;
     Ok((partitions as u32, overrides))
 }
 
