@@ -204,6 +204,21 @@ def test_broker_alters_dynamic_keys_only(broker):
     assert incremental(a, ResourceType.BROKER, NODE, "log.cleaner.min.cleanable.ratio",
                        "1.5") == INVALID_REQUEST
 
+    # A topic's compaction lags are checked against each other with the broker's value for the
+    # one it leaves out: this topic's 2000 > the broker's 1000 is refused.
+    assert incremental(a, ResourceType.BROKER, NODE, "log.cleaner.max.compaction.lag.ms",
+                       "1000") is None
+    try:
+        source = (SHOAL_DYNAMIC_BROKER_SOURCE if broker.target == "shoal"
+                  else ConfigSource.DYNAMIC_BROKER_CONFIG)
+        expected = ("1000", source.value, False)
+        assert wait_entry(a, "log.cleaner.max.compaction.lag.ms", expected) == expected
+        assert create_code(a, {"min.compaction.lag.ms": "2000"}) == INVALID_CONFIG
+        assert create_code(a, {"min.compaction.lag.ms": "1000"}) is None
+    finally:
+        assert incremental(a, ResourceType.BROKER, NODE, "log.cleaner.max.compaction.lag.ms",
+                           None, AlterConfigOpType.DELETE) is None
+
     assert incremental(a, ResourceType.BROKER, NODE, "log.cleaner.min.cleanable.ratio",
                        "0.3") is None
     try:
