@@ -54,7 +54,7 @@ pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
     t("remote.copy.lag.ms", long(-1, i64::MAX), Some("0"), Some("log.remote.copy.lag.ms"), "No effect (no tiered storage)."),
     t("remote.log.copy.disable", Kind::Bool, Some("false"), None, "No effect (no tiered storage)."),
     t("remote.log.delete.on.disable", Kind::Bool, Some("false"), None, "No effect (no tiered storage)."),
-    t("remote.storage.enable", Kind::Bool, Some("false"), None, "Tiered storage for this topic; no effect (no tiered storage)."),
+    t("remote.storage.enable", Kind::Bool, Some("false"), None, "Tiered storage for this topic: true is refused unless remote.log.storage.system.enable is set, and has no effect then (no tiered storage)."),
     t("retention.bytes", long(i64::MIN, i64::MAX), Some("-1"), Some("log.retention.bytes"), "Delete old segments above this size per partition; -1 keeps them."),
     t("retention.ms", long(-1, i64::MAX), Some("604800000"), Some("log.retention.ms"), "Delete segments older than this; -1 keeps them."),
     t("segment.bytes", int(1_048_576, I32_MAX), Some("1073741824"), Some("log.segment.bytes"), "Segment size before a roll."),
