@@ -706,3 +706,28 @@ GROUP_TYPES = {
     ]),
 }
 GROUP_KEYS = keys(GROUP_TYPES)
+
+# Group defaults (DescribeConfigs values of a group without overrides).
+GROUP_DEFAULTS = {
+    'consumer.assignment.interval.ms': '1000',
+    'consumer.heartbeat.interval.ms': '5000',
+    'consumer.session.timeout.ms': '45000',
+    'errors.deadletterqueue.copy.record.enable': 'false',
+    'errors.deadletterqueue.topic.name': '',
+    'share.assignment.interval.ms': '1000',
+    'share.auto.offset.reset': 'latest',
+    'share.delivery.count.limit': '5',
+    'share.heartbeat.interval.ms': '5000',
+    'share.isolation.level': 'read_uncommitted',
+    'share.partition.max.record.locks': '2000',
+    'share.record.lock.duration.ms': '30000',
+    'share.renew.acknowledge.enable': 'true',
+    'share.session.timeout.ms': '45000',
+    'streams.assignment.interval.ms': '1000',
+    'streams.assignor.name': 'sticky',
+    'streams.heartbeat.interval.ms': '5000',
+    'streams.initial.rebalance.delay.ms': '3000',
+    'streams.num.standby.replicas': '0',
+    'streams.rack.aware.assignment.tags': '',
+    'streams.session.timeout.ms': '45000',
+}
