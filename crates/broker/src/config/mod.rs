@@ -146,11 +146,6 @@ impl ConfigDef {
     pub fn sensitive(&self) -> bool {
         matches!(self.kind, Kind::Password)
     }
-
-    /// The default as DescribeConfigs shows it.
-    pub fn default_value(&self) -> Option<&'static str> {
-        self.default
-    }
 }
 
 // Shorthands the tables use.

@@ -5,7 +5,8 @@
 //! updates dynamically (per-broker ones only with the node id as resource name); altering a
 //! read-only key or giving a bad value is INVALID_REQUEST, as in Kafka. Shoal keeps one set of
 //! dynamic broker values, reported as DYNAMIC_DEFAULT_BROKER_CONFIG whichever resource name set
-//! them (decision 0007). Group resources take the keys of [`crate::group_configs`] through
+//! them (decision 0007); describing the name "" (the cluster default) lists only those values.
+//! APPEND and SUBTRACT apply to LIST keys only (INVALID_CONFIG otherwise). Group resources take the keys of [`crate::group_configs`] through
 //! IncrementalAlterConfigs only (as in Kafka, legacy AlterConfigs does not know them), whether
 //! or not the group exists. Keys Kafka marks internal are accepted but listed only when asked
 //! for by name; secrets (PASSWORD keys) are described as null and sensitive.
