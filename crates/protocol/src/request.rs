@@ -170,6 +170,8 @@ requests! {
     WriteTxnMarkers => m::WriteTxnMarkersRequest,
     TxnOffsetCommit => m::TxnOffsetCommitRequest,
     DescribeConfigs => m::DescribeConfigsRequest,
+    AlterReplicaLogDirs => m::AlterReplicaLogDirsRequest,
+    DescribeLogDirs => m::DescribeLogDirsRequest,
     AlterConfigs => m::AlterConfigsRequest,
     CreatePartitions => m::CreatePartitionsRequest,
     DeleteGroups => m::DeleteGroupsRequest,

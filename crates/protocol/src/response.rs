@@ -97,6 +97,8 @@ responses! {
     WriteTxnMarkers => m::WriteTxnMarkersResponse,
     TxnOffsetCommit => m::TxnOffsetCommitResponse,
     DescribeConfigs => m::DescribeConfigsResponse,
+    AlterReplicaLogDirs => m::AlterReplicaLogDirsResponse,
+    DescribeLogDirs => m::DescribeLogDirsResponse,
     AlterConfigs => m::AlterConfigsResponse,
     CreatePartitions => m::CreatePartitionsResponse,
     DeleteGroups => m::DeleteGroupsResponse,
