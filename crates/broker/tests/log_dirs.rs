@@ -206,3 +206,29 @@ async fn metadata_version_is_finalized_and_old_clients_see_no_zero_minimum() {
     }
     broker.stop().await;
 }
+
+/// UpdateFeatures v2 has no per-feature results: a refused update must be the request's error,
+/// or kafka-features reports "share.version was upgraded to 99." as Kafka never does.
+#[tokio::test]
+async fn update_features_v2_reports_a_refused_update_at_the_top() {
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    use kafka_protocol::messages::UpdateFeaturesRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let update = |level: i16| {
+        UpdateFeaturesRequest::default().with_feature_updates(vec![FeatureUpdateKey::default()
+            .with_feature(StrBytes::from_static_str("share.version"))
+            .with_max_version_level(level)
+            .with_upgrade_type(1)])
+    };
+    let refused = ErrorCode::INVALID_UPDATE_VERSION.code();
+    let answer = conn.request(2, &update(99)).await.unwrap();
+    assert_eq!(answer.error_code, refused);
+    assert!(answer.error_message.is_some());
+    let answer = conn.request(1, &update(99)).await.unwrap();
+    assert_eq!(answer.results[0].error_code, refused);
+    let answer = conn.request(2, &update(1)).await.unwrap();
+    assert_eq!(answer.error_code, 0);
+    broker.stop().await;
+}
