@@ -235,6 +235,14 @@ def test_consumer_groups_list_describe_reset_delete(broker, tools):
     assert done and done[0]["NEW-OFFSET"] == "3", done
     rows = table_rows(tools(GROUPS, *b, "--describe", "--group", g).stdout)
     assert (rows[0]["CURRENT-OFFSET"], rows[0]["LAG"]) == ("3", "7"), rows
+    listed = tools(GROUPS, *b, "--list", "--state").stdout
+    assert re.search(rf"^{re.escape(g)}\s+Empty\s*$", listed, re.M), listed
+    listed = tools(GROUPS, *b, "--list", "--type").stdout
+    assert re.search(rf"^{re.escape(g)}\s+Classic\s*$", listed, re.M), listed
+    out = tools(GROUPS, *b, "--delete-offsets", "--group", g, "--topic", t).stdout
+    assert f"Request succeeded for deleting offsets from group {g}." in out, out
+    rows = table_rows(out, first=("TOPIC",))
+    assert rows == [{"TOPIC": t, "PARTITION": "0", "STATUS": "Successful"}], out
     out = tools(GROUPS, *b, "--delete", "--group", g).stdout
     assert f"Deletion of requested consumer groups ('{g}') was successful." in out
     assert g not in tools(GROUPS, *b, "--list").stdout.split()
@@ -302,6 +310,11 @@ def test_features_describe_downgrade_upgrade(make_broker, tools):
     until(lambda: levels()[0]["share.version"][2] == "1", "share.version finalized at 1")
     bad = tools(FEATURES, *b, "upgrade", "--feature", "share.version=99", ok=False)
     assert bad.returncode != 0
+    out = tools(FEATURES, *b, "downgrade", "--feature", "transaction.version=1", "--dry-run").stdout
+    assert "transaction.version can be downgraded to 1." in out, out
+    out = tools(FEATURES, *b, "disable", "--feature", "share.version", "--dry-run").stdout
+    assert "share.version can be disabled." in out, out
+    assert levels()[0]["transaction.version"][2] == "2"
 
 
 # -------------------------------------------------------------- kafka-transactions
@@ -326,6 +339,11 @@ def test_transactions_list_describe_describe_producers(broker, tools):
         assert re.search(r"ProducerId\s+ProducerEpoch\s+LatestCoordinatorEpoch\s+LastSequence\s+"
                          r"LastTimestamp\s+CurrentTransactionStartOffset", prod), prod
         assert re.search(r"^\d+\s+\d+\s+\S+\s+0\s+\d+\s+0\s*$", prod, re.M), prod
+        # open for seconds only: not hanging (Kafka's threshold is transaction.max.timeout.ms)
+        hanging = tools(TRANSACTIONS, *b, "find-hanging", "--broker-id", 1).stdout
+        lines = [ln for ln in hanging.splitlines() if ln.strip()]
+        assert lines[0].split("\t")[:3] == ["Topic", "Partition", "ProducerId"], hanging
+        assert len(lines) == 1, hanging
     finally:
         p.commit_transaction(OP_TIMEOUT)
     until(lambda: re.search(rf"^{re.escape(txn_id)}\s+1\s+\d+\s+CompleteCommit\s*$",
