@@ -21,6 +21,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 
+import kwire
 from iutil import OP_TIMEOUT, create_topic, uniq
 
 BROKER_CONFIG = {"num.partitions": "1"}
@@ -385,6 +386,25 @@ def test_log_dirs_delete_records_get_offsets(broker, tools):
     assert re.search(rf"partition: {re.escape(t)}-0\s+low_watermark: 4", out), out
     assert offsets("--time", "earliest") == {"0": "4", "1": "0"}
     assert offsets("--partitions", 0) == {"0": "10"}
+
+
+def test_alter_replica_log_dirs_on_a_single_log_dir(broker, tools):
+    """AlterReplicaLogDirs (what kafka-reassign-partitions sends for log_dirs), raw v2: the
+    directory DescribeLogDirs reports is where every replica already is (0, or 3 for an unknown
+    partition); any other path, the same one with a trailing slash included, gets 57
+    LOG_DIR_NOT_FOUND for every partition, known or not."""
+    b = ["--bootstrap-server", broker.bootstrap]
+    t = create_topic(broker, uniq("tool-arld"), partitions=2)
+    out = tools(LOG_DIRS, *b, "--describe", "--topic-list", t).stdout
+    log_dir = json.loads(out.strip().splitlines()[-1])["brokers"][0]["logDirs"][0]["logDir"]
+    assert kwire.alter_replica_log_dirs(broker.bootstrap, log_dir, t, [0, 1, 9]) == {
+        (t, 0): 0, (t, 1): 0, (t, 9): 3}
+    assert kwire.alter_replica_log_dirs(broker.bootstrap, log_dir, "no-such-topic", [0]) == {
+        ("no-such-topic", 0): 3}
+    for other in ("/nonexistent", log_dir + "/"):
+        assert kwire.alter_replica_log_dirs(broker.bootstrap, other, t, [0]) == {(t, 0): 57}
+        assert kwire.alter_replica_log_dirs(broker.bootstrap, other, "no-such-topic", [0]) == {
+            ("no-such-topic", 0): 57}
 
 
 # -------------------------------------------------------------------- perf tools
