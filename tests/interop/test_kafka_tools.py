@@ -215,6 +215,16 @@ def test_consumer_groups_list_describe_reset_delete(broker, tools):
                 if got == 6:
                     c.commit(message=m, asynchronous=False)
         assert got == 6
+        # the live member, as DescribeGroups reports it
+        members = table_rows(tools(GROUPS, *b, "--describe", "--group", g, "--members",
+                                   "--verbose").stdout)
+        assert len(members) == 1, members
+        m = members[0]
+        assert (m["GROUP"], m["HOST"], m["CLIENT-ID"], m["#PARTITIONS"]) == (
+            g, "/127.0.0.1", "rdkafka", "1"), members
+        assert m["CURRENT-ASSIGNMENT"] == f"{t}:0", members
+        state = tools(GROUPS, *b, "--describe", "--group", g, "--state").stdout
+        assert re.search(rf"^{re.escape(g)}\s+\S+\s+\(1\)\s+range\s+Stable\s+1\s*$", state, re.M), state
     finally:
         c.close()
     assert g in tools(GROUPS, *b, "--list").stdout.split()
