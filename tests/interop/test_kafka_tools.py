@@ -4,7 +4,7 @@ Every tool command that applies to a single broker is run as the shell scripts r
 ``java -cp "$KAFKA_LIBS/*" <main class> ...``, bounded by TOOL_TIMEOUT, and each check looks at
 the exit code AND the printed content: kafka-topics (create / list / describe / alter
 partitions / delete), kafka-configs (topic, broker, group), kafka-consumer-groups (list /
-describe / reset-offsets / delete), kafka-share-groups (list / describe / reset-offsets /
+describe / reset-offsets / delete), kafka-share-groups (list / describe / reset-offsets / delete-offsets /
 delete), kafka-features (describe / downgrade / upgrade share.version), kafka-transactions
 (list / describe / describe-producers), kafka-log-dirs, kafka-delete-records, kafka-get-offsets,
 kafka-broker-api-versions, kafka-cluster (cluster-id) and the three perf tools with small record
@@ -287,6 +287,10 @@ def test_share_groups_and_share_consumer_perf(broker, tools):
         assert rows and rows[0]["NEW-OFFSET"] == expect, done
         rows = table_rows(tools(SHARE_GROUPS, *b, "--describe", "--group", g).stdout)
         assert rows[0]["START-OFFSET"] == expect, rows
+    out = tools(SHARE_GROUPS, *b, "--delete-offsets", "--group", g, "--topic", t).stdout
+    assert table_rows(out, first=("TOPIC",)) == [{"TOPIC": t, "STATUS": "Successful"}], out
+    out = tools(SHARE_GROUPS, *b, "--describe", "--group", g).stdout
+    assert f"Share group '{g}' has no offset information." in out, out
     out = tools(SHARE_GROUPS, *b, "--delete", "--group", g).stdout
     assert f"Deletion of requested share groups ('{g}') was successful." in out
     assert g not in tools(SHARE_GROUPS, *b, "--list").stdout.split()
