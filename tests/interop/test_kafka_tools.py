@@ -4,11 +4,12 @@ Every tool command that applies to a single broker is run as the shell scripts r
 ``java -cp "$KAFKA_LIBS/*" <main class> ...``, bounded by TOOL_TIMEOUT, and each check looks at
 the exit code AND the printed content: kafka-topics (create / list / describe / alter
 partitions / delete), kafka-configs (topic, broker, group), kafka-consumer-groups (list /
-describe / reset-offsets / delete), kafka-share-groups (list / describe / reset-offsets / delete-offsets /
-delete), kafka-features (describe / downgrade / upgrade share.version), kafka-transactions
-(list / describe / describe-producers), kafka-log-dirs, kafka-delete-records, kafka-get-offsets,
-kafka-broker-api-versions, kafka-cluster (cluster-id) and the three perf tools with small record
-counts. Validated against Kafka 4.4 first.
+describe / members / state / reset-offsets / delete-offsets / delete), kafka-share-groups
+(list / describe / reset-offsets / delete-offsets / delete), kafka-features (describe /
+downgrade / upgrade share.version, dry runs), kafka-transactions (list / describe /
+describe-producers / find-hanging), kafka-log-dirs, AlterReplicaLogDirs (raw),
+kafka-delete-records, kafka-get-offsets, kafka-broker-api-versions, kafka-cluster (cluster-id)
+and the three perf tools with small record counts. Validated against Kafka 4.4 first.
 """
 
 import json
@@ -131,10 +132,12 @@ def test_topics_create_list_describe_alter_delete(broker, tools):
     assert f"Created topic {t}." in out
     assert t in tools(TOPICS, *b, "--list").stdout.split()
     desc = tools(TOPICS, *b, "--describe", "--topic", t).stdout
-    assert re.search(rf"Topic: {t}\s+TopicId: \S+\s+PartitionCount: 2\s+ReplicationFactor: 1", desc), desc
+    assert re.search(rf"Topic: {t}\s+TopicId: \S+\s+PartitionCount: 2\s+"
+                     r"ReplicationFactor: 1", desc), desc
     assert "retention.ms=3600000" in desc
     for p in (0, 1):
-        assert re.search(rf"Topic: {t}\s+Partition: {p}\s+Leader: 1\s+Replicas: 1\s+Isr: 1", desc), desc
+        assert re.search(rf"Topic: {t}\s+Partition: {p}\s+Leader: 1\s+Replicas: 1\s+Isr: 1",
+                         desc), desc
     # creating it again fails with Kafka's message
     again = tools(TOPICS, *b, "--create", "--topic", t, "--partitions", 1, ok=False)
     assert again.returncode != 0
@@ -155,7 +158,8 @@ def test_configs_topic_broker_group(broker, tools):
     assert f"Completed updating config for topic {t}." in out
     desc = tools(CONFIGS, *b, "--describe", "--entity-type", "topics", "--entity-name", t).stdout
     assert f"Dynamic configs for topic {t} are:" in desc
-    assert "retention.ms=7200000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=7200000" in desc
+    assert ("retention.ms=7200000 sensitive=false "
+            "synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=7200000") in desc, desc
     assert "max.message.bytes=2000000" in desc
     tools(CONFIGS, *b, "--alter", "--entity-type", "topics", "--entity-name", t,
           "--delete-config", "max.message.bytes")
@@ -224,7 +228,8 @@ def test_consumer_groups_list_describe_reset_delete(broker, tools):
             g, "/127.0.0.1", "rdkafka", "1"), members
         assert m["CURRENT-ASSIGNMENT"] == f"{t}:0", members
         state = tools(GROUPS, *b, "--describe", "--group", g, "--state").stdout
-        assert re.search(rf"^{re.escape(g)}\s+\S+\s+\(1\)\s+range\s+Stable\s+1\s*$", state, re.M), state
+        assert re.search(rf"^{re.escape(g)}\s+\S+\s+\(1\)\s+range\s+Stable\s+1\s*$",
+                         state, re.M), state
     finally:
         c.close()
     assert g in tools(GROUPS, *b, "--list").stdout.split()
@@ -232,7 +237,8 @@ def test_consumer_groups_list_describe_reset_delete(broker, tools):
                  "describe rows")
     assert len(rows) == 1, rows
     assert rows[0]["GROUP"] == g and rows[0]["TOPIC"] == t and rows[0]["PARTITION"] == "0"
-    assert (rows[0]["CURRENT-OFFSET"], rows[0]["LOG-END-OFFSET"], rows[0]["LAG"]) == ("6", "10", "4")
+    row = rows[0]
+    assert (row["CURRENT-OFFSET"], row["LOG-END-OFFSET"], row["LAG"]) == ("6", "10", "4"), rows
     state = tools(GROUPS, *b, "--describe", "--group", g, "--state").stdout
     assert "Empty" in state, state
     # dry run, then execute
