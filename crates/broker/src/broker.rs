@@ -644,7 +644,12 @@ impl Broker {
     /// Finalized feature levels and their epoch (ApiVersions' FinalizedFeaturesEpoch).
     pub async fn features(&self) -> (std::collections::BTreeMap<String, i16>, i64) {
         let store = self.admin.lock().await;
-        (store.image.features.clone(), store.image.features_epoch)
+        let mut features = store.image.features.clone();
+        // Directories made before metadata.version was reported have no record of it.
+        features
+            .entry(crate::features::METADATA_VERSION.to_string())
+            .or_insert(crate::features::METADATA_VERSION_LEVEL);
+        (features, store.image.features_epoch)
     }
 
     /// A finalized feature level (0 when not finalized).

@@ -9,8 +9,8 @@ use shoal_protocol::{Request, RequestFrame, Response};
 
 use crate::broker::Broker;
 use crate::handlers::{
-    api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, metadata,
-    produce, share_admin, share_fetch, share_groups, topics, txn,
+    api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, log_dirs,
+    metadata, produce, share_admin, share_fetch, share_groups, topics, txn,
 };
 
 /// What a handler may need to know about the connection.
@@ -57,7 +57,7 @@ async fn respond(
     let response: Response = match &frame.body {
         Request::ApiVersions(r) => {
             let (finalized, epoch) = broker.features().await;
-            api_versions::handle(&broker.api_table(), r, &finalized, epoch).into()
+            api_versions::handle(&broker.api_table(), version, r, &finalized, epoch).into()
         }
         Request::UpdateFeatures(r) => {
             crate::handlers::features::update_features(broker, version, r)
@@ -72,6 +72,8 @@ async fn respond(
         Request::DeleteTopics(r) => topics::delete_topics(broker, version, r).await.into(),
         Request::CreatePartitions(r) => topics::create_partitions(broker, r).await.into(),
         Request::DescribeConfigs(r) => configs::describe(broker, r).into(),
+        Request::DescribeLogDirs(r) => log_dirs::describe_log_dirs(broker, r).into(),
+        Request::AlterReplicaLogDirs(r) => log_dirs::alter_replica_log_dirs(broker, r).into(),
         Request::AlterConfigs(r) => configs::alter(broker, r).await.into(),
         Request::IncrementalAlterConfigs(r) => configs::incremental_alter(broker, r).await.into(),
         Request::InitProducerId(r) => init_producer_id::handle(broker, version, r).await.into(),

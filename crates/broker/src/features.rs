@@ -9,6 +9,13 @@
 /// Feature names.
 pub const TRANSACTION_VERSION: &str = "transaction.version";
 pub const SHARE_VERSION: &str = "share.version";
+pub const METADATA_VERSION: &str = "metadata.version";
+
+/// Kafka 4.4's newest `metadata.version` level, 4.4-IV2: the level whose behaviour this broker
+/// answers with. It is the only level supported and always finalized: a single node has no
+/// metadata quorum to upgrade in steps, and no behaviour here depends on an older level
+/// (decision 0006).
+pub const METADATA_VERSION_LEVEL: i16 = 33;
 
 /// A feature this broker knows, with its supported range and the level a new directory gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +28,12 @@ pub struct FeatureSpec {
 
 /// Every feature this broker supports.
 pub const FEATURES: &[FeatureSpec] = &[
+    FeatureSpec {
+        name: METADATA_VERSION,
+        min: METADATA_VERSION_LEVEL,
+        max: METADATA_VERSION_LEVEL,
+        default_level: METADATA_VERSION_LEVEL,
+    },
     FeatureSpec {
         name: SHARE_VERSION,
         min: 0,
@@ -83,5 +96,8 @@ mod tests {
         assert!(check_update(TRANSACTION_VERSION, 2, 0, UNSAFE_DOWNGRADE).is_ok());
         assert!(check_update(SHARE_VERSION, 0, 1, UPGRADE).is_ok());
         assert!(check_update(SHARE_VERSION, 1, 2, UPGRADE).is_err());
+        assert!(check_update(METADATA_VERSION, 33, 33, UPGRADE).is_ok());
+        assert!(check_update(METADATA_VERSION, 33, 32, UNSAFE_DOWNGRADE).is_err());
+        assert!(check_update(METADATA_VERSION, 33, 34, UPGRADE).is_err());
     }
 }

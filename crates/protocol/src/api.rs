@@ -5,21 +5,32 @@
 //! its table from [`ApiTable`] and adds or removes keys with the finalized feature levels.
 
 use kafka_protocol::messages::ApiKey;
-use kafka_protocol::protocol::{Message, VersionRange};
+use kafka_protocol::protocol::VersionRange;
 
-use crate::share;
-
-/// The versions the codec decodes and encodes for `api_key`: `kafka-protocol`'s range
-/// ([`ApiKey::valid_versions`]), except for the share RPCs whose codecs are this crate's own
-/// ([`crate::share`]): ShareFetch and ShareAcknowledge 1-2, DescribeShareGroupOffsets 0-1.
-/// [`crate::decode_request`] refuses versions outside it.
-pub fn codec_versions(api_key: ApiKey) -> VersionRange {
-    match api_key {
-        ApiKey::ShareFetch => share::ShareFetchRequest::VERSIONS,
-        ApiKey::ShareAcknowledge => share::ShareAcknowledgeRequest::VERSIONS,
-        ApiKey::DescribeShareGroupOffsets => share::DescribeShareGroupOffsetsRequest::VERSIONS,
-        _ => api_key.valid_versions(),
-    }
+/// The versions this crate decodes requests and encodes responses at for `api_key`, or `None`
+/// when it has no codec for the key.
+///
+/// This is the intersection of three ranges, all of which must hold for a version to be served:
+/// [`ApiKey::valid_versions`] (kafka-protocol's table, which follows Kafka's JSON schemas), the
+/// request type's own `VERSIONS` (what its decoder accepts) and the response type's `VERSIONS`
+/// (what its encoder writes). They differ: kafka-protocol 0.18 lists OffsetCommit 2-10 and
+/// OffsetFetch 1-10 in `valid_versions` but its request types decode only to v9, and
+/// InitProducerId responses go to v6 while its requests stop at v5. The share RPCs use this
+/// crate's own codecs ([`crate::share`]). [`crate::decode_request`] refuses versions outside
+/// the range, and [`ApiTable`] cannot hold one.
+pub fn codec_versions(api_key: ApiKey) -> Option<VersionRange> {
+    let codec = crate::request::message_versions(api_key)?;
+    let range = match api_key {
+        ApiKey::ShareFetch | ApiKey::ShareAcknowledge | ApiKey::DescribeShareGroupOffsets => codec,
+        _ => {
+            let listed = api_key.valid_versions();
+            VersionRange {
+                min: codec.min.max(listed.min),
+                max: codec.max.min(listed.max),
+            }
+        }
+    };
+    (range.min <= range.max).then_some(range)
 }
 
 /// One advertised api key with its inclusive version range.
@@ -31,14 +42,14 @@ pub struct ApiRange {
 }
 
 impl ApiRange {
-    /// The range the codec can decode for `api_key` ([`codec_versions`]).
-    pub fn full(api_key: ApiKey) -> Self {
-        let range = codec_versions(api_key);
-        Self {
+    /// The range the codec can decode for `api_key` ([`codec_versions`]), `None` when it has no
+    /// codec for the key.
+    pub fn full(api_key: ApiKey) -> Option<Self> {
+        codec_versions(api_key).map(|range| Self {
             api_key,
             min: range.min,
             max: range.max,
-        }
+        })
     }
 
     pub fn contains(&self, version: i16) -> bool {
@@ -62,8 +73,13 @@ impl ApiTable {
     }
 
     /// Adds `api_key` at every version the codec can decode ([`codec_versions`]).
+    ///
+    /// # Panics
+    /// If this crate has no codec for `api_key` (a programming error: it could not be served).
     pub fn with(mut self, api_key: ApiKey) -> Self {
-        self.insert(ApiRange::full(api_key));
+        let full = ApiRange::full(api_key)
+            .unwrap_or_else(|| panic!("{api_key:?} has no codec and cannot be advertised"));
+        self.insert(full);
         self
     }
 
@@ -72,7 +88,8 @@ impl ApiTable {
     /// # Panics
     /// If the range is empty or outside what the codec decodes (a programming error).
     pub fn with_range(mut self, api_key: ApiKey, min: i16, max: i16) -> Self {
-        let full = ApiRange::full(api_key);
+        let full = ApiRange::full(api_key)
+            .unwrap_or_else(|| panic!("{api_key:?} has no codec and cannot be advertised"));
         assert!(min <= max, "empty range for {api_key:?}");
         assert!(
             full.min <= min && max <= full.max,
@@ -104,7 +121,8 @@ impl ApiTable {
     pub fn serves(&self, api_key: i16, version: i16) -> bool {
         match self.get(api_key) {
             Some(range) => {
-                range.contains(version) && ApiRange::full(range.api_key).contains(version)
+                range.contains(version)
+                    && ApiRange::full(range.api_key).is_some_and(|full| full.contains(version))
             }
             None => false,
         }
@@ -151,5 +169,81 @@ mod tests {
             .map(|r| (r.api_key as i16, r.max))
             .collect();
         assert_eq!(keys, vec![(0, 13), (3, 2)]);
+    }
+
+    fn range(api_key: ApiKey) -> (i16, i16) {
+        let r = codec_versions(api_key).unwrap();
+        (r.min, r.max)
+    }
+
+    #[test]
+    fn ranges_stop_where_the_message_types_stop() {
+        // kafka-protocol 0.18 lists v10 for both in ApiKey::valid_versions, but its request
+        // types decode only to v9: an advertised v10 closed every krafka consumer's connection.
+        assert_eq!(ApiKey::OffsetFetch.valid_versions().max, 10);
+        assert_eq!(range(ApiKey::OffsetFetch), (1, 9));
+        assert_eq!(ApiKey::OffsetCommit.valid_versions().max, 10);
+        assert_eq!(range(ApiKey::OffsetCommit), (2, 9));
+        // The response type goes to v6, the request type stops at v5.
+        assert_eq!(range(ApiKey::InitProducerId), (0, 5));
+        // Keys without a codec have no range and cannot enter a table.
+        assert_eq!(codec_versions(ApiKey::Vote), None);
+        assert!(ApiRange::full(ApiKey::Vote).is_none());
+        assert!(!ApiTable::new().serves(ApiKey::Vote as i16, 0));
+    }
+
+    #[test]
+    #[should_panic(expected = "outside the codec")]
+    fn a_range_beyond_the_codec_cannot_be_added() {
+        let _ = ApiTable::new().with_range(ApiKey::OffsetFetch, 1, 10);
+    }
+
+    #[test]
+    #[should_panic(expected = "has no codec")]
+    fn a_key_without_codec_cannot_be_added() {
+        let _ = ApiTable::new().with(ApiKey::Vote);
+    }
+
+    /// Every version of every key with a codec: a default request encodes, decodes back
+    /// through [`crate::decode_request`], and one version past each end is refused.
+    #[test]
+    fn every_codec_version_round_trips_a_default_request() {
+        use crate::request::{decode_request, encode_request, Request, RequestError};
+        let mut keys = 0;
+        for key in 0i16..200 {
+            let Ok(api_key) = ApiKey::try_from(key) else {
+                continue;
+            };
+            let Some(r) = codec_versions(api_key) else {
+                assert!(Request::default_for(api_key).is_none(), "{api_key:?}");
+                continue;
+            };
+            keys += 1;
+            let request = Request::default_for(api_key).unwrap();
+            for version in r.min..=r.max {
+                let mut buf = bytes::BytesMut::new();
+                encode_request(&mut buf, 9, version, &request)
+                    .unwrap_or_else(|e| panic!("{api_key:?} v{version} encode: {e}"));
+                let frame = decode_request(buf.freeze())
+                    .unwrap_or_else(|e| panic!("{api_key:?} v{version} decode: {e}"));
+                assert_eq!(frame.api_key, api_key);
+                assert_eq!(frame.version(), version);
+            }
+            for version in [r.min - 1, r.max + 1] {
+                let mut buf = bytes::BytesMut::new();
+                buf.extend_from_slice(&key.to_be_bytes());
+                buf.extend_from_slice(&version.to_be_bytes());
+                buf.extend_from_slice(&9i32.to_be_bytes());
+                buf.extend_from_slice(&[0xff, 0xff, 0]);
+                assert!(
+                    matches!(
+                        decode_request(buf.freeze()),
+                        Err(RequestError::UnsupportedVersion { .. })
+                    ),
+                    "{api_key:?} v{version}"
+                );
+            }
+        }
+        assert!(keys > 40, "{keys} keys with a codec");
     }
 }

@@ -4,9 +4,9 @@
 //! unsupported ApiVersions with the v0 fallback and close the connection for anything else it
 //! does not serve, exactly as Kafka does; only then is the body decoded.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{self as m, ApiKey, RequestHeader};
-use kafka_protocol::protocol::{Decodable, HeaderVersion};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, VersionRange};
 
 use crate::api::codec_versions;
 use crate::share;
@@ -88,11 +88,42 @@ macro_rules! requests {
                     $(Request::$variant(_) => ApiKey::$variant,)*
                 }
             }
+
+            /// A request of `api_key` with every field at its default, `None` when this crate
+            /// has no codec for the key (for tests that walk the whole ApiVersions table).
+            pub fn default_for(api_key: ApiKey) -> Option<Request> {
+                match api_key {
+                    $(ApiKey::$variant => Some(Request::$variant(<$ty>::default())),)*
+                    _ => None,
+                }
+            }
+
+            /// Encodes the body alone at `version`.
+            ///
+            /// # Errors
+            /// When a field this version cannot carry is set, or the version is unknown.
+            pub fn encode_body(&self, buf: &mut BytesMut, version: i16) -> anyhow::Result<()> {
+                match self {
+                    $(Request::$variant(body) => Encodable::encode(body, buf, version),)*
+                }
+            }
         }
 
         fn header_version(api_key: ApiKey, api_version: i16) -> Option<i16> {
             match api_key {
                 $(ApiKey::$variant => Some(<$ty as HeaderVersion>::header_version(api_version)),)*
+                _ => None,
+            }
+        }
+
+        /// The versions both the request decoder and the response encoder of `api_key`
+        /// handle, or `None` when this crate has no codec for it.
+        pub(crate) fn message_versions(api_key: ApiKey) -> Option<VersionRange> {
+            match api_key {
+                $(ApiKey::$variant => Some(intersect(
+                    <$ty as Message>::VERSIONS,
+                    <<$ty as kafka_protocol::protocol::Request>::Response as Message>::VERSIONS,
+                )),)*
                 _ => None,
             }
         }
@@ -104,6 +135,13 @@ macro_rules! requests {
             }
         }
     };
+}
+
+fn intersect(a: VersionRange, b: VersionRange) -> VersionRange {
+    VersionRange {
+        min: a.min.max(b.min),
+        max: a.max.min(b.max),
+    }
 }
 
 requests! {
@@ -132,6 +170,8 @@ requests! {
     WriteTxnMarkers => m::WriteTxnMarkersRequest,
     TxnOffsetCommit => m::TxnOffsetCommitRequest,
     DescribeConfigs => m::DescribeConfigsRequest,
+    AlterReplicaLogDirs => m::AlterReplicaLogDirsRequest,
+    DescribeLogDirs => m::DescribeLogDirsRequest,
     AlterConfigs => m::AlterConfigsRequest,
     CreatePartitions => m::CreatePartitionsRequest,
     DeleteGroups => m::DeleteGroupsRequest,
@@ -169,7 +209,9 @@ pub fn decode_request(frame: Bytes) -> Result<RequestFrame, RequestError> {
         api_version: peeked.api_version,
         correlation_id: peeked.correlation_id,
     };
-    let range = codec_versions(api_key);
+    let Some(range) = codec_versions(api_key) else {
+        return Err(unsupported());
+    };
     if peeked.api_version < range.min || peeked.api_version > range.max {
         return Err(unsupported());
     }
@@ -196,4 +238,30 @@ pub fn decode_request(frame: Bytes) -> Result<RequestFrame, RequestError> {
         api_key,
         body,
     })
+}
+
+/// Encodes a whole request frame without its size prefix: the header (at the version the api
+/// key and version call for) and the body. The inverse of [`decode_request`], for clients and
+/// tests.
+///
+/// # Errors
+/// When the body cannot be encoded at `version`.
+pub fn encode_request(
+    buf: &mut BytesMut,
+    correlation_id: i32,
+    version: i16,
+    request: &Request,
+) -> anyhow::Result<()> {
+    let api_key = request.api_key();
+    let header_version = header_version(api_key, version)
+        .ok_or_else(|| anyhow::anyhow!("no codec for {api_key:?}"))?;
+    RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(kafka_protocol::protocol::StrBytes::from_static_str(
+            "shoal",
+        )))
+        .encode(buf, header_version)?;
+    request.encode_body(buf, version)
 }

@@ -1,8 +1,8 @@
 //! Response encoding: `[size][response header][body]` into a caller-owned buffer.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{self as m, ApiKey, ResponseHeader};
-use kafka_protocol::protocol::{Encodable, HeaderVersion};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
 use crate::share;
 
@@ -33,6 +33,34 @@ macro_rules! responses {
                     $(Response::$variant(body) => body.encode(buf, version),)*
                 }
             }
+        }
+
+        /// Decodes a response frame (without its size prefix) of `api_key` at `version` into
+        /// its correlation id and body: the inverse of [`encode_response`], for clients and
+        /// tests.
+        ///
+        /// # Errors
+        /// An api key without a codec, or bytes that do not decode at `version` (trailing
+        /// bytes included).
+        pub fn decode_response(
+            api_key: ApiKey,
+            version: i16,
+            mut frame: Bytes,
+        ) -> anyhow::Result<(i32, Response)> {
+            let (header_version, decode): (i16, fn(&mut Bytes, i16) -> anyhow::Result<Response>) =
+                match api_key {
+                    $(ApiKey::$variant => (
+                        <$ty as HeaderVersion>::header_version(version),
+                        |buf, version| <$ty as Decodable>::decode(buf, version).map(Response::$variant),
+                    ),)*
+                    _ => anyhow::bail!("no codec for {api_key:?}"),
+                };
+            let header = ResponseHeader::decode(&mut frame, header_version)?;
+            let body = decode(&mut frame, version)?;
+            if !frame.is_empty() {
+                anyhow::bail!("{} bytes after the {api_key:?} v{version} response", frame.len());
+            }
+            Ok((header.correlation_id, body))
         }
 
         $(impl From<$ty> for Response {
@@ -69,6 +97,8 @@ responses! {
     WriteTxnMarkers => m::WriteTxnMarkersResponse,
     TxnOffsetCommit => m::TxnOffsetCommitResponse,
     DescribeConfigs => m::DescribeConfigsResponse,
+    AlterReplicaLogDirs => m::AlterReplicaLogDirsResponse,
+    DescribeLogDirs => m::DescribeLogDirsResponse,
     AlterConfigs => m::AlterConfigsResponse,
     CreatePartitions => m::CreatePartitionsResponse,
     DeleteGroups => m::DeleteGroupsResponse,

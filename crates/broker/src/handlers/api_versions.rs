@@ -41,6 +41,8 @@ pub fn broker_api_table() -> ApiTable {
         ApiKey::DeleteTopics,
         ApiKey::DeleteRecords,
         ApiKey::DescribeConfigs,
+        ApiKey::AlterReplicaLogDirs,
+        ApiKey::DescribeLogDirs,
         ApiKey::AlterConfigs,
         ApiKey::CreatePartitions,
         ApiKey::DeleteGroups,
@@ -56,11 +58,12 @@ pub fn broker_api_table() -> ApiTable {
         ApiKey::UpdateFeatures,
         ApiKey::DescribeProducers,
         ApiKey::WriteTxnMarkers,
+        // Versions stop where the codec stops (ApiTable::with): v5, as the request type does
+        // although the response type goes to v6 (KIP-939 two-phase commit).
+        ApiKey::InitProducerId,
     ]
     .into_iter()
     .fold(ApiTable::new(), ApiTable::with)
-    // The codec's responses go to v6 (KIP-939 two-phase commit) but its requests stop at v5.
-    .with_range(ApiKey::InitProducerId, 0, 5)
 }
 
 fn api_keys(table: &ApiTable) -> Vec<ApiVersion> {
@@ -76,14 +79,19 @@ fn api_keys(table: &ApiTable) -> Vec<ApiVersion> {
 }
 
 /// ApiVersions with the supported and finalized feature levels (v3+ carries them).
+///
+/// Below v4 the supported features whose minimum level is 0 are left out, as Kafka does:
+/// clients older than ApiVersions v4 (Kafka 3.9) refuse a supported range starting at 0.
 pub fn handle(
     table: &ApiTable,
+    version: i16,
     _request: &ApiVersionsRequest,
     finalized: &std::collections::BTreeMap<String, i16>,
     finalized_epoch: i64,
 ) -> ApiVersionsResponse {
     let supported = crate::features::FEATURES
         .iter()
+        .filter(|f| version >= 4 || f.min > 0)
         .map(|f| {
             SupportedFeatureKey::default()
                 .with_name(super::str_bytes(f.name))

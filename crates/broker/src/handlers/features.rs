@@ -61,5 +61,14 @@ pub async fn update_features(
             }
         }
     }
-    UpdateFeaturesResponse::default().with_results(results)
+    // v2 carries no per-feature results: the first failure is the request's error, else a
+    // client reports the update as done (kafka-features printed "upgraded to 99").
+    let mut response = UpdateFeaturesResponse::default();
+    if version >= 2 {
+        if let Some(failed) = results.iter().find(|r| r.error_code != 0) {
+            response.error_code = failed.error_code;
+            response.error_message = failed.error_message.clone();
+        }
+    }
+    response.with_results(results)
 }

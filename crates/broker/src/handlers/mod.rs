@@ -9,6 +9,7 @@ pub mod fetch;
 pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
+pub mod log_dirs;
 pub mod metadata;
 pub mod produce;
 pub mod producers;
