@@ -1,0 +1,508 @@
+//! krafka (0.28, a pure-Rust Kafka client) driven against a broker, one scenario per run.
+//!
+//! The interop suite (`tests/interop/test_krafka.py`) starts the broker (Shoal, or Apache Kafka
+//! with `INTEROP_TARGET=kafka`), runs this binary once per step and checks what it prints:
+//! one fact per line, space-separated, so a failing assertion shows the whole exchange.
+//! Nothing here decides pass or fail beyond "the call returned an error": the expectations live in
+//! the pytest file, next to the ones for confluent-kafka and kafka-python.
+//!
+//! ```text
+//! shoal-krafka-interop BOOTSTRAP produce TOPIC COUNT CODEC      -> ack P OFFSET KEY
+//! shoal-krafka-interop BOOTSTRAP consume TOPIC GROUP COUNT [--isolation committed|uncommitted]
+//!                                        [--max-poll N]          -> rec P OFFSET KEY VALUE HEADER
+//! shoal-krafka-interop BOOTSTRAP txn TOPIC TXID                  -> commit|abort KEY@P:OFFSET...
+//! shoal-krafka-interop BOOTSTRAP admin-topics TOPIC              -> one line per admin answer
+//! shoal-krafka-interop BOOTSTRAP admin-groups GROUP TOPIC        -> one line per admin answer
+//! ```
+//!
+//! Every run is bounded (`--deadline SECS`, default 60): a client that hangs fails the step.
+
+use std::collections::{BTreeMap, HashMap};
+use std::error::Error;
+use std::time::Duration;
+
+use krafka::admin::{
+    AdminClient, ConfigOp, ConfigResource, ConsumerGroupLagOptions, CreatePartitionsOptions,
+    CreateTopicsOptions, DeleteConsumerGroupsOptions, DeleteTopicsOptions, DescribeClusterOptions,
+    DescribeConfigsOptions, DescribeConsumerGroupsOptions, DescribeTopicsOptions,
+    IncrementalAlterConfigsOptions, ListConsumerGroupOffsetsOptions, ListConsumerGroupsOptions,
+    ListTopicsOptions, NewTopic,
+};
+use krafka::consumer::{AutoOffsetReset, IsolationLevel};
+use krafka::{Compression, Kafka, KrafkaError, Record};
+
+type BoxResult<T> = Result<T, Box<dyn Error>>;
+
+struct Args {
+    positional: Vec<String>,
+    options: HashMap<String, String>,
+}
+
+impl Args {
+    fn parse() -> BoxResult<Self> {
+        let mut positional = Vec::new();
+        let mut options = HashMap::new();
+        let mut it = std::env::args().skip(1);
+        while let Some(arg) = it.next() {
+            if let Some(name) = arg.strip_prefix("--") {
+                let value = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
+                options.insert(name.to_string(), value);
+            } else {
+                positional.push(arg);
+            }
+        }
+        Ok(Self {
+            positional,
+            options,
+        })
+    }
+
+    fn pos(&self, index: usize, what: &str) -> BoxResult<&str> {
+        self.positional
+            .get(index)
+            .map(String::as_str)
+            .ok_or_else(|| format!("missing argument {index}: {what}").into())
+    }
+
+    fn opt<T: std::str::FromStr>(&self, name: &str, default: T) -> BoxResult<T> {
+        match self.options.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("--{name}: cannot parse {v:?}").into()),
+        }
+    }
+}
+
+/// The Kafka error code of a failed call, or `other` with the message.
+fn code(e: &KrafkaError) -> String {
+    match e {
+        KrafkaError::Broker { code, .. } => code.to_i16().to_string(),
+        other => format!("other:{}", other.to_string().replace(' ', "_")),
+    }
+}
+
+fn text(b: &Option<bytes::Bytes>) -> String {
+    match b {
+        None => "-".to_string(),
+        Some(b) => String::from_utf8_lossy(b).into_owned(),
+    }
+}
+
+fn codec(name: &str) -> BoxResult<Compression> {
+    Ok(match name {
+        "none" => Compression::None,
+        "gzip" => Compression::Gzip,
+        "snappy" => Compression::Snappy,
+        "lz4" => Compression::Lz4,
+        "zstd" => Compression::Zstd,
+        other => return Err(format!("unknown codec {other}").into()),
+    })
+}
+
+/// COUNT records `k{i}` -> `v{i}` with header `i` = `{i}`, pipelined (so batches hold several
+/// records and compression applies to real batches), default partitioner (murmur2 on the key).
+async fn produce(kafka: &Kafka, args: &Args) -> BoxResult<()> {
+    let topic = args.pos(2, "topic")?;
+    let count: usize = args.pos(3, "count")?.parse()?;
+    let producer = kafka
+        .producer()
+        .compression(codec(args.pos(4, "codec")?)?)
+        .linger(Duration::from_millis(20))
+        .build()
+        .await?;
+    let mut handles = Vec::with_capacity(count);
+    for i in 0..count {
+        let record = Record::new(topic, format!("v{i}"))
+            .key(format!("k{i}"))
+            .header("i", i.to_string());
+        handles.push((i, producer.enqueue(record).await?));
+    }
+    for (i, handle) in handles {
+        let meta = handle.await?;
+        println!("ack {} {} k{i}", meta.partition, meta.offset);
+    }
+    producer.close().await?;
+    Ok(())
+}
+
+/// Subscribe in GROUP (classic protocol, earliest, no auto-commit) and read until at least COUNT
+/// records; then commit the positions, print them and leave the group.
+async fn consume(kafka: &Kafka, args: &Args) -> BoxResult<()> {
+    let topic = args.pos(2, "topic")?;
+    let group = args.pos(3, "group")?;
+    let count: usize = args.pos(4, "count")?.parse()?;
+    let isolation = match args.opt("isolation", "uncommitted".to_string())?.as_str() {
+        "committed" => IsolationLevel::ReadCommitted,
+        "uncommitted" => IsolationLevel::ReadUncommitted,
+        other => return Err(format!("unknown isolation {other}").into()),
+    };
+    let consumer = kafka
+        .consumer(group)
+        .auto_offset_reset(AutoOffsetReset::Earliest)
+        .enable_auto_commit(false)
+        .isolation_level(isolation)
+        .max_poll_records(args.opt("max-poll", 500)?)
+        .build()
+        .await?;
+    consumer.subscribe([topic]).await?;
+    let mut seen = 0;
+    while seen < count {
+        for r in consumer.poll(Duration::from_secs(1)).await? {
+            let header = r
+                .headers
+                .iter()
+                .map(|(k, v)| format!("{k}={}", text(v)))
+                .collect::<Vec<_>>()
+                .join(",");
+            println!(
+                "rec {} {} {} {} {}",
+                r.partition,
+                r.offset,
+                text(&r.key),
+                text(&r.value),
+                if header.is_empty() { "-" } else { &header }
+            );
+            seen += 1;
+        }
+    }
+    consumer.commit().await?;
+    let mut positions = BTreeMap::new();
+    for (t, partitions) in consumer.assignment().await {
+        for p in partitions {
+            if let Some(pos) = consumer.position(&t, p).await {
+                positions.insert(p, pos);
+            }
+        }
+    }
+    for (p, pos) in positions {
+        println!("position {p} {pos}");
+    }
+    consumer.close().await?;
+    Ok(())
+}
+
+/// One transactional producer, three transactions on TOPIC: c0..c4 committed, a0..a4 aborted,
+/// c5..c9 committed.
+async fn txn(kafka: &Kafka, args: &Args) -> BoxResult<()> {
+    let topic = args.pos(2, "topic")?;
+    let txid = args.pos(3, "transactional id")?;
+    let producer = kafka.producer().build_transactional(txid).await?;
+    for (prefix, range, commit) in [("c", 0..5, true), ("a", 0..5, false), ("c", 5..10, true)] {
+        producer.begin()?;
+        let mut keys = Vec::new();
+        for i in range {
+            let key = format!("{prefix}{i}");
+            let meta = producer
+                .send(Record::new(topic, format!("value-{key}")).key(key.clone()))
+                .await?;
+            keys.push(format!("{key}@{}:{}", meta.partition, meta.offset));
+        }
+        if commit {
+            producer.commit().await?;
+            println!("commit {}", keys.join(" "));
+        } else {
+            producer.abort().await?;
+            println!("abort {}", keys.join(" "));
+        }
+    }
+    producer.close().await?;
+    Ok(())
+}
+
+fn print_result<E: std::borrow::Borrow<KrafkaError>>(what: &str, name: &str, r: Result<(), E>) {
+    match r {
+        Ok(()) => println!("{what} {name} ok"),
+        Err(e) => println!("{what} {name} err {}", code(e.borrow())),
+    }
+}
+
+async fn describe_topic_configs(admin: &AdminClient, topic: &str, keys: &[&str]) -> BoxResult<()> {
+    let res = admin
+        .describe_configs(
+            [ConfigResource::topic(topic)],
+            DescribeConfigsOptions::default(),
+        )
+        .await?;
+    for (_, entries) in res {
+        for e in entries? {
+            if keys.contains(&e.name.as_str()) {
+                println!(
+                    "config {} {} source={}",
+                    e.name,
+                    e.value.as_deref().unwrap_or("-"),
+                    e.config_source
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Topics and configs: create (and create again), list, describe, describe/alter configs,
+/// create partitions, broker configs, delete, describe after delete.
+async fn admin_topics(kafka: &Kafka, args: &Args) -> BoxResult<()> {
+    let topic = args.pos(2, "topic")?;
+    let admin = kafka.admin();
+
+    let cluster = admin
+        .describe_cluster(DescribeClusterOptions::default())
+        .await?;
+    println!(
+        "cluster brokers={} controller={}",
+        cluster.brokers.len(),
+        cluster.controller_id
+    );
+    let broker_id = cluster.brokers.first().map(|b| b.id).ok_or("no broker")?;
+
+    for attempt in ["first", "again"] {
+        let new = NewTopic::new(topic, 3, 1)?.with_config("retention.ms", "3600000");
+        for (name, r) in admin
+            .create_topics([new], CreateTopicsOptions::default())
+            .await?
+        {
+            print_result(&format!("create-{attempt}"), &name, r);
+        }
+    }
+    let bad = NewTopic::new(format!("{topic}-badconf"), 1, 1)?.with_config("no.such.key", "1");
+    for (name, r) in admin
+        .create_topics([bad], CreateTopicsOptions::default())
+        .await?
+    {
+        print_result("create-badconf", &name, r);
+    }
+
+    let listed = admin.list_topics(ListTopicsOptions::default()).await?;
+    println!("listed {}", listed.iter().any(|t| t == topic));
+
+    for (name, d) in admin
+        .describe_topics([topic], DescribeTopicsOptions::default())
+        .await?
+    {
+        let d = d?;
+        let leaders: Vec<String> = d
+            .partitions
+            .iter()
+            .map(|p| format!("{}:{}", p.partition, p.leader.unwrap_or(-1)))
+            .collect();
+        println!(
+            "describe {name} partitions={} internal={} leaders={}",
+            d.partitions.len(),
+            d.is_internal,
+            leaders.join(",")
+        );
+    }
+
+    let keys = ["retention.ms", "cleanup.policy", "max.message.bytes"];
+    describe_topic_configs(&admin, topic, &keys).await?;
+    for (_, r) in admin
+        .incremental_alter_configs(
+            [(
+                ConfigResource::topic(topic),
+                vec![
+                    ConfigOp::set("cleanup.policy", "compact"),
+                    ConfigOp::delete("retention.ms"),
+                ],
+            )],
+            IncrementalAlterConfigsOptions::default(),
+        )
+        .await?
+    {
+        print_result("alter", topic, r);
+    }
+    println!("after-alter");
+    describe_topic_configs(&admin, topic, &keys).await?;
+    for (_, r) in admin
+        .incremental_alter_configs(
+            [(
+                ConfigResource::topic(topic),
+                vec![ConfigOp::set("no.such.key", "1")],
+            )],
+            IncrementalAlterConfigsOptions::default(),
+        )
+        .await?
+    {
+        print_result("alter-badkey", topic, r);
+    }
+
+    let res = admin
+        .describe_configs(
+            [ConfigResource::broker(broker_id)],
+            DescribeConfigsOptions::default().config_names(vec!["num.partitions".to_string()]),
+        )
+        .await?;
+    for (_, entries) in res {
+        for e in entries? {
+            println!(
+                "broker-config {} {}",
+                e.name,
+                e.value.as_deref().unwrap_or("-")
+            );
+        }
+    }
+
+    for (name, r) in admin
+        .create_partitions([(topic, 5)], CreatePartitionsOptions::default())
+        .await?
+    {
+        print_result("create-partitions", &name, r);
+    }
+    for (name, d) in admin
+        .describe_topics([topic], DescribeTopicsOptions::default())
+        .await?
+    {
+        println!(
+            "describe-after-grow {name} partitions={}",
+            d?.partitions.len()
+        );
+    }
+
+    for (name, r) in admin
+        .delete_topics([topic], DeleteTopicsOptions::default())
+        .await?
+    {
+        print_result("delete", &name, r);
+    }
+    for (name, r) in admin
+        .delete_topics([topic], DeleteTopicsOptions::default())
+        .await?
+    {
+        print_result("delete-again", &name, r);
+    }
+    admin.close().await?;
+    Ok(())
+}
+
+/// Consumer groups: list, describe, committed offsets, lag, delete.
+async fn admin_groups(kafka: &Kafka, args: &Args) -> BoxResult<()> {
+    let group = args.pos(2, "group")?;
+    let topic = args.pos(3, "topic")?;
+    let admin = kafka.admin();
+
+    let mut listed = false;
+    for (_, r) in admin
+        .list_consumer_groups(ListConsumerGroupsOptions::default())
+        .await?
+    {
+        for g in r? {
+            if g.group_id == group {
+                listed = true;
+                println!(
+                    "listed {} protocol={} state={}",
+                    g.group_id,
+                    g.protocol_type,
+                    g.state.as_deref().unwrap_or("-")
+                );
+            }
+        }
+    }
+    if !listed {
+        println!("listed-missing {group}");
+    }
+
+    for (name, d) in admin
+        .describe_consumer_groups([group], DescribeConsumerGroupsOptions::default())
+        .await?
+    {
+        let d = d?;
+        println!(
+            "describe {name} state={} members={} protocol={}",
+            d.state,
+            d.members.len(),
+            d.protocol_type.as_deref().unwrap_or("-")
+        );
+    }
+
+    let offsets = admin
+        .list_consumer_group_offsets(group, ListConsumerGroupOffsetsOptions::default())
+        .await?;
+    let mut sorted: Vec<_> = offsets
+        .into_iter()
+        .filter(|(tp, _)| tp.topic == topic)
+        .collect();
+    sorted.sort_by_key(|(tp, _)| tp.partition);
+    for (tp, o) in sorted {
+        let o = o?;
+        println!("offset {} {}", tp.partition, o.offset.unwrap_or(-1));
+    }
+
+    let lag = admin
+        .consumer_group_lag(group, ConsumerGroupLagOptions::default())
+        .await?;
+    let mut sorted: Vec<_> = lag
+        .into_iter()
+        .filter(|(tp, _)| tp.topic == topic)
+        .collect();
+    sorted.sort_by_key(|(tp, _)| tp.partition);
+    for (tp, l) in sorted {
+        let l = l?;
+        println!(
+            "lag {} committed={} end={} lag={}",
+            tp.partition,
+            l.committed_offset.unwrap_or(-1),
+            l.end_offset,
+            l.lag.unwrap_or(-1)
+        );
+    }
+
+    for (name, r) in admin
+        .delete_consumer_groups([group], DeleteConsumerGroupsOptions::default())
+        .await?
+    {
+        print_result("delete", &name, r);
+    }
+    for (name, r) in admin
+        .delete_consumer_groups([group], DeleteConsumerGroupsOptions::default())
+        .await?
+    {
+        print_result("delete-again", &name, r);
+    }
+    admin.close().await?;
+    Ok(())
+}
+
+async fn run(args: &Args) -> BoxResult<()> {
+    let bootstrap = args.pos(0, "bootstrap")?;
+    let kafka = Kafka::builder(bootstrap)
+        .client_id("shoal-krafka-interop")
+        .connect()
+        .await?;
+    match args.pos(1, "scenario")? {
+        "produce" => produce(&kafka, args).await,
+        "consume" => consume(&kafka, args).await,
+        "txn" => txn(&kafka, args).await,
+        "admin-topics" => admin_topics(&kafka, args).await,
+        "admin-groups" => admin_groups(&kafka, args).await,
+        other => Err(format!("unknown scenario {other}").into()),
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    // krafka's own log on stderr, off unless KRAFKA_LOG is set (e.g. `krafka=debug`).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KRAFKA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    let result = match Args::parse() {
+        Err(e) => Err(e),
+        Ok(args) => match args.opt("deadline", 60u64) {
+            Err(e) => Err(e),
+            Ok(secs) => match tokio::time::timeout(Duration::from_secs(secs), run(&args)).await {
+                Ok(r) => r,
+                Err(_) => Err(format!("scenario did not finish within {secs} s").into()),
+            },
+        },
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("krafka error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

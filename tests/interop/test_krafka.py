@@ -1,0 +1,239 @@
+"""krafka 0.28 (pure-Rust client, crates.io) against the broker, through the small driver crate
+in ``krafka/`` (one run of its binary per step; it prints one fact per line, checked here).
+
+What is checked, every assertion validated against Apache Kafka 4.4 (INTEROP_TARGET=kafka):
+
+* produce: keyed records on 3 partitions with each codec (none/gzip/snappy/lz4/zstd), krafka's
+  murmur2 partitioning equal to the broker-side placement confluent-kafka reads back, contiguous
+  offsets, keys/values/headers intact; read back by krafka's own consumer as well.
+* consumer group: a krafka group member commits, closes; a new member of the same group resumes
+  exactly at the committed offsets (no record skipped or repeated); the committed offsets agree
+  with what confluent-kafka and krafka's admin client report.
+* transactions: krafka's transactional producer commits, aborts, commits; read_committed
+  consumers (krafka and confluent-kafka) see exactly the committed records, read_uncommitted sees
+  the aborted ones too; and krafka's read_committed consumer reads a confluent-kafka
+  transaction the same way.
+* admin: describe cluster, create topics (and again -> TOPIC_ALREADY_EXISTS, unknown config ->
+  INVALID_CONFIG), list, describe, describe/incremental-alter topic configs with their sources,
+  a broker config, create partitions, delete (and again -> UNKNOWN_TOPIC_OR_PARTITION); groups:
+  list, describe, committed offsets, lag, delete (and again -> GROUP_ID_NOT_FOUND).
+
+The driver is built with cargo on first use (``KRAFKA_DRIVER`` names a prebuilt binary instead);
+scripts/test.sh builds it before the suite runs so the build time does not count against a test.
+"""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from iutil import OP_TIMEOUT, by_partition, consume_confluent, create_topic, uniq
+
+HERE = Path(__file__).resolve().parent
+CRATE = HERE / "krafka"
+BROKER_CONFIG = {"num.partitions": "1"}
+STEP_TIMEOUT = 90  # seconds for one driver run (the driver bounds itself at 60)
+
+TOPIC_ALREADY_EXISTS = 36
+INVALID_CONFIG = 40
+UNKNOWN_TOPIC_OR_PARTITION = 3
+GROUP_ID_NOT_FOUND = 69
+
+_BIN = []
+
+
+def driver():
+    if not _BIN:
+        path = os.environ.get("KRAFKA_DRIVER")
+        if not path:
+            build = subprocess.run(
+                ["cargo", "build", "--locked", "--quiet", "--manifest-path",
+                 str(CRATE / "Cargo.toml")],
+                capture_output=True, text=True, timeout=900)
+            assert build.returncode == 0, f"building the krafka driver failed:\n{build.stderr}"
+            path = str(CRATE / "target" / "debug" / "shoal-krafka-interop")
+        _BIN.append(path)
+    return _BIN[0]
+
+
+def krafka(broker, *args):
+    """Run one driver step; its stdout lines split into tokens. Fails the test on error."""
+    cmd = [driver(), broker.bootstrap, *map(str, args)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=STEP_TIMEOUT,
+                         env={**os.environ, "KRAFKA_LOG": os.environ.get("KRAFKA_LOG", "warn")})
+    assert out.returncode == 0, (f"krafka {' '.join(map(str, args))} failed "
+                                 f"({out.returncode}):\n{out.stdout}\n{out.stderr[-6000:]}")
+    return [line.split() for line in out.stdout.splitlines()]
+
+
+def lines(out, kind):
+    return [l[1:] for l in out if l[0] == kind]
+
+
+def records(out):
+    """rec lines -> [(partition, offset, key, value, header)]"""
+    return [(int(p), int(o), k, v, h) for p, o, k, v, h in lines(out, "rec")]
+
+
+def positions(out):
+    return {int(p): int(o) for p, o in lines(out, "position")}
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_produce_keyed_compressed(broker, codec):
+    """krafka's producer: 60 keyed records over 3 partitions, compressed; confluent-kafka and
+    krafka read back the same records at the acknowledged partitions and offsets."""
+    n = 60
+    topic = create_topic(broker, uniq(f"kr-produce-{codec}"), 3)
+    acks = [(int(p), int(o), k) for p, o, k in lines(krafka(broker, "produce", topic, n, codec),
+                                                       "ack")]
+    assert sorted(k for _, _, k in acks) == sorted(f"k{i}" for i in range(n))
+    parts = by_partition([{"partition": p, "offset": o, "key": k} for p, o, k in acks])
+    assert len(parts) == 3, "the keys should spread over all 3 partitions"
+    for p, recs in parts.items():
+        assert sorted(r["offset"] for r in recs) == list(range(len(recs))), (p, recs)
+
+    got = consume_confluent(broker, topic, 3, n)
+    assert len(got) == n
+    placed = {(r["partition"], r["offset"]): r for r in got}
+    for p, o, k in acks:
+        r = placed[(p, o)]
+        i = k[1:]
+        assert (r["key"], r["value"]) == (k.encode(), f"v{i}".encode())
+        assert r["headers"] == [("i", i.encode())]
+
+    out = krafka(broker, "consume", topic, uniq("kr-readback"), n)
+    mine = records(out)
+    assert sorted((p, o, k) for p, o, k, _, _ in mine) == sorted(acks)
+    assert all(v == f"v{k[1:]}" and h == f"i={k[1:]}" for _, _, k, v, h in mine)
+
+
+def test_group_resumes_at_committed_offsets(broker):
+    """A krafka group member reads part of the topic, commits and leaves; the next member of the
+    group starts exactly at the committed offsets. The commits are what confluent-kafka's
+    committed() and krafka's admin (offsets, lag) report."""
+    n = 90
+    topic = create_topic(broker, uniq("kr-group"), 3)
+    acks = lines(krafka(broker, "produce", topic, n, "lz4"), "ack")
+    assert len(acks) == n
+    group = uniq("kr-group")
+
+    first = krafka(broker, "consume", topic, group, 10, "--max-poll", 4)
+    got1 = records(first)
+    assert 10 <= len(got1) < n
+    pos1 = positions(first)
+    for p, recs in by_partition([{"partition": p, "offset": o} for p, o, *_ in got1]).items():
+        offs = [r["offset"] for r in recs]
+        assert offs == list(range(len(offs))), (p, offs)
+        assert pos1[p] == len(offs)
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        committed = c.committed([TopicPartition(topic, p) for p in range(3)], timeout=OP_TIMEOUT)
+    finally:
+        c.close()
+    assert {tp.partition: max(tp.offset, 0) for tp in committed} == \
+        {p: pos1.get(p, 0) for p in range(3)}
+
+    second = krafka(broker, "consume", topic, group, n - len(got1))
+    got2 = records(second)
+    assert len(got2) == n - len(got1)
+    keys = [k for _, _, k, _, _ in got1 + got2]
+    assert sorted(keys) == sorted(f"k{i}" for i in range(n)), "a record skipped or repeated"
+    for p, recs in by_partition([{"partition": p, "offset": o} for p, o, *_ in got2]).items():
+        assert recs[0]["offset"] == pos1.get(p, 0), (p, recs[0], pos1)
+    ends = {p: sum(1 for a in acks if int(a[0]) == p) for p in range(3)}
+    assert positions(second) == ends
+
+    adm = krafka(broker, "admin-groups", group, topic)
+    assert lines(adm, "listed")[0][0] == group
+    assert ["protocol=consumer"] == [t for t in lines(adm, "listed")[0] if t.startswith("protocol")]
+    (desc,) = lines(adm, "describe")
+    assert desc[0] == group and "state=Empty" in desc and "members=0" in desc, desc
+    assert {int(p): int(o) for p, o in lines(adm, "offset")} == ends
+    for p, committed_, end, lag in lines(adm, "lag"):
+        assert committed_ == f"committed={ends[int(p)]}" and end == f"end={ends[int(p)]}"
+        assert lag == "lag=0"
+    assert lines(adm, "delete") == [[group, "ok"]]
+    assert lines(adm, "delete-again") == [[group, "err", str(GROUP_ID_NOT_FOUND)]]
+
+
+def test_transactions_read_committed(broker):
+    """krafka's transactional producer: commit c0-c4, abort a0-a4, commit c5-c9. read_committed
+    (krafka and confluent-kafka) sees c0-c9 only; read_uncommitted (krafka) sees the a's too."""
+    topic = create_topic(broker, uniq("kr-txn"), 1)
+    out = krafka(broker, "txn", topic, uniq("kr-tid"))
+    assert [l[0] for l in out] == ["commit", "abort", "commit"]
+    committed = [f"c{i}" for i in range(10)]
+    aborted = [f"a{i}" for i in range(5)]
+
+    rc = records(krafka(broker, "consume", topic, uniq("kr-rc"), 10, "--isolation", "committed"))
+    assert [k for _, _, k, _, _ in rc] == committed
+    assert all(v == f"value-{k}" for _, _, k, v, _ in rc)
+
+    ru = records(krafka(broker, "consume", topic, uniq("kr-ru"), 15, "--isolation",
+                        "uncommitted"))
+    assert [k for _, _, k, _, _ in ru] == committed[:5] + aborted + committed[5:]
+
+    conf = consume_confluent(broker, topic, 1, 10, extra={"isolation.level": "read_committed"})
+    assert [r["key"].decode() for r in conf] == committed
+    assert [r["offset"] for r in conf] == [o for _, o, _, _, _ in rc]
+
+
+def test_read_committed_reads_confluent_transactions(broker):
+    """A confluent-kafka transaction committed, one aborted, one committed: krafka's
+    read_committed consumer gets exactly the committed records, in order."""
+    topic = create_topic(broker, uniq("kr-txn-in"), 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": uniq("cf-tid"),
+                  "linger.ms": 5})
+    p.init_transactions(OP_TIMEOUT)
+    want = []
+    for round_, commit in enumerate([True, False, True]):
+        p.begin_transaction()
+        for i in range(5):
+            key = f"r{round_}-{i}"
+            p.produce(topic, key=key, value=b"x")
+            if commit:
+                want.append(key)
+        assert p.flush(OP_TIMEOUT) == 0
+        if commit:
+            p.commit_transaction(OP_TIMEOUT)
+        else:
+            p.abort_transaction(OP_TIMEOUT)
+    got = records(krafka(broker, "consume", topic, uniq("kr-rc-in"), len(want), "--isolation",
+                         "committed"))
+    assert [k for _, _, k, _, _ in got] == want
+
+
+def test_admin_topics_and_configs(broker):
+    """krafka's admin client on topics and configs, with the error codes Kafka gives."""
+    topic = uniq("kr-admin")
+    out = krafka(broker, "admin-topics", topic)
+    (cluster,) = lines(out, "cluster")
+    assert cluster[0] == "brokers=1"
+    assert lines(out, "create-first") == [[topic, "ok"]]
+    assert lines(out, "create-again") == [[topic, "err", str(TOPIC_ALREADY_EXISTS)]]
+    assert lines(out, "create-badconf") == [[f"{topic}-badconf", "err", str(INVALID_CONFIG)]]
+    assert lines(out, "listed") == [["true"]]
+    (desc,) = lines(out, "describe")
+    assert desc == [topic, "partitions=3", "internal=false", "leaders=0:1,1:1,2:1"], desc
+
+    after = out.index(["after-alter"])
+    # [value, source]: the wire's is_default exists only in DescribeConfigs v0
+    before = {l[1]: l[2:4] for l in out[:after] if l[0] == "config"}
+    assert before["retention.ms"] == ["3600000", "source=1"]
+    assert before["cleanup.policy"] == ["delete", "source=5"]
+    assert before["max.message.bytes"] == ["1048588", "source=5"]
+    assert lines(out, "alter") == [[topic, "ok"]]
+    altered = {l[1]: l[2:4] for l in out[after:] if l[0] == "config"}
+    assert altered["cleanup.policy"] == ["compact", "source=1"]
+    assert altered["retention.ms"] == ["604800000", "source=5"]
+    assert lines(out, "alter-badkey") == [[topic, "err", str(INVALID_CONFIG)]]
+
+    assert lines(out, "broker-config") == [["num.partitions", BROKER_CONFIG["num.partitions"]]]
+    assert lines(out, "create-partitions") == [[topic, "ok"]]
+    assert lines(out, "describe-after-grow") == [[topic, "partitions=5"]]
+    assert lines(out, "delete") == [[topic, "ok"]]
+    assert lines(out, "delete-again") == [[topic, "err", str(UNKNOWN_TOPIC_OR_PARTITION)]]
