@@ -13,6 +13,9 @@
 //! shoal-krafka-interop BOOTSTRAP txn TOPIC TXID                  -> commit|abort KEY@P:OFFSET...
 //! shoal-krafka-interop BOOTSTRAP admin-topics TOPIC              -> one line per admin answer
 //! shoal-krafka-interop BOOTSTRAP admin-groups GROUP TOPIC        -> one line per admin answer
+//! shoal-krafka-interop BOOTSTRAP share TOPIC GROUP COUNT          -> rec P OFFSET KEY DELIVERY_COUNT
+//! shoal-krafka-interop BOOTSTRAP admin-offsets TOPIC PARTITIONS   -> one line per admin answer
+//! shoal-krafka-interop BOOTSTRAP admin-txn TOPIC TXID             -> one line per admin answer
 //! ```
 //!
 //! Every run is bounded (`--deadline SECS`, default 60): a client that hangs fails the step.
@@ -28,7 +31,13 @@ use krafka::admin::{
     IncrementalAlterConfigsOptions, ListConsumerGroupOffsetsOptions, ListConsumerGroupsOptions,
     ListTopicsOptions, NewTopic,
 };
+use krafka::admin::{
+    DeleteRecordsOptions, DescribeProducersOptions, DescribeShareGroupOffsetsOptions,
+    DescribeTransactionsOptions, ListOffsetsOptions, ListTransactionsOptions, OffsetSpec,
+    TopicPartition,
+};
 use krafka::consumer::{AutoOffsetReset, IsolationLevel};
+use krafka::share_consumer::AcknowledgementMode;
 use krafka::{Compression, Kafka, KrafkaError, Record};
 
 type BoxResult<T> = Result<T, Box<dyn Error>>;
@@ -461,6 +470,225 @@ async fn admin_groups(kafka: &Kafka, args: &Args) -> BoxResult<()> {
     Ok(())
 }
 
+/// A share group (KIP-932) read in explicit mode: the group is set to start at the earliest
+/// offset, the consumer reads COUNT records, accepts the even offsets and releases the odd ones,
+/// commits, reads the released ones again (delivery count 2), accepts them, commits and closes;
+/// then the admin client describes the group's share-partition start offsets.
+async fn share(kafka: &Kafka, args: &Args) -> BoxResult<()> {
+    let topic = args.pos(2, "topic")?;
+    let group = args.pos(3, "group")?;
+    let count: usize = args.pos(4, "count")?.parse()?;
+    let admin = kafka.admin();
+    for (_, r) in admin
+        .incremental_alter_configs(
+            [(
+                ConfigResource::group(group),
+                vec![ConfigOp::set("share.auto.offset.reset", "earliest")],
+            )],
+            IncrementalAlterConfigsOptions::default(),
+        )
+        .await?
+    {
+        r?;
+    }
+    let consumer = kafka
+        .share_consumer(group)
+        .acknowledgement_mode(AcknowledgementMode::Explicit)
+        .build()
+        .await?;
+    consumer.subscribe([topic]).await?;
+    let mut first = 0;
+    let mut released = 0;
+    let mut redelivered = 0;
+    while first < count || redelivered < released {
+        let records = consumer.poll(Duration::from_secs(1)).await?;
+        for r in &records {
+            let dc = r.delivery_count.unwrap_or(-1);
+            println!("rec {} {} {} {dc}", r.partition, r.offset, text(&r.key));
+            if dc <= 1 {
+                first += 1;
+                if r.offset % 2 == 1 {
+                    consumer.release(r)?;
+                    released += 1;
+                    continue;
+                }
+            } else {
+                redelivered += 1;
+            }
+            consumer.ack(r)?;
+        }
+        if !records.is_empty() {
+            let mut results: Vec<_> = consumer.commit().await?.into_iter().collect();
+            results.sort_by_key(|(tp, _)| tp.partition);
+            for (tp, r) in results {
+                print_result("commit", &tp.partition.to_string(), r);
+            }
+        }
+    }
+    consumer.close().await?;
+    let mut offsets: Vec<_> = admin
+        .describe_share_group_offsets(group, DescribeShareGroupOffsetsOptions::default())
+        .await?
+        .into_iter()
+        .filter(|(tp, _)| tp.topic == topic)
+        .collect();
+    offsets.sort_by_key(|(tp, _)| tp.partition);
+    for (tp, o) in offsets {
+        let o = o?;
+        println!(
+            "share-offset {} start={} lag={}",
+            tp.partition,
+            o.start_offset,
+            o.lag.unwrap_or(-1)
+        );
+    }
+    admin.close().await?;
+    Ok(())
+}
+
+/// ListOffsets (earliest, latest, max timestamp), DeleteRecords, ListOffsets again.
+async fn admin_offsets(kafka: &Kafka, args: &Args) -> BoxResult<()> {
+    let topic = args.pos(2, "topic")?;
+    let partitions: i32 = args.pos(3, "partitions")?.parse()?;
+    let admin = kafka.admin();
+    let tps: Vec<TopicPartition> = (0..partitions)
+        .map(|p| TopicPartition::new(topic, p))
+        .collect();
+    let list = |label: &'static str, spec: OffsetSpec| {
+        let admin = &admin;
+        let tps = tps.clone();
+        async move {
+            let res = admin
+                .list_offsets(
+                    tps.into_iter().map(|tp| (tp, spec)),
+                    ListOffsetsOptions::default(),
+                )
+                .await?;
+            let mut res: Vec<_> = res.into_iter().collect();
+            res.sort_by_key(|(tp, _)| tp.partition);
+            for (tp, o) in res {
+                match o {
+                    Ok(o) => println!(
+                        "{label} {} {} ts={}",
+                        tp.partition,
+                        o.offset,
+                        o.timestamp.unwrap_or(-1)
+                    ),
+                    Err(e) => println!("{label} {} err {}", tp.partition, code(&e)),
+                }
+            }
+            BoxResult::Ok(())
+        }
+    };
+    list("earliest", OffsetSpec::Earliest).await?;
+    list("latest", OffsetSpec::Latest).await?;
+    list("max-timestamp", OffsetSpec::MaxTimestamp).await?;
+    let mut res: Vec<_> = admin
+        .delete_records(
+            tps.iter().map(|tp| (tp.clone(), 2)),
+            DeleteRecordsOptions::default(),
+        )
+        .await?
+        .into_iter()
+        .collect();
+    res.sort_by_key(|(tp, _)| tp.partition);
+    for (tp, r) in res {
+        match r {
+            Ok(low) => println!("delete-records {} low={low}", tp.partition),
+            Err(e) => println!("delete-records {} err {}", tp.partition, code(&e)),
+        }
+    }
+    list("earliest-after-delete", OffsetSpec::Earliest).await?;
+    admin.close().await?;
+    Ok(())
+}
+
+/// A transaction left open by a transactional producer, seen through ListTransactions,
+/// DescribeTransactions and DescribeProducers; then committed and described again.
+async fn admin_txn(kafka: &Kafka, args: &Args) -> BoxResult<()> {
+    let topic = args.pos(2, "topic")?;
+    let txid = args.pos(3, "transactional id")?;
+    let admin = kafka.admin();
+    let producer = kafka.producer().build_transactional(txid).await?;
+    producer.begin()?;
+    let meta = producer
+        .send(Record::new(topic, "open").key("open"))
+        .await?;
+    println!("sent {} {}", meta.partition, meta.offset);
+    let describe = |label: &'static str| {
+        let admin = &admin;
+        async move {
+            for (_, listing) in admin
+                .list_transactions(ListTransactionsOptions::default())
+                .await?
+            {
+                for t in listing? {
+                    if t.transactional_id == txid {
+                        println!("{label}-listed {} {}", t.transactional_id, t.state);
+                    }
+                }
+            }
+            for (id, d) in admin
+                .describe_transactions([txid], DescribeTransactionsOptions::default())
+                .await?
+            {
+                let d = d?;
+                let parts: Vec<String> = d
+                    .partitions
+                    .iter()
+                    .map(|tp| format!("{}-{}", tp.topic, tp.partition))
+                    .collect();
+                println!(
+                    "{label}-described {id} {} partitions={}",
+                    d.state,
+                    if parts.is_empty() {
+                        "-".to_string()
+                    } else {
+                        parts.join(",")
+                    }
+                );
+            }
+            for (tp, states) in admin
+                .describe_producers(
+                    [TopicPartition::new(topic, 0)],
+                    DescribeProducersOptions::default(),
+                )
+                .await?
+            {
+                for st in states? {
+                    println!(
+                        "{label}-producer {} start={}",
+                        tp.partition,
+                        st.current_transaction_start_offset.unwrap_or(-1)
+                    );
+                }
+            }
+            BoxResult::Ok(())
+        }
+    };
+    describe("open").await?;
+    producer.commit().await?;
+    // The commit returns once the coordinator has decided (PrepareCommit); the markers are
+    // written after that, as in Kafka, so wait for the transaction to complete.
+    loop {
+        let mut states = Vec::new();
+        for (_, d) in admin
+            .describe_transactions([txid], DescribeTransactionsOptions::default())
+            .await?
+        {
+            states.push(d?.state);
+        }
+        if states.iter().all(|s| s != "PrepareCommit") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    describe("committed").await?;
+    producer.close().await?;
+    admin.close().await?;
+    Ok(())
+}
+
 async fn run(args: &Args) -> BoxResult<()> {
     let bootstrap = args.pos(0, "bootstrap")?;
     let kafka = Kafka::builder(bootstrap)
@@ -473,6 +701,9 @@ async fn run(args: &Args) -> BoxResult<()> {
         "txn" => txn(&kafka, args).await,
         "admin-topics" => admin_topics(&kafka, args).await,
         "admin-groups" => admin_groups(&kafka, args).await,
+        "share" => share(&kafka, args).await,
+        "admin-offsets" => admin_offsets(&kafka, args).await,
+        "admin-txn" => admin_txn(&kafka, args).await,
         other => Err(format!("unknown scenario {other}").into()),
     }
 }
