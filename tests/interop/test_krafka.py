@@ -40,6 +40,9 @@ HERE = Path(__file__).resolve().parent
 CRATE = HERE / "krafka"
 BROKER_CONFIG = {"num.partitions": "1"}
 STEP_TIMEOUT = 90  # seconds for one driver run (the driver bounds itself at 60)
+# The first test may build the driver (a cold cargo build takes minutes on a small machine);
+# every step after that is bounded by STEP_TIMEOUT, so the tests stay bounded.
+pytestmark = pytest.mark.timeout(900)
 
 TOPIC_ALREADY_EXISTS = 36
 INVALID_CONFIG = 40
