@@ -19,6 +19,8 @@ What is checked, every assertion validated against Apache Kafka 4.4 (INTEROP_TAR
   list, describe, committed offsets, lag, delete (and again -> GROUP_ID_NOT_FOUND); ListOffsets
   (earliest, latest, max timestamp) and DeleteRecords; an open and a committed transaction
   through ListTransactions, DescribeTransactions and DescribeProducers.
+* exactly once: consume-transform-produce with a read_committed krafka consumer and krafka's
+  transactional producer (send_offsets), one transaction aborted and its batch re-read.
 * share group: krafka's share consumer in explicit mode (accept, release, redelivery with
   delivery count 2, acknowledgement commits), the group set to earliest and its offsets
   described through krafka's admin.
@@ -304,3 +306,33 @@ def test_admin_transactions(broker):
     assert lines(out, "committed-listed") == [[tid, "CompleteCommit"]]
     assert lines(out, "committed-described") == [[tid, "CompleteCommit", "partitions=-"]]
     assert lines(out, "committed-producer") == [["0", "start=-1"]]
+
+
+def test_consume_transform_produce_exactly_once(broker):
+    """krafka read_committed consumer + transactional producer with send_offsets: 30 records over
+    2 partitions copied upper-cased, the first batch's transaction aborted and re-read. The
+    output read_committed holds each record once; read_uncommitted also shows the aborted
+    copies; the group's committed offsets are the input's end offsets."""
+    n = 30
+    src = create_topic(broker, uniq("kr-eos-in"), 2)
+    dst = create_topic(broker, uniq("kr-eos-out"), 2)
+    acks = lines(krafka(broker, "produce", src, n, "none"), "ack")
+    ends = {p: sum(1 for a in acks if int(a[0]) == p) for p in range(2)}
+    group = uniq("kr-eos")
+    out = krafka(broker, "copy", src, dst, group, uniq("kr-eos-tid"), n)
+    (aborted,) = lines(out, "aborted")
+    assert sum(int(c) for (c,) in lines(out, "committed")) == n
+
+    got = consume_confluent(broker, dst, 2, n, extra={"isolation.level": "read_committed"})
+    assert sorted(r["key"].decode() for r in got) == sorted(f"k{i}" for i in range(n))
+    assert all(r["value"] == f"V{r['key'].decode()[1:]}".encode() for r in got)
+    everything = consume_confluent(broker, dst, 2, n + int(aborted[0]),
+                                   extra={"isolation.level": "read_uncommitted"})
+    assert len(everything) == n + int(aborted[0])
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        committed = c.committed([TopicPartition(src, p) for p in range(2)], timeout=OP_TIMEOUT)
+    finally:
+        c.close()
+    assert {tp.partition: tp.offset for tp in committed} == ends

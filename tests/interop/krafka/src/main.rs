@@ -16,6 +16,7 @@
 //! shoal-krafka-interop BOOTSTRAP share TOPIC GROUP COUNT          -> rec P OFFSET KEY DELIVERY_COUNT
 //! shoal-krafka-interop BOOTSTRAP admin-offsets TOPIC PARTITIONS   -> one line per admin answer
 //! shoal-krafka-interop BOOTSTRAP admin-txn TOPIC TXID             -> one line per admin answer
+//! shoal-krafka-interop BOOTSTRAP copy IN OUT GROUP TXID COUNT     -> aborted|committed N
 //! ```
 //!
 //! Every run is bounded (`--deadline SECS`, default 60): a client that hangs fails the step.
@@ -37,6 +38,7 @@ use krafka::admin::{
     TopicPartition,
 };
 use krafka::consumer::{AutoOffsetReset, IsolationLevel};
+use krafka::producer::TopicPartitionOffset;
 use krafka::share_consumer::AcknowledgementMode;
 use krafka::{Compression, Kafka, KrafkaError, Record};
 
@@ -689,6 +691,71 @@ async fn admin_txn(kafka: &Kafka, args: &Args) -> BoxResult<()> {
     Ok(())
 }
 
+/// Consume-transform-produce, exactly once: a read_committed group member on IN and a
+/// transactional producer copy COUNT records to OUT (value upper-cased, key kept), each batch in
+/// one transaction with the consumer's offsets (`send_offsets`). The first batch's transaction is
+/// aborted on purpose and the consumer seeks back to re-read it.
+async fn copy(kafka: &Kafka, args: &Args) -> BoxResult<()> {
+    let input = args.pos(2, "input topic")?;
+    let output = args.pos(3, "output topic")?;
+    let group = args.pos(4, "group")?;
+    let txid = args.pos(5, "transactional id")?;
+    let count: usize = args.pos(6, "count")?.parse()?;
+    let consumer = kafka
+        .consumer(group)
+        .auto_offset_reset(AutoOffsetReset::Earliest)
+        .enable_auto_commit(false)
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .max_poll_records(7)
+        .build()
+        .await?;
+    let producer = kafka.producer().build_transactional(txid).await?;
+    consumer.subscribe([input]).await?;
+    let mut copied = 0;
+    let mut aborted_one = false;
+    while copied < count {
+        let records = consumer.poll(Duration::from_secs(1)).await?;
+        if records.is_empty() {
+            continue;
+        }
+        producer.begin()?;
+        let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+        let mut first: BTreeMap<i32, i64> = BTreeMap::new();
+        for r in &records {
+            let value = r.value.as_deref().unwrap_or_default().to_ascii_uppercase();
+            let mut out = Record::new(output, value);
+            out.key = r.key.clone();
+            let _ack = producer.send(out).await?;
+            next.insert(r.partition, r.offset + 1);
+            first.entry(r.partition).or_insert(r.offset);
+        }
+        let offsets: Vec<TopicPartitionOffset> = next
+            .iter()
+            .map(|(p, o)| TopicPartitionOffset::new(input, *p, *o))
+            .collect();
+        let metadata = consumer
+            .group_metadata()
+            .await
+            .ok_or("not a group member")?;
+        producer.send_offsets(&offsets, &metadata).await?;
+        if aborted_one {
+            producer.commit().await?;
+            copied += records.len();
+            println!("committed {}", records.len());
+        } else {
+            producer.abort().await?;
+            aborted_one = true;
+            println!("aborted {}", records.len());
+            for (p, o) in first {
+                consumer.seek(input, p, o).await?;
+            }
+        }
+    }
+    producer.close().await?;
+    consumer.close().await?;
+    Ok(())
+}
+
 async fn run(args: &Args) -> BoxResult<()> {
     let bootstrap = args.pos(0, "bootstrap")?;
     let kafka = Kafka::builder(bootstrap)
@@ -704,6 +771,7 @@ async fn run(args: &Args) -> BoxResult<()> {
         "share" => share(&kafka, args).await,
         "admin-offsets" => admin_offsets(&kafka, args).await,
         "admin-txn" => admin_txn(&kafka, args).await,
+        "copy" => copy(&kafka, args).await,
         other => Err(format!("unknown scenario {other}").into()),
     }
 }
