@@ -9,7 +9,8 @@
 //! ```text
 //! shoal-krafka-interop BOOTSTRAP produce TOPIC COUNT CODEC      -> ack P OFFSET KEY
 //! shoal-krafka-interop BOOTSTRAP consume TOPIC GROUP COUNT [--isolation committed|uncommitted]
-//!                                        [--max-poll N]          -> rec P OFFSET KEY VALUE HEADER
+//!                                        [--max-poll N] [--protocol classic|consumer]
+//!                                                                -> rec P OFFSET KEY VALUE HEADER
 //! shoal-krafka-interop BOOTSTRAP txn TOPIC TXID                  -> commit|abort KEY@P:OFFSET...
 //! shoal-krafka-interop BOOTSTRAP admin-topics TOPIC              -> one line per admin answer
 //! shoal-krafka-interop BOOTSTRAP admin-groups GROUP TOPIC        -> one line per admin answer
@@ -37,7 +38,7 @@ use krafka::admin::{
     DescribeTransactionsOptions, ListOffsetsOptions, ListTransactionsOptions, OffsetSpec,
     TopicPartition,
 };
-use krafka::consumer::{AutoOffsetReset, IsolationLevel};
+use krafka::consumer::{AutoOffsetReset, GroupProtocol, IsolationLevel};
 use krafka::producer::TopicPartitionOffset;
 use krafka::share_consumer::AcknowledgementMode;
 use krafka::{Compression, Kafka, KrafkaError, Record};
@@ -154,6 +155,13 @@ async fn consume(kafka: &Kafka, args: &Args) -> BoxResult<()> {
         .enable_auto_commit(false)
         .isolation_level(isolation)
         .max_poll_records(args.opt("max-poll", 500)?)
+        .group_protocol(
+            match args.opt("protocol", "classic".to_string())?.as_str() {
+                "classic" => GroupProtocol::Classic,
+                "consumer" => GroupProtocol::Consumer,
+                other => return Err(format!("unknown group protocol {other}").into()),
+            },
+        )
         .build()
         .await?;
     consumer.subscribe([topic]).await?;
