@@ -167,9 +167,12 @@ class Serve:
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
-    def log_text(self):
-        self.log.flush()
-        return open(self.log.name, "rb").read().decode("utf-8", "replace")[-4000:]
+    def log_text(self, tail=4000):
+        if not self.log.closed:
+            self.log.flush()
+        with open(self.log.name, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+        return text if tail is None else text[-tail:]
 
     def wait_ready(self, timeout=30):
         deadline = time.monotonic() + timeout
@@ -258,7 +261,7 @@ def auto_topic_partitions(bootstrap, topic):
 @shoal_only
 def test_config_sources_and_precedence(tmp_path):
     """defaults < file < environment < flags, with every option given once by env and once by
-    flag; --metrics serves Prometheus text; a second broker on the same data dir refuses to
+    flag; SHOAL_LOG sets the log filter; --metrics serves Prometheus text; a second broker on the same data dir refuses to
     start; SIGTERM exits 0; Kafka's lazy flushing flags are accepted."""
     props = tmp_path / "broker.properties"
     props.write_text("num.partitions=2\n")
@@ -267,12 +270,14 @@ def test_config_sources_and_precedence(tmp_path):
     # 1. everything from the environment: file says 2
     port = _free_port()
     s = Serve([], tmp_path, clean_env(SHOAL_DATA_DIR=str(data), SHOAL_LISTEN=f"127.0.0.1:{port}",
-                                     SHOAL_CONFIG=str(props)), port)
+                                     SHOAL_CONFIG=str(props), SHOAL_LOG="warn"),
+              port)
     try:
         s.wait_ready()
         assert auto_topic_partitions(s.bootstrap, "from-file") == 2
-        assert (data / "meta.properties").exists() or any(data.iterdir())
+        assert any(data.iterdir())
         assert s.stop() == 0, s.log_text()
+        assert "INFO" not in s.log_text(tail=None), "SHOAL_LOG=warn still logged info lines"
     finally:
         s.kill()
 
@@ -284,6 +289,7 @@ def test_config_sources_and_precedence(tmp_path):
         s.wait_ready()
         assert auto_topic_partitions(s.bootstrap, "from-env") == 3
         assert s.stop() == 0, s.log_text()
+        assert "INFO" in s.log_text(tail=None), "no info line with the default log filter"
     finally:
         s.kill()
 
