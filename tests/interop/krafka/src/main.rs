@@ -258,6 +258,30 @@ async fn describe_topic_configs(admin: &AdminClient, topic: &str, keys: &[&str])
     Ok(())
 }
 
+/// Kafka's brokers learn a new topic or partition from the metadata log a moment after the
+/// controller answered: wait (within the deadline) until `topic` has `count` partitions, each
+/// with a leader, before describing it.
+async fn wait_partitions(admin: &AdminClient, topic: &str, count: usize) -> BoxResult<()> {
+    loop {
+        let mut ready = false;
+        for (_, d) in admin
+            .describe_topics([topic], DescribeTopicsOptions::default())
+            .await?
+        {
+            if let Ok(d) = d {
+                ready = d.partitions.len() == count
+                    && d.partitions
+                        .iter()
+                        .all(|p| p.leader.is_some_and(|l| l >= 0));
+            }
+        }
+        if ready {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Topics and configs: create (and create again), list, describe, describe/alter configs,
 /// create partitions, broker configs, delete, describe after delete.
 async fn admin_topics(kafka: &Kafka, args: &Args) -> BoxResult<()> {
@@ -291,6 +315,7 @@ async fn admin_topics(kafka: &Kafka, args: &Args) -> BoxResult<()> {
         print_result("create-badconf", &name, r);
     }
 
+    wait_partitions(&admin, topic, 3).await?;
     let listed = admin.list_topics(ListTopicsOptions::default()).await?;
     println!("listed {}", listed.iter().any(|t| t == topic));
 
@@ -329,6 +354,27 @@ async fn admin_topics(kafka: &Kafka, args: &Args) -> BoxResult<()> {
     {
         print_result("alter", topic, r);
     }
+    // Kafka applies an alteration on the controller and its brokers learn it from the metadata
+    // log a moment later, so a describe right after the alter may still show the old value: wait
+    // (within the deadline) until the broker reports the new cleanup.policy.
+    loop {
+        let res = admin
+            .describe_configs(
+                [ConfigResource::topic(topic)],
+                DescribeConfigsOptions::default().config_names(vec!["cleanup.policy".into()]),
+            )
+            .await?;
+        let mut applied = false;
+        for (_, entries) in res {
+            applied |= entries?
+                .iter()
+                .any(|e| e.name == "cleanup.policy" && e.value.as_deref() == Some("compact"));
+        }
+        if applied {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     println!("after-alter");
     describe_topic_configs(&admin, topic, &keys).await?;
     for (_, r) in admin
@@ -366,6 +412,7 @@ async fn admin_topics(kafka: &Kafka, args: &Args) -> BoxResult<()> {
     {
         print_result("create-partitions", &name, r);
     }
+    wait_partitions(&admin, topic, 5).await?;
     for (name, d) in admin
         .describe_topics([topic], DescribeTopicsOptions::default())
         .await?
