@@ -3,9 +3,10 @@ in ``krafka/`` (one run of its binary per step; it prints one fact per line, che
 
 What is checked, every assertion validated against Apache Kafka 4.4 (INTEROP_TARGET=kafka):
 
-* produce: keyed records on 3 partitions with each codec (none/gzip/snappy/lz4/zstd), krafka's
-  murmur2 partitioning equal to the broker-side placement confluent-kafka reads back, contiguous
-  offsets, keys/values/headers intact; read back by krafka's own consumer as well.
+* produce: keyed records on 3 partitions with each codec (none/gzip/snappy/lz4/zstd), placed by
+  the Java client's murmur2 partitioning, at the partitions and contiguous offsets the broker
+  acknowledged, keys/values/headers intact as confluent-kafka reads them; read back by krafka's
+  own consumer as well.
 * consumer group: a krafka group member commits, closes; a new member of the same group resumes
   exactly at the committed offsets (no record skipped or repeated); the committed offsets agree
   with what confluent-kafka and krafka's admin client report.
@@ -100,6 +101,9 @@ def test_produce_keyed_compressed(broker, codec):
     acks = [(int(p), int(o), k) for p, o, k in lines(krafka(broker, "produce", topic, n, codec),
                                                        "ack")]
     assert sorted(k for _, _, k in acks) == sorted(f"k{i}" for i in range(n))
+    # the Java client's default partitioner (murmur2), as kafka-python implements it
+    from kafka.partitioner.default import murmur2
+    assert all(p == (murmur2(k.encode()) & 0x7FFFFFFF) % 3 for p, _, k in acks), acks
     parts = by_partition([{"partition": p, "offset": o, "key": k} for p, o, k in acks])
     assert len(parts) == 3, "the keys should spread over all 3 partitions"
     for p, recs in parts.items():
