@@ -23,7 +23,11 @@ cargo test --workspace --locked
 step "cargo build --release (the broker the interop suite starts)"
 cargo build --release --locked -p shoal-cli
 
-step "interop: confluent-kafka and kafka-python against Shoal"
+step "build the krafka interop driver (tests/interop/krafka: its own workspace and lockfile)"
+cargo fmt --manifest-path tests/interop/krafka/Cargo.toml -- --check
+cargo build --locked --manifest-path tests/interop/krafka/Cargo.toml
+
+step "interop: confluent-kafka, kafka-python, Java and krafka clients against Shoal"
 tests/interop/run.sh
 
 if [ "${SHOAL_TEST_KAFKA:-0}" = 1 ]; then
