@@ -24,4 +24,7 @@ pub use batch::{
     RecordView, TimestampType, ValidationLimits,
 };
 pub use error::{codes, StorageError};
-pub use log::{AbortedTxn, AppendInfo, Batch, BatchIter, Log, LogConfig, ReadResult, SyncHandle};
+pub use log::{
+    AbortedTxn, AppendInfo, Batch, BatchIter, CleanStats, CompactionConfig, DirtyStats, Log,
+    LogConfig, ReadResult, SyncHandle, Throttler,
+};
