@@ -297,10 +297,12 @@ impl Broker {
         Ok(())
     }
 
-    /// Starts background work tied to the server's lifetime (retention, metrics endpoint).
+    /// Starts background work tied to the server's lifetime (retention, the log cleaner,
+    /// metrics endpoint).
     pub fn start_background(self: &Arc<Self>, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         vec![
             tokio::spawn(crate::retention::run(self.clone(), stop.clone())),
+            tokio::spawn(crate::cleaner::run(self.clone(), stop.clone())),
             tokio::spawn(crate::share::run_lock_timer(Arc::downgrade(self), stop)),
         ]
     }

@@ -153,7 +153,18 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     ConfigDef { name: "group.share.max.share.sessions", kind: Kind::Long { min: 1, max: 1_000_000 }, default: "2000", doc: "Share sessions (share consumers' fetch sessions) this broker holds at most." },
     ConfigDef { name: "share.coordinator.state.topic.num.partitions", kind: Kind::Long { min: 1, max: 1000 }, default: "50", doc: "Partitions of __share_group_state (fixed once created)." },
     ConfigDef { name: "share.coordinator.state.topic.prune.interval.ms", kind: Kind::Long { min: 1, max: i64::MAX }, default: "300000", doc: "How often records of __share_group_state that replay no longer needs (before the oldest latest snapshot of a partition's share partitions) are deleted." },
-    ConfigDef { name: "share.coordinator.snapshot.update.records.per.snapshot", kind: Kind::Long { min: 0, max: 500 }, default: "500", doc: "Share-state update records per share partition between two snapshot records." },
+    ConfigDef { name: "share.coordinator.snapshot.update.records.per.snapshot", kind: Kind::Long { min: 0, max: 500 }, default: "500", doc: "Share-state update records per share partition between two snapshot records." },    // --- log compaction keys (compact branch) ---
+    // Doubles are Kind::Text here (validated where read, falling back to the default) until
+    // the config module has a double type.
+    ConfigDef { name: "log.cleaner.enable", kind: Kind::Bool, default: "true", doc: "Run the log cleaner (compaction of cleanup.policy=compact topics, internal ones included)." },
+    ConfigDef { name: "log.cleaner.threads", kind: Kind::Long { min: 0, max: I32_MAX }, default: "1", doc: "0 disables the cleaner; any other value runs one background cleaner task (the dedupe buffer is split by this count, as in Kafka)." },
+    ConfigDef { name: "log.cleaner.backoff.ms", kind: Kind::Long { min: 0, max: i64::MAX }, default: "15000", doc: "Pause of the cleaner when no log needs cleaning." },
+    ConfigDef { name: "log.cleaner.dedupe.buffer.size", kind: Kind::Long { min: 0, max: i64::MAX }, default: "134217728", doc: "Memory for the key-to-offset map of one clean, across cleaner threads." },
+    ConfigDef { name: "log.cleaner.io.buffer.load.factor", kind: Kind::Text, default: "0.9", doc: "Fill factor of the dedupe map (a double)." },
+    ConfigDef { name: "log.cleaner.io.max.bytes.per.second", kind: Kind::Text, default: "1.7976931348623157E308", doc: "Read plus write rate of the cleaner (a double)." },
+    ConfigDef { name: "log.cleaner.min.cleanable.ratio", kind: Kind::Text, default: "0.5", doc: "Default of min.cleanable.dirty.ratio (a double in [0, 1])." },
+    ConfigDef { name: "log.cleaner.max.compaction.lag.ms", kind: Kind::Long { min: 1, max: i64::MAX }, default: "9223372036854775807", doc: "Default of max.compaction.lag.ms." },
+    // --- end of log compaction keys ---
 ];
 
 /// Topic-level keys, each with the broker key that supplies its default.
@@ -175,7 +186,10 @@ pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
     (ConfigDef { name: "min.compaction.lag.ms", kind: Kind::Long { min: 0, max: i64::MAX }, default: "0", doc: "Accepted for compatibility." }, None),
     (ConfigDef { name: "message.timestamp.before.max.ms", kind: Kind::Long { min: 0, max: i64::MAX }, default: "9223372036854775807", doc: "Accepted for compatibility." }, None),
     (ConfigDef { name: "message.timestamp.after.max.ms", kind: Kind::Long { min: 0, max: i64::MAX }, default: "3600000", doc: "Accepted for compatibility." }, None),
-    (ConfigDef { name: "unclean.leader.election.enable", kind: Kind::Bool, default: "false", doc: "Accepted for compatibility." }, None),
+    (ConfigDef { name: "unclean.leader.election.enable", kind: Kind::Bool, default: "false", doc: "Accepted for compatibility." }, None),    // --- log compaction keys (compact branch) ---
+    (ConfigDef { name: "min.cleanable.dirty.ratio", kind: Kind::Text, default: "0.5", doc: "Clean when dirty bytes reach this share of the cleanable log (a double in [0, 1])." }, Some("log.cleaner.min.cleanable.ratio")),
+    (ConfigDef { name: "max.compaction.lag.ms", kind: Kind::Long { min: 1, max: i64::MAX }, default: "9223372036854775807", doc: "A record stays uncompacted at most this long." }, Some("log.cleaner.max.compaction.lag.ms")),
+    // --- end of log compaction keys ---
 ];
 
 /// Looks up a topic key.

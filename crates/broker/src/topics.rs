@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use tokio::sync::Notify;
 
 use shoal_core::producer_state::ProducerStateConfig;
-use shoal_storage::{Log, LogConfig, TimestampType};
+use shoal_storage::{CompactionConfig, Log, LogConfig, TimestampType};
 use uuid::Uuid;
 
 use crate::config::{BrokerConfig, ConfigMap};
@@ -272,14 +272,68 @@ pub fn log_config(broker: &BrokerConfig, overrides: &ConfigMap) -> LogConfig {
         },
         ..LogConfig::default()
     };
-    // Compacted topics keep their records (compaction itself is not implemented yet): time
-    // and size retention must not delete coordinator state or keyed data.
+    // Compacted topics lose records only to the cleaner (crate::cleaner); with
+    // `compact,delete` time and size retention apply too, as in Kafka.
     let policy = effective(broker, overrides, "cleanup.policy");
     if !policy.split(',').any(|p| p == "delete") {
         config.retention_ms = -1;
         config.retention_bytes = -1;
     }
     config
+}
+
+/// Whether the topic's `cleanup.policy` includes `compact`.
+pub fn is_compacted(broker: &BrokerConfig, overrides: &ConfigMap) -> bool {
+    effective(broker, overrides, "cleanup.policy")
+        .split(',')
+        .any(|p| p.trim() == "compact")
+}
+
+/// A double-valued key (`Kind::Text` in the config tables): its effective value if it parses
+/// to a finite number within `[min, max]`, else `default`.
+fn effective_f64(
+    broker: &BrokerConfig,
+    overrides: &ConfigMap,
+    key: &str,
+    (min, max, default): (f64, f64, f64),
+) -> f64 {
+    effective(broker, overrides, key)
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && (min..=max).contains(v))
+        .unwrap_or(default)
+}
+
+/// Builds a compacted topic's cleaner settings from its overrides and the broker's
+/// `log.cleaner.*` keys.
+pub fn compaction_config(broker: &BrokerConfig, overrides: &ConfigMap) -> CompactionConfig {
+    let long = |key| effective_long(broker, overrides, key);
+    let load_factor = broker
+        .get("log.cleaner.io.buffer.load.factor")
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0 && *v <= 1.0)
+        .unwrap_or(0.9);
+    let threads = broker.long("log.cleaner.threads").clamp(1, 1024) as usize;
+    CompactionConfig {
+        min_cleanable_dirty_ratio: effective_f64(
+            broker,
+            overrides,
+            "min.cleanable.dirty.ratio",
+            (0.0, 1.0, 0.5),
+        ),
+        delete_retention_ms: long("delete.retention.ms").max(0),
+        min_compaction_lag_ms: long("min.compaction.lag.ms").max(0),
+        max_compaction_lag_ms: long("max.compaction.lag.ms").max(1),
+        offset_map_entries: shoal_storage::log::offset_map_entries(
+            broker.long("log.cleaner.dedupe.buffer.size"),
+            load_factor,
+            threads,
+        ),
+        ..CompactionConfig::default()
+    }
 }
 
 /// Partition directory name, as Kafka names it.

@@ -69,7 +69,7 @@ pub(crate) const SWAP_SUFFIX: &str = ".swap";
 pub const OFFSET_MAP_ENTRY_BYTES: u64 = 40;
 
 /// A topic's compaction settings, with Kafka's names.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 pub struct CompactionConfig {
     /// `min.cleanable.dirty.ratio`: clean when dirty bytes / cleanable bytes reach this.
     pub min_cleanable_dirty_ratio: f64,
@@ -83,6 +83,13 @@ pub struct CompactionConfig {
     /// Keys the offset map may hold in one clean (from `log.cleaner.dedupe.buffer.size`, see
     /// [`offset_map_entries`]).
     pub offset_map_entries: usize,
+    /// Records whose key this returns true for are never removed (an internal topic whose
+    /// records only make sense with the markers after them; see decision 0008).
+    pub always_keep: Option<fn(&[u8]) -> bool>,
+    /// Keep every COMMIT/ABORT marker (instead of dropping them once their data is gone).
+    pub keep_markers: bool,
+    /// Keep every tombstone (instead of dropping them after `delete.retention.ms`).
+    pub keep_tombstones: bool,
 }
 
 impl Default for CompactionConfig {
@@ -93,6 +100,9 @@ impl Default for CompactionConfig {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
             offset_map_entries: offset_map_entries(128 * 1024 * 1024, 0.9, 1),
+            always_keep: None,
+            keep_markers: false,
+            keep_tombstones: false,
         }
     }
 }
@@ -525,7 +535,7 @@ impl CleanTask {
             );
             // Retained while data of its transaction remains (seen in this pass).
             let discardable = ends_txn && !txn_data_seen.remove(&pid);
-            if !discardable || is_last_of_producer {
+            if !discardable || is_last_of_producer || self.config.keep_markers {
                 return Ok(Some(None));
             }
             if horizon_passed {
@@ -556,8 +566,11 @@ impl CleanTask {
                 .into_iter()
                 .filter(|r| {
                     let Some(key) = &r.key else { return false };
+                    if self.config.always_keep.is_some_and(|keep| keep(key)) {
+                        return true;
+                    }
                     let latest = map.get(&key_hash(key)).is_none_or(|&o| r.offset >= o);
-                    latest && (r.value.is_some() || !horizon_passed)
+                    latest && (r.value.is_some() || !horizon_passed || self.config.keep_tombstones)
                 })
                 .collect()
         };
@@ -568,7 +581,7 @@ impl CleanTask {
             }
             return Ok(None);
         }
-        let has_tombstone = kept.iter().any(|r| r.value.is_none());
+        let has_tombstone = !self.config.keep_tombstones && kept.iter().any(|r| r.value.is_none());
         if kept.len() == total && (header.has_delete_horizon() || !has_tombstone) {
             return Ok(Some(None));
         }
@@ -754,7 +767,7 @@ impl Log {
                         && Arc::ptr_eq(s.file(), file)
                 })
             });
-        if !unchanged || cleaned.dir != self.dir {
+        if !unchanged || cleaned.dir != self.dir || self.closed {
             return Ok((stats, false));
         }
         let dir = self.dir.clone();
