@@ -169,7 +169,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
 
 /// Topic-level keys, each with the broker key that supplies its default.
 pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
-    (ConfigDef { name: "cleanup.policy", kind: Kind::List(&["delete", "compact"]), default: "delete", doc: "delete or compact (compaction is not implemented yet: compacted topics keep everything)." }, None),
+    (ConfigDef { name: "cleanup.policy", kind: Kind::List(&["delete", "compact"]), default: "delete", doc: "delete, compact or both: compact keeps the latest record of every key (the log cleaner), delete applies retention.ms and retention.bytes." }, None),
     (ConfigDef { name: "compression.type", kind: Kind::Choice(&["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]), default: "producer", doc: "Only producer (keep the producer's codec) is applied." }, None),
     (ConfigDef { name: "max.message.bytes", kind: Kind::Long { min: 0, max: I32_MAX }, default: "1048588", doc: "Largest record batch." }, Some("message.max.bytes")),
     (ConfigDef { name: "message.timestamp.type", kind: Kind::Choice(&["CreateTime", "LogAppendTime"]), default: "CreateTime", doc: "CreateTime or LogAppendTime." }, Some("log.message.timestamp.type")),
@@ -182,8 +182,8 @@ pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
     (ConfigDef { name: "index.interval.bytes", kind: Kind::Long { min: 0, max: I32_MAX }, default: "4096", doc: "Bytes between index entries." }, Some("log.index.interval.bytes")),
     (ConfigDef { name: "flush.messages", kind: Kind::Long { min: 1, max: i64::MAX }, default: "1", doc: "fsync after this many messages." }, Some("log.flush.interval.messages")),
     (ConfigDef { name: "flush.ms", kind: Kind::Long { min: 0, max: i64::MAX }, default: "9223372036854775807", doc: "fsync at least this often." }, Some("log.flush.interval.ms")),
-    (ConfigDef { name: "delete.retention.ms", kind: Kind::Long { min: 0, max: i64::MAX }, default: "86400000", doc: "Accepted for compatibility." }, None),
-    (ConfigDef { name: "min.compaction.lag.ms", kind: Kind::Long { min: 0, max: i64::MAX }, default: "0", doc: "Accepted for compatibility." }, None),
+    (ConfigDef { name: "delete.retention.ms", kind: Kind::Long { min: 0, max: i64::MAX }, default: "86400000", doc: "How long compaction keeps a tombstone (and the marker of a finished transaction) after first keeping it." }, None),
+    (ConfigDef { name: "min.compaction.lag.ms", kind: Kind::Long { min: 0, max: i64::MAX }, default: "0", doc: "A record stays uncompacted at least this long." }, None),
     (ConfigDef { name: "message.timestamp.before.max.ms", kind: Kind::Long { min: 0, max: i64::MAX }, default: "9223372036854775807", doc: "Accepted for compatibility." }, None),
     (ConfigDef { name: "message.timestamp.after.max.ms", kind: Kind::Long { min: 0, max: i64::MAX }, default: "3600000", doc: "Accepted for compatibility." }, None),
     (ConfigDef { name: "unclean.leader.election.enable", kind: Kind::Bool, default: "false", doc: "Accepted for compatibility." }, None),    // --- log compaction keys (compact branch) ---
