@@ -5,8 +5,7 @@ before and after compaction. A measurement, not a test: prints a small table.
     bench/compaction_replay.py [--bin target/release/shoal] [--commits 100000] [--groups 10]
 
 Starts `shoal serve` on a free 127.0.0.1 port with a fresh data dir and 1 MiB segments,
-cleaner off; commits offsets (10 partitions per commit, asynchronous, one final synchronous
-commit per group); stops it; times three restarts (process start to the first answered
+cleaner off; commits offsets (10 partitions per commit, synchronous, one thread per group); stops it; times three restarts (process start to the first answered
 metadata request with the groups loaded: ListGroups lists them all); then runs it with the
 cleaner on (min.cleanable.dirty.ratio 0.01, backoff 100 ms) until the topic stops shrinking,
 stops it, and times three restarts again."""
@@ -19,6 +18,7 @@ import socket
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,8 +53,18 @@ class Shoal:
 
     def wait_ready(self, groups):
         """Seconds from process start until ListGroups lists `groups` groups."""
-        a = AdminClient({"bootstrap.servers": self.bootstrap})
         deadline = time.monotonic() + 300
+        # The port first (a refused connection would put librdkafka into its reconnect
+        # backoff and add up to a second), then the groups.
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("broker not listening") from None
+                time.sleep(0.002)
+        a = AdminClient({"bootstrap.servers": self.bootstrap})
         while time.monotonic() < deadline:
             try:
                 res = a.list_consumer_groups(request_timeout=5).result()
@@ -86,16 +96,21 @@ def main():
                                "enable.auto.commit": False})
                      for g in range(args.groups)]
         t = time.monotonic()
-        for i in range(args.commits):
-            c = consumers[i % args.groups]
-            c.commit(offsets=[TopicPartition("bench", p, i + p) for p in range(10)],
-                     asynchronous=True)
-            if i % 1000 == 999:
-                c.poll(0)
-        for c in consumers:
-            c.commit(offsets=[TopicPartition("bench", p, args.commits + p) for p in range(10)],
-                     asynchronous=False)
+
+        def commits(g):
+            # Synchronous: pipelined asynchronous commits on one connection stall until
+            # librdkafka's 60 s request timeout (seen with this build; reported separately).
+            c = consumers[g]
+            for i in range(g, args.commits, args.groups):
+                c.commit(offsets=[TopicPartition("bench", p, i + p) for p in range(10)],
+                         asynchronous=False)
             c.close()
+
+        threads = [threading.Thread(target=commits, args=(g,)) for g in range(args.groups)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
         commit_s = time.monotonic() - t
         s.stop()
         before = offsets_bytes(data)
@@ -120,7 +135,7 @@ def main():
             now = offsets_bytes(data)
             stable = stable + 1 if now == last else 0
             last = now
-        clean_s = time.monotonic() - t - stable
+        clean_s = time.monotonic() - t
         s.stop()
         after = offsets_bytes(data)
         start_after = restarts(off)
@@ -132,8 +147,8 @@ def main():
               f"{[round(x, 3) for x in start_before[1]]} |")
         print(f"| after compaction | {after:,} | {start_after[0]:.3f} s "
               f"{[round(x, 3) for x in start_after[1]]} |")
-        print(f"compaction took about {clean_s:.0f} s with the cleaner's defaults "
-              "(one task, no I/O limit)")
+        print(f"the size was stable (5 s unchanged) {clean_s:.0f} s after the cleaning broker "
+              "started (one cleaner task, no I/O limit)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
