@@ -429,4 +429,57 @@ mod tests {
         assert!(validate_topic_name(&"a".repeat(249)).is_ok());
         assert!(validate_topic_name(&"a".repeat(250)).is_err());
     }
+
+    #[test]
+    fn compact_and_delete_policies_combine() {
+        let broker = BrokerConfig::default();
+        let with = |policy: &str| {
+            let mut m = ConfigMap::new();
+            m.insert("cleanup.policy", policy);
+            m.insert("retention.ms", "1000");
+            m
+        };
+        let compact = with("compact");
+        assert!(is_compacted(&broker, &compact));
+        assert_eq!(log_config(&broker, &compact).retention_ms, -1);
+        let both = with("compact,delete");
+        assert!(is_compacted(&broker, &both));
+        assert_eq!(log_config(&broker, &both).retention_ms, 1000);
+        let delete = with("delete");
+        assert!(!is_compacted(&broker, &delete));
+        assert_eq!(log_config(&broker, &delete).retention_ms, 1000);
+    }
+
+    #[test]
+    fn compaction_settings_come_from_the_topic_then_the_broker() {
+        let mut broker = BrokerConfig::default();
+        broker
+            .set("log.cleaner.min.cleanable.ratio", "0.25")
+            .unwrap();
+        let mut topic = ConfigMap::new();
+        assert_eq!(
+            compaction_config(&broker, &topic).min_cleanable_dirty_ratio,
+            0.25
+        );
+        topic.insert("min.cleanable.dirty.ratio", "0.01");
+        topic.insert("max.compaction.lag.ms", "5000");
+        let cc = compaction_config(&broker, &topic);
+        assert_eq!(cc.min_cleanable_dirty_ratio, 0.01);
+        assert_eq!(cc.max_compaction_lag_ms, 5000);
+        // Out of range or not a number: the default.
+        topic.insert("min.cleanable.dirty.ratio", "1.5");
+        assert_eq!(
+            compaction_config(&broker, &topic).min_cleanable_dirty_ratio,
+            0.5
+        );
+        // The dedupe buffer bounds the map, split between cleaner threads.
+        broker
+            .set("log.cleaner.dedupe.buffer.size", "4000000")
+            .unwrap();
+        broker.set("log.cleaner.threads", "2").unwrap();
+        assert_eq!(
+            compaction_config(&broker, &topic).offset_map_entries,
+            45_000
+        );
+    }
 }

@@ -24,7 +24,7 @@ pub use control::{
     control_record_type, encode_end_txn_marker, end_txn_marker, ControlRecordType, EndTxnMarker,
 };
 pub use records::{decode_records, encode_batch, BatchOptions, KeyValue, RecordHeader, RecordView};
-pub(crate) use rewrite::rebuild_batch;
+pub(crate) use rewrite::{empty_placeholder, rebuild_batch};
 pub use validate::{
     validate_record_set, ValidationLimits, DECOMPRESSED_BYTES_MAX_DEFAULT,
     MAX_MESSAGE_BYTES_DEFAULT,

@@ -114,3 +114,22 @@ pub(crate) fn rebuild_batch(
     out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(out)
 }
+
+/// An empty, non-transactional batch without producer covering the offsets of `original`:
+/// what compaction leaves as the first segment's content when it removed everything there,
+/// so that the log start offset does not move (a consumer at it reads on from the next batch).
+pub(crate) fn empty_placeholder(original: &BatchHeader) -> Result<Vec<u8>> {
+    let mut out = rebuild_batch(original, &[], None)?;
+    let attributes = original.attributes()
+        & !(COMPRESSION_MASK | super::TRANSACTIONAL_BIT | super::CONTROL_BIT | DELETE_HORIZON_BIT);
+    out[super::ATTRIBUTES_POS..super::ATTRIBUTES_POS + 2]
+        .copy_from_slice(&attributes.to_be_bytes());
+    out[super::PRODUCER_ID_POS..super::PRODUCER_ID_POS + 8].copy_from_slice(&(-1i64).to_be_bytes());
+    out[super::PRODUCER_EPOCH_POS..super::PRODUCER_EPOCH_POS + 2]
+        .copy_from_slice(&(-1i16).to_be_bytes());
+    out[super::BASE_SEQUENCE_POS..super::BASE_SEQUENCE_POS + 4]
+        .copy_from_slice(&(-1i32).to_be_bytes());
+    let crc = crc32c::crc32c(&out[CRC_START..]);
+    out[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(out)
+}

@@ -48,8 +48,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::batch::{
-    control_record_type, decode_records, rebuild_batch, BatchHeader, ControlRecordType,
-    BATCH_HEADER_BYTES,
+    control_record_type, decode_records, empty_placeholder, rebuild_batch, BatchHeader,
+    ControlRecordType, BATCH_HEADER_BYTES,
 };
 use crate::error::{Result, StorageError};
 
@@ -453,10 +453,12 @@ impl CleanTask {
                 output: None,
             });
             let mut kept_markers = HashSet::new();
+            let mut last_header = None;
             for input in group {
                 cleaned.stats.segments_cleaned += 1;
                 cleaned.stats.bytes_before += input.size;
                 for_each_batch(input, io, |header, bytes, io| {
+                    last_header = Some(header);
                     let is_last =
                         last_of_producer.get(&header.producer_id()) == Some(&header.last_offset());
                     let kept = self.clean_batch(
@@ -496,6 +498,17 @@ impl CleanTask {
                 );
             }
             out.aborted.sort_by_key(|t| t.last_offset);
+            if out.is_empty() && i == 0 {
+                // The log's first segment stays, holding an empty batch, so the log start
+                // offset does not move: a consumer at it reads on from the next batch, as it
+                // does in Kafka, instead of getting OFFSET_OUT_OF_RANGE.
+                if let Some(h) = &last_header {
+                    let bytes = empty_placeholder(h)?;
+                    let header = BatchHeader::parse(&bytes)?;
+                    io(bytes.len() as u64)?;
+                    out.append(&bytes, &[header])?;
+                }
+            }
             let last = cleaned.groups.last_mut().expect("pushed above");
             if out.is_empty() {
                 fs::remove_file(out.path())
