@@ -279,6 +279,11 @@ pub fn log_config(broker: &BrokerConfig, overrides: &ConfigMap) -> LogConfig {
         config.retention_ms = -1;
         config.retention_bytes = -1;
     }
+    // As Kafka's LogConfig.maxSegmentMs: records in the active segment cannot be compacted, so
+    // a compacted log rolls at least every max.compaction.lag.ms.
+    if is_compacted(broker, overrides) {
+        config.segment_ms = config.segment_ms.min(long("max.compaction.lag.ms").max(1));
+    }
     config
 }
 
@@ -466,6 +471,10 @@ mod tests {
         let cc = compaction_config(&broker, &topic);
         assert_eq!(cc.min_cleanable_dirty_ratio, 0.01);
         assert_eq!(cc.max_compaction_lag_ms, 5000);
+        // A compacted log rolls by max.compaction.lag.ms when it is below segment.ms.
+        assert_eq!(log_config(&broker, &topic).segment_ms, 604_800_000);
+        topic.insert("cleanup.policy", "compact");
+        assert_eq!(log_config(&broker, &topic).segment_ms, 5000);
         // Out of range or not a number: the default.
         topic.insert("min.cleanable.dirty.ratio", "1.5");
         assert_eq!(
