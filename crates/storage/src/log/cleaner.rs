@@ -20,6 +20,7 @@
 //! What is kept, per batch (Kafka's `Cleaner.cleanInto` and `CleanedTransactionMetadata`):
 //! - a record with a key whose offset is at or after the latest offset of that key in the
 //!   dirty section (keys absent from the map are kept); records without a key are dropped;
+//!   every record past the end of the map (when it filled up) is kept;
 //! - a tombstone (null value) until the batch's delete horizon (set to now +
 //!   `delete.retention.ms` the first time a clean keeps it, stored in the batch header as in
 //!   KIP-534) has passed;
@@ -464,7 +465,7 @@ impl CleanTask {
                     let kept = self.clean_batch(
                         &header,
                         bytes,
-                        &map,
+                        (&map, map_end),
                         is_last,
                         &mut txn_data_seen,
                         &mut cleaned.stats,
@@ -532,7 +533,7 @@ impl CleanTask {
         &self,
         header: &BatchHeader,
         bytes: &[u8],
-        map: &HashMap<u128, i64>,
+        (map, map_end): (&HashMap<u128, i64>, i64),
         is_last_of_producer: bool,
         txn_data_seen: &mut HashSet<i64>,
         stats: &mut CleanStats,
@@ -578,6 +579,10 @@ impl CleanTask {
             records
                 .into_iter()
                 .filter(|r| {
+                    // Past what the map covers (it filled up): kept as is, as in Kafka.
+                    if r.offset >= map_end {
+                        return true;
+                    }
                     let Some(key) = &r.key else { return false };
                     if self.config.always_keep.is_some_and(|keep| keep(key)) {
                         return true;
