@@ -2,14 +2,15 @@
 //! `.timeindex` and `.txnindex`), a `log-start-offset` checkpoint and a `clean_shutdown` marker.
 //!
 //! Owns: offset assignment, segment rolling, reads by offset and timestamp, the log start offset,
-//! retention, truncation, recovery after a crash, the flushed offset (recovery point), and the
-//! per-segment aborted-transaction index ([`txn_index`]). The log does not know where a
-//! transaction began, so the caller (the producer state) adds the index entries when it records
-//! an ABORT marker, and replays segments whose index was lost in recovery
+//! retention, compaction ([`cleaner`]), truncation, recovery after a crash, the flushed offset
+//! (recovery point), and the per-segment aborted-transaction index ([`txn_index`]). The log does
+//! not know where a transaction began, so the caller (the producer state) adds the index entries
+//! when it records an ABORT marker, and replays segments whose index was lost in recovery
 //! ([`Log::aborted_index_incomplete_from`], then [`Log::mark_aborted_index_complete`]).
 //!
 //! Invariants: there is always at least one segment and the last one is the active segment;
-//! segments are sorted by base offset and do not overlap; `log_start_offset <= log_end_offset`;
+//! segments are sorted by base offset and do not overlap (compacted segments may leave gaps of
+//! offsets between and inside them); `log_start_offset <= log_end_offset`;
 //! `flushed_offset <= log_end_offset`; data below `flushed_offset` has been fsynced; the
 //! `clean_shutdown` marker exists only while no `Log` has the directory open.
 //!
