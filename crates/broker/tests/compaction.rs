@@ -399,3 +399,71 @@ async fn internal_topics_replay_the_same_state_compacted() {
     replayed.stop().await;
     assert_eq!(got, want);
 }
+
+/// The cleaner stops at the last stable offset: an open transaction holds back everything
+/// after its first batch until its marker is written.
+#[tokio::test]
+async fn an_open_transaction_holds_the_cleaner_back() {
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start_with(dir.path(), &[("log.cleaner.enable", "false")]).await;
+    let mut conn = broker.connect().await;
+    create(
+        &mut conn,
+        "kv",
+        &[("cleanup.policy", "compact"), ("segment.bytes", "1024")],
+    )
+    .await;
+    let b = &broker.broker;
+    let partition = b.topic("kv").unwrap().partition(0).unwrap();
+    let now = shoal_broker::broker::now_ms();
+    let append = |bytes: &mut Vec<u8>| {
+        let mut log = partition.lock();
+        log.append(bytes, now).unwrap();
+        log.sync().unwrap();
+    };
+    // An open transaction first, then keys written over and over.
+    append(&mut encode_batch(
+        &[(Some(&b"t"[..]), Some(&b"in a transaction"[..]))],
+        BatchOptions {
+            producer_id: 77,
+            producer_epoch: 0,
+            base_sequence: 0,
+            transactional: true,
+            ..BatchOptions::default()
+        },
+    ));
+    for round in 0..20 {
+        for k in 0..5 {
+            append(&mut encode_batch(
+                &[(
+                    Some(format!("k{k}").as_bytes()),
+                    Some(format!("v{round}").as_bytes()),
+                )],
+                BatchOptions::default(),
+            ));
+        }
+    }
+    let cc = shoal_broker::cleaner::topic_compaction(b, "kv").unwrap();
+    let cc = shoal_storage::CompactionConfig {
+        min_cleanable_dirty_ratio: 0.0,
+        ..cc
+    };
+    let stop = AtomicBool::new(false);
+    let cleaned = shoal_broker::cleaner::clean_partition(b, &partition, &cc, now, &stop).unwrap();
+    assert!(
+        cleaned.is_none(),
+        "cleaned past an open transaction: {cleaned:?}"
+    );
+    assert_eq!(contents(&broker, "kv", 0).1, 101);
+    shoal_broker::markers::write_marker(b, &partition, 77, 0, true, 0).unwrap();
+    partition.lock().sync().unwrap();
+    let stats = shoal_broker::cleaner::clean_partition(b, &partition, &cc, now, &stop)
+        .unwrap()
+        .expect("nothing cleaned once the transaction ended");
+    assert!(stats.records_removed > 0);
+    let (latest, _) = contents(&broker, "kv", 0);
+    assert_eq!(latest[&b"t"[..]], b"in a transaction");
+    assert_eq!(latest[&b"k4"[..]], b"v19");
+    broker.stop().await;
+}
