@@ -266,6 +266,7 @@ impl Broker {
         if self.topic(CONSUMER_OFFSETS).is_none() {
             let mut configs = ConfigMap::new();
             configs.insert("cleanup.policy", "compact");
+            self.internal_segment_bytes(&mut configs, "offsets.topic.segment.bytes");
             let partitions = self.config.long("offsets.topic.num.partitions") as u32;
             self.create_topic_inner(CONSUMER_OFFSETS, partitions, configs, true)
                 .await
@@ -275,6 +276,7 @@ impl Broker {
         if self.topic(state).is_none() {
             let mut configs = ConfigMap::new();
             configs.insert("cleanup.policy", "compact");
+            self.internal_segment_bytes(&mut configs, "transaction.state.log.segment.bytes");
             let partitions = self.config.long("transaction.state.log.num.partitions") as u32;
             self.create_topic_inner(state, partitions, configs, true)
                 .await
@@ -287,6 +289,10 @@ impl Broker {
             // Never by time: a share partition's latest snapshot may be old. Superseded
             // records are pruned by the share manager (share.coordinator.state.topic.prune.*).
             configs.insert("retention.ms", "-1");
+            self.internal_segment_bytes(
+                &mut configs,
+                "share.coordinator.state.topic.segment.bytes",
+            );
             let partitions =
                 self.config
                     .long("share.coordinator.state.topic.num.partitions") as u32;
@@ -297,10 +303,23 @@ impl Broker {
         Ok(())
     }
 
-    /// Starts background work tied to the server's lifetime (retention, metrics endpoint).
+    /// Sizes an internal topic's segments by its broker key (`offsets.topic.segment.bytes`, …),
+    /// as Kafka does at creation. The value is stored as `internal.segment.bytes` because these
+    /// keys, unlike `segment.bytes`, have no 1 MiB lower bound; small segments let the cleaner
+    /// reach all but the newest records of a compacted internal topic.
+    fn internal_segment_bytes(&self, configs: &mut ConfigMap, broker_key: &str) {
+        configs.insert(
+            "internal.segment.bytes",
+            &self.config.long(broker_key).to_string(),
+        );
+    }
+
+    /// Starts background work tied to the server's lifetime (retention, the log cleaner,
+    /// metrics endpoint).
     pub fn start_background(self: &Arc<Self>, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         vec![
             tokio::spawn(crate::retention::run(self.clone(), stop.clone())),
+            tokio::spawn(crate::cleaner::run(self.clone(), stop.clone())),
             tokio::spawn(crate::share::run_lock_timer(Arc::downgrade(self), stop)),
         ]
     }

@@ -21,6 +21,7 @@
 //! connection), hold a partition lock across an await, or fsync under a partition lock.
 
 pub mod broker;
+pub mod cleaner;
 pub mod codec;
 pub mod config;
 pub mod connection;

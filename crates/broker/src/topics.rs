@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use tokio::sync::Notify;
 
 use shoal_core::producer_state::ProducerStateConfig;
-use shoal_storage::{Log, LogConfig, TimestampType};
+use shoal_storage::{CompactionConfig, Log, LogConfig, TimestampType};
 use uuid::Uuid;
 
 use crate::config::{BrokerConfig, ConfigMap};
@@ -277,14 +277,73 @@ pub fn log_config(broker: &BrokerConfig, overrides: &ConfigMap) -> LogConfig {
         },
         ..LogConfig::default()
     };
-    // Compacted topics keep their records (compaction itself is not implemented yet): time
-    // and size retention must not delete coordinator state or keyed data.
+    // Compacted topics lose records only to the cleaner (crate::cleaner); with
+    // `compact,delete` time and size retention apply too, as in Kafka.
     let policy = effective(broker, overrides, "cleanup.policy");
     if !policy.split(',').any(|p| p == "delete") {
         config.retention_ms = -1;
         config.retention_bytes = -1;
     }
+    // As Kafka's LogConfig.maxSegmentMs: records in the active segment cannot be compacted, so
+    // a compacted log rolls at least every max.compaction.lag.ms.
+    if is_compacted(broker, overrides) {
+        config.segment_ms = config.segment_ms.min(long("max.compaction.lag.ms").max(1));
+    }
     config
+}
+
+/// Whether the topic's `cleanup.policy` includes `compact`.
+pub fn is_compacted(broker: &BrokerConfig, overrides: &ConfigMap) -> bool {
+    effective(broker, overrides, "cleanup.policy")
+        .split(',')
+        .any(|p| p.trim() == "compact")
+}
+
+/// A double-valued key (`Kind::Text` in the config tables): its effective value if it parses
+/// to a finite number within `[min, max]`, else `default`.
+fn effective_f64(
+    broker: &BrokerConfig,
+    overrides: &ConfigMap,
+    key: &str,
+    (min, max, default): (f64, f64, f64),
+) -> f64 {
+    effective(broker, overrides, key)
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && (min..=max).contains(v))
+        .unwrap_or(default)
+}
+
+/// Builds a compacted topic's cleaner settings from its overrides and the broker's
+/// `log.cleaner.*` keys.
+pub fn compaction_config(broker: &BrokerConfig, overrides: &ConfigMap) -> CompactionConfig {
+    let long = |key| effective_long(broker, overrides, key);
+    let load_factor = broker
+        .get("log.cleaner.io.buffer.load.factor")
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0 && *v <= 1.0)
+        .unwrap_or(0.9);
+    let threads = broker.long("log.cleaner.threads").clamp(1, 1024) as usize;
+    CompactionConfig {
+        min_cleanable_dirty_ratio: effective_f64(
+            broker,
+            overrides,
+            "min.cleanable.dirty.ratio",
+            (0.0, 1.0, 0.5),
+        ),
+        delete_retention_ms: long("delete.retention.ms").max(0),
+        min_compaction_lag_ms: long("min.compaction.lag.ms").max(0),
+        max_compaction_lag_ms: long("max.compaction.lag.ms").max(1),
+        offset_map_entries: shoal_storage::log::offset_map_entries(
+            broker.long("log.cleaner.dedupe.buffer.size"),
+            load_factor,
+            threads,
+        ),
+        ..CompactionConfig::default()
+    }
 }
 
 /// Partition directory name, as Kafka names it.
@@ -379,5 +438,62 @@ mod tests {
         assert!(validate_topic_name("ü").is_err());
         assert!(validate_topic_name(&"a".repeat(249)).is_ok());
         assert!(validate_topic_name(&"a".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn compact_and_delete_policies_combine() {
+        let broker = BrokerConfig::default();
+        let with = |policy: &str| {
+            let mut m = ConfigMap::new();
+            m.insert("cleanup.policy", policy);
+            m.insert("retention.ms", "1000");
+            m
+        };
+        let compact = with("compact");
+        assert!(is_compacted(&broker, &compact));
+        assert_eq!(log_config(&broker, &compact).retention_ms, -1);
+        let both = with("compact,delete");
+        assert!(is_compacted(&broker, &both));
+        assert_eq!(log_config(&broker, &both).retention_ms, 1000);
+        let delete = with("delete");
+        assert!(!is_compacted(&broker, &delete));
+        assert_eq!(log_config(&broker, &delete).retention_ms, 1000);
+    }
+
+    #[test]
+    fn compaction_settings_come_from_the_topic_then_the_broker() {
+        let mut broker = BrokerConfig::default();
+        broker
+            .set("log.cleaner.min.cleanable.ratio", "0.25")
+            .unwrap();
+        let mut topic = ConfigMap::new();
+        assert_eq!(
+            compaction_config(&broker, &topic).min_cleanable_dirty_ratio,
+            0.25
+        );
+        topic.insert("min.cleanable.dirty.ratio", "0.01");
+        topic.insert("max.compaction.lag.ms", "5000");
+        let cc = compaction_config(&broker, &topic);
+        assert_eq!(cc.min_cleanable_dirty_ratio, 0.01);
+        assert_eq!(cc.max_compaction_lag_ms, 5000);
+        // A compacted log rolls by max.compaction.lag.ms when it is below segment.ms.
+        assert_eq!(log_config(&broker, &topic).segment_ms, 604_800_000);
+        topic.insert("cleanup.policy", "compact");
+        assert_eq!(log_config(&broker, &topic).segment_ms, 5000);
+        // Out of range or not a number: the default.
+        topic.insert("min.cleanable.dirty.ratio", "1.5");
+        assert_eq!(
+            compaction_config(&broker, &topic).min_cleanable_dirty_ratio,
+            0.5
+        );
+        // The dedupe buffer bounds the map, split between cleaner threads.
+        broker
+            .set("log.cleaner.dedupe.buffer.size", "4000000")
+            .unwrap();
+        broker.set("log.cleaner.threads", "2").unwrap();
+        assert_eq!(
+            compaction_config(&broker, &topic).offset_map_entries,
+            45_000
+        );
     }
 }

@@ -84,7 +84,10 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<BrokerConfig> {
         let pairs = parse_properties(&text);
         let ignored = config.apply(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
         for key in ignored {
-            warn!(key, "ignoring unknown configuration key (not a Kafka 4.4 broker key)");
+            warn!(
+                key,
+                "ignoring unknown configuration key (not a Kafka 4.4 broker key)"
+            );
         }
     }
     for (var, value) in std::env::vars() {

@@ -1,8 +1,8 @@
 //! shoal-storage: the partition log.
 //!
 //! Owns: Kafka record batches (magic v2) stored byte-exact as received in per-partition segment
-//! logs with sparse offset and time indexes, crash recovery, retention and the log start offset
-//! checkpoint. [`batch`] parses, validates, rewrites, decodes and encodes batches; [`log`] owns a
+//! logs with sparse offset and time indexes, crash recovery, retention, compaction
+//! ([`log::cleaner`]) and the log start offset checkpoint. [`batch`] parses, validates, rewrites, decodes and encodes batches; [`log`] owns a
 //! partition directory.
 //!
 //! Invariants: nothing on a disk or network path panics; every size read from input is bounded
@@ -24,4 +24,7 @@ pub use batch::{
     RecordView, TimestampType, ValidationLimits,
 };
 pub use error::{codes, StorageError};
-pub use log::{AbortedTxn, AppendInfo, Batch, BatchIter, Log, LogConfig, ReadResult, SyncHandle};
+pub use log::{
+    AbortedTxn, AppendInfo, Batch, BatchIter, CleanStats, CompactionConfig, DirtyStats, Log,
+    LogConfig, ReadResult, SyncHandle, Throttler,
+};

@@ -40,7 +40,8 @@ use bytes::Bytes;
 use group::{answer_removed, Group, Member};
 pub use records::{
     CommittedOffset, DecodeError, GroupMetadataValue, GroupRecord, MemberMetadataValue,
-    RECORD_TYPE_GROUP_METADATA, RECORD_TYPE_OFFSET_COMMIT, VALUE_VERSION,
+    RECORD_TYPE_GROUP_METADATA, RECORD_TYPE_OFFSET_COMMIT, RECORD_TYPE_PENDING_OFFSET_COMMIT,
+    VALUE_VERSION,
 };
 pub use types::*;
 

@@ -153,3 +153,70 @@ fn xerial_snappy(input: &[u8], budget: usize) -> Result<Vec<u8>> {
     }
     Ok(out)
 }
+
+/// Largest uncompressed block of one xerial snappy chunk (snappy-java's default block size).
+const XERIAL_BLOCK_BYTES: usize = 32 * 1024;
+
+/// Compresses `input` with `codec` (used when compaction rewrites a batch: its retained records
+/// keep the producer's codec, as Kafka's cleaner does). Snappy output uses the xerial framing
+/// the Java client writes, which every client reads.
+///
+/// # Errors
+/// `Decompression` (naming the codec) if the encoder fails.
+pub(crate) fn compress(codec: Compression, input: &[u8]) -> Result<Vec<u8>> {
+    use std::io::Write;
+    match codec {
+        Compression::None => Ok(input.to_vec()),
+        Compression::Gzip => {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            enc.write_all(input).map_err(|e| failed(codec, e))?;
+            enc.finish().map_err(|e| failed(codec, e))
+        }
+        Compression::Lz4 => {
+            let mut enc = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            enc.write_all(input).map_err(|e| failed(codec, e))?;
+            enc.finish().map_err(|e| failed(codec, e))
+        }
+        Compression::Zstd => zstd::stream::encode_all(input, 3).map_err(|e| failed(codec, e)),
+        Compression::Snappy => {
+            let mut out = Vec::with_capacity(XERIAL_HEADER_BYTES + input.len());
+            out.extend_from_slice(&XERIAL_MAGIC);
+            out.extend_from_slice(&1i32.to_be_bytes());
+            out.extend_from_slice(&1i32.to_be_bytes());
+            let mut enc = snap::raw::Encoder::new();
+            for chunk in input.chunks(XERIAL_BLOCK_BYTES) {
+                let block = enc.compress_vec(chunk).map_err(|e| failed(codec, e))?;
+                let len = i32::try_from(block.len()).map_err(|e| failed(codec, e))?;
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(&block);
+            }
+            Ok(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compress_round_trips_every_codec() {
+        let input: Vec<u8> = (0..100_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let packed = compress(codec, &input).unwrap();
+            assert_eq!(
+                decompress(codec, &packed, input.len()).unwrap(),
+                input,
+                "{codec:?}"
+            );
+        }
+    }
+}

@@ -15,6 +15,7 @@
 mod compression;
 mod control;
 mod records;
+mod rewrite;
 mod validate;
 mod varint;
 
@@ -23,6 +24,7 @@ pub use control::{
     control_record_type, encode_end_txn_marker, end_txn_marker, ControlRecordType, EndTxnMarker,
 };
 pub use records::{decode_records, encode_batch, BatchOptions, KeyValue, RecordHeader, RecordView};
+pub(crate) use rewrite::{empty_placeholder, rebuild_batch};
 pub use validate::{
     validate_record_set, ValidationLimits, DECOMPRESSED_BYTES_MAX_DEFAULT,
     MAX_MESSAGE_BYTES_DEFAULT,

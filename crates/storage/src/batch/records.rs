@@ -61,14 +61,26 @@ fn nullable(c: &mut Cursor<'_>, index: usize, base: usize) -> Result<Option<Rang
     Ok(Some(r.start + base..r.end + base))
 }
 
+/// How record `offsetDelta`s are checked by [`walk_records`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Deltas {
+    /// Record `i` has `offsetDelta == i` (a produced batch).
+    Dense,
+    /// Strictly increasing and at most `lastOffsetDelta` (a stored batch, which compaction
+    /// may have thinned, as Kafka's cleaner does).
+    Increasing { last_offset_delta: i32 },
+}
+
 /// Walks `record_count` records in `payload`, calling `on_record` for each. Header ranges are
 /// collected only when `with_headers` (validation does not need them).
 pub(crate) fn walk_records(
     payload: &[u8],
     record_count: i32,
     with_headers: bool,
+    deltas: Deltas,
     mut on_record: impl FnMut(RawRecord),
 ) -> Result<()> {
+    let mut previous_delta: i64 = -1;
     let mut c = Cursor::new(payload);
     let count = usize::try_from(record_count).map_err(|_| bad(0, "negative record count"))?;
     // Each iteration consumes at least one byte, so the loop is bounded by payload.len().
@@ -86,8 +98,18 @@ pub(crate) fn walk_records(
         let _attributes = r.i8().ok_or(bad(index, "missing attributes"))?;
         let timestamp_delta = r.varlong().ok_or(bad(index, "malformed timestampDelta"))?;
         let offset_delta = r.varint().ok_or(bad(index, "malformed offsetDelta"))?;
-        if usize::try_from(offset_delta).ok() != Some(index) {
-            return Err(bad(index, "offsetDelta is not the record's index"));
+        match deltas {
+            Deltas::Dense => {
+                if usize::try_from(offset_delta).ok() != Some(index) {
+                    return Err(bad(index, "offsetDelta is not the record's index"));
+                }
+            }
+            Deltas::Increasing { last_offset_delta } => {
+                if i64::from(offset_delta) <= previous_delta || offset_delta > last_offset_delta {
+                    return Err(bad(index, "offsetDelta out of order"));
+                }
+                previous_delta = i64::from(offset_delta);
+            }
         }
         let key = nullable(&mut r, index, base)?;
         let value = nullable(&mut r, index, base)?;
@@ -139,7 +161,10 @@ pub fn decode_records(
     let data = Bytes::from(payload(&header, batch, decompressed_bytes_max)?);
     let mut out = Vec::new();
     let slice = |r: Range<usize>| data.slice(r);
-    walk_records(&data, header.record_count(), true, |raw| {
+    let deltas = Deltas::Increasing {
+        last_offset_delta: header.last_offset_delta(),
+    };
+    walk_records(&data, header.record_count(), true, deltas, |raw| {
         let timestamp = match header.timestamp_type() {
             TimestampType::LogAppendTime => header.max_timestamp(),
             TimestampType::CreateTime => header.base_timestamp().wrapping_add(raw.timestamp_delta),

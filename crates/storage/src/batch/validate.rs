@@ -5,7 +5,7 @@
 //! `recordCount > 0`, `lastOffsetDelta == recordCount - 1`, and records that decode (within the
 //! decompression budget) to exactly `recordCount` records with `offsetDelta == index`.
 
-use super::records::{payload, walk_records};
+use super::records::{payload, walk_records, Deltas};
 use super::{check_batch, split_batches, BatchHeader};
 use crate::error::{Result, StorageError};
 
@@ -75,5 +75,5 @@ fn validate_batch(header: &BatchHeader, batch: &[u8], limits: &ValidationLimits)
         });
     }
     let data = payload(header, batch, limits.decompressed_bytes_max)?;
-    walk_records(&data, header.record_count(), false, |_| {})
+    walk_records(&data, header.record_count(), false, Deltas::Dense, |_| {})
 }

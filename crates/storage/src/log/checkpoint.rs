@@ -44,14 +44,19 @@ pub(crate) fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> Result<()
 
 /// Reads the log start offset checkpoint; `None` if absent or unreadable (logged).
 pub(crate) fn read_log_start_offset(dir: &Path) -> Result<Option<i64>> {
-    let path = dir.join(LOG_START_OFFSET_FILE);
+    read_offset_file(dir, LOG_START_OFFSET_FILE)
+}
+
+/// Reads an offset checkpoint file `dir/name`; `None` if absent or unreadable (logged).
+pub(crate) fn read_offset_file(dir: &Path, name: &str) -> Result<Option<i64>> {
+    let path = dir.join(name);
     let meta = match fs::metadata(&path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(StorageError::io("stat", &path, e)),
     };
     if meta.len() > CHECKPOINT_BYTES_MAX {
-        tracing::warn!(?path, "ignoring oversized log start offset checkpoint");
+        tracing::warn!(?path, "ignoring oversized offset checkpoint");
         return Ok(None);
     }
     let text = fs::read(&path).map_err(|e| StorageError::io("read", &path, e))?;
@@ -62,7 +67,7 @@ pub(crate) fn read_log_start_offset(dir: &Path) -> Result<Option<i64>> {
     {
         Some(o) => Ok(Some(o)),
         None => {
-            tracing::warn!(?path, "ignoring unparsable log start offset checkpoint");
+            tracing::warn!(?path, "ignoring unparsable offset checkpoint");
             Ok(None)
         }
     }

@@ -2,14 +2,15 @@
 //! `.timeindex` and `.txnindex`), a `log-start-offset` checkpoint and a `clean_shutdown` marker.
 //!
 //! Owns: offset assignment, segment rolling, reads by offset and timestamp, the log start offset,
-//! retention, truncation, recovery after a crash, the flushed offset (recovery point), and the
-//! per-segment aborted-transaction index ([`txn_index`]). The log does not know where a
-//! transaction began, so the caller (the producer state) adds the index entries when it records
-//! an ABORT marker, and replays segments whose index was lost in recovery
+//! retention, compaction ([`cleaner`]), truncation, recovery after a crash, the flushed offset
+//! (recovery point), and the per-segment aborted-transaction index ([`txn_index`]). The log does
+//! not know where a transaction began, so the caller (the producer state) adds the index entries
+//! when it records an ABORT marker, and replays segments whose index was lost in recovery
 //! ([`Log::aborted_index_incomplete_from`], then [`Log::mark_aborted_index_complete`]).
 //!
 //! Invariants: there is always at least one segment and the last one is the active segment;
-//! segments are sorted by base offset and do not overlap; `log_start_offset <= log_end_offset`;
+//! segments are sorted by base offset and do not overlap (compacted segments may leave gaps of
+//! offsets between and inside them); `log_start_offset <= log_end_offset`;
 //! `flushed_offset <= log_end_offset`; data below `flushed_offset` has been fsynced; the
 //! `clean_shutdown` marker exists only while no `Log` has the directory open.
 //!
@@ -17,6 +18,7 @@
 //! [`SyncHandle`]), lock the directory, read clocks, or panic on bytes read from disk.
 
 mod checkpoint;
+pub mod cleaner;
 mod segment;
 pub mod txn_index;
 
@@ -35,6 +37,9 @@ use crate::error::{Result, StorageError};
 use checkpoint::{
     read_log_start_offset, sync_dir, write_atomic, write_log_start_offset, CLEAN_SHUTDOWN_FILE,
     TMP_SUFFIX,
+};
+pub use cleaner::{
+    offset_map_entries, CleanStats, CleanTask, CleanedLog, CompactionConfig, DirtyStats, Throttler,
 };
 use segment::{remove_index_files, Opened, Segment};
 pub use txn_index::AbortedTxn;
@@ -215,6 +220,11 @@ pub struct Log {
     dir_synced_seq: u64,
     /// Set by [`Log::shutdown`]: appends are refused from then on.
     closed: bool,
+    /// End of the last clean (see [`cleaner`]); read through [`Log::cleaner_checkpoint`].
+    cleaner_offset: i64,
+    /// Earliest delete horizon left by the last clean (not persisted: after a restart the
+    /// next clean due to new data finds them).
+    delete_horizon_ms: Option<i64>,
 }
 
 fn parse_segment_name(name: &str) -> Option<(i64, &str)> {
@@ -237,6 +247,7 @@ impl Log {
     pub fn open(dir: &Path, config: LogConfig) -> Result<Log> {
         config.validate()?;
         fs::create_dir_all(dir).map_err(|e| StorageError::io("create directory", dir, e))?;
+        cleaner::recover_swaps(dir)?;
         let mut bases = Vec::new();
         let mut index_bases = Vec::new();
         let entries = fs::read_dir(dir).map_err(|e| StorageError::io("read directory", dir, e))?;
@@ -334,6 +345,7 @@ impl Log {
         }
         sync_dir(dir)?;
         let flushed_offset = segments.last().map_or(log_start_offset, |s| s.next_offset);
+        let cleaner_offset = cleaner::read_cleaner_checkpoint(dir)?.unwrap_or(log_start_offset);
         Ok(Log {
             dir: dir.to_path_buf(),
             config,
@@ -344,6 +356,8 @@ impl Log {
             dir_dirty_seq: 0,
             dir_synced_seq: 0,
             closed: false,
+            cleaner_offset,
+            delete_horizon_ms: None,
         })
     }
 

@@ -86,7 +86,7 @@ pub(crate) struct Window<'a> {
 }
 
 impl<'a> Window<'a> {
-    fn new(file: &'a File, path: &'a Path, end: u64) -> Self {
+    pub(crate) fn new(file: &'a File, path: &'a Path, end: u64) -> Self {
         Window {
             file,
             path,
@@ -97,7 +97,7 @@ impl<'a> Window<'a> {
     }
 
     /// Bytes `[pos, pos + len)`, or `None` if they extend past `end`.
-    fn get(&mut self, pos: u64, len: usize) -> Result<Option<&[u8]>> {
+    pub(crate) fn get(&mut self, pos: u64, len: usize) -> Result<Option<&[u8]>> {
         let Some(stop) = pos.checked_add(len as u64).filter(|s| *s <= self.end) else {
             return Ok(None);
         };
@@ -211,6 +211,28 @@ impl Segment {
             .open(&path)
             .map_err(|e| StorageError::io("create", &path, e))?;
         Ok(Segment::empty(base_offset, path, file, index_interval))
+    }
+
+    /// Creates an empty segment file at `path` (a cleaned segment being written; see
+    /// [`super::cleaner`]), replacing any file there.
+    pub(crate) fn create_at(
+        path: PathBuf,
+        base_offset: i64,
+        index_interval: u64,
+    ) -> Result<Segment> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| StorageError::io("create", &path, e))?;
+        Ok(Segment::empty(base_offset, path, file, index_interval))
+    }
+
+    /// Records that the segment's file was renamed to `path`.
+    pub(crate) fn set_path(&mut self, path: PathBuf) {
+        self.path = path;
     }
 
     /// Opens an existing segment: from its index files if `trust_index` and they are valid,
