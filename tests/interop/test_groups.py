@@ -268,3 +268,32 @@ def test_resume_at_committed_offset(broker, committer, resumer):
         assert offs == list(range(start, ends[p])), f"partition {p}: resumed at {offs[:3]}"
     values = first + [v for _, _, v in rest]
     assert sorted(values) == sorted(f"seq-{n}".encode() for n in produced)
+
+
+def test_many_async_commits_then_a_sync_one(broker):
+    """librdkafka sends every asynchronous OffsetCommit at once on the coordinator
+    connection: 200 of them, then a synchronous commit, must all be answered (each
+    callback called without error) and the last offset must be the committed one.
+    Shoal used to stop reading frames it already held once more requests than it
+    keeps in flight per connection had arrived, and the commits timed out."""
+    topic = create_topic(broker, uniq("acommit"), 1)
+    group = uniq("g")
+    results = []
+
+    def on_commit(err, partitions):
+        results.append(err)
+
+    c = group_consumer(broker, group, on_commit=on_commit)
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        for offset in range(200):
+            c.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=True)
+        started = time.monotonic()
+        c.commit(offsets=[TopicPartition(topic, 0, 500)], asynchronous=False)
+        while len(results) < 200 and time.monotonic() - started < OP_TIMEOUT:
+            c.poll(0.1)  # serves the commit callbacks
+        assert len(results) >= 200 and all(err is None for err in results), results[:5]
+        [committed] = c.committed([TopicPartition(topic, 0)], timeout=OP_TIMEOUT)
+        assert committed.offset == 500
+    finally:
+        c.close()

@@ -310,7 +310,7 @@ impl Broker {
     fn internal_segment_bytes(&self, configs: &mut ConfigMap, broker_key: &str) {
         configs.insert(
             "internal.segment.bytes",
-            &self.config.long(broker_key).to_string(),
+            self.config.long(broker_key).to_string(),
         );
     }
 

@@ -108,6 +108,11 @@ pub async fn serve(
             buf.reserve(READ_BUFFER_BYTES);
         }
         let room = queue.len() < IN_FLIGHT_REQUESTS_MAX;
+        if room && decoder.has_frame(&buf) {
+            // Frames read while the queue was full: take them before waiting for more bytes,
+            // which a client that has sent everything it means to will never send.
+            continue;
+        }
         let waiting = matches!(queue.front(), Some(Slot::Waiting { .. }));
         tokio::select! {
             read = stream.read_buf(&mut buf), if room => match read {

@@ -450,6 +450,46 @@ async fn pipelined_requests_are_answered_in_order() {
     broker.stop().await;
 }
 
+/// A client may pipeline more requests than the broker keeps in flight per connection (librdkafka
+/// sends every asynchronous OffsetCommit at once). Frames already read past the limit must be
+/// taken once there is room again, not left in the buffer while the broker waits for more bytes.
+#[tokio::test]
+async fn more_pipelined_requests_than_the_in_flight_limit_are_all_answered() {
+    use kafka_protocol::protocol::HeaderVersion;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let count = 3 * shoal_broker::connection::IN_FLIGHT_REQUESTS_MAX as i32 + 1;
+    // Every frame in one write, so the broker reads them all before answering any.
+    let mut wire = bytes::BytesMut::new();
+    for correlation_id in 1..=count {
+        let mut frame = bytes::BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(ApiKey::ApiVersions as i16)
+            .with_request_api_version(3)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("pipeline")))
+            .encode(&mut frame, ApiVersionsRequest::header_version(3))
+            .unwrap();
+        ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("pipeline"))
+            .with_client_software_version(StrBytes::from_static_str("1"))
+            .encode(&mut frame, 3)
+            .unwrap();
+        wire.extend_from_slice(&(frame.len() as i32).to_be_bytes());
+        wire.extend_from_slice(&frame);
+    }
+    conn.send_raw(&wire).await.unwrap();
+    for expected in 1..=count {
+        let reply = tokio::time::timeout(Duration::from_secs(10), conn.read_frame())
+            .await
+            .unwrap_or_else(|_| panic!("no answer to request {expected} of {count}"))
+            .unwrap();
+        assert_eq!(shoal_client::correlation_id(&reply), Some(expected));
+    }
+    broker.stop().await;
+}
+
 #[tokio::test]
 async fn list_offsets_and_delete_records() {
     use kafka_protocol::messages::delete_records_request::{

@@ -34,6 +34,18 @@ impl FrameDecoder {
         Self { frame_bytes_max }
     }
 
+    /// Whether [`decode`](Self::decode) would return something other than `Ok(None)` for `buf`:
+    /// a complete frame, or a size prefix it refuses.
+    pub fn has_frame(&self, buf: &[u8]) -> bool {
+        let Some(prefix) = buf.first_chunk::<FRAME_PREFIX_BYTES>() else {
+            return false;
+        };
+        let size = i32::from_be_bytes(*prefix);
+        size < 0
+            || size as usize > self.frame_bytes_max
+            || buf.len() >= FRAME_PREFIX_BYTES + size as usize
+    }
+
     /// Takes one whole frame (without its prefix) off the front of `buf`, or returns `Ok(None)`
     /// when more bytes are needed. On `Ok(None)` `buf` is reserved for the rest of the frame.
     ///
@@ -68,6 +80,20 @@ impl FrameDecoder {
 mod tests {
     use super::*;
     use bytes::BufMut;
+
+    #[test]
+    fn has_frame_says_whether_decode_has_something() {
+        let decoder = FrameDecoder::new(16);
+        let mut buf = BytesMut::new();
+        assert!(!decoder.has_frame(&buf));
+        buf.put_i32(3);
+        buf.put_slice(b"ab");
+        assert!(!decoder.has_frame(&buf));
+        buf.put_u8(b'c');
+        assert!(decoder.has_frame(&buf));
+        assert!(decoder.has_frame(&(-1i32).to_be_bytes()));
+        assert!(decoder.has_frame(&17i32.to_be_bytes()));
+    }
 
     #[test]
     fn splits_frames_and_waits_for_more() {
