@@ -24,8 +24,8 @@ pub use control::{
 };
 pub use records::{decode_records, encode_batch, BatchOptions, KeyValue, RecordHeader, RecordView};
 pub use validate::{
-    validate_record_set, ValidationLimits, DECOMPRESSED_BYTES_MAX_DEFAULT,
-    MAX_MESSAGE_BYTES_DEFAULT,
+    validate_record_set, validate_record_set_with, RecordError, RecordFault, RecordRules,
+    TimestampWindow, ValidationLimits, DECOMPRESSED_BYTES_MAX_DEFAULT, MAX_MESSAGE_BYTES_DEFAULT,
 };
 
 use crate::error::{Result, StorageError};

@@ -1,0 +1,120 @@
+//! Answers that must match Kafka's exactly (see tests/interop/test_parity.py for the same
+//! checks against Kafka itself): KIP-467 record errors, offsets of unknown topics.
+
+mod common;
+
+use bytes::Bytes;
+use common::TestBroker;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+use kafka_protocol::messages::{CreateTopicsRequest, ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use shoal_protocol::ErrorCode;
+use shoal_storage::{encode_batch, BatchOptions};
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn batch(records: &[shoal_storage::batch::KeyValue<'_>], timestamp_ms: i64) -> Vec<u8> {
+    encode_batch(
+        records,
+        BatchOptions {
+            timestamp_ms,
+            ..BatchOptions::default()
+        },
+    )
+}
+
+async fn create(conn: &mut shoal_client::Connection, topic: &str, configs: &[(&str, &str)]) {
+    let response = conn
+        .request(
+            7,
+            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                .with_name(name(topic))
+                .with_num_partitions(1)
+                .with_replication_factor(-1)
+                .with_configs(
+                    configs
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(StrBytes::from_string(k.to_string()))
+                                .with_value(Some(StrBytes::from_string(v.to_string())))
+                        })
+                        .collect(),
+                )]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.topics[0].error_code, 0);
+}
+
+async fn produce(
+    conn: &mut shoal_client::Connection,
+    topic: &str,
+    records: Vec<u8>,
+) -> PartitionProduceResponse {
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(records)))])]);
+    let mut response = conn.request(9, &request).await.unwrap();
+    response.responses.remove(0).partition_responses.remove(0)
+}
+
+fn indexes(p: &PartitionProduceResponse) -> Vec<i32> {
+    p.record_errors.iter().map(|e| e.batch_index).collect()
+}
+
+#[tokio::test]
+async fn refused_records_are_named_and_nothing_is_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let now = shoal_broker::broker::now_ms();
+
+    create(&mut conn, "compacted", &[("cleanup.policy", "compact")]).await;
+    let keyless = batch(
+        &[(Some(b"a"), Some(b"1")), (None, Some(b"2")), (None, None)],
+        now,
+    );
+    let p = produce(&mut conn, "compacted", keyless).await;
+    assert_eq!(ErrorCode(p.error_code), ErrorCode::INVALID_RECORD);
+    assert_eq!(indexes(&p), vec![1, 2]);
+    assert_eq!(p.base_offset, -1);
+    let p = produce(&mut conn, "compacted", batch(&[(Some(b"a"), None)], now)).await;
+    assert_eq!(
+        (p.error_code, p.base_offset),
+        (0, 0),
+        "nothing was appended before"
+    );
+
+    create(
+        &mut conn,
+        "windowed",
+        &[("message.timestamp.before.max.ms", "60000")],
+    )
+    .await;
+    let stale = batch(&[(Some(b"a"), None)], now - 3_600_000);
+    let p = produce(&mut conn, "windowed", stale).await;
+    assert_eq!(ErrorCode(p.error_code), ErrorCode::INVALID_TIMESTAMP);
+    assert_eq!(indexes(&p), vec![0]);
+    let future = batch(&[(Some(b"a"), None)], now + 2 * 3_600_000);
+    let p = produce(&mut conn, "windowed", future).await;
+    assert_eq!(ErrorCode(p.error_code), ErrorCode::INVALID_TIMESTAMP);
+
+    let mut two = batch(&[(Some(b"a"), None)], now);
+    two.extend(batch(&[(Some(b"b"), None)], now));
+    let p = produce(&mut conn, "windowed", two).await;
+    assert_eq!(ErrorCode(p.error_code), ErrorCode::INVALID_RECORD);
+    assert!(p.record_errors.is_empty());
+    let p = produce(&mut conn, "windowed", batch(&[(Some(b"a"), None)], now)).await;
+    assert_eq!((p.error_code, p.base_offset), (0, 0));
+    broker.stop().await;
+}
