@@ -150,3 +150,80 @@ def test_clients_see_the_record_errors(broker):
     assert results[b"keyed"] is None, results
     assert results[b"future"] is not None
     assert results[b"future"].code() == KafkaError.INVALID_TIMESTAMP, results
+
+
+# ------------------------------------------------------------------ (b) unknown topics
+
+def test_offset_commit_to_unknown_topic_or_partition(broker):
+    """OffsetCommit (v2, v8, v9) and TxnOffsetCommit (v3) answer
+    UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist and for a partition the topic
+    does not have; the known partition in the same request is committed; OffsetFetch
+    answers no offset (-1) without error for them."""
+    topic = create_topic(broker, uniq("commit"), 1)
+    missing = uniq("missing")
+    group = uniq("g")
+    with RawConn(broker) as c:
+        wait_coordinator(c, group)
+        for v in (2, 8, 9):
+            r = retry_loading(lambda: c.send(
+                OffsetCommitRequest, v, group_id=group, generation_id_or_member_epoch=-1,
+                member_id="", group_instance_id=None, retention_time_ms=-1,
+                topics=[{"name": missing, "partitions": commit_partitions()},
+                        {"name": topic, "partitions": commit_partitions(5, (7, 0))}]))
+            assert codes_by_partition(r) == {(missing, 0): UNKNOWN_TOPIC_OR_PARTITION,
+                                             (topic, 7): UNKNOWN_TOPIC_OR_PARTITION,
+                                             (topic, 0): 0}, (v, r)
+        r = c.send(OffsetFetchRequest, 8, require_stable=False, groups=[
+            {"group_id": group, "topics": [{"name": missing, "partition_indexes": [0]},
+                                           {"name": topic, "partition_indexes": [0, 7]}]}])
+        g = r.groups[0]
+        assert g.error_code == 0, r
+        got = {(t.name, p.partition_index): (p.committed_offset, p.error_code)
+               for t in g.topics for p in t.partitions}
+        assert got == {(missing, 0): (-1, 0), (topic, 0): (5, 0), (topic, 7): (-1, 0)}, r
+
+        txn_id = uniq("txn")
+        wait_coordinator(c, txn_id, key_type=1)
+        deadline = time.monotonic() + OP_TIMEOUT
+        while True:
+            init = c.send(InitProducerIdRequest, 3, transactional_id=txn_id,
+                          transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+            if init.error_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert init.error_code == 0, init
+        pid, epoch = init.producer_id, init.producer_epoch
+        add = c.send(AddOffsetsToTxnRequest, 3, transactional_id=txn_id, producer_id=pid,
+                     producer_epoch=epoch, group_id=group)
+        assert add.error_code == 0, add
+        r = retry_loading(lambda: c.send(
+            TxnOffsetCommitRequest, 3, transactional_id=txn_id, group_id=group,
+            producer_id=pid, producer_epoch=epoch, generation_id=-1, member_id="",
+            group_instance_id=None,
+            topics=[{"name": missing, "partitions": commit_partitions()},
+                    {"name": topic, "partitions": commit_partitions(9, (7, 0))}]))
+        assert codes_by_partition(r) == {(missing, 0): UNKNOWN_TOPIC_OR_PARTITION,
+                                         (topic, 7): UNKNOWN_TOPIC_OR_PARTITION,
+                                         (topic, 0): 0}, r
+        end = c.send(EndTxnRequest, 3, transactional_id=txn_id, producer_id=pid,
+                     producer_epoch=epoch, committed=False)
+        assert end.error_code == 0, end
+
+
+def test_consumer_commit_to_unknown_topic_fails(broker):
+    """librdkafka's synchronous commit reports UNKNOWN_TOPIC_OR_PARTITION for an offset of
+    a topic that does not exist."""
+    topic = create_topic(broker, uniq("commit"), 1)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": uniq("g"),
+                  "enable.auto.commit": False})
+    try:
+        missing = uniq("missing")
+        with pytest.raises(KafkaException) as e:
+            c.commit(offsets=[TopicPartition(missing, 0, 5), TopicPartition(topic, 0, 3)],
+                     asynchronous=False)
+        assert e.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART, e.value
+        # the offset of the known topic was committed all the same
+        got = c.committed([TopicPartition(topic, 0)], timeout=OP_TIMEOUT)
+        assert got[0].offset == 3, got
+    finally:
+        c.close()

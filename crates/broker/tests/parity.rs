@@ -6,9 +6,14 @@ mod common;
 use bytes::Bytes;
 use common::TestBroker;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
-use kafka_protocol::messages::{CreateTopicsRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{
+    CreateTopicsRequest, GroupId, OffsetCommitRequest, ProduceRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use shoal_protocol::ErrorCode;
 use shoal_storage::{encode_batch, BatchOptions};
@@ -116,5 +121,54 @@ async fn refused_records_are_named_and_nothing_is_appended() {
     assert!(p.record_errors.is_empty());
     let p = produce(&mut conn, "windowed", batch(&[(Some(b"a"), None)], now)).await;
     assert_eq!((p.error_code, p.base_offset), (0, 0));
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn offset_commit_refuses_unknown_topics_and_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    create(&mut conn, "known", &[]).await;
+    let partitions = |indexes: &[i32]| {
+        indexes
+            .iter()
+            .map(|&i| {
+                OffsetCommitRequestPartition::default()
+                    .with_partition_index(i)
+                    .with_committed_offset(5)
+            })
+            .collect::<Vec<_>>()
+    };
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            OffsetCommitRequestTopic::default()
+                .with_name(name("missing"))
+                .with_partitions(partitions(&[0])),
+            OffsetCommitRequestTopic::default()
+                .with_name(name("known"))
+                .with_partitions(partitions(&[7, 0])),
+        ]);
+    let response = conn.request(8, &request).await.unwrap();
+    let codes: Vec<(String, i32, i16)> = response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.0.to_string(), p.partition_index, p.error_code))
+        })
+        .collect();
+    let unknown = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code();
+    assert_eq!(
+        codes,
+        vec![
+            ("missing".to_string(), 0, unknown),
+            ("known".to_string(), 7, unknown),
+            ("known".to_string(), 0, 0),
+        ]
+    );
     broker.stop().await;
 }

@@ -197,6 +197,14 @@ fn name_of(broker: &Broker, id: Uuid) -> Option<String> {
     broker.topic_by_id(id).map(|t| t.name.clone())
 }
 
+/// Whether the topic exists with this partition: offsets of anything else are refused with
+/// UNKNOWN_TOPIC_OR_PARTITION by OffsetCommit and TxnOffsetCommit, as in Kafka.
+fn partition_exists(broker: &Broker, topic: &str, partition: i32) -> bool {
+    broker
+        .topic(topic)
+        .is_some_and(|t| t.partition(partition).is_some())
+}
+
 pub async fn offset_commit(
     broker: &Broker,
     version: i16,
@@ -215,6 +223,9 @@ pub async fn offset_commit(
         names.push(name.clone());
         for p in &t.partitions {
             match &name {
+                // Kafka answers partitions its metadata does not know without asking the
+                // group coordinator (UNKNOWN_TOPIC_OR_PARTITION, set when answering).
+                Some(name) if !partition_exists(broker, name, p.partition_index) => {}
                 Some(name) => offsets.push(gc::OffsetCommitPartition {
                     topic: name.clone(),
                     partition: p.partition_index,
@@ -253,6 +264,9 @@ pub async fn offset_commit(
                 .map(|p| {
                     let code = match name {
                         None => ErrorCode::UNKNOWN_TOPIC_ID.code(),
+                        Some(name) if !partition_exists(broker, name, p.partition_index) => {
+                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
+                        }
                         Some(name) => *results
                             .get(&(name.clone(), p.partition_index))
                             .unwrap_or(&UNAVAILABLE),
@@ -643,13 +657,16 @@ pub async fn txn_offset_commit(
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions.iter().map(move |p| gc::OffsetCommitPartition {
-                topic: s(&t.name.0),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: opt(&p.committed_metadata),
-            })
+            t.partitions
+                .iter()
+                .filter(|p| partition_exists(broker, t.name.0.as_str(), p.partition_index))
+                .map(move |p| gc::OffsetCommitPartition {
+                    topic: s(&t.name.0),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: opt(&p.committed_metadata),
+                })
         })
         .collect();
     let request = gc::TxnOffsetCommitRequest {
@@ -683,9 +700,13 @@ pub async fn txn_offset_commit(
                             m::txn_offset_commit_response::TxnOffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)
                                 .with_error_code(
-                                    *results
-                                        .get(&(s(&t.name.0), p.partition_index))
-                                        .unwrap_or(&UNAVAILABLE),
+                                    if partition_exists(broker, t.name.0.as_str(), p.partition_index) {
+                                        *results
+                                            .get(&(s(&t.name.0), p.partition_index))
+                                            .unwrap_or(&UNAVAILABLE)
+                                    } else {
+                                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
+                                    },
                                 )
                         })
                         .collect(),
