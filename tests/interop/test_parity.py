@@ -128,8 +128,9 @@ def test_produce_two_batches_for_one_partition_is_invalid_record(broker):
 
 
 def test_clients_see_the_record_errors(broker):
-    """librdkafka fails the delivery of the refused batch with INVALID_RECORD /
-    INVALID_TIMESTAMP; records in other batches are delivered."""
+    """librdkafka fails the delivery of a refused batch with INVALID_RECORD /
+    INVALID_TIMESTAMP (the whole batch: it does not retry the other records); a batch of
+    valid records is delivered."""
     topic = create_topic(broker, uniq("compact"), 1, {"cleanup.policy": "compact"})
     prod = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0,
                      "enable.idempotence": False, "retries": 0,
@@ -142,6 +143,7 @@ def test_clients_see_the_record_errors(broker):
     prod.produce(topic, key=None, value=b"keyless", on_delivery=cb)
     assert prod.flush(OP_TIMEOUT) == 0
     prod.produce(topic, key=b"k", value=b"keyed", on_delivery=cb)
+    assert prod.flush(OP_TIMEOUT) == 0  # one batch each
     prod.produce(topic, key=b"k", value=b"future",
                  timestamp=int(time.time() * 1000) + 2 * 3_600_000, on_delivery=cb)
     assert prod.flush(OP_TIMEOUT) == 0
@@ -227,3 +229,129 @@ def test_consumer_commit_to_unknown_topic_fails(broker):
         assert got[0].offset == 3, got
     finally:
         c.close()
+
+
+# ------------------------------------------------------------------ (c) static membership
+
+def join_static(conn, group, instance, version, member_id="", metadata=b"\x00\x01sub"):
+    deadline = time.monotonic() + OP_TIMEOUT
+    while True:
+        r = _join_static(conn, group, instance, version, member_id, metadata)
+        if r.error_code not in COORDINATOR_LOADING or time.monotonic() > deadline:
+            return r
+        time.sleep(0.2)
+
+
+def _join_static(conn, group, instance, version, member_id, metadata):
+    return conn.send(JoinGroupRequest, version, group_id=group, session_timeout_ms=30000,
+                     rebalance_timeout_ms=30000, member_id=member_id,
+                     group_instance_id=instance, protocol_type="consumer",
+                     protocols=[{"name": "range", "metadata": metadata}], reason=None)
+
+
+def sync(conn, group, generation, member_id, instance, version, assignments):
+    return conn.send(SyncGroupRequest, version, group_id=group, generation_id=generation,
+                     member_id=member_id, group_instance_id=instance,
+                     protocol_type="consumer", protocol_name="range",
+                     assignments=[{"member_id": m, "assignment": a} for m, a in assignments])
+
+
+@pytest.mark.parametrize("join_version,sync_version", [(5, 3), (9, 5)])
+def test_static_leader_restart_keeps_generation_and_assignment(broker, join_version,
+                                                               sync_version):
+    """KIP-345: a static member (the leader here) that rejoins a stable group under its
+    group.instance.id gets a new member id in the same generation, no rebalance; JoinGroup
+    v9+ tells it to skip the assignment (skip_assignment, every member's metadata), v5 names
+    the previous leader id and no members so the client acts as a follower; SyncGroup gives
+    the standing assignment; the old member id is fenced (FENCED_INSTANCE_ID); a changed
+    subscription with the same protocol still does not rebalance; LeaveGroup by instance id
+    alone removes it."""
+    group = uniq("static")
+    with RawConn(broker) as c:
+        wait_coordinator(c, group)
+        j = join_static(c, group, "i1", join_version)
+        assert j.error_code == 0, j
+        assert j.leader == j.member_id
+        s = sync(c, group, j.generation_id, j.member_id, "i1", sync_version,
+                 [(j.member_id, b"A1")])
+        assert (s.error_code, s.assignment) == (0, b"A1"), s
+
+        j2 = join_static(c, group, "i1", join_version)
+        assert (j2.error_code, j2.generation_id) == (0, j.generation_id), j2
+        assert j2.member_id != j.member_id
+        if join_version >= 9:
+            assert j2.skip_assignment, j2
+            assert j2.leader == j2.member_id, j2
+            assert [m.group_instance_id for m in j2.members] == ["i1"], j2
+        else:
+            assert j2.leader == j.member_id, j2
+            assert list(j2.members) == [], j2
+        h = c.send(HeartbeatRequest, 3, group_id=group, generation_id=j.generation_id,
+                   member_id=j.member_id, group_instance_id="i1")
+        assert h.error_code == FENCED_INSTANCE_ID, h
+        s2 = sync(c, group, j2.generation_id, j2.member_id, "i1", sync_version, [])
+        assert (s2.error_code, s2.assignment) == (0, b"A1"), s2
+
+        j3 = join_static(c, group, "i1", join_version, metadata=b"\x00\x01other")
+        assert (j3.error_code, j3.generation_id) == (0, j.generation_id), j3
+        h = c.send(HeartbeatRequest, 3, group_id=group, generation_id=j3.generation_id,
+                   member_id=j3.member_id, group_instance_id="i1")
+        assert h.error_code == 0, h
+
+        left = c.send(LeaveGroupRequest, 3, group_id=group,
+                      members=[{"member_id": "", "group_instance_id": "i1"}])
+        assert left.error_code == 0, left
+        assert [(m.group_instance_id, m.error_code) for m in left.members] == [("i1", 0)]
+        h = c.send(HeartbeatRequest, 3, group_id=group, generation_id=j3.generation_id,
+                   member_id=j3.member_id, group_instance_id="i1")
+        assert h.error_code != 0, h
+
+
+def test_static_member_restart_does_not_revoke_the_others(broker):
+    """Two librdkafka consumers with group.instance.id; the first (the group leader)
+    closes and a new consumer with its instance id takes its place within the session: it
+    gets the same partition back and the other member sees no revoke (no rebalance)."""
+    topic = create_topic(broker, uniq("static"), 2)
+    group = uniq("static-group")
+    events = {"a": [], "b": [], "a2": []}
+
+    def consumer(name, instance):
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                      "group.instance.id": instance, "session.timeout.ms": 30000,
+                      "heartbeat.interval.ms": 500, "partition.assignment.strategy": "range",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        c.subscribe([topic],
+                    on_assign=lambda _c, ps: events[name].append(
+                        ("assign", sorted(p.partition for p in ps))),
+                    on_revoke=lambda _c, ps: events[name].append(
+                        ("revoke", sorted(p.partition for p in ps))))
+        return c
+
+    def poll_until(consumers, done):
+        deadline = time.monotonic() + 60
+        while not done():
+            assert time.monotonic() < deadline, events
+            for c in consumers:
+                c.poll(0.1)
+
+    def assigned(name):
+        got = [e[1] for e in events[name] if e[0] == "assign"]
+        return got[-1] if got else None
+
+    a = consumer("a", "inst-a")
+    poll_until([a], lambda: assigned("a") == [0, 1])
+    b = consumer("b", "inst-b")
+    poll_until([a, b], lambda: assigned("b") and len(assigned("a") or []) == 1
+               and sorted(assigned("a") + assigned("b")) == [0, 1])
+    a_partitions, b_partitions = assigned("a"), assigned("b")
+    b_events = len(events["b"])
+    a.close()  # a static member leaves no LeaveGroup behind
+    a2 = consumer("a2", "inst-a")
+    try:
+        poll_until([a2, b], lambda: assigned("a2") is not None)
+        assert assigned("a2") == a_partitions, events
+        assert events["b"][b_events:] == [], events
+        assert assigned("b") == b_partitions
+    finally:
+        a2.close()
+        b.close()

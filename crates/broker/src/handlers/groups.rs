@@ -55,6 +55,7 @@ pub async fn join_group(
             .collect(),
         reason: opt(&r.reason),
         require_known_member_id: version >= 4,
+        skip_assignment_supported: version >= 9,
     };
     let mut out = m::JoinGroupResponse::default().with_generation_id(-1);
     match call(broker, gc::GroupRequest::JoinGroup(request)).await {
@@ -67,6 +68,7 @@ pub async fn join_group(
                 out.protocol_name = Some(str_bytes(""));
             }
             out.leader = str_bytes(j.leader);
+            out.skip_assignment = j.skip_assignment;
             out.member_id = str_bytes(j.member_id);
             out.members = j
                 .members
