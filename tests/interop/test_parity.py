@@ -3,6 +3,9 @@ versions (kafka-python's message classes) and with the clients that see them.
 
 Every test here was validated against Apache Kafka 4.4 first (INTEROP_TARGET=kafka)."""
 
+import os
+import re
+import subprocess
 import time
 
 import pytest
@@ -19,7 +22,16 @@ from kafka.protocol.producer.transaction import (AddOffsetsToTxnRequest, EndTxnR
                                                  TxnOffsetCommitRequest)
 from rawproto import RawConn, record_batch
 
-BROKER_CONFIG = {"num.partitions": "1"}
+BROKER_CONFIG = {
+    "num.partitions": "1",
+    # share groups on one node (Kafka's share-state topic defaults need 3 brokers)
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "share.coordinator.state.topic.num.partitions": "3",
+    "group.share.min.heartbeat.interval.ms": "500",
+    "group.share.heartbeat.interval.ms": "1000",
+}
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 INVALID_TIMESTAMP = 32
 INVALID_RECORD = 87
@@ -355,3 +367,61 @@ def test_static_member_restart_does_not_revoke_the_others(broker):
     finally:
         a2.close()
         b.close()
+
+
+# ------------------------------------------------------------------ (d)-(f) share fetch limits
+
+@pytest.fixture(scope="module")
+def java_cp(tmp_path_factory):
+    """ShareCheck + ParityShareCheck compiled once; returns the java -cp value."""
+    libs = os.environ["KAFKA_LIBS"]  # run.sh fills it
+    classes = tmp_path_factory.mktemp("classes")
+    subprocess.run(["javac", "-d", str(classes), "-cp", f"{libs}/*",
+                    os.path.join(HERE, "java", "ShareCheck.java"),
+                    os.path.join(HERE, "java", "ParityShareCheck.java")],
+                   check=True, timeout=120)
+    return f"{libs}/*:{classes}"
+
+
+def run_share_check(java_cp, mode, broker, topic):
+    """Runs one ParityShareCheck mode; returns {key: int} of its RESULT lines."""
+    run = subprocess.run(["java", "-cp", java_cp, "ParityShareCheck", mode, broker.bootstrap,
+                          topic, uniq(f"share-{mode}")],
+                         capture_output=True, text=True, timeout=150)
+    out = run.stdout + run.stderr
+    print(run.stdout)
+    assert run.returncode == 0, out[-4000:]
+    results = {}
+    for line in run.stdout.splitlines():
+        if line.startswith("RESULT "):
+            name = line.split()[1]
+            for k, v in re.findall(r"(\w+)=(\d+)", line):
+                results[f"{name}.{k}"] = int(v)
+    return results
+
+
+def test_share_fetch_max_bytes_zero_returns_no_records(broker, java_cp):
+    """A share consumer with fetch.max.bytes=0 (ShareFetch MaxBytes 0) gets no records and
+    acquires none: another consumer of the group then gets all of them."""
+    topic = create_topic(broker, uniq("share-maxbytes0"), 1)
+    r = run_share_check(java_cp, "maxbytes0", broker, topic)
+    assert (r["maxbytes0.zero"], r["maxbytes0.drained"]) == (0, 20), r
+
+
+def test_share_fetch_record_limit_is_honoured_by_the_broker(broker, java_cp):
+    """share.acquire.mode=record_limit with max.poll.records=10: the broker acquires only 10
+    records of a 50-record batch for the consumer, so another consumer of the group gets the
+    other 40 while the first holds its 10; batch_optimized returns the whole batch."""
+    topic = create_topic(broker, uniq("share-limit"), 1)
+    r = run_share_check(java_cp, "recordlimit", broker, topic)
+    assert (r["recordlimit.first"], r["recordlimit.other"]) == (10, 40), r
+    assert r["batchoptimized.first"] == 50, r
+
+
+def test_share_group_feeds_explicit_and_implicit_consumers(broker, java_cp):
+    """An explicit-mode and an implicit-mode consumer of one share group on one partition
+    both receive records, every record exactly once between them."""
+    topic = create_topic(broker, uniq("share-mixed"), 1)
+    r = run_share_check(java_cp, "mixed", broker, topic)
+    assert r["mixed.explicit"] > 0 and r["mixed.implicit"] > 0, r
+    assert r["mixed.explicit"] + r["mixed.implicit"] == r["mixed.produced"] == r["mixed.distinct"], r
