@@ -16,6 +16,9 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.consumer.group import (HeartbeatRequest, JoinGroupRequest,
                                            LeaveGroupRequest, OffsetCommitRequest,
                                            OffsetFetchRequest, SyncGroupRequest)
+from kafka.protocol.admin.groups import DescribeGroupsRequest
+from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import (AddOffsetsToTxnRequest, EndTxnRequest,
                                                  InitProducerIdRequest,
@@ -367,6 +370,67 @@ def test_static_member_restart_does_not_revoke_the_others(broker):
     finally:
         a2.close()
         b.close()
+
+
+# ------------------------------------------------------------------ more: same requests, same answers
+
+UNSUPPORTED_VERSION = 35
+OFFSET_OUT_OF_RANGE = 1
+GROUP_ID_NOT_FOUND = 69
+
+
+def test_list_offsets_special_timestamps_need_their_version(broker):
+    """ListOffsets: MAX_TIMESTAMP (-3) needs v7, EARLIEST_LOCAL (-4) v8, LATEST_TIERED (-5)
+    v9; below that, and for any other negative timestamp, UNSUPPORTED_VERSION (35) for the
+    partition."""
+    topic = create_topic(broker, uniq("offsets"), 1)
+    assert produce_raw(broker, topic, record_batch([(b"k", b"v", None)])).error_code == 0
+    got = {}
+    with RawConn(broker) as c:
+        for version, ts in ((6, -3), (7, -3), (7, -4), (8, -4), (8, -5), (9, -5), (9, -6),
+                            (10, -6), (10, -7), (1, -3), (1, -2), (1, -1)):
+            r = c.send(ListOffsetsRequest, version, replica_id=-1, isolation_level=0,
+                       topics=[{"name": topic, "partitions": [
+                           {"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}]}])
+            got[(version, ts)] = r.topics[0].partitions[0].error_code
+    unsupported = {(6, -3), (7, -4), (8, -5), (9, -6), (10, -6), (10, -7), (1, -3)}
+    assert got == {k: UNSUPPORTED_VERSION if k in unsupported else 0 for k in got}, got
+
+
+def test_describe_unknown_group_errs_from_v6_only(broker):
+    """DescribeGroups of a group that does not exist: state Dead with no error up to v5,
+    GROUP_ID_NOT_FOUND (69) from v6."""
+    group = uniq("nobody")
+    with RawConn(broker) as c:
+        wait_coordinator(c, group)
+        deadline = time.monotonic() + OP_TIMEOUT
+        for version, code in ((5, 0), (6, GROUP_ID_NOT_FOUND)):
+            while True:
+                g = c.send(DescribeGroupsRequest, version, groups=[group],
+                           include_authorized_operations=False).groups[0]
+                if g.error_code not in COORDINATOR_LOADING or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert (g.error_code, g.group_state) == (code, "Dead"), (version, g)
+
+
+def test_out_of_range_fetch_carries_no_offsets(broker):
+    """Fetch (v12) beyond the high watermark or below the log start: OFFSET_OUT_OF_RANGE
+    with high watermark, last stable offset and log start offset all -1."""
+    topic = create_topic(broker, uniq("range"), 1)
+    assert produce_raw(broker, topic, record_batch([(b"k", b"v", None)])).error_code == 0
+    with RawConn(broker) as c:
+        for offset in (1000, -5):
+            r = c.send(FetchRequest, 12, replica_id=-1, max_wait_ms=0, min_bytes=0,
+                       max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                       topics=[{"topic": topic, "partitions": [
+                           {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                            "last_fetched_epoch": -1, "log_start_offset": -1,
+                            "partition_max_bytes": 1 << 20}]}],
+                       forgotten_topics_data=[], rack_id="")
+            p = r.responses[0].partitions[0]
+            assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) \
+                == (OFFSET_OUT_OF_RANGE, -1, -1, -1), (offset, p)
 
 
 # ------------------------------------------------------------------ (d)-(f) share fetch limits

@@ -66,7 +66,7 @@ async fn respond(
         }
         Request::Metadata(r) => metadata::handle(broker, version, r).await.into(),
         Request::Fetch(r) => fetch::handle(broker, version, r).await.into(),
-        Request::ListOffsets(r) => list_offsets::handle(broker, r).into(),
+        Request::ListOffsets(r) => list_offsets::handle(broker, version, r).into(),
         Request::DeleteRecords(r) => list_offsets::delete_records(broker, r).into(),
         Request::CreateTopics(r) => topics::create_topics(broker, version, r).await.into(),
         Request::DeleteTopics(r) => topics::delete_topics(broker, version, r).await.into(),
@@ -97,7 +97,7 @@ async fn respond(
         Request::LeaveGroup(r) => groups::leave_group(broker, version, r).await.into(),
         Request::OffsetCommit(r) => groups::offset_commit(broker, version, r).await.into(),
         Request::OffsetFetch(r) => groups::offset_fetch(broker, version, r).await.into(),
-        Request::DescribeGroups(r) => groups::describe_groups(broker, r).await.into(),
+        Request::DescribeGroups(r) => groups::describe_groups(broker, version, r).await.into(),
         Request::ListGroups(r) => groups::list_groups(broker, r).await.into(),
         Request::DeleteGroups(r) => groups::delete_groups(broker, r).await.into(),
         Request::OffsetDelete(r) => groups::offset_delete(broker, r).await.into(),

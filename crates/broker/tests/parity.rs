@@ -6,13 +6,16 @@ mod common;
 use bytes::Bytes;
 use common::TestBroker;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, GroupId, OffsetCommitRequest, ProduceRequest, TopicName,
+    CreateTopicsRequest, DescribeGroupsRequest, FetchRequest, GroupId, ListOffsetsRequest,
+    OffsetCommitRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_protocol::ErrorCode;
@@ -170,5 +173,88 @@ async fn offset_commit_refuses_unknown_topics_and_partitions() {
             ("known".to_string(), 0, 0),
         ]
     );
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn list_offsets_special_timestamps_need_their_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    create(&mut conn, "t", &[]).await;
+    let now = shoal_broker::broker::now_ms();
+    produce(&mut conn, "t", batch(&[(Some(b"k"), None)], now)).await;
+    let unsupported = ErrorCode::UNSUPPORTED_VERSION.code();
+    for (version, timestamp, code) in [
+        (6, -3, unsupported),
+        (7, -3, 0),
+        (7, -4, unsupported),
+        (8, -4, 0),
+        (8, -5, unsupported),
+        (9, -5, 0),
+        (10, -6, unsupported),
+        (10, -7, unsupported),
+        (10, -2, 0),
+        (2, -2, 0), // found offset, no LeaderEpoch field before v4
+    ] {
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("t"))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(timestamp)])]);
+        let r = conn.request(version, &request).await.unwrap();
+        assert_eq!(
+            r.topics[0].partitions[0].error_code, code,
+            "v{version} timestamp {timestamp}"
+        );
+    }
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn describe_unknown_group_errs_from_v6_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let request = DescribeGroupsRequest::default()
+        .with_groups(vec![GroupId(StrBytes::from_static_str("nobody"))]);
+    for (version, code) in [(5, 0), (6, ErrorCode::GROUP_ID_NOT_FOUND.code())] {
+        let r = conn.request(version, &request).await.unwrap();
+        assert_eq!(r.groups[0].error_code, code, "v{version}");
+        assert_eq!(r.groups[0].group_state.as_str(), "Dead");
+    }
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn out_of_range_fetch_carries_no_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    create(&mut conn, "t", &[]).await;
+    let now = shoal_broker::broker::now_ms();
+    produce(&mut conn, "t", batch(&[(Some(b"k"), None)], now)).await;
+    for offset in [99, -5] {
+        let request = FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name("t"))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(1 << 20)])]);
+        let r = conn.request(12, &request).await.unwrap();
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, ErrorCode::OFFSET_OUT_OF_RANGE.code());
+        assert_eq!(
+            (p.high_watermark, p.last_stable_offset, p.log_start_offset),
+            (-1, -1, -1),
+            "offset {offset}"
+        );
+    }
     broker.stop().await;
 }

@@ -437,6 +437,7 @@ pub async fn list_groups(broker: &Broker, r: &m::ListGroupsRequest) -> m::ListGr
 
 pub async fn describe_groups(
     broker: &Broker,
+    version: i16,
     r: &m::DescribeGroupsRequest,
 ) -> m::DescribeGroupsResponse {
     let request = gc::DescribeGroupsRequest {
@@ -449,8 +450,14 @@ pub async fn describe_groups(
                 .groups
                 .into_iter()
                 .map(|g| {
+                    // Before v6 an unknown group is described as Dead without an error.
+                    let code = if version < 6 && g.error_code == gc::ErrorCode::GROUP_ID_NOT_FOUND {
+                        0
+                    } else {
+                        g.error_code.code()
+                    };
                     describe_groups_response::DescribedGroup::default()
-                        .with_error_code(g.error_code.code())
+                        .with_error_code(code)
                         .with_group_id(GroupId(str_bytes(g.group_id)))
                         .with_group_state(str_bytes(g.group_state))
                         .with_protocol_type(str_bytes(g.protocol_type))
