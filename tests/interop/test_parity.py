@@ -17,6 +17,7 @@ from kafka.protocol.consumer.group import (HeartbeatRequest, JoinGroupRequest,
                                            LeaveGroupRequest, OffsetCommitRequest,
                                            OffsetFetchRequest, SyncGroupRequest)
 from kafka.protocol.admin.groups import DescribeGroupsRequest
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.producer.produce import ProduceRequest
@@ -431,6 +432,27 @@ def test_out_of_range_fetch_carries_no_offsets(broker):
             p = r.responses[0].partitions[0]
             assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) \
                 == (OFFSET_OUT_OF_RANGE, -1, -1, -1), (offset, p)
+
+
+def test_failed_produce_with_acks_zero_closes_the_connection(broker):
+    """A Produce with acks=0 gets no answer; when it fails (a partition the topic lacks, a
+    keyless record on a compacted topic) the broker closes the connection so the producer
+    notices; a successful one leaves the connection open."""
+    topic = create_topic(broker, uniq("acks0"), 1, {"cleanup.policy": "compact"})
+    got = {}
+    for name, partition, key in (("ok", 0, b"k"), ("bad_partition", 5, b"k"),
+                                 ("keyless", 0, None)):
+        with RawConn(broker, timeout=OP_TIMEOUT) as c:
+            c.send(ProduceRequest, 9, transactional_id=None, acks=0, timeout_ms=5000,
+                   topic_data=[{"name": topic, "partition_data": [
+                       {"index": partition, "records": record_batch([(key, b"v", None)])}]}])
+            try:
+                c.send(ApiVersionsRequest, 3, client_software_name="parity",
+                       client_software_version="1")
+                got[name] = "open"
+            except ConnectionError:
+                got[name] = "closed"
+    assert got == {"ok": "open", "bad_partition": "closed", "keyless": "closed"}, got
 
 
 # ------------------------------------------------------------------ (d)-(f) share fetch limits

@@ -24,6 +24,9 @@ pub struct RequestContext {
 pub enum Reply {
     Now(Option<Response>),
     Later(Pin<Box<dyn Future<Output = Option<Response>> + Send>>),
+    /// Close the connection (with this reason for the log): a Produce with acks=0 that failed
+    /// somewhere, as Kafka does, so that the producer notices and refreshes its metadata.
+    Close(String),
 }
 
 /// Handles one request. Work whose order matters (appends) is done before this returns, in
@@ -31,6 +34,11 @@ pub enum Reply {
 pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, frame: RequestFrame) -> Reply {
     if let Request::Produce(r) = &frame.body {
         let appended = produce::append(broker, frame.version(), r).await;
+        if r.acks == 0 {
+            if let Some(failure) = appended.failure() {
+                return Reply::Close(format!("produce with acks=0 failed: {failure}"));
+            }
+        }
         if appended.waits() {
             let broker = broker.clone();
             return Reply::Later(Box::pin(async move {

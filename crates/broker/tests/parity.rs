@@ -15,8 +15,9 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{
     CreateTopicsRequest, DescribeGroupsRequest, FetchRequest, GroupId, ListOffsetsRequest,
-    OffsetCommitRequest, ProduceRequest, TopicName,
+    OffsetCommitRequest, ProduceRequest, RequestHeader, TopicName,
 };
+use kafka_protocol::protocol::Encodable;
 use kafka_protocol::protocol::StrBytes;
 use shoal_protocol::ErrorCode;
 use shoal_storage::{encode_batch, BatchOptions};
@@ -255,6 +256,49 @@ async fn out_of_range_fetch_carries_no_offsets() {
             (-1, -1, -1),
             "offset {offset}"
         );
+    }
+    broker.stop().await;
+}
+
+/// A Produce with acks=0 that fails closes the connection, as Kafka does (the producer gets
+/// no answer to learn from otherwise); a successful one leaves it open.
+#[tokio::test]
+async fn failed_produce_with_acks_zero_closes_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    create(&mut conn, "compacted", &[("cleanup.policy", "compact")]).await;
+    let now = shoal_broker::broker::now_ms();
+    let acks_zero = |partition: i32, records: Vec<u8>| {
+        ProduceRequest::default()
+            .with_acks(0)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name("compacted"))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(Bytes::from(records)))])])
+    };
+    let describe =
+        DescribeGroupsRequest::default().with_groups(vec![GroupId(StrBytes::from_static_str("g"))]);
+    for (partition, key, closes) in [
+        (0, Some(&b"k"[..]), false),
+        (0, None, true),
+        (5, Some(&b"k"[..]), true),
+    ] {
+        let mut conn = broker.connect().await;
+        let header = RequestHeader::default()
+            .with_request_api_key(0)
+            .with_request_api_version(9)
+            .with_correlation_id(100);
+        let mut frame = bytes::BytesMut::new();
+        header.encode(&mut frame, 2).unwrap();
+        acks_zero(partition, batch(&[(key, None)], now))
+            .encode(&mut frame, 9)
+            .unwrap();
+        conn.send_frame(&frame).await.unwrap();
+        let next = conn.request(5, &describe).await;
+        assert_eq!(next.is_err(), closes, "partition {partition}, key {key:?}");
     }
     broker.stop().await;
 }

@@ -1,6 +1,7 @@
 //! Produce: validate each partition's record set, append it with offsets assigned in place,
 //! and (acks 1 or all, with `flush.messages=1`, the default) answer only after the group-commit
-//! fsync. acks=0 gets no response at all, as in Kafka.
+//! fsync. acks=0 gets no response at all, as in Kafka; when such a produce fails anywhere the
+//! connection is closed instead (Kafka's way of telling the producer to refresh its metadata).
 //!
 //! Batches with a producer id go through the partition's producer state under the partition
 //! lock before the append: refused with Kafka's error (INVALID_PRODUCER_EPOCH,
@@ -433,6 +434,16 @@ impl Appended {
     /// Whether the answer waits for the group-commit fsync.
     pub fn waits(&self) -> bool {
         !self.to_flush.is_empty()
+    }
+
+    /// The first partition that failed, as "topic-partition: error code", if any.
+    pub fn failure(&self) -> Option<String> {
+        self.responses.iter().find_map(|t| {
+            t.partition_responses
+                .iter()
+                .find(|p| p.error_code != 0)
+                .map(|p| format!("{}-{}: error {}", t.name.0, p.index, p.error_code))
+        })
     }
 
     /// Waits for durability and builds the response; `None` for acks=0 (no response).
