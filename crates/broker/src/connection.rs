@@ -303,6 +303,10 @@ async fn handle_frame(
             }
             Ok(Slot::Ready(out))
         }
+        Reply::Close(reason) => {
+            broker.metrics.request(api, started.elapsed());
+            Err(reason)
+        }
         Reply::Later(future) => Ok(Slot::Waiting {
             task: tokio::spawn(future),
             api,

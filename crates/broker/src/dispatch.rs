@@ -24,6 +24,9 @@ pub struct RequestContext {
 pub enum Reply {
     Now(Option<Response>),
     Later(Pin<Box<dyn Future<Output = Option<Response>> + Send>>),
+    /// Close the connection (with this reason for the log): a Produce with acks=0 that failed
+    /// somewhere, as Kafka does, so that the producer notices and refreshes its metadata.
+    Close(String),
 }
 
 /// Handles one request. Work whose order matters (appends) is done before this returns, in
@@ -31,6 +34,11 @@ pub enum Reply {
 pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, frame: RequestFrame) -> Reply {
     if let Request::Produce(r) = &frame.body {
         let appended = produce::append(broker, frame.version(), r).await;
+        if r.acks == 0 {
+            if let Some(failure) = appended.failure() {
+                return Reply::Close(format!("produce with acks=0 failed: {failure}"));
+            }
+        }
         if appended.waits() {
             let broker = broker.clone();
             return Reply::Later(Box::pin(async move {
@@ -66,7 +74,7 @@ async fn respond(
         }
         Request::Metadata(r) => metadata::handle(broker, version, r).await.into(),
         Request::Fetch(r) => fetch::handle(broker, version, r).await.into(),
-        Request::ListOffsets(r) => list_offsets::handle(broker, r).into(),
+        Request::ListOffsets(r) => list_offsets::handle(broker, version, r).into(),
         Request::DeleteRecords(r) => list_offsets::delete_records(broker, r).into(),
         Request::CreateTopics(r) => topics::create_topics(broker, version, r).await.into(),
         Request::DeleteTopics(r) => topics::delete_topics(broker, version, r).await.into(),
@@ -99,7 +107,7 @@ async fn respond(
         Request::LeaveGroup(r) => groups::leave_group(broker, version, r).await.into(),
         Request::OffsetCommit(r) => groups::offset_commit(broker, version, r).await.into(),
         Request::OffsetFetch(r) => groups::offset_fetch(broker, version, r).await.into(),
-        Request::DescribeGroups(r) => groups::describe_groups(broker, r).await.into(),
+        Request::DescribeGroups(r) => groups::describe_groups(broker, version, r).await.into(),
         Request::ListGroups(r) => groups::list_groups(broker, r).await.into(),
         Request::DeleteGroups(r) => groups::delete_groups(broker, r).await.into(),
         Request::OffsetDelete(r) => groups::offset_delete(broker, r).await.into(),

@@ -308,6 +308,7 @@ fn handle_classic(
                     leader: String::new(),
                     member_id: r.member_id,
                     members: Vec::new(),
+                    skip_assignment: false,
                 }),
             ));
         }

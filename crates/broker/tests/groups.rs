@@ -47,6 +47,8 @@ async fn committed_offsets_and_groups_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
+    // Offsets are committed only for partitions that exist, as in Kafka.
+    common::create_topic(&mut conn, "orders", 1).await;
 
     // A standalone commit (generation -1) on a group with no members.
     let response = conn

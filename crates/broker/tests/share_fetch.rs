@@ -130,6 +130,18 @@ async fn fetch(
     acks: Vec<AcknowledgementBatch>,
     max_wait_ms: i32,
 ) -> ShareFetchResponse {
+    fetch_max_bytes(conn, topic_id, member, epoch, acks, max_wait_ms, 1 << 20).await
+}
+
+async fn fetch_max_bytes(
+    conn: &mut Connection,
+    topic_id: Uuid,
+    member: &str,
+    epoch: i32,
+    acks: Vec<AcknowledgementBatch>,
+    max_wait_ms: i32,
+    max_bytes: i32,
+) -> ShareFetchResponse {
     conn.request(
         2,
         &ShareFetchRequest {
@@ -138,7 +150,7 @@ async fn fetch(
             share_session_epoch: epoch,
             max_wait_ms,
             min_bytes: 1,
-            max_bytes: 1 << 20,
+            max_bytes,
             max_records: 500,
             batch_size: 500,
             topics: vec![FetchTopic {
@@ -525,5 +537,27 @@ async fn share_group_offsets_are_described_altered_and_deleted() {
     // State gone: a new session starts over from share.auto.offset.reset (earliest).
     let r = fetch(&mut conn, topic_id, "m", 0, vec![], 500).await;
     assert_eq!(acquired(&r).0, vec![(0, 9, 1)]);
+    broker.stop().await;
+}
+
+/// ShareFetch MaxBytes 0 (Kafka's Java share consumer with fetch.max.bytes=0) acquires and
+/// returns nothing, as Kafka; the next fetch with a budget gets every record.
+#[tokio::test]
+async fn max_bytes_zero_acquires_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut a = broker.connect().await;
+    let topic_id = setup(&broker, &mut a).await;
+    let r = fetch_max_bytes(&mut a, topic_id, "a", 0, vec![], 0, 0).await;
+    assert_eq!(r.error_code, 0);
+    assert_eq!(acquired(&r), (vec![], vec![]));
+    let r = fetch_max_bytes(&mut a, topic_id, "a", 1, vec![], 0, -1).await;
+    assert_eq!(
+        acquired(&r),
+        (vec![], vec![]),
+        "a negative budget is no budget"
+    );
+    let r = fetch(&mut a, topic_id, "a", 2, vec![], 500).await;
+    assert_eq!(acquired(&r), (vec![(0, 9, 1)], vec![0, 4, 7]));
     broker.stop().await;
 }

@@ -132,8 +132,12 @@ fn read_all(
                     .with_aborted_transactions(read_committed.then(Vec::new))
                     .with_records(Some(Bytes::new()));
                 if fp.fetch_offset < log_start || fp.fetch_offset > high_watermark {
-                    data.error_code = ErrorCode::OFFSET_OUT_OF_RANGE.code();
-                    return data;
+                    // Kafka answers an out-of-range fetch with no offsets at all (-1).
+                    return data
+                        .with_error_code(ErrorCode::OFFSET_OUT_OF_RANGE.code())
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1);
                 }
                 if fp.fetch_offset >= max_offset || remaining == 0 {
                     return data;

@@ -55,6 +55,7 @@ pub async fn join_group(
             .collect(),
         reason: opt(&r.reason),
         require_known_member_id: version >= 4,
+        skip_assignment_supported: version >= 9,
     };
     let mut out = m::JoinGroupResponse::default().with_generation_id(-1);
     match call(broker, gc::GroupRequest::JoinGroup(request)).await {
@@ -67,6 +68,7 @@ pub async fn join_group(
                 out.protocol_name = Some(str_bytes(""));
             }
             out.leader = str_bytes(j.leader);
+            out.skip_assignment = j.skip_assignment;
             out.member_id = str_bytes(j.member_id);
             out.members = j
                 .members
@@ -197,6 +199,14 @@ fn name_of(broker: &Broker, id: Uuid) -> Option<String> {
     broker.topic_by_id(id).map(|t| t.name.clone())
 }
 
+/// Whether the topic exists with this partition: offsets of anything else are refused with
+/// UNKNOWN_TOPIC_OR_PARTITION by OffsetCommit and TxnOffsetCommit, as in Kafka.
+fn partition_exists(broker: &Broker, topic: &str, partition: i32) -> bool {
+    broker
+        .topic(topic)
+        .is_some_and(|t| t.partition(partition).is_some())
+}
+
 pub async fn offset_commit(
     broker: &Broker,
     version: i16,
@@ -215,6 +225,9 @@ pub async fn offset_commit(
         names.push(name.clone());
         for p in &t.partitions {
             match &name {
+                // Kafka answers partitions its metadata does not know without asking the
+                // group coordinator (UNKNOWN_TOPIC_OR_PARTITION, set when answering).
+                Some(name) if !partition_exists(broker, name, p.partition_index) => {}
                 Some(name) => offsets.push(gc::OffsetCommitPartition {
                     topic: name.clone(),
                     partition: p.partition_index,
@@ -253,6 +266,9 @@ pub async fn offset_commit(
                 .map(|p| {
                     let code = match name {
                         None => ErrorCode::UNKNOWN_TOPIC_ID.code(),
+                        Some(name) if !partition_exists(broker, name, p.partition_index) => {
+                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
+                        }
                         Some(name) => *results
                             .get(&(name.clone(), p.partition_index))
                             .unwrap_or(&UNAVAILABLE),
@@ -421,6 +437,7 @@ pub async fn list_groups(broker: &Broker, r: &m::ListGroupsRequest) -> m::ListGr
 
 pub async fn describe_groups(
     broker: &Broker,
+    version: i16,
     r: &m::DescribeGroupsRequest,
 ) -> m::DescribeGroupsResponse {
     let request = gc::DescribeGroupsRequest {
@@ -433,8 +450,14 @@ pub async fn describe_groups(
                 .groups
                 .into_iter()
                 .map(|g| {
+                    // Before v6 an unknown group is described as Dead without an error.
+                    let code = if version < 6 && g.error_code == gc::ErrorCode::GROUP_ID_NOT_FOUND {
+                        0
+                    } else {
+                        g.error_code.code()
+                    };
                     describe_groups_response::DescribedGroup::default()
-                        .with_error_code(g.error_code.code())
+                        .with_error_code(code)
                         .with_group_id(GroupId(str_bytes(g.group_id)))
                         .with_group_state(str_bytes(g.group_state))
                         .with_protocol_type(str_bytes(g.protocol_type))
@@ -643,13 +666,16 @@ pub async fn txn_offset_commit(
         .topics
         .iter()
         .flat_map(|t| {
-            t.partitions.iter().map(move |p| gc::OffsetCommitPartition {
-                topic: s(&t.name.0),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: opt(&p.committed_metadata),
-            })
+            t.partitions
+                .iter()
+                .filter(|p| partition_exists(broker, t.name.0.as_str(), p.partition_index))
+                .map(move |p| gc::OffsetCommitPartition {
+                    topic: s(&t.name.0),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: opt(&p.committed_metadata),
+                })
         })
         .collect();
     let request = gc::TxnOffsetCommitRequest {
@@ -683,9 +709,13 @@ pub async fn txn_offset_commit(
                             m::txn_offset_commit_response::TxnOffsetCommitResponsePartition::default()
                                 .with_partition_index(p.partition_index)
                                 .with_error_code(
-                                    *results
-                                        .get(&(s(&t.name.0), p.partition_index))
-                                        .unwrap_or(&UNAVAILABLE),
+                                    if partition_exists(broker, t.name.0.as_str(), p.partition_index) {
+                                        *results
+                                            .get(&(s(&t.name.0), p.partition_index))
+                                            .unwrap_or(&UNAVAILABLE)
+                                    } else {
+                                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
+                                    },
                                 )
                         })
                         .collect(),

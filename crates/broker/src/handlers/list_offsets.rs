@@ -26,6 +26,20 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
+/// The version a special timestamp needs; any other negative timestamp is unsupported, as in
+/// Kafka (EARLIEST_PENDING_UPLOAD, -6, needs v11, which is not served).
+fn unsupported(timestamp: i64, version: i16) -> bool {
+    let needs = match timestamp {
+        LATEST | EARLIEST => 0,
+        MAX_TIMESTAMP => 7,
+        EARLIEST_LOCAL => 8,
+        LATEST_TIERED => 9,
+        ts if ts >= 0 => 0,
+        _ => i16::MAX,
+    };
+    version < needs
+}
+
 /// `IsolationLevel` READ_COMMITTED.
 const READ_COMMITTED: i8 = 1;
 
@@ -81,7 +95,7 @@ fn lookup(
     })
 }
 
-pub fn handle(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+pub fn handle(broker: &Broker, version: i16, request: &ListOffsetsRequest) -> ListOffsetsResponse {
     let topics = request
         .topics
         .iter()
@@ -95,6 +109,11 @@ pub fn handle(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsRespo
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(0);
+                    if unsupported(p.timestamp, version) {
+                        return out
+                            .with_error_code(ErrorCode::UNSUPPORTED_VERSION.code())
+                            .with_leader_epoch(-1);
+                    }
                     match lookup(
                         broker,
                         t.name.0.as_str(),
@@ -113,6 +132,10 @@ pub fn handle(broker: &Broker, request: &ListOffsetsRequest) -> ListOffsetsRespo
                             out.error_code = code.code();
                             out.leader_epoch = -1;
                         }
+                    }
+                    if version < 4 {
+                        // No LeaderEpoch before v4: a value would not encode.
+                        out.leader_epoch = -1;
                     }
                     out
                 })

@@ -1,6 +1,7 @@
 //! Produce: validate each partition's record set, append it with offsets assigned in place,
 //! and (acks 1 or all, with `flush.messages=1`, the default) answer only after the group-commit
-//! fsync. acks=0 gets no response at all, as in Kafka.
+//! fsync. acks=0 gets no response at all, as in Kafka; when such a produce fails anywhere the
+//! connection is closed instead (Kafka's way of telling the producer to refresh its metadata).
 //!
 //! Batches with a producer id go through the partition's producer state under the partition
 //! lock before the append: refused with Kafka's error (INVALID_PRODUCER_EPOCH,
@@ -25,15 +26,21 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use shoal_core::producer_state::{BatchInfo, Decision, ProducerEpoch, ProducerId};
 use shoal_core::txn_coordinator::{self as tc, TopicPartition, TxnRequest, TxnResponse};
-use shoal_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use shoal_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use shoal_protocol::messages::{ProduceRequest, ProduceResponse};
 use shoal_protocol::ErrorCode;
 use shoal_storage::batch::split_batches;
-use shoal_storage::{validate_record_set, ValidationLimits};
+use shoal_storage::batch::{
+    validate_record_set_with, RecordError, RecordFault, RecordRules, TimestampWindow,
+};
+use shoal_storage::ValidationLimits;
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
 use crate::broker::{now_ms, Broker};
+use crate::config::{BrokerConfig, ConfigMap};
 use crate::handlers::metadata::auto_create;
 use crate::producers::{batch_info, state_config};
 use crate::topics::{effective, Partition, Topic};
@@ -86,8 +93,28 @@ fn append_partition(
             .unwrap_or(usize::MAX),
         decompressed_bytes_max: PRODUCE_DECOMPRESSED_BYTES_MAX,
     };
-    if let Err(e) = validate_record_set(records, &limits) {
-        return fail(ErrorCode(e.kafka_error_code()), Some(e.to_string()));
+    let now = now_ms();
+    let rules = record_rules(&config, &overrides, now);
+    let faults = match validate_record_set_with(records, &limits, &rules) {
+        Ok((headers, faults)) => {
+            if headers.len() > 1 {
+                // Kafka takes exactly one v2 batch per partition from a client.
+                return fail(
+                    ErrorCode::INVALID_RECORD,
+                    Some("more than one record batch for a partition".into()),
+                );
+            }
+            faults
+        }
+        Err(e) => return fail(ErrorCode(e.kafka_error_code()), Some(e.to_string())),
+    };
+    if !faults.is_empty() {
+        let log_start_offset = partition.lock().log_start_offset();
+        return PartitionAppended {
+            response: record_errors_response(topic, index, &faults)
+                .with_log_start_offset(log_start_offset),
+            durable_wait: None,
+        };
     }
     let infos: Vec<BatchInfo> = split_batches(records)
         .filter_map(Result::ok)
@@ -101,7 +128,6 @@ fn append_partition(
     }
     let idempotent = infos.iter().any(BatchInfo::has_producer_id);
     let mut batch = BytesMut::from(&records[..]);
-    let now = now_ms();
     let flush_messages: i64 = effective(&config, &overrides, "flush.messages")
         .parse()
         .unwrap_or(1);
@@ -182,6 +208,78 @@ fn append_partition(
         }
         Err(e) => fail(ErrorCode(e.kafka_error_code()), Some(e.to_string())),
     }
+}
+
+/// The per-record rules of Kafka's log validator for this topic: keys on compacted topics and,
+/// for CreateTime topics, `message.timestamp.before.max.ms` / `after.max.ms` around `now`.
+fn record_rules(config: &BrokerConfig, overrides: &ConfigMap, now: i64) -> RecordRules {
+    let long = |key: &str, default: i64| {
+        effective(config, overrides, key)
+            .parse::<i64>()
+            .unwrap_or(default)
+    };
+    let create_time = effective(config, overrides, "message.timestamp.type") != "LogAppendTime";
+    RecordRules {
+        require_key: effective(config, overrides, "cleanup.policy")
+            .split(',')
+            .any(|p| p.trim() == "compact"),
+        timestamps: create_time.then(|| TimestampWindow {
+            now_ms: now,
+            before_max_ms: long("message.timestamp.before.max.ms", i64::MAX),
+            after_max_ms: long("message.timestamp.after.max.ms", 3_600_000),
+        }),
+    }
+}
+
+/// KIP-467: a batch refused for some of its records names each of them (`record_errors`) and
+/// nothing of it is appended. Any timestamp fault makes the partition's error
+/// INVALID_TIMESTAMP, otherwise it is INVALID_RECORD, as in Kafka.
+fn record_errors_response(
+    topic: &Topic,
+    index: i32,
+    faults: &[RecordError],
+) -> PartitionProduceResponse {
+    let describe = |e: &RecordError| match e.fault {
+        RecordFault::MissingKey => format!(
+            "compacted topic cannot accept a record without a key in topic partition {}-{index}",
+            topic.name
+        ),
+        RecordFault::TimestampOutOfRange { timestamp } => format!(
+            "timestamp {timestamp} of record {} is outside the topic's window \
+             (message.timestamp.before.max.ms / after.max.ms)",
+            e.batch_index
+        ),
+        RecordFault::LogAppendTimeFromClient => {
+            "producers must not set the LogAppendTime timestamp type".to_string()
+        }
+    };
+    let timestamp_fault = faults.iter().any(|e| e.fault != RecordFault::MissingKey);
+    let (code, message) = if timestamp_fault {
+        (
+            ErrorCode::INVALID_TIMESTAMP,
+            "one or more records were refused for their timestamp".to_string(),
+        )
+    } else {
+        let first: Vec<String> = faults.iter().take(3).map(describe).collect();
+        (
+            ErrorCode::INVALID_RECORD,
+            format!(
+                "{} record(s) refused; the first: {}",
+                faults.len(),
+                first.join("; ")
+            ),
+        )
+    };
+    partition_error(index, code, Some(message)).with_record_errors(
+        faults
+            .iter()
+            .map(|e| {
+                BatchIndexAndErrorMessage::default()
+                    .with_batch_index(e.batch_index)
+                    .with_batch_index_error_message(Some(str_bytes(describe(e))))
+            })
+            .collect(),
+    )
 }
 
 /// Kafka's `LogValidator` rules for batches from clients that concern transactions: no control
@@ -336,6 +434,16 @@ impl Appended {
     /// Whether the answer waits for the group-commit fsync.
     pub fn waits(&self) -> bool {
         !self.to_flush.is_empty()
+    }
+
+    /// The first partition that failed, as "topic-partition: error code", if any.
+    pub fn failure(&self) -> Option<String> {
+        self.responses.iter().find_map(|t| {
+            t.partition_responses
+                .iter()
+                .find(|p| p.error_code != 0)
+                .map(|p| format!("{}-{}: error {}", t.name.0, p.index, p.error_code))
+        })
     }
 
     /// Waits for durability and builds the response; `None` for acks=0 (no response).

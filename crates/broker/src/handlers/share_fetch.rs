@@ -467,10 +467,11 @@ pub async fn share_fetch(
             max_records
         };
         let fetch_bytes_max = broker.config.long("fetch.max.bytes") as usize;
+        // MaxBytes 0 (a consumer with fetch.max.bytes=0) acquires nothing: the fetch waits
+        // out MaxWaitMs and answers no records, as Kafka does.
         let mut remaining = usize::try_from(r.max_bytes)
             .unwrap_or(0)
-            .min(fetch_bytes_max)
-            .max(1);
+            .min(fetch_bytes_max);
         loop {
             // Register before acquiring, so data or a release in between is not missed.
             let waker = Arc::new(Notify::new());

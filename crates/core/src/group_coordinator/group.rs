@@ -464,6 +464,7 @@ impl Group {
             } else {
                 Vec::new()
             },
+            skip_assignment: false,
         })
     }
 
@@ -625,6 +626,7 @@ impl Group {
                         } else {
                             Vec::new()
                         },
+                        skip_assignment: false,
                     }),
                 );
                 m.joined_generation = Some(generation);

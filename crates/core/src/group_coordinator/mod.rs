@@ -1332,14 +1332,6 @@ fn replace_static_member(
         return;
     };
     answer_removed(&old, ErrorCode::FENCED_INSTANCE_ID, out);
-    let protocol = g.protocol_name.clone().unwrap_or_default();
-    let metadata_unchanged = old.metadata(&protocol).is_some()
-        && old.metadata(&protocol)
-            == req
-                .protocols
-                .iter()
-                .find(|(n, _)| *n == protocol)
-                .map(|(_, m)| m);
     let mut member = old;
     member.member_id = new_id.clone();
     member.client_id = req.client_id.clone();
@@ -1357,18 +1349,63 @@ fn replace_static_member(
         g.pending_sync.insert(new_id.clone());
         g.sync_deadline_ms = sync_deadline_ms;
     }
-    if g.state == GroupState::Stable && !was_leader && metadata_unchanged {
-        // Nothing the assignment depends on changed: persist the new id and let the member
-        // carry on with the current generation.
-        if let Some(m) = g.members.get_mut(&new_id) {
+    if g.state == GroupState::Stable {
+        // KIP-345, as Kafka does it: the restart of a static member (leader or not, its
+        // subscription changed or not) does not rebalance a stable group as long as the
+        // group's protocol stays the one selected. The member's new id and protocols are
+        // persisted and the member carries on with the current generation and assignment.
+        let kept = g.members.get_mut(&new_id).map(|m| {
+            let kept = (
+                m.protocols.clone(),
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+            );
             m.protocols = req.protocols.clone();
             m.rebalance_timeout_ms = req.rebalance_timeout_ms;
             m.session_timeout_ms = req.session_timeout_ms;
+            kept
+        });
+        if g.select_protocol() == g.protocol_name {
+            g.persist(out);
+            reply_static_rejoin(g, token, &new_id, was_leader.then_some(old_id), req, out);
+            return;
         }
-        g.persist(out);
-        reply_current_generation(g, token, &new_id, out);
-    } else {
-        update_member_and_rebalance(g, cfg, now_ms, token, req, &new_id, out);
+        // The protocol would change: back to what the rebalance starts from.
+        if let (Some(m), Some((protocols, rebalance, session))) = (g.members.get_mut(&new_id), kept)
+        {
+            m.protocols = protocols;
+            m.rebalance_timeout_ms = rebalance;
+            m.session_timeout_ms = session;
+        }
+    }
+    update_member_and_rebalance(g, cfg, now_ms, token, req, &new_id, out);
+}
+
+/// The JoinGroup answer of a static member that took over its instance in a stable group. A
+/// leader (`old_leader_id` is its previous id) is told to skip the assignment (JoinGroup v9+,
+/// KIP-814, with every member's metadata); older clients get the previous leader id, so that
+/// they act as followers and fetch the standing assignment with SyncGroup, as Kafka answers.
+fn reply_static_rejoin(
+    g: &mut Group,
+    token: ReplyToken,
+    member_id: &str,
+    old_leader_id: Option<&str>,
+    req: &JoinGroupRequest,
+    out: &mut Output,
+) {
+    let mut response = g.join_response(member_id);
+    if let (GroupResponse::JoinGroup(join), Some(old_id)) = (&mut response, old_leader_id) {
+        if req.skip_assignment_supported {
+            join.skip_assignment = true;
+        } else {
+            join.leader = old_id.to_string();
+            join.members = Vec::new();
+        }
+    }
+    out.reply(token, response);
+    let generation = g.generation;
+    if let Some(m) = g.members.get_mut(member_id) {
+        m.joined_generation = Some(generation);
     }
 }
 

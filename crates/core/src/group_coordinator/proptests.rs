@@ -280,6 +280,7 @@ impl World {
                     protocols: self.protocols(slot),
                     reason: None,
                     require_known_member_id: slot == 0,
+                    skip_assignment_supported: slot % 2 == 0,
                 };
                 self.send(slot, GroupRequest::JoinGroup(req))?;
             }

@@ -38,6 +38,7 @@ fn join_req(member_id: &str, instance: Option<&str>) -> JoinGroupRequest {
         protocols: vec![("range".into(), consumer_subscription(&["t"]))],
         reason: None,
         require_known_member_id: false,
+        skip_assignment_supported: true,
     }
 }
 
@@ -493,6 +494,143 @@ fn static_member_replacement_fences_old_id() {
     assert_eq!(r.members[0].error_code, ErrorCode::UNKNOWN_MEMBER_ID);
 }
 
+/// A stable group whose leader is the static member "i1" (joined first) with follower d:
+/// returns (static id, follower id) with assignments "ps" / "pd".
+fn static_leader_group(h: &mut H) -> (String, String) {
+    let ts = h.join(join_req("", Some("i1"))).0;
+    let td = h.join(join_req("", None)).0;
+    let out = h.tick(6_000);
+    let s = join_of(&out, ts).member_id.clone();
+    let d = join_of(&out, td).member_id.clone();
+    assert_eq!(join_of(&out, ts).leader, s);
+    h.sync(&s, 1, vec![(&d, "pd"), (&s, "ps")]);
+    h.sync(&d, 1, vec![]);
+    assert_eq!(h.state(), GroupState::Stable);
+    (s, d)
+}
+
+#[test]
+fn static_leader_restart_skips_the_assignment_without_a_rebalance() {
+    let mut h = H::new();
+    let (s, d) = static_leader_group(&mut h);
+    h.now = 7_000;
+    let (t, out) = h.join(join_req("", Some("i1")));
+    let j = join_of(&out, t).clone();
+    assert_eq!((j.error_code, j.generation_id), (ErrorCode::NONE, 1));
+    assert_ne!(j.member_id, s);
+    assert!(
+        j.skip_assignment,
+        "KIP-814: the leader keeps the assignment"
+    );
+    assert_eq!(j.leader, j.member_id, "still the leader, under its new id");
+    assert_eq!(
+        j.members.len(),
+        2,
+        "the leader gets every member's metadata"
+    );
+    assert_eq!(h.state(), GroupState::Stable);
+    assert_eq!(
+        h.heartbeat(&d, None, 1),
+        ErrorCode::NONE,
+        "no rebalance: no revoke"
+    );
+    assert_eq!(
+        h.heartbeat(&s, Some("i1"), 1),
+        ErrorCode::FENCED_INSTANCE_ID
+    );
+    let (t, out) = h.sync(&j.member_id, 1, vec![]);
+    assert_eq!(sync_of(&out, t).assignment, Bytes::from("ps"));
+    let (t, out) = h.sync(&d, 1, vec![]);
+    assert_eq!(sync_of(&out, t).assignment, Bytes::from("pd"));
+    h.assert_replay_matches();
+}
+
+#[test]
+fn static_leader_restart_on_an_old_client_looks_like_a_follower() {
+    let mut h = H::new();
+    let (s, d) = static_leader_group(&mut h);
+    h.now = 7_000;
+    let mut req = join_req("", Some("i1"));
+    req.skip_assignment_supported = false; // JoinGroup v5 (librdkafka)
+    let (t, out) = h.join(req);
+    let j = join_of(&out, t).clone();
+    assert_eq!((j.error_code, j.generation_id), (ErrorCode::NONE, 1));
+    assert!(!j.skip_assignment);
+    assert_eq!(j.leader, s, "the previous leader id, as Kafka answers");
+    assert!(j.members.is_empty(), "so the client runs no assignment");
+    assert_eq!(h.heartbeat(&d, None, 1), ErrorCode::NONE);
+    let (t, out) = h.sync(&j.member_id, 1, vec![]);
+    assert_eq!(sync_of(&out, t).assignment, Bytes::from("ps"));
+    h.assert_replay_matches();
+}
+
+#[test]
+fn static_member_restart_with_a_new_subscription_keeps_the_generation() {
+    let mut h = H::new();
+    let (_, d) = static_leader_group(&mut h);
+    h.now = 7_000;
+    let mut req = join_req("", Some("i1"));
+    req.protocols = vec![("range".into(), consumer_subscription(&["t", "u"]))];
+    let (t, out) = h.join(req);
+    let j = join_of(&out, t).clone();
+    assert_eq!((j.error_code, j.generation_id), (ErrorCode::NONE, 1));
+    assert_eq!(h.state(), GroupState::Stable);
+    assert_eq!(h.heartbeat(&d, None, 1), ErrorCode::NONE);
+    let stored = j
+        .members
+        .iter()
+        .find(|m| m.member_id == j.member_id)
+        .map(|m| m.metadata.clone());
+    assert_eq!(stored, Some(consumer_subscription(&["t", "u"])));
+    h.assert_replay_matches();
+}
+
+#[test]
+fn static_member_restart_that_changes_the_protocol_rebalances() {
+    let mut h = H::new();
+    let both = |first: &str, second: &str| {
+        vec![
+            (first.to_string(), consumer_subscription(&["t"])),
+            (second.to_string(), consumer_subscription(&["t"])),
+        ]
+    };
+    let mut tokens = Vec::new();
+    for (instance, protocols) in [
+        (Some("i1"), both("range", "roundrobin")),
+        (None, both("roundrobin", "range")),
+        (None, both("range", "roundrobin")),
+    ] {
+        let mut req = join_req("", instance);
+        req.protocols = protocols;
+        tokens.push(h.join(req).0);
+    }
+    let out = h.tick(6_000);
+    assert_eq!(
+        join_of(&out, tokens[0]).protocol_name.as_deref(),
+        Some("range")
+    );
+    let ids: Vec<String> = tokens
+        .iter()
+        .map(|t| join_of(&out, *t).member_id.clone())
+        .collect();
+    let leader = join_of(&out, tokens[0]).leader.clone();
+    h.sync(&leader, 1, vec![]);
+    for id in &ids {
+        h.sync(id, 1, vec![]);
+    }
+    assert_eq!(h.state(), GroupState::Stable);
+    // The static member now prefers roundrobin: two votes of three, the protocol changes.
+    h.now = 7_000;
+    let mut req = join_req("", Some("i1"));
+    req.protocols = both("roundrobin", "range");
+    h.join(req);
+    assert_eq!(h.state(), GroupState::PreparingRebalance);
+    assert_eq!(
+        h.heartbeat(&ids[1], None, 1),
+        ErrorCode::REBALANCE_IN_PROGRESS
+    );
+}
+
 #[test]
 fn static_member_survives_rebalance_but_expires_on_session() {
     let mut h = H::new();
@@ -528,21 +666,24 @@ fn static_member_survives_rebalance_but_expires_on_session() {
 }
 
 #[test]
-fn static_leader_replacement_rebalances() {
+fn static_single_leader_replacement_keeps_the_generation() {
     let mut h = H::new();
     let ts = h.join(join_req("", Some("i1"))).0;
     let out = h.tick(6_000);
     let s = join_of(&out, ts).member_id.clone();
     h.sync(&s, 1, vec![(&s, "x")]);
     let (t, out) = h.join(join_req("", Some("i1")));
-    // Single member, leader: rebalance completes at once with generation 2.
-    let j = join_of(&out, t);
-    assert_eq!(j.generation_id, 2);
+    // Single member, leader, stable group: no rebalance, as in Kafka (KIP-345).
+    let j = join_of(&out, t).clone();
+    assert_eq!(j.generation_id, 1);
     assert_eq!(j.leader, j.member_id);
+    assert!(j.skip_assignment);
     assert_eq!(
-        h.heartbeat(&s, Some("i1"), 2),
+        h.heartbeat(&s, Some("i1"), 1),
         ErrorCode::FENCED_INSTANCE_ID
     );
+    let (t, out) = h.sync(&j.member_id, 1, vec![]);
+    assert_eq!(sync_of(&out, t).assignment, Bytes::from("x"));
 }
 
 #[test]

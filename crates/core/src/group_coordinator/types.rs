@@ -144,6 +144,9 @@ pub struct JoinGroupRequest {
     pub reason: Option<String>,
     /// True for JoinGroup v4+: a new dynamic member first gets MEMBER_ID_REQUIRED.
     pub require_known_member_id: bool,
+    /// True for JoinGroup v9+ (KIP-814): a static leader rejoining a stable group can be told
+    /// it leads while skipping the assignment.
+    pub skip_assignment_supported: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -276,6 +279,9 @@ pub struct JoinGroupResponse {
     pub member_id: String,
     /// Every member's metadata for the chosen protocol: only in the leader's response.
     pub members: Vec<JoinGroupMember>,
+    /// KIP-814: the leader must not run the assignor (a static leader rejoined a stable
+    /// group; the assignment stands).
+    pub skip_assignment: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -441,6 +447,7 @@ pub(crate) fn join_error(member_id: &str, error_code: ErrorCode) -> GroupRespons
         leader: String::new(),
         member_id: member_id.to_string(),
         members: Vec::new(),
+        skip_assignment: false,
     })
 }
 

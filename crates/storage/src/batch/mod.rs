@@ -26,8 +26,8 @@ pub use control::{
 pub use records::{decode_records, encode_batch, BatchOptions, KeyValue, RecordHeader, RecordView};
 pub(crate) use rewrite::{empty_placeholder, rebuild_batch};
 pub use validate::{
-    validate_record_set, ValidationLimits, DECOMPRESSED_BYTES_MAX_DEFAULT,
-    MAX_MESSAGE_BYTES_DEFAULT,
+    validate_record_set, validate_record_set_with, RecordError, RecordFault, RecordRules,
+    TimestampWindow, ValidationLimits, DECOMPRESSED_BYTES_MAX_DEFAULT, MAX_MESSAGE_BYTES_DEFAULT,
 };
 
 use crate::error::{Result, StorageError};
