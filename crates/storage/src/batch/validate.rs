@@ -153,30 +153,36 @@ fn validate_batch(
     }
     let data = payload(header, batch, limits.decompressed_bytes_max)?;
     let log_append_time = header.timestamp_type() == TimestampType::LogAppendTime;
-    walk_records(&data, header.record_count(), false, Deltas::Dense, |record| {
-        let fault = if rules.require_key && record.key.is_none() {
-            Some(RecordFault::MissingKey)
-        } else {
-            // A LogAppendTime batch's records carry the batch's max timestamp.
-            let timestamp = if log_append_time {
-                header.max_timestamp()
+    walk_records(
+        &data,
+        header.record_count(),
+        false,
+        Deltas::Dense,
+        |record| {
+            let fault = if rules.require_key && record.key.is_none() {
+                Some(RecordFault::MissingKey)
             } else {
-                header.base_timestamp().wrapping_add(record.timestamp_delta)
+                // A LogAppendTime batch's records carry the batch's max timestamp.
+                let timestamp = if log_append_time {
+                    header.max_timestamp()
+                } else {
+                    header.base_timestamp().wrapping_add(record.timestamp_delta)
+                };
+                match rules.timestamps {
+                    Some(window) if timestamp != -1 => (!window.contains(timestamp))
+                        .then_some(RecordFault::TimestampOutOfRange { timestamp }),
+                    _ if log_append_time => Some(RecordFault::LogAppendTimeFromClient),
+                    _ => None,
+                }
             };
-            match rules.timestamps {
-                Some(window) if timestamp != -1 => (!window.contains(timestamp))
-                    .then_some(RecordFault::TimestampOutOfRange { timestamp }),
-                _ if log_append_time => Some(RecordFault::LogAppendTimeFromClient),
-                _ => None,
+            if let Some(fault) = fault {
+                faults.push(RecordError {
+                    batch_index: record.offset_delta,
+                    fault,
+                });
             }
-        };
-        if let Some(fault) = fault {
-            faults.push(RecordError {
-                batch_index: record.offset_delta,
-                fault,
-            });
-        }
-    })
+        },
+    )
 }
 
 #[cfg(test)]
