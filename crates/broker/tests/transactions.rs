@@ -1146,3 +1146,30 @@ async fn a_lost_marker_on_the_share_state_topic_is_written_again_and_handed_to_i
     );
     broker.stop().await;
 }
+
+/// WriteTxnMarkers (what `kafka-transactions abort` sends) takes the same path: an ABORT marker
+/// for `__share_group_state`-0 is appended there and handed to the share-state participant.
+#[tokio::test]
+async fn write_txn_markers_on_the_share_state_topic_reach_its_participant() {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    use kafka_protocol::messages::WriteTxnMarkersRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let abort = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(4242))
+        .with_producer_epoch(0)
+        .with_transaction_result(false)
+        .with_coordinator_epoch(0)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(TopicName(s(SHARE_STATE)))
+            .with_partition_indexes(vec![0])])]);
+    let written = conn.request(1, &abort).await.unwrap();
+    assert_eq!(written.markers[0].topics[0].partitions[0].error_code, 0);
+    assert_eq!(share_state_markers(&broker), vec![(0, 4242, false)]);
+    assert_eq!(share_markers_applied(&broker), (0, 1));
+    drop(conn);
+    broker.stop().await;
+}
