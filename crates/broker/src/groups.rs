@@ -25,6 +25,7 @@ use tracing::{error, info, warn};
 
 use crate::broker::{now_ms, Broker, CONSUMER_OFFSETS};
 use crate::internal::{EncodedRecord, Replayed};
+use crate::participants::TxnMarker;
 
 /// Requests queued at most before callers wait (backpressure).
 const QUEUE_REQUESTS_MAX: usize = 10_000;
@@ -50,6 +51,9 @@ pub enum ShareReply {
 enum Pending {
     Classic(GroupRequest, oneshot::Sender<GroupResponse>),
     Share(ShareCall, oneshot::Sender<ShareReply>),
+    /// A transaction marker appended to `__consumer_offsets`; answered once applied (None: not
+    /// waited for).
+    Marker(TxnMarker, Option<oneshot::Sender<()>>),
 }
 
 /// The coordinator failed to answer (not running, or its write failed).
@@ -106,6 +110,35 @@ impl GroupService {
             .clone()
             .ok_or(Unavailable)?;
         tx.send(pending).await.map_err(|_| Unavailable)
+    }
+
+    /// Applies a transaction marker just appended to a `__consumer_offsets` partition (the
+    /// offsets participant, see `crate::participants`): the producer's pending offset commits
+    /// become committed or vanish. Waits until it is applied.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the coordinator is not running (the marker is in the log, so the
+    /// next load applies it).
+    pub async fn apply_marker(&self, marker: TxnMarker) -> Result<(), Unavailable> {
+        let (reply, wait) = oneshot::channel();
+        self.send(Pending::Marker(marker, Some(reply))).await?;
+        wait.await.map_err(|_| Unavailable)
+    }
+
+    /// [`GroupService::apply_marker`] without waiting: queued ahead of every request sent
+    /// after this returns.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the coordinator is not running or its queue is full.
+    pub fn queue_marker(&self, marker: TxnMarker) -> Result<(), Unavailable> {
+        let tx = self
+            .tx
+            .lock()
+            .expect("group service lock poisoned")
+            .clone()
+            .ok_or(Unavailable)?;
+        tx.try_send(Pending::Marker(marker, None))
+            .map_err(|_| Unavailable)
     }
 
     /// Sends one share-group request and waits for its reply.
@@ -186,16 +219,13 @@ fn group_config(broker: &Broker) -> GroupConfig {
 fn replay(broker: &Broker, machines: &mut Machines) -> anyhow::Result<usize> {
     let mut count = 0;
     crate::internal::replay_topic(broker, CONSUMER_OFFSETS, |item| match item {
-        Replayed::Control { header, records } => {
-            // A transaction marker: resolve that producer's pending offset commits.
-            if let Some(commit) = records
-                .first()
-                .and_then(|r| r.key.as_deref())
-                .and_then(control_record_is_commit)
-            {
-                machines
-                    .classic
-                    .replay_end_txn(header.producer_id(), commit);
+        Replayed::Control {
+            partition,
+            header,
+            records,
+        } => {
+            if let Some(marker) = TxnMarker::from_control(partition, header, records) {
+                apply_marker(machines, marker);
                 count += 1;
             }
         }
@@ -235,13 +265,13 @@ fn replay(broker: &Broker, machines: &mut Machines) -> anyhow::Result<usize> {
     Ok(count)
 }
 
-/// Reads a control record key (`[version i16][type i16]`, type 0 = ABORT, 1 = COMMIT).
-pub fn control_record_is_commit(key: &[u8]) -> Option<bool> {
-    match key {
-        [_, _, 0, 0, ..] => Some(false),
-        [_, _, 0, 1, ..] => Some(true),
-        _ => None,
-    }
+/// The offsets participant's application of a transaction marker, the same live and on
+/// replay: the producer's pending offset commits in every group become committed (COMMIT) or
+/// vanish (ABORT). Pending offsets are matched on the producer id alone, as Kafka matches them.
+fn apply_marker(machines: &mut Machines, marker: TxnMarker) {
+    machines
+        .classic
+        .replay_end_txn(marker.producer_id, marker.commit);
 }
 
 /// Appends `records` and `share_records` (one batch per partition) and fsyncs them.
@@ -276,6 +306,8 @@ struct Pass {
     output: Output,
     share_records: Vec<ShareGroupRecord>,
     share_replies: Vec<(oneshot::Sender<ShareReply>, ShareReply)>,
+    /// Markers applied in this pass, answered with the rest of the pass.
+    marker_replies: Vec<oneshot::Sender<()>>,
     /// Classic replies to amend with share groups (ListGroups / DeleteGroups).
     amend: HashMap<ReplyToken, Amend>,
 }
@@ -465,6 +497,10 @@ async fn run(
                 Pending::Share(call, reply) => {
                     handle_share(&broker, &mut machines, &mut pass, now, call, reply);
                 }
+                Pending::Marker(marker, reply) => {
+                    apply_marker(&mut machines, marker);
+                    pass.marker_replies.extend(reply);
+                }
             }
         }
         pass.output.extend(machines.classic.tick(now));
@@ -491,6 +527,9 @@ async fn run(
         }
         for (reply, answer) in pass.share_replies {
             let _ = reply.send(answer);
+        }
+        for reply in pass.marker_replies {
+            let _ = reply.send(());
         }
     }
 }

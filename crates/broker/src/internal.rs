@@ -33,6 +33,7 @@ pub enum Replayed<'a> {
         record: &'a RecordView,
     },
     Control {
+        partition: i32,
         header: &'a BatchHeader,
         records: &'a [RecordView],
     },
@@ -66,6 +67,7 @@ pub fn replay_topic(
                     shoal_storage::decode_records(&read.records[range], INTERNAL_DECODE_BYTES_MAX)?;
                 if header.is_control() {
                     visit(Replayed::Control {
+                        partition: partition.index,
                         header: &header,
                         records: &records,
                     });

@@ -35,6 +35,7 @@ pub mod internal;
 pub mod markers;
 pub mod meta;
 pub mod metrics;
+pub mod participants;
 pub mod producers;
 pub mod retention;
 pub mod server;

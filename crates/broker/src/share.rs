@@ -35,6 +35,7 @@ use tracing::{error, info, warn};
 use crate::broker::{now_ms, Broker};
 use crate::group_configs::AutoOffsetReset;
 use crate::internal::{EncodedRecord, Replayed};
+use crate::participants::TxnMarker;
 
 /// The internal topic of share-group state.
 pub const SHARE_GROUP_STATE: &str = "__share_group_state";
@@ -60,6 +61,16 @@ pub struct ShareManager {
     snapshots: Mutex<HashMap<i32, HashMap<SharePartitionKey, i64>>>,
     /// Woken when records become available again (release, expiry, acknowledgement).
     pub released: Arc<Notify>,
+    /// Transaction markers applied to the store since start (replayed or live).
+    markers: Mutex<MarkersApplied>,
+}
+
+/// How many COMMIT and ABORT markers the share-state participant applied since start, on
+/// replay or live (see [`ShareManager::markers_applied`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MarkersApplied {
+    pub commits: u64,
+    pub aborts: u64,
 }
 
 impl std::fmt::Debug for ShareManager {
@@ -93,6 +104,7 @@ impl ShareManager {
             store: tokio::sync::Mutex::new(store),
             snapshots: Mutex::new(HashMap::new()),
             released: Arc::new(Notify::new()),
+            markers: Mutex::new(MarkersApplied::default()),
         })
     }
 
@@ -107,8 +119,19 @@ impl ShareManager {
             .map_err(|_| anyhow::anyhow!("share state store busy during load"))?;
         let mut count = 0;
         crate::internal::replay_topic(broker, SHARE_GROUP_STATE, |item| {
-            let Replayed::Record { partition, record } = item else {
-                return;
+            let (partition, record) = match item {
+                Replayed::Record { partition, record } => (partition, record),
+                Replayed::Control {
+                    partition,
+                    header,
+                    records,
+                } => {
+                    if let Some(marker) = TxnMarker::from_control(partition, header, records) {
+                        self.apply_marker_to(&mut store, marker);
+                        count += 1;
+                    }
+                    return;
+                }
             };
             let Some(key) = record.key.as_deref() else {
                 return;
@@ -129,6 +152,47 @@ impl ShareManager {
             "share group state loaded"
         );
         Ok(count)
+    }
+
+    /// The share-state participant (see `crate::participants`): applies a transaction marker
+    /// just appended to a `__share_group_state` partition.
+    pub async fn apply_marker(&self, marker: TxnMarker) {
+        let mut store = self.store.lock().await;
+        self.apply_marker_to(&mut store, marker);
+    }
+
+    /// [`ShareManager::apply_marker`] at start, before anything else uses the store; false
+    /// (nothing applied) if the store is busy.
+    pub fn apply_marker_at_start(&self, marker: TxnMarker) -> bool {
+        match self.store.try_lock() {
+            Ok(mut store) => {
+                self.apply_marker_to(&mut store, marker);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The markers applied since start.
+    pub fn markers_applied(&self) -> MarkersApplied {
+        *self.markers.lock().expect("share markers lock poisoned")
+    }
+
+    /// The share-state participant's application of a marker: the same function live, at the
+    /// start-up rewrite of a lost marker and on replay, so replayed state equals live state.
+    ///
+    /// Call point for transactional acknowledgements (KIP-1289 §3.3): resolve here the records
+    /// the producer staged in `marker.partition` (TX_PENDING), matched on the producer id, the
+    /// marker ignored if its epoch is older than the staging's (the sans-IO store / share
+    /// partition's "apply marker (producer id, epoch, commit/abort)"). Nothing is staged yet,
+    /// so the marker is only counted.
+    fn apply_marker_to(&self, _store: &mut ShareStateStore, marker: TxnMarker) {
+        let mut applied = self.markers.lock().expect("share markers lock poisoned");
+        if marker.commit {
+            applied.commits += 1;
+        } else {
+            applied.aborts += 1;
+        }
     }
 
     /// The slot of a share partition (created empty on first use).

@@ -4,8 +4,9 @@
 //! requests, feeds them and timer ticks to the machine, appends the emitted records to
 //! `__transaction_state` (fsynced) and only then answers. Markers the machine asks for are
 //! written by a separate task per transaction — a COMMIT or ABORT control batch appended to
-//! every partition of the transaction, and for `__consumer_offsets` partitions also handed to
-//! the group coordinator — which reports back so the machine can complete the transaction.
+//! every partition of the transaction, and on the partitions of a transactional participant
+//! (`__consumer_offsets`, `__share_group_state`: `crate::participants`) also handed to it —
+//! which reports back so the machine can complete the transaction.
 //! A marker that cannot be written is retried with backoff; a partition that no longer exists
 //! is skipped, as Kafka skips deleted partitions. At start the machine is rebuilt from the log
 //! and transactions left in PrepareCommit/PrepareAbort get their markers again.
@@ -36,8 +37,9 @@ use shoal_core::txn_coordinator::{
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
-use crate::broker::{now_ms, Broker, CONSUMER_OFFSETS};
+use crate::broker::{now_ms, Broker};
 use crate::internal::{EncodedRecord, Replayed};
+use crate::participants::{Participant, TxnMarker};
 
 /// Name of the internal topic holding transaction state.
 pub const TRANSACTION_STATE: &str = "__transaction_state";
@@ -255,7 +257,8 @@ fn replay(
 
 /// Writes again, and fsyncs, every listed marker a crash lost: its partition ends at or before
 /// the marker's offset (recovery kept a prefix that stops short of it) and its producer still
-/// has a transaction open there (on `__consumer_offsets`, always). Runs before the broker serves requests, so nothing can have
+/// has a transaction open there (on a participant's partition, always; the participant is then
+/// handed the marker). Runs before the broker serves requests, so nothing can have
 /// been appended since recovery. Returns how many markers were written.
 ///
 /// # Errors
@@ -276,10 +279,12 @@ fn recover_markers(
             let mut log = partition.lock();
             if log.log_end_offset() > m.offset {
                 false
-            } else if tp.topic == CONSUMER_OFFSETS {
-                // Pending offset commits are records of the group coordinator's, not
-                // transactional batches the producer state tracks; whatever of them survived
-                // belongs to this transaction (anything later was after the marker).
+            } else if Participant::of(&tp.topic).is_some() {
+                // A participant's transactional records (pending offset commits, staged share
+                // acknowledgements) are resolved by the participant, not tracked as open
+                // transactions by the producer state; whatever of them survived belongs to this
+                // transaction (anything later was after the marker), and a marker that finds
+                // nothing to resolve changes nothing.
                 true
             } else {
                 let config = crate::producers::state_config(&broker.config);
@@ -316,15 +321,17 @@ fn recover_markers(
         partition.lock().sync()?;
         warn!(topic = %tp.topic, partition = tp.partition, producer_id = m.producer_id.0, commit, "transaction marker lost in a crash written again");
         written += 1;
-        if tp.topic == CONSUMER_OFFSETS {
-            // The group coordinator loaded before this marker existed.
-            let broker = broker.clone();
-            let producer_id = m.producer_id.0;
-            tokio::spawn(async move {
-                if !crate::handlers::groups::end_txn(&broker, producer_id, commit).await {
-                    warn!("group coordinator unavailable; pending offsets resolve on reload");
-                }
-            });
+        if let Some(participant) = Participant::of(&tp.topic) {
+            // The participant loaded (replayed its topic) before this marker existed.
+            participant.hand_at_start(
+                broker,
+                TxnMarker {
+                    partition: tp.partition,
+                    producer_id: m.producer_id.0,
+                    producer_epoch: m.producer_epoch.0,
+                    commit,
+                },
+            );
         }
     }
     Ok(written)
@@ -344,8 +351,8 @@ async fn persist(broker: &Arc<Broker>, records: &[TxnRecord]) -> Result<(), Stri
 }
 
 /// Appends one transaction's markers to every partition, retrying the ones that fail until
-/// each is written or its partition is gone, hands `__consumer_offsets` ones to the group
-/// coordinator, starts a background flush of the partitions, and reports completion with the
+/// each is written or its partition is gone, hands those on a participant's partition to the
+/// participant, starts a background flush of the partitions, and reports completion with the
 /// markers' offsets (see the module docs for why it does not wait for the fsync).
 async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, done: mpsc::Sender<Command>) {
     let commit = markers.result == TransactionResult::Commit;
@@ -375,12 +382,17 @@ async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, done: mpsc::
                 markers.coordinator_epoch,
             ) {
                 Ok(offset) => {
-                    if tp.topic == CONSUMER_OFFSETS
-                        && !crate::handlers::groups::end_txn(&broker, markers.producer_id.0, commit)
-                            .await
-                    {
-                        warn!("group coordinator unavailable; pending offsets resolve on reload");
-                    }
+                    crate::participants::marker_appended(
+                        &broker,
+                        &tp.topic,
+                        TxnMarker {
+                            partition: tp.partition,
+                            producer_id: markers.producer_id.0,
+                            producer_epoch: markers.producer_epoch.0,
+                            commit,
+                        },
+                    )
+                    .await;
                     to_flush.push(partition);
                     appended.push(PendingMarker {
                         partition: tp,

@@ -1009,3 +1009,167 @@ async fn crash_case(seed: u64) {
     drop(conn);
     broker.stop().await;
 }
+
+const SHARE_STATE: &str = "__share_group_state";
+
+/// AddPartitionsToTxn (v3) of `topic`-`partition`.
+async fn add_partition(
+    conn: &mut Connection,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    topic: &str,
+    partition: i32,
+) -> i16 {
+    let r = conn
+        .request(
+            3,
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(tid(id))
+                .with_v3_and_below_producer_id(ProducerId(pid))
+                .with_v3_and_below_producer_epoch(epoch)
+                .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(s(topic)))
+                    .with_partitions(vec![partition])]),
+        )
+        .await
+        .unwrap();
+    r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+}
+
+/// The transaction markers in `__share_group_state`-0, in log order: (offset, producer id,
+/// commit).
+fn share_state_markers(broker: &TestBroker) -> Vec<(i64, i64, bool)> {
+    use shoal_broker::internal::Replayed;
+    use shoal_broker::participants::TxnMarker;
+    let mut markers = Vec::new();
+    shoal_broker::internal::replay_topic(&broker.broker, SHARE_STATE, |item| {
+        if let Replayed::Control {
+            partition: 0,
+            header,
+            records,
+        } = item
+        {
+            let marker = TxnMarker::from_control(0, header, records).unwrap();
+            markers.push((header.base_offset(), marker.producer_id, marker.commit));
+        }
+    })
+    .unwrap();
+    markers
+}
+
+fn share_markers_applied(broker: &TestBroker) -> (u64, u64) {
+    let applied = broker.broker.share.markers_applied();
+    (applied.commits, applied.aborts)
+}
+
+/// A transaction with `__share_group_state`-0 among its partitions: its COMMIT and ABORT
+/// markers are appended there and handed to the share-state participant, live, and again to
+/// the participant by the replay of the topic at the next start.
+#[tokio::test]
+async fn a_marker_on_the_share_state_topic_is_appended_and_handed_to_its_participant() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    assert_eq!(share_markers_applied(&broker), (0, 0));
+    let (_, pid, epoch) = init(&mut conn, "share-marker", 60_000).await;
+    assert_eq!(
+        add_partition(&mut conn, "share-marker", pid, epoch, SHARE_STATE, 0).await,
+        0
+    );
+    assert_eq!(
+        end(&mut conn, 3, "share-marker", pid, epoch, true).await.0,
+        0
+    );
+    // The participant is handed the marker before the transaction completes.
+    wait_complete(&broker, "share-marker").await;
+    assert_eq!(share_markers_applied(&broker), (1, 0));
+    assert_eq!(
+        add_partition(&mut conn, "share-marker", pid, epoch, SHARE_STATE, 0).await,
+        0
+    );
+    assert_eq!(
+        end(&mut conn, 3, "share-marker", pid, epoch, false).await.0,
+        0
+    );
+    wait_complete(&broker, "share-marker").await;
+    assert_eq!(share_markers_applied(&broker), (1, 1));
+    assert_eq!(
+        share_state_markers(&broker),
+        vec![(0, pid, true), (1, pid, false)]
+    );
+    drop(conn);
+    broker.stop().await;
+
+    let broker = TestBroker::start(dir.path()).await;
+    assert_eq!(
+        share_markers_applied(&broker),
+        (1, 1),
+        "the replay of __share_group_state hands its markers to the participant"
+    );
+    broker.stop().await;
+}
+
+/// Decision 0005 on `__share_group_state`: a COMMIT marker appended there but lost in a crash
+/// is written again at the next start and handed to the share-state participant.
+#[tokio::test]
+async fn a_lost_marker_on_the_share_state_topic_is_written_again_and_handed_to_its_participant() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start_with(dir.path(), LAZY).await;
+    let mut conn = broker.connect().await;
+    let (_, pid, epoch) = init(&mut conn, "share-lost", 60_000).await;
+    assert_eq!(
+        add_partition(&mut conn, "share-lost", pid, epoch, SHARE_STATE, 0).await,
+        0
+    );
+    assert_eq!(end(&mut conn, 3, "share-lost", pid, epoch, true).await.0, 0);
+    wait_complete(&broker, "share-lost").await;
+    assert_eq!(share_markers_applied(&broker), (1, 0));
+    drop(conn);
+    broker.crash().await;
+
+    // Nothing else was written to __share_group_state-0: the marker is its only batch.
+    let segment = shoal_broker::topics::partition_dir(dir.path(), SHARE_STATE, 0)
+        .join("00000000000000000000.log");
+    assert_eq!(cut_last_batch(&segment), 0);
+
+    let broker = TestBroker::start_with(dir.path(), LAZY).await;
+    assert_eq!(
+        share_state_markers(&broker),
+        vec![(0, pid, true)],
+        "the COMMIT marker is written again"
+    );
+    assert_eq!(
+        share_markers_applied(&broker),
+        (1, 0),
+        "the rewritten marker is handed to the participant before the broker serves"
+    );
+    broker.stop().await;
+}
+
+/// WriteTxnMarkers (what `kafka-transactions abort` sends) takes the same path: an ABORT marker
+/// for `__share_group_state`-0 is appended there and handed to the share-state participant.
+#[tokio::test]
+async fn write_txn_markers_on_the_share_state_topic_reach_its_participant() {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    use kafka_protocol::messages::WriteTxnMarkersRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let abort = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(4242))
+        .with_producer_epoch(0)
+        .with_transaction_result(false)
+        .with_coordinator_epoch(0)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(TopicName(s(SHARE_STATE)))
+            .with_partition_indexes(vec![0])])]);
+    let written = conn.request(1, &abort).await.unwrap();
+    assert_eq!(written.markers[0].topics[0].partitions[0].error_code, 0);
+    assert_eq!(share_state_markers(&broker), vec![(0, 4242, false)]);
+    assert_eq!(share_markers_applied(&broker), (0, 1));
+    drop(conn);
+    broker.stop().await;
+}

@@ -724,19 +724,3 @@ pub async fn txn_offset_commit(
         .collect();
     m::TxnOffsetCommitResponse::default().with_topics(topics)
 }
-
-/// Tells the group coordinator that a transaction marker for `producer_id` is durable in
-/// `__consumer_offsets`, so its pending offset commits resolve.
-///
-/// Returns false when the coordinator is unavailable (the marker is in the log, so the next
-/// load resolves them).
-pub async fn end_txn(broker: &Broker, producer_id: i64, commit: bool) -> bool {
-    let marker = gc::EndTxnMarker {
-        producer_id,
-        commit,
-    };
-    matches!(
-        call(broker, gc::GroupRequest::EndTxn(marker)).await,
-        Some(gc::GroupResponse::EndTxn)
-    )
-}

@@ -313,7 +313,8 @@ pub async fn list_transactions(
 
 /// WriteTxnMarkers: markers written on request, as Kafka serves them to its coordinators and to
 /// the admin client's abortTransaction (`kafka-transactions abort` for a hanging transaction).
-/// Markers reaching `__consumer_offsets` also resolve the producer's pending offset commits.
+/// Markers reaching a transactional participant's partition (`__consumer_offsets`,
+/// `__share_group_state`) are also handed to it (`crate::participants`).
 pub async fn write_txn_markers(
     broker: &std::sync::Arc<Broker>,
     r: &m::WriteTxnMarkersRequest,
@@ -338,14 +339,17 @@ pub async fn write_txn_markers(
                     .await
                     {
                         Ok(_) => {
-                            if t.name.0.as_str() == CONSUMER_OFFSETS {
-                                crate::handlers::groups::end_txn(
-                                    broker,
-                                    marker.producer_id.0,
-                                    marker.transaction_result,
-                                )
-                                .await;
-                            }
+                            crate::participants::marker_appended(
+                                broker,
+                                t.name.0.as_str(),
+                                crate::participants::TxnMarker {
+                                    partition: index,
+                                    producer_id: marker.producer_id.0,
+                                    producer_epoch: marker.producer_epoch,
+                                    commit: marker.transaction_result,
+                                },
+                            )
+                            .await;
                             ErrorCode::NONE
                         }
                         Err(code) => code,
