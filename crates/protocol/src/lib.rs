@@ -22,6 +22,7 @@ pub mod share;
 pub use api_key::{ApiKey, TXN_SHARE_ACKNOWLEDGE_KEY};
 pub use error::ErrorCode;
 pub use kafka_protocol;
+pub use uuid;
 /// `kafka-protocol`'s messages, with its `ApiKey` replaced by [`api_key::ApiKey`] (the same keys
 /// plus the ones Shoal decodes that `kafka-protocol` lacks).
 pub mod messages {
