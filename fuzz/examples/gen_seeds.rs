@@ -20,6 +20,10 @@ use shoal_protocol::kafka_protocol::messages::{
     MetadataRequest, ProduceRequest, RequestHeader, TopicName,
 };
 use shoal_protocol::kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+use shoal_protocol::share::txn_share_acknowledge::{
+    AcknowledgementBatch, TxnShareAcknowledgePartition, TxnShareAcknowledgeTopic,
+};
+use shoal_protocol::share::TxnShareAcknowledgeRequest;
 use shoal_storage::{
     decode_records, encode_batch, validate_record_set, BatchOptions, Compression, TimestampType,
     ValidationLimits,
@@ -30,7 +34,12 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) {
     std::fs::write(dir.join(name), bytes).unwrap();
 }
 
-fn frame<T: Encodable + HeaderVersion>(key: ApiKey, version: i16, body: &T) -> Vec<u8> {
+fn frame<T: Encodable + HeaderVersion>(
+    key: impl Into<shoal_protocol::ApiKey>,
+    version: i16,
+    body: &T,
+) -> Vec<u8> {
+    let key: shoal_protocol::ApiKey = key.into();
     let header = RequestHeader::default()
         .with_request_api_key(key as i16)
         .with_request_api_version(version)
@@ -149,6 +158,59 @@ fn main() {
             .with_group_id(StrBytes::from_static_str("g").into())
             .with_protocol_type(StrBytes::from_static_str("consumer")))),
     ];
+    // TxnShareAcknowledge (api key 95, KIP-1289): one partition with a uniform and a per-offset
+    // batch, and the same with null ids (which the broker refuses with INVALID_REQUEST).
+    let txn_ack = TxnShareAcknowledgeRequest {
+        transactional_id: Some(StrBytes::from_static_str("tx").into()),
+        group_id: Some(StrBytes::from_static_str("g").into()),
+        producer_id: 1000.into(),
+        producer_epoch: 1,
+        member_id: Some(StrBytes::from_static_str("m")),
+        member_epoch: 2,
+        topics: vec![TxnShareAcknowledgeTopic {
+            topic_id: shoal_protocol::uuid::Uuid::from_bytes([7; 16]),
+            partitions: vec![TxnShareAcknowledgePartition {
+                partition_index: 0,
+                acknowledgement_batches: vec![
+                    AcknowledgementBatch {
+                        first_offset: 0,
+                        last_offset: 4,
+                        acknowledge_types: vec![1],
+                        ..Default::default()
+                    },
+                    AcknowledgementBatch {
+                        first_offset: 5,
+                        last_offset: 7,
+                        acknowledge_types: vec![1, 0, 3],
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let txn_ack_null_ids = TxnShareAcknowledgeRequest {
+        transactional_id: None,
+        group_id: None,
+        member_id: None,
+        ..txn_ack.clone()
+    };
+    let frames = [
+        frames.as_slice(),
+        &[
+            (
+                "txn_share_acknowledge_v0",
+                frame(shoal_protocol::ApiKey::TxnShareAcknowledge, 0, &txn_ack),
+            ),
+            (
+                "txn_share_acknowledge_v0_null_ids",
+                frame(shoal_protocol::ApiKey::TxnShareAcknowledge, 0, &txn_ack_null_ids),
+            ),
+        ],
+    ]
+    .concat();
     let mut stream = Vec::new();
     for (name, f) in &frames {
         shoal_protocol::decode_request(f.clone().into()).expect("seed request decodes");

@@ -116,7 +116,8 @@ pub fn api_name(api: ApiKey) -> &'static str {
         ShareGroupHeartbeat,
         ShareGroupDescribe,
         ShareFetch,
-        ShareAcknowledge
+        ShareAcknowledge,
+        TxnShareAcknowledge
     )
 }
 
@@ -316,5 +317,16 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::
             );
             let _ = stream.write_all(response.as_bytes()).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn txn_share_acknowledge_has_its_kafka_name() {
+        assert_eq!(api_name(ApiKey::TxnShareAcknowledge), "TxnShareAcknowledge");
+        assert_eq!(slot(ApiKey::TxnShareAcknowledge), 95);
     }
 }

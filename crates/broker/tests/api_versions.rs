@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use common::TestBroker;
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
 use shoal_client::Connection;
+use shoal_protocol::messages::{ApiKey, ApiVersionsRequest};
 use shoal_protocol::request::{encode_request, Request};
 use shoal_protocol::response::{decode_response, Response};
 

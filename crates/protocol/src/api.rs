@@ -4,7 +4,7 @@
 //! support for every API, and start using APIs merely because they are listed. The broker builds
 //! its table from [`ApiTable`] and adds or removes keys with the finalized feature levels.
 
-use kafka_protocol::messages::ApiKey;
+use crate::api_key::ApiKey;
 use kafka_protocol::protocol::VersionRange;
 
 /// The versions this crate decodes requests and encodes responses at for `api_key`, or `None`
@@ -18,10 +18,14 @@ use kafka_protocol::protocol::VersionRange;
 /// InitProducerId responses go to v6 while its requests stop at v5. The share RPCs use this
 /// crate's own codecs ([`crate::share`]). [`crate::decode_request`] refuses versions outside
 /// the range, and [`ApiTable`] cannot hold one.
-pub fn codec_versions(api_key: ApiKey) -> Option<VersionRange> {
+pub fn codec_versions(api_key: impl Into<ApiKey>) -> Option<VersionRange> {
+    let api_key: ApiKey = api_key.into();
     let codec = crate::request::message_versions(api_key)?;
     let range = match api_key {
-        ApiKey::ShareFetch | ApiKey::ShareAcknowledge | ApiKey::DescribeShareGroupOffsets => codec,
+        ApiKey::ShareFetch
+        | ApiKey::ShareAcknowledge
+        | ApiKey::DescribeShareGroupOffsets
+        | ApiKey::TxnShareAcknowledge => codec,
         _ => {
             let listed = api_key.valid_versions();
             VersionRange {
@@ -44,7 +48,8 @@ pub struct ApiRange {
 impl ApiRange {
     /// The range the codec can decode for `api_key` ([`codec_versions`]), `None` when it has no
     /// codec for the key.
-    pub fn full(api_key: ApiKey) -> Option<Self> {
+    pub fn full(api_key: impl Into<ApiKey>) -> Option<Self> {
+        let api_key: ApiKey = api_key.into();
         codec_versions(api_key).map(|range| Self {
             api_key,
             min: range.min,
@@ -76,7 +81,8 @@ impl ApiTable {
     ///
     /// # Panics
     /// If this crate has no codec for `api_key` (a programming error: it could not be served).
-    pub fn with(mut self, api_key: ApiKey) -> Self {
+    pub fn with(mut self, api_key: impl Into<ApiKey>) -> Self {
+        let api_key: ApiKey = api_key.into();
         let full = ApiRange::full(api_key)
             .unwrap_or_else(|| panic!("{api_key:?} has no codec and cannot be advertised"));
         self.insert(full);
@@ -87,7 +93,8 @@ impl ApiTable {
     ///
     /// # Panics
     /// If the range is empty or outside what the codec decodes (a programming error).
-    pub fn with_range(mut self, api_key: ApiKey, min: i16, max: i16) -> Self {
+    pub fn with_range(mut self, api_key: impl Into<ApiKey>, min: i16, max: i16) -> Self {
+        let api_key: ApiKey = api_key.into();
         let full = ApiRange::full(api_key)
             .unwrap_or_else(|| panic!("{api_key:?} has no codec and cannot be advertised"));
         assert!(min <= max, "empty range for {api_key:?}");
@@ -101,7 +108,8 @@ impl ApiTable {
         self
     }
 
-    pub fn without(mut self, api_key: ApiKey) -> Self {
+    pub fn without(mut self, api_key: impl Into<ApiKey>) -> Self {
+        let api_key: ApiKey = api_key.into();
         self.ranges.retain(|r| r.api_key != api_key);
         self
     }

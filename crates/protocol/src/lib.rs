@@ -12,15 +12,23 @@
 
 pub mod alloc;
 pub mod api;
+pub mod api_key;
 pub mod error;
 pub mod frame;
 pub mod request;
 pub mod response;
 pub mod share;
 
+pub use api_key::{ApiKey, TXN_SHARE_ACKNOWLEDGE_KEY};
 pub use error::ErrorCode;
 pub use kafka_protocol;
-pub use kafka_protocol::messages;
+pub use uuid;
+/// `kafka-protocol`'s messages, with its `ApiKey` replaced by [`api_key::ApiKey`] (the same keys
+/// plus the ones Shoal decodes that `kafka-protocol` lacks).
+pub mod messages {
+    pub use crate::api_key::ApiKey;
+    pub use kafka_protocol::messages::*;
+}
 pub use kafka_protocol::protocol::StrBytes;
 pub use request::{decode_request, peek_header, Request, RequestError, RequestFrame};
 pub use response::{encode_response, Response};

@@ -5,10 +5,11 @@
 //! does not serve, exactly as Kafka does; only then is the body decoded.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{self as m, ApiKey, RequestHeader};
+use kafka_protocol::messages::{self as m, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, VersionRange};
 
 use crate::api::codec_versions;
+use crate::api_key::ApiKey;
 use crate::share;
 
 /// The first fields of every request header, readable before anything else is decoded.
@@ -91,8 +92,8 @@ macro_rules! requests {
 
             /// A request of `api_key` with every field at its default, `None` when this crate
             /// has no codec for the key (for tests that walk the whole ApiVersions table).
-            pub fn default_for(api_key: ApiKey) -> Option<Request> {
-                match api_key {
+            pub fn default_for(api_key: impl Into<ApiKey>) -> Option<Request> {
+                match api_key.into() {
                     $(ApiKey::$variant => Some(Request::$variant(<$ty>::default())),)*
                     _ => None,
                 }
@@ -190,6 +191,7 @@ requests! {
     DescribeShareGroupOffsets => share::DescribeShareGroupOffsetsRequest,
     AlterShareGroupOffsets => m::AlterShareGroupOffsetsRequest,
     DeleteShareGroupOffsets => m::DeleteShareGroupOffsetsRequest,
+    TxnShareAcknowledge => share::TxnShareAcknowledgeRequest,
 }
 
 /// Decodes a whole request frame (the bytes after the length prefix).

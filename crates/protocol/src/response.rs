@@ -1,9 +1,10 @@
 //! Response encoding: `[size][response header][body]` into a caller-owned buffer.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{self as m, ApiKey, ResponseHeader};
+use kafka_protocol::messages::{self as m, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
+use crate::api_key::ApiKey;
 use crate::share;
 
 macro_rules! responses {
@@ -43,10 +44,11 @@ macro_rules! responses {
         /// An api key without a codec, or bytes that do not decode at `version` (trailing
         /// bytes included).
         pub fn decode_response(
-            api_key: ApiKey,
+            api_key: impl Into<ApiKey>,
             version: i16,
             mut frame: Bytes,
         ) -> anyhow::Result<(i32, Response)> {
+            let api_key: ApiKey = api_key.into();
             let (header_version, decode): (i16, fn(&mut Bytes, i16) -> anyhow::Result<Response>) =
                 match api_key {
                     $(ApiKey::$variant => (
@@ -117,6 +119,7 @@ responses! {
     DescribeShareGroupOffsets => share::DescribeShareGroupOffsetsResponse,
     AlterShareGroupOffsets => m::AlterShareGroupOffsetsResponse,
     DeleteShareGroupOffsets => m::DeleteShareGroupOffsetsResponse,
+    TxnShareAcknowledge => share::TxnShareAcknowledgeResponse,
 }
 
 /// Appends one whole response frame (size prefix included) to `buf`.

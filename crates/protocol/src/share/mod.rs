@@ -6,9 +6,11 @@
 //! | ShareFetch | 78 | 1-2 ([`share_fetch`]) | 1 |
 //! | ShareAcknowledge | 79 | 1-2 ([`share_acknowledge`]) | 1 |
 //! | DescribeShareGroupOffsets | 90 | 0-1 ([`describe_share_group_offsets`]) | 0 |
+//! | TxnShareAcknowledge (KIP-1289) | 95 | 0 ([`txn_share_acknowledge`]) | none |
 //!
 //! Field names, order and defaults are Apache Kafka's message schemas
-//! (`clients/src/main/resources/common/message/*.json`). Every version of these messages is
+//! (`clients/src/main/resources/common/message/*.json`; TxnShareAcknowledge: the project's
+//! KIP-1289 spec §3.1, which follows the draft implementation's schema). Every version of these messages is
 //! flexible: compact strings and arrays, a tagged-field section after every struct (unknown tags
 //! are kept in `unknown_tagged_fields`), request header v2 and response header v1.
 //!
@@ -31,6 +33,7 @@ use kafka_protocol::protocol::StrBytes;
 pub mod describe_share_group_offsets;
 pub mod share_acknowledge;
 pub mod share_fetch;
+pub mod txn_share_acknowledge;
 mod wire;
 
 pub use describe_share_group_offsets::{
@@ -38,6 +41,7 @@ pub use describe_share_group_offsets::{
 };
 pub use share_acknowledge::{ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 pub use share_fetch::{ShareFetchRequest, ShareFetchResponse};
+pub use txn_share_acknowledge::{TxnShareAcknowledgeRequest, TxnShareAcknowledgeResponse};
 
 use wire::{Sink, Wire};
 
@@ -109,8 +113,8 @@ fn check_version<M: kafka_protocol::protocol::Message>(version: i16) -> anyhow::
     Ok(())
 }
 
-/// One batch of acknowledgements in a ShareFetch or ShareAcknowledge request (the schemas'
-/// `AcknowledgementBatch`, identical in both).
+/// One batch of acknowledgements in a ShareFetch, ShareAcknowledge or TxnShareAcknowledge
+/// request (the schemas' `AcknowledgementBatch` / `TxnShareAcknowledgeBatch`, identical in all).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AcknowledgementBatch {
     /// First offset of the batch of records to acknowledge.
