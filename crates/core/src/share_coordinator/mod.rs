@@ -48,8 +48,9 @@ use std::collections::BTreeMap;
 pub use combiner::{combine_state_batches, NO_START_OFFSET};
 pub use records::{
     DecodeError, EncodeError, SharePartitionKey, ShareSnapshotValue, ShareStateRecord,
-    ShareUpdateValue, StateBatch, DELIVERY_COMPLETE_COUNT_TAG, SHARE_SNAPSHOT_RECORD_TYPE,
-    SHARE_UPDATE_RECORD_TYPE, UNINITIALIZED_DELIVERY_COMPLETE_COUNT, VALUE_VERSION,
+    ShareUpdateValue, StagedTxn, StateBatch, DELIVERY_COMPLETE_COUNT_TAG,
+    SHARE_SNAPSHOT_RECORD_TYPE, SHARE_UPDATE_RECORD_TYPE, STAGED_TXN_TAG, TX_PENDING_STATE_ID,
+    UNINITIALIZED_DELIVERY_COMPLETE_COUNT, VALUE_VERSION,
 };
 
 pub use crate::group_coordinator::ErrorCode;
