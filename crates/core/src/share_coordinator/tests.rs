@@ -660,3 +660,43 @@ fn combiner_cases() {
         vec![b(i64::MAX, i64::MAX, 2, 1)]
     );
 }
+
+#[test]
+fn combiner_keeps_tx_pending_stagings_apart_and_lets_their_resolution_win() {
+    let txn = |pid| {
+        Some(StagedTxn {
+            producer_id: pid,
+            producer_epoch: 0,
+            ack_type: 1,
+        })
+    };
+    let staged =
+        |f, l, c, pid| StateBatch::new(f, l, TX_PENDING_STATE_ID, c).with_staged_txn(txn(pid));
+    // Two producers' stagings side by side are not joined; each keeps its staging.
+    assert_eq!(
+        combine_state_batches(&[staged(0, 4, 0, 7)], &[staged(5, 9, 0, 8)], -1),
+        vec![staged(0, 4, 0, 7), staged(5, 9, 0, 8)]
+    );
+    // The same staging joins.
+    assert_eq!(
+        combine_state_batches(&[staged(0, 4, 0, 7)], &[staged(5, 9, 0, 7)], -1),
+        vec![staged(0, 9, 0, 7)]
+    );
+    // A staging (count - 1, 5) wins over the AVAILABLE batch it replaces, and is split
+    // around with its staging kept.
+    assert_eq!(
+        combine_state_batches(&[StateBatch::new(0, 9, 0, 1)], &[staged(3, 5, 1, 7)], 0),
+        vec![
+            StateBatch::new(0, 2, 0, 1),
+            staged(3, 5, 1, 7),
+            StateBatch::new(6, 9, 0, 1)
+        ]
+    );
+    // Its resolution (the full count) wins over it: ABORT to AVAILABLE, COMMIT to ACKNOWLEDGED.
+    for state in [0, 2, 4] {
+        assert_eq!(
+            combine_state_batches(&[staged(0, 9, 1, 7)], &[StateBatch::new(0, 9, state, 2)], 0),
+            vec![StateBatch::new(0, 9, state, 2)]
+        );
+    }
+}
