@@ -485,3 +485,81 @@ fn staging_expires_due_locks_and_moves_the_spso_past_what_they_archive() {
     assert_eq!(write.start_offset, 1);
     sp.check_invariants();
 }
+
+#[test]
+fn read_committed_and_stale_batch_archiving_leave_tx_pending_alone() {
+    let mut sp = SharePartition::new(config(5, 100), 0, 0).expect("valid");
+    acquire(&mut sp, "m1", 0, 4, 0);
+    stage(&mut sp, "m1", &[(0, 4, vec![1])], 1).expect("staged");
+    // A read_committed fetch over an aborted transaction (5..=7, ABORT marker at 8) starting
+    // before the staged records: the aborted data is archived, the marker is delivered, the
+    // staged records are untouched.
+    let txn = |base: i64, last: i64| FetchedBatch {
+        is_transactional: true,
+        producer_id: 9,
+        ..data(base, last)
+    };
+    let fetched = [
+        txn(5, 7),
+        FetchedBatch {
+            is_control: true,
+            ..txn(8, 8)
+        },
+    ];
+    let aborted = [AbortedTransaction {
+        producer_id: 9,
+        first_offset: 5,
+    }];
+    let req = AcquireRequest {
+        member_id: "m2",
+        fetch_offset: 0,
+        fetched: &fetched,
+        max_records: 500,
+        batch_size: 500,
+        mode: AcquireMode::BatchOptimized,
+        isolation: Isolation::ReadCommitted { aborted: &aborted },
+        now_ms: 2,
+    };
+    let acq = sp.acquire(&req).expect("acquire");
+    assert_eq!(
+        acq.records
+            .iter()
+            .map(|r| r.first_offset)
+            .collect::<Vec<_>>(),
+        vec![8]
+    );
+    assert_eq!(
+        state_of(&sp, 6).map(|r| r.state),
+        Some(RecordState::Archived)
+    );
+    let r = state_of(&sp, 0).expect("tracked");
+    assert_eq!(
+        (r.first_offset, r.last_offset, r.state),
+        (0, 4, RecordState::TxPending)
+    );
+    // Archived aborted data cannot be staged.
+    let r = sp.stage(3, "m2", PID, EPOCH, &[AckBatch::new(6, 6, vec![0])]);
+    assert!(matches!(
+        r,
+        Err(ShareError::InvalidRecordState {
+            reason: RecordStateReason::NotAcquired,
+            ..
+        })
+    ));
+    // Committing moves the SPSO past the staged records and the archived data to the marker.
+    sp.apply_marker(PID, EPOCH, true);
+    assert_eq!(sp.start_offset(), 8);
+    sp.check_invariants();
+}
+
+#[test]
+fn a_lowered_delivery_limit_archives_on_abort() {
+    let mut sp = SharePartition::new(config(5, 100), 0, 0).expect("valid");
+    acquire(&mut sp, "m1", 0, 0, 0);
+    sp.expire_locks(LOCK);
+    acquire(&mut sp, "m1", 0, 0, LOCK);
+    stage(&mut sp, "m1", &[(0, 0, vec![1])], LOCK + 1).expect("staged");
+    sp.set_config(config(2, 100)).expect("valid");
+    sp.apply_marker(PID, EPOCH, false);
+    assert_eq!(sp.start_offset(), 1, "second delivery of 2: archived");
+}
