@@ -700,3 +700,46 @@ fn combiner_keeps_tx_pending_stagings_apart_and_lets_their_resolution_win() {
         );
     }
 }
+
+#[test]
+fn markers_resolve_persisted_stagings_of_their_producer_only() {
+    for (commit, ack_type, limit, expected) in [
+        (true, 1, 5, 2),
+        (true, 3, 5, 4),
+        (true, 0, 5, 4),
+        (false, 1, 5, 0),
+        (false, 1, 3, 4),
+    ] {
+        let mut s = store(500);
+        init(&mut s, 0, 0);
+        let staging = StagedTxn {
+            producer_id: 7,
+            producer_epoch: 2,
+            ack_type,
+        };
+        let mut w = write(0, &[]);
+        w.state_batches = vec![
+            StateBatch::new(0, 4, TX_PENDING_STATE_ID, 2).with_staged_txn(Some(staging)),
+            StateBatch::new(5, 9, TX_PENDING_STATE_ID, 2).with_staged_txn(Some(StagedTxn {
+                producer_id: 8,
+                ..staging
+            })),
+        ];
+        apply(&mut s, &w);
+        // Older epoch, other producer: nothing.
+        assert!(s.resolve_marker(7, 1, commit, |_| limit, 60).is_empty());
+        assert!(s.resolve_marker(9, 5, commit, |_| limit, 60).is_empty());
+        let records = s.resolve_marker(7, 3, commit, |_| limit, 60);
+        assert_eq!(records.len(), 1);
+        s.replay(&records[0]);
+        // Resolved with the full count (3); producer 8's staging is untouched.
+        assert_eq!(
+            batches_of(&s),
+            vec![(0, 4, expected, 3), (5, 9, TX_PENDING_STATE_ID, 2)]
+        );
+        // Duplicate: nothing left to resolve.
+        assert!(s.resolve_marker(7, 3, commit, |_| limit, 60).is_empty());
+        let complete = s.state(&key()).expect("state").delivery_complete_count;
+        assert_eq!(complete, if expected == 0 { 4 } else { 9 });
+    }
+}

@@ -1006,7 +1006,33 @@ impl World {
             resolved > 0,
             "a no-op marker writes nothing"
         );
+        // The same marker applied to the persisted state alone (replaying
+        // __share_group_state past the marker) gives the live write's state at and after the
+        // live SPSO; below it, only terminal batches the live write pruned.
+        let mut replayed = self.store.clone();
+        let records = replayed.resolve_marker(producer_id, epoch, commit, |_| limit, self.now);
+        assert_eq!(records.is_empty(), resolved == 0, "store-level marker");
+        for r in &records {
+            replayed.replay(r);
+        }
         self.persist(out.write);
+        let live = self.store.state(&self.key).expect("initialized");
+        let replayed = replayed.state(&self.key).expect("initialized");
+        assert!(replayed.start_offset <= live.start_offset);
+        assert!(replayed
+            .state_batches
+            .iter()
+            .filter(|b| b.first_offset < live.start_offset)
+            .all(|b| b.delivery_state == 2 || b.delivery_state == 4));
+        assert_eq!(
+            crate::share_coordinator::combine_state_batches(
+                &replayed.state_batches,
+                &[],
+                live.start_offset
+            ),
+            live.state_batches,
+            "store-level marker vs live"
+        );
         (producer_id, epoch)
     }
 
