@@ -9,7 +9,8 @@
 //!    `compareBatchDeliveryInfo`). It is not "the later batch wins": a share partition only
 //!    ever moves an offset's persisted (count, state) up in this order, so for its writes the
 //!    two coincide;
-//! 3. neighbouring batches with the same state and count are joined.
+//! 3. neighbouring batches with the same state, count and TX_PENDING staging are joined (the
+//!    winner's staging goes with its offsets).
 //!
 //! Kafka reaches this result pairwise over a `TreeSet`; here one sweep over the batch
 //! boundaries computes it in O(n log n). Batches with `first_offset > last_offset` cover no
@@ -92,16 +93,16 @@ pub fn combine_state_batches(
         };
         match out.last_mut() {
             Some(prev)
-                if i128::from(prev.last_offset) + 1 == lo && priority(prev) == priority(w) =>
+                if i128::from(prev.last_offset) + 1 == lo
+                    && priority(prev) == priority(w)
+                    && prev.staged_txn == w.staged_txn =>
             {
                 prev.last_offset = last;
             }
-            _ => out.push(StateBatch::new(
-                first,
-                last,
-                w.delivery_state,
-                w.delivery_count,
-            )),
+            _ => out.push(
+                StateBatch::new(first, last, w.delivery_state, w.delivery_count)
+                    .with_staged_txn(w.staged_txn),
+            ),
         }
     }
     out

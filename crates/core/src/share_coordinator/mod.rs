@@ -21,6 +21,14 @@
 //! with the merged state. Replaying a snapshot replaces the state; replaying an update merges
 //! it in (see [`combine_state_batches`]) and drops batches below the start offset.
 //!
+//! Transactional acknowledgements (KIP-1289, decision 0011): a TX_PENDING batch is state 5
+//! with its staging (producer id, epoch, ack type) in a tagged field of the batch (see
+//! `records.rs`) and the delivery count before its acquisition. A transaction marker resolves
+//! it either through the share partition's write (live) or, for the persisted state alone,
+//! through [`ShareStateStore::resolve_marker`] / [`resolve_staged_batches`]; both write the
+//! full count, so the resolution wins the merge over the staging, and both agree (checked by
+//! the share partition's property test).
+//!
 //! Epochs: a write with a state epoch below the highest seen gets FENCED_STATE_EPOCH, one with
 //! a leader epoch below the highest seen FENCED_LEADER_EPOCH (-1 skips either check, as in
 //! Kafka). Writes never raise the stored leader epoch; a read with a new leader epoch does,
@@ -48,8 +56,9 @@ use std::collections::BTreeMap;
 pub use combiner::{combine_state_batches, NO_START_OFFSET};
 pub use records::{
     DecodeError, EncodeError, SharePartitionKey, ShareSnapshotValue, ShareStateRecord,
-    ShareUpdateValue, StateBatch, DELIVERY_COMPLETE_COUNT_TAG, SHARE_SNAPSHOT_RECORD_TYPE,
-    SHARE_UPDATE_RECORD_TYPE, UNINITIALIZED_DELIVERY_COMPLETE_COUNT, VALUE_VERSION,
+    ShareUpdateValue, StagedTxn, StateBatch, DELIVERY_COMPLETE_COUNT_TAG,
+    SHARE_SNAPSHOT_RECORD_TYPE, SHARE_UPDATE_RECORD_TYPE, STAGED_TXN_TAG, TX_PENDING_STATE_ID,
+    UNINITIALIZED_DELIVERY_COMPLETE_COUNT, VALUE_VERSION,
 };
 
 pub use crate::group_coordinator::ErrorCode;
@@ -225,6 +234,41 @@ impl ShareGroupOffset {
         self.state_batches =
             combine_state_batches(&self.state_batches, &v.state_batches, self.start_offset);
     }
+}
+
+/// KIP-1289: what a transaction marker does to persisted state batches. Every TX_PENDING
+/// batch (state 5) staged by `producer_id` at `producer_epoch` or before is resolved with its
+/// full delivery count (persisted TX_PENDING carries the count before the acquisition): COMMIT
+/// → ACKNOWLEDGED for a staged ACCEPT, ARCHIVED for REJECT or GAP; ABORT → AVAILABLE, or
+/// ARCHIVED once the count reached `delivery_count_limit`. Returns the resolved batches, to
+/// merge over the stagings (their higher count wins the merge); empty when nothing matches,
+/// so an older-epoch or duplicate marker changes nothing. The share partition's
+/// `apply_marker` makes the same decision on its live records.
+pub fn resolve_staged_batches(
+    batches: &[StateBatch],
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    delivery_count_limit: i16,
+) -> Vec<StateBatch> {
+    batches
+        .iter()
+        .filter(|b| b.delivery_state == TX_PENDING_STATE_ID)
+        .filter_map(|b| {
+            let t = b.staged_txn?;
+            if t.producer_id != producer_id || t.producer_epoch > producer_epoch {
+                return None;
+            }
+            let count = b.delivery_count.saturating_add(1);
+            let state = match (commit, t.ack_type) {
+                (true, 1) => 2,
+                (true, _) => 4,
+                (false, _) if count >= delivery_count_limit => 4,
+                (false, _) => 0,
+            };
+            Some(StateBatch::new(b.first_offset, b.last_offset, state, count))
+        })
+        .collect()
 }
 
 /// InitializeShareGroupState for one share partition.
@@ -592,6 +636,57 @@ impl ShareStateStore {
 
     /// Kafka's `generateShareStateRecord`: a snapshot once `updates` reached the limit, else
     /// an update with only the request's batches.
+    /// KIP-1289: the records that apply `producer_id`'s COMMIT (`commit`) or ABORT marker of
+    /// `producer_epoch` to every share partition of this shard holding TX_PENDING batches it
+    /// staged (see [`resolve_staged_batches`]); none when nothing matches (an older-epoch or
+    /// duplicate marker). `delivery_count_limit` gives each share partition's
+    /// `share.delivery.count.limit`. The start offset is left as it is: loading the share
+    /// partition moves it past the new terminal records, as the live path does at once.
+    pub fn resolve_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        delivery_count_limit: impl Fn(&SharePartitionKey) -> i16,
+        now_ms: i64,
+    ) -> Vec<ShareStateRecord> {
+        let mut out = Vec::new();
+        for (key, entry) in &self.states {
+            let current = &entry.offset;
+            let resolved = resolve_staged_batches(
+                &current.state_batches,
+                producer_id,
+                producer_epoch,
+                commit,
+                delivery_count_limit(key),
+            );
+            if resolved.is_empty() {
+                continue;
+            }
+            let newly_terminal: i64 = resolved
+                .iter()
+                .filter(|b| b.delivery_state != 0)
+                .map(|b| b.last_offset - b.first_offset + 1)
+                .sum();
+            let delivery_complete_count =
+                if current.delivery_complete_count == UNINITIALIZED_DELIVERY_COMPLETE_COUNT {
+                    UNINITIALIZED_DELIVERY_COMPLETE_COUNT
+                } else {
+                    let total = i64::from(current.delivery_complete_count) + newly_terminal;
+                    i32::try_from(total).unwrap_or(i32::MAX)
+                };
+            let request = WriteState {
+                state_epoch: NO_EPOCH,
+                leader_epoch: NO_EPOCH,
+                start_offset: UNINITIALIZED_START_OFFSET,
+                delivery_complete_count,
+                state_batches: resolved,
+            };
+            out.push(self.state_record(key, entry, &request, false, now_ms));
+        }
+        out
+    }
+
     fn state_record(
         &self,
         key: &SharePartitionKey,

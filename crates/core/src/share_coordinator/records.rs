@@ -14,6 +14,14 @@
 //! tools can decode what this module writes, and this module reads what Kafka writes, unknown
 //! tagged fields included (they are skipped).
 //!
+//! TX_PENDING (KIP-1289, delivery state 5) extends `StateBatch` with Shoal's tagged field
+//! [`STAGED_TXN_TAG`] (0) — `ProducerId int64, ProducerEpoch int16, AcknowledgeType int8`, 11
+//! bytes — on batches whose state is 5 and only there. Tagged fields are how Kafka versions a
+//! flexible message without a version bump: records written before (no tag) decode unchanged
+//! with no staging, Kafka's own readers skip the tag, and the value version stays 0. A batch
+//! carries the staging of its offsets; batches with different stagings are never joined. The
+//! staging member id is not persisted (only the producer decides the outcome).
+//!
 //! Decoding never panics, never allocates more than the input can describe (an array count is
 //! checked against the bytes left before anything is reserved) and refuses trailing bytes.
 
@@ -30,6 +38,13 @@ pub const VALUE_VERSION: i16 = 0;
 pub const DELIVERY_COMPLETE_COUNT_TAG: u32 = 0;
 /// `DeliveryCompleteCount` when unknown (the tagged field's default).
 pub const UNINITIALIZED_DELIVERY_COMPLETE_COUNT: i32 = -1;
+
+/// Tag, inside a `StateBatch`, of the TX_PENDING staging ([`StagedTxn`]).
+pub const STAGED_TXN_TAG: u32 = 0;
+/// Encoded size of [`StagedTxn`]: 8 + 2 + 1.
+const STAGED_TXN_BYTES: usize = 11;
+/// Persisted delivery state id of TX_PENDING (KIP-1289).
+pub const TX_PENDING_STATE_ID: i8 = 5;
 
 /// Encoded size of one `StateBatch`: 8 + 8 + 1 + 2 bytes and an empty tagged-field section.
 const STATE_BATCH_BYTES_MIN: usize = 20;
@@ -52,9 +67,19 @@ impl SharePartitionKey {
     }
 }
 
+/// The transaction a TX_PENDING batch is staged in (KIP-1289): the producer whose COMMIT or
+/// ABORT marker resolves it, and the acknowledge type (wire id: 0 GAP, 1 ACCEPT, 3 REJECT)
+/// that COMMIT applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StagedTxn {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub ack_type: i8,
+}
+
 /// One persisted range of offsets with a common delivery state and count (Kafka's
 /// `PersisterStateBatch`). The state is the raw persisted id (0 AVAILABLE, 2 ACKNOWLEDGED,
-/// 4 ARCHIVED in KIP-932; later versions add others), kept raw so that records written by other
+/// 4 ARCHIVED in KIP-932, 5 TX_PENDING in KIP-1289), kept raw so that records written by other
 /// versions replay unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct StateBatch {
@@ -62,6 +87,8 @@ pub struct StateBatch {
     pub last_offset: i64,
     pub delivery_state: i8,
     pub delivery_count: i16,
+    /// The staging of TX_PENDING batches (tagged field [`STAGED_TXN_TAG`]); `None` otherwise.
+    pub staged_txn: Option<StagedTxn>,
 }
 
 impl StateBatch {
@@ -76,6 +103,15 @@ impl StateBatch {
             last_offset,
             delivery_state,
             delivery_count,
+            staged_txn: None,
+        }
+    }
+
+    /// The same batch staged in `txn` (TX_PENDING batches).
+    pub fn with_staged_txn(self, txn: Option<StagedTxn>) -> Self {
+        StateBatch {
+            staged_txn: txn,
+            ..self
         }
     }
 }
@@ -302,6 +338,23 @@ impl ShareStateRecord {
     }
 }
 
+/// The [`STAGED_TXN_TAG`] field's bytes.
+fn decode_staged_txn(data: &[u8]) -> Result<StagedTxn, DecodeError> {
+    let bytes: [u8; STAGED_TXN_BYTES] =
+        data.try_into()
+            .map_err(|_| DecodeError::InvalidTaggedFieldSize {
+                tag: STAGED_TXN_TAG,
+                size: data.len(),
+                expected: STAGED_TXN_BYTES,
+            })?;
+    let [p0, p1, p2, p3, p4, p5, p6, p7, e0, e1, ack_type] = bytes;
+    Ok(StagedTxn {
+        producer_id: i64::from_be_bytes([p0, p1, p2, p3, p4, p5, p6, p7]),
+        producer_epoch: i16::from_be_bytes([e0, e1]),
+        ack_type: i8::from_be_bytes([ack_type]),
+    })
+}
+
 crate::kafka_wire::decode_error_from_wire!(DecodeError, |at| DecodeError::VarintTooLong { at });
 
 /// The share-state structures on top of Kafka's encoding.
@@ -334,7 +387,17 @@ impl WriterExt for Writer {
             self.i64(b.last_offset);
             self.i8(b.delivery_state);
             self.i16(b.delivery_count);
-            self.empty_tagged_fields();
+            match b.staged_txn {
+                None => self.empty_tagged_fields(),
+                Some(t) => {
+                    self.unsigned_varint(1);
+                    self.unsigned_varint(u64::from(STAGED_TXN_TAG));
+                    self.unsigned_varint(STAGED_TXN_BYTES as u64);
+                    self.i64(t.producer_id);
+                    self.i16(t.producer_epoch);
+                    self.i8(t.ack_type);
+                }
+            }
         }
         Ok(())
     }
@@ -373,13 +436,20 @@ impl ReaderExt for Reader<'_> {
             let last_offset = self.i64()?;
             let delivery_state = self.i8()?;
             let delivery_count = self.i16()?;
-            // StateBatch has no known tagged fields: skip whatever is there.
-            self.tagged_fields::<DecodeError>(|_, _| Ok(()))?;
+            let mut staged_txn = None;
+            self.tagged_fields::<DecodeError>(|tag, data| {
+                if tag == STAGED_TXN_TAG {
+                    staged_txn = Some(decode_staged_txn(data)?);
+                }
+                // Unknown tags are skipped.
+                Ok(())
+            })?;
             out.push(StateBatch {
                 first_offset,
                 last_offset,
                 delivery_state,
                 delivery_count,
+                staged_txn,
             });
         }
         Ok(out)

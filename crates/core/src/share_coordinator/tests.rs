@@ -660,3 +660,86 @@ fn combiner_cases() {
         vec![b(i64::MAX, i64::MAX, 2, 1)]
     );
 }
+
+#[test]
+fn combiner_keeps_tx_pending_stagings_apart_and_lets_their_resolution_win() {
+    let txn = |pid| {
+        Some(StagedTxn {
+            producer_id: pid,
+            producer_epoch: 0,
+            ack_type: 1,
+        })
+    };
+    let staged =
+        |f, l, c, pid| StateBatch::new(f, l, TX_PENDING_STATE_ID, c).with_staged_txn(txn(pid));
+    // Two producers' stagings side by side are not joined; each keeps its staging.
+    assert_eq!(
+        combine_state_batches(&[staged(0, 4, 0, 7)], &[staged(5, 9, 0, 8)], -1),
+        vec![staged(0, 4, 0, 7), staged(5, 9, 0, 8)]
+    );
+    // The same staging joins.
+    assert_eq!(
+        combine_state_batches(&[staged(0, 4, 0, 7)], &[staged(5, 9, 0, 7)], -1),
+        vec![staged(0, 9, 0, 7)]
+    );
+    // A staging (count - 1, 5) wins over the AVAILABLE batch it replaces, and is split
+    // around with its staging kept.
+    assert_eq!(
+        combine_state_batches(&[StateBatch::new(0, 9, 0, 1)], &[staged(3, 5, 1, 7)], 0),
+        vec![
+            StateBatch::new(0, 2, 0, 1),
+            staged(3, 5, 1, 7),
+            StateBatch::new(6, 9, 0, 1)
+        ]
+    );
+    // Its resolution (the full count) wins over it: ABORT to AVAILABLE, COMMIT to ACKNOWLEDGED.
+    for state in [0, 2, 4] {
+        assert_eq!(
+            combine_state_batches(&[staged(0, 9, 1, 7)], &[StateBatch::new(0, 9, state, 2)], 0),
+            vec![StateBatch::new(0, 9, state, 2)]
+        );
+    }
+}
+
+#[test]
+fn markers_resolve_persisted_stagings_of_their_producer_only() {
+    for (commit, ack_type, limit, expected) in [
+        (true, 1, 5, 2),
+        (true, 3, 5, 4),
+        (true, 0, 5, 4),
+        (false, 1, 5, 0),
+        (false, 1, 3, 4),
+    ] {
+        let mut s = store(500);
+        init(&mut s, 0, 0);
+        let staging = StagedTxn {
+            producer_id: 7,
+            producer_epoch: 2,
+            ack_type,
+        };
+        let mut w = write(0, &[]);
+        w.state_batches = vec![
+            StateBatch::new(0, 4, TX_PENDING_STATE_ID, 2).with_staged_txn(Some(staging)),
+            StateBatch::new(5, 9, TX_PENDING_STATE_ID, 2).with_staged_txn(Some(StagedTxn {
+                producer_id: 8,
+                ..staging
+            })),
+        ];
+        apply(&mut s, &w);
+        // Older epoch, other producer: nothing.
+        assert!(s.resolve_marker(7, 1, commit, |_| limit, 60).is_empty());
+        assert!(s.resolve_marker(9, 5, commit, |_| limit, 60).is_empty());
+        let records = s.resolve_marker(7, 3, commit, |_| limit, 60);
+        assert_eq!(records.len(), 1);
+        s.replay(&records[0]);
+        // Resolved with the full count (3); producer 8's staging is untouched.
+        assert_eq!(
+            batches_of(&s),
+            vec![(0, 4, expected, 3), (5, 9, TX_PENDING_STATE_ID, 2)]
+        );
+        // Duplicate: nothing left to resolve.
+        assert!(s.resolve_marker(7, 3, commit, |_| limit, 60).is_empty());
+        let complete = s.state(&key()).expect("state").delivery_complete_count;
+        assert_eq!(complete, if expected == 0 { 4 } else { 9 });
+    }
+}

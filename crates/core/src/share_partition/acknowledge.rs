@@ -63,7 +63,7 @@ pub fn validate_acknowledge_batches(
 
 /// The acknowledge type of each offset range of a batch: `(first, last, type)` with runs of
 /// equal per-offset types joined. Types must have been validated.
-fn typed_ranges(b: &AckBatch) -> Vec<(i64, i64, AcknowledgeType)> {
+pub(super) fn typed_ranges(b: &AckBatch) -> Vec<(i64, i64, AcknowledgeType)> {
     let mut out: Vec<(i64, i64, AcknowledgeType)> = Vec::new();
     if let [single] = b.ack_types.as_slice() {
         if let Some(t) = AcknowledgeType::from_id(*single) {
@@ -256,6 +256,7 @@ fn can_acknowledge(run: &Run, member_id: &str, now_ms: i64) -> Result<(), Record
         RecordState::Available | RecordState::Acknowledged | RecordState::Archived => {
             return Err(RecordStateReason::NotAcquired)
         }
+        RecordState::TxPending => return Err(RecordStateReason::TxPending),
     }
     if !run.owned_by(member_id) {
         return Err(RecordStateReason::NotOwner);

@@ -2,8 +2,10 @@
 //! topic partition, as Kafka's `SharePartition` keeps them on the partition leader.
 //!
 //! Owns the records between the share-partition start offset (SPSO) and end offset (SPEO):
-//! their state (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED), delivery count, and for
-//! ACQUIRED records the member holding the acquisition lock and its deadline. Decides what a
+//! their state (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED, TX_PENDING), delivery count, for
+//! ACQUIRED records the member holding the acquisition lock and its deadline, and for
+//! TX_PENDING records the transaction they are staged in (KIP-1289, see `txn.rs`:
+//! [`SharePartition::stage`], [`SharePartition::apply_marker`]). Decides what a
 //! ShareFetch acquires ([`SharePartition::acquire`]), what an acknowledgement does
 //! ([`SharePartition::acknowledge`]), what a closed session or a lapsed lock releases
 //! ([`SharePartition::release_member`], [`SharePartition::expire_locks`]) and how far the SPSO
@@ -23,7 +25,9 @@
 //! or after it the (state, count) Kafka last persisted — AVAILABLE, ACKNOWLEDGED and ARCHIVED
 //! records as they are, ACQUIRED records as AVAILABLE with the count *before* the acquisition
 //! (Kafka never persists an acquisition; its increment reaches the persister with the next
-//! transition), and records never delivered (AVAILABLE with count 0) not at all. Each call
+//! transition), TX_PENDING records as state 5 with their staging and likewise the count before
+//! the acquisition (so that the resolution, with the full count, wins the store's merge), and
+//! records never delivered (AVAILABLE with count 0) not at all. Each call
 //! writes exactly the ranges whose view changed, with the new SPSO, so replaying the writes
 //! through [`crate::share_coordinator::ShareStateStore`] rebuilds the view. After a restart,
 //! ACQUIRED records are therefore AVAILABLE again with their pre-acquisition count, and
@@ -59,18 +63,44 @@
 //!   Acknowledgements of offsets without data inside the window are skipped too.
 //! - An AVAILABLE record already at the delivery limit (possible only after the limit was
 //!   lowered) is archived when fetched instead of delivered again.
-//! - ARCHIVING / dead-letter queues (KIP-1191) and TX_PENDING (KIP-1289) are not modelled yet;
-//!   see [`RecordState`].
+//! - ARCHIVING / dead-letter queues (KIP-1191) are not modelled; see [`RecordState`].
+//!
+//! TX_PENDING around the other paths (KIP-1289; spec §2, §3.3, §3.4; decision 0011):
+//! - acknowledgements (ShareAcknowledge, ShareFetch, explicit or implicit) of a TX_PENDING
+//!   offset are INVALID_RECORD_STATE and leave it TX_PENDING; staging it again likewise;
+//! - lock expiry, a member leaving and a session closing release ACQUIRED records only: a
+//!   staged record has no lock and no owner (its member is kept for information only);
+//! - the SPSO never passes TX_PENDING (not terminal) and the record-lock window
+//!   (`max.record.locks`) counts it, so a long transaction can stall new acquisitions until
+//!   `transaction.timeout.ms` aborts it;
+//! - delivery limits: staging keeps the count; ABORT makes the record AVAILABLE with it, or
+//!   ARCHIVED when it reached the limit;
+//! - read_committed archiving and stale-batch archiving touch AVAILABLE records only, so never
+//!   a TX_PENDING one (it was ACQUIRED, hence delivered, when staged);
+//! - a log start offset move drops everything below it, TX_PENDING included (the records are
+//!   gone from the log, as Kafka archives whatever lies below it); the later marker finds
+//!   nothing to resolve there and is a no-op;
+//! - reset (`shoal share-groups reset`, AlterShareGroupOffsets) and DeleteGroups: Kafka allows
+//!   them only on an empty group (GROUP_NOT_EMPTY / NON_EMPTY_GROUP). A TX_PENDING record
+//!   belongs to an open transaction even after its member left, and dropping its staging would
+//!   make the transaction's COMMIT acknowledge nothing (the output would be committed, the
+//!   input redelivered: processed twice). Shoal therefore treats a share partition with
+//!   [`SharePartition::tx_pending_count`] > 0 as in use: the broker answers those requests
+//!   as for a non-empty group until the transactions resolve (bounded by
+//!   `transaction.timeout.ms`).
 
 mod acknowledge;
 mod acquire;
 mod runs;
+mod txn;
 mod types;
 
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;
 
 use std::sync::Arc;
 
@@ -78,8 +108,8 @@ pub use acknowledge::validate_acknowledge_batches;
 pub use acquire::{AcquireRequest, Acquisition};
 pub use types::*;
 
-use crate::share_coordinator::{ReadState, StateBatch};
-use runs::{Run, Runs};
+use crate::share_coordinator::{ReadState, StagedTxn, StateBatch};
+use runs::{Run, Runs, Staging};
 
 /// One share group's state on one topic partition.
 #[derive(Clone, Debug)]
@@ -92,6 +122,7 @@ pub struct SharePartition {
     /// in `[start, next_new)`, and when there are runs the last one ends at `next_new - 1`.
     next_new: i64,
     runs: Runs,
+    txn_stats: TxnStats,
 }
 
 /// Bookkeeping of one state-changing call: what to persist at its end.
@@ -102,14 +133,22 @@ struct Op {
     touched: Vec<(i64, i64)>,
 }
 
-/// How a record appears in the persisted view (see the module docs).
-fn persisted(state: RecordState, delivery_count: i16) -> Option<(RecordState, i16)> {
+/// How a run's records appear in the persisted view (see the module docs).
+fn persisted(run: &Run) -> Option<(RecordState, i16, Option<StagedTxn>)> {
+    let (state, delivery_count) = (run.state, run.delivery_count);
     match state {
-        RecordState::Available => (delivery_count > 0).then_some((state, delivery_count)),
+        RecordState::Available => (delivery_count > 0).then_some((state, delivery_count, None)),
         RecordState::Acquired => {
-            (delivery_count > 1).then_some((RecordState::Available, delivery_count - 1))
+            (delivery_count > 1).then_some((RecordState::Available, delivery_count - 1, None))
         }
-        RecordState::Acknowledged | RecordState::Archived => Some((state, delivery_count)),
+        RecordState::Acknowledged | RecordState::Archived => Some((state, delivery_count, None)),
+        // The pre-acquisition count, as for ACQUIRED: the combiner then lets the resolution
+        // (the full count) win over the staging (see the module docs).
+        RecordState::TxPending => Some((
+            state,
+            delivery_count.saturating_sub(1),
+            run.txn.as_ref().map(Staging::persisted),
+        )),
     }
 }
 
@@ -140,6 +179,7 @@ impl SharePartition {
             start: start_offset,
             next_new: start_offset,
             runs: Runs::default(),
+            txn_stats: TxnStats::default(),
         })
     }
 
@@ -159,17 +199,14 @@ impl SharePartition {
         let mut sp = SharePartition::new(config, state.start_offset, state.state_epoch)?;
         let mut cursor = sp.start;
         for b in &state.state_batches {
-            let run_state = check_persisted_batch(b, cursor)?;
+            let run = check_persisted_batch(b, cursor)?;
             if b.first_offset > cursor {
                 sp.runs.insert(
                     cursor,
                     Run::unowned(b.first_offset - 1, RecordState::Available, 0),
                 );
             }
-            sp.runs.insert(
-                b.first_offset,
-                Run::unowned(b.last_offset, run_state, b.delivery_count),
-            );
+            sp.runs.insert(b.first_offset, run);
             cursor = b.last_offset + 1;
         }
         sp.next_new = cursor;
@@ -242,7 +279,7 @@ impl SharePartition {
         self.runs.len()
     }
 
-    /// Tracked records per state.
+    /// Tracked records per state (`tx_pending` is the `txn-pending-records` gauge).
     pub fn counts(&self) -> StateCounts {
         self.runs.counts()
     }
@@ -267,6 +304,7 @@ impl SharePartition {
             delivery_count: r.delivery_count,
             member_id: r.owner.as_deref().map(str::to_string),
             lock_deadline_ms: r.owner.as_ref().map(|_| r.deadline_ms),
+            staged_txn: r.txn.as_ref().map(Staging::persisted),
         })
     }
 
@@ -339,7 +377,7 @@ impl SharePartition {
             let Some(run) = self.runs.get(k) else {
                 continue;
             };
-            let Some((state, delivery_count)) = persisted(run.state, run.delivery_count) else {
+            let Some((state, delivery_count, staged_txn)) = persisted(run) else {
                 continue;
             };
             let batch = PersistedBatch {
@@ -347,6 +385,7 @@ impl SharePartition {
                 last_offset: run.last.min(last),
                 state,
                 delivery_count,
+                staged_txn,
             };
             append_joined(&mut out, vec![batch]);
         }
@@ -388,8 +427,7 @@ impl SharePartition {
                 }
                 None => old.clone(),
             };
-            if persisted(old.state, old.delivery_count) != persisted(new.state, new.delivery_count)
-            {
+            if persisted(&old) != persisted(&new) {
                 op.touched.push((key, new.last));
             }
             self.runs.insert(key, new);
@@ -474,6 +512,7 @@ impl SharePartition {
                 assert!(first > p, "runs overlap at {first}");
             }
             assert_eq!(r.owner.is_some(), r.state == RecordState::Acquired);
+            assert_eq!(r.txn.is_some(), r.state == RecordState::TxPending);
             assert!(r.delivery_count >= 0 && r.delivery_count <= self.config.delivery_count_limit);
             *counts.slot(r.state) += r.len(first);
             prev_last = Some(r.last);
@@ -500,7 +539,8 @@ fn append_joined(out: &mut Vec<PersistedBatch>, batches: Vec<PersistedBatch>) {
             Some(prev)
                 if prev.last_offset + 1 == b.first_offset
                     && prev.state == b.state
-                    && prev.delivery_count == b.delivery_count =>
+                    && prev.delivery_count == b.delivery_count
+                    && prev.staged_txn == b.staged_txn =>
             {
                 prev.last_offset = b.last_offset;
             }
@@ -509,8 +549,8 @@ fn append_joined(out: &mut Vec<PersistedBatch>, batches: Vec<PersistedBatch>) {
     }
 }
 
-/// Validates one persisted batch that must start at or after `cursor`; returns its state.
-fn check_persisted_batch(b: &StateBatch, cursor: i64) -> Result<RecordState, ShareError> {
+/// Validates one persisted batch that must start at or after `cursor`; returns its run.
+fn check_persisted_batch(b: &StateBatch, cursor: i64) -> Result<Run, ShareError> {
     if b.first_offset > b.last_offset || b.last_offset == i64::MAX {
         return Err(ShareError::InvalidPersistedState(
             "batch with first offset after last offset",
@@ -524,12 +564,41 @@ fn check_persisted_batch(b: &StateBatch, cursor: i64) -> Result<RecordState, Sha
     if b.delivery_count < 0 {
         return Err(ShareError::InvalidPersistedState("negative delivery count"));
     }
-    match RecordState::from_id(b.delivery_state) {
+    let state = RecordState::from_id(b.delivery_state);
+    if b.staged_txn.is_some() != (state == Some(RecordState::TxPending)) {
+        return Err(ShareError::InvalidPersistedState(
+            "transaction staging on a batch that is not TX_PENDING, or missing on one that is",
+        ));
+    }
+    match state {
         Some(s @ (RecordState::Available | RecordState::Acknowledged | RecordState::Archived)) => {
-            Ok(s)
+            Ok(Run::unowned(b.last_offset, s, b.delivery_count))
+        }
+        Some(RecordState::TxPending) => {
+            let staging = b.staged_txn.and_then(|t| {
+                let ack = AcknowledgeType::from_id(t.ack_type).filter(|a| a.is_transactional())?;
+                Some(Staging {
+                    producer_id: t.producer_id,
+                    producer_epoch: t.producer_epoch,
+                    ack,
+                    member: None,
+                    staged_at_ms: None,
+                })
+            });
+            let Some(staging) = staging else {
+                return Err(ShareError::InvalidPersistedState(
+                    "TX_PENDING staged with an acknowledge type other than ACCEPT, REJECT or GAP",
+                ));
+            };
+            // Persisted with the pre-acquisition count (see `persisted`).
+            Ok(Run::staged(
+                b.last_offset,
+                b.delivery_count.saturating_add(1),
+                staging,
+            ))
         }
         Some(RecordState::Acquired) | None => Err(ShareError::InvalidPersistedState(
-            "delivery state is not AVAILABLE, ACKNOWLEDGED or ARCHIVED",
+            "delivery state is not AVAILABLE, ACKNOWLEDGED, ARCHIVED or TX_PENDING",
         )),
     }
 }

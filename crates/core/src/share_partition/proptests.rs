@@ -1,8 +1,14 @@
 //! Property test: random interleavings of acquisitions by several members over a random log
 //! (data, transactional and control batches, aborted transactions, compaction holes),
 //! acknowledgements of every type (valid, foreign, random and malformed), session closes,
-//! time passing lock deadlines, lock expiry, log start offset moves and restarts, checked
-//! after every step against a per-offset reference model.
+//! time passing lock deadlines, lock expiry, log start offset moves and restarts, and
+//! transactional acknowledgements (KIP-1289: staging into TX_PENDING by two producers, COMMIT
+//! and ABORT markers including duplicate and older-epoch ones, producer epoch bumps as a
+//! fencing InitProducerId makes them), checked after every step against a per-offset
+//! reference model. Besides model equality, every step checks: a TX_PENDING record changes
+//! only by its own transaction's marker (producer id, staged epoch <= marker epoch); no
+//! record is both TX_PENDING and held by a lock; terminal records never change; the store's
+//! replayed state equals the live persisted view, and a restart reloads it.
 //!
 //! The model predicts acknowledgements, releases, expiry, log start moves and restarts
 //! exactly; for acquisitions (whose batching rules it does not re-implement) it checks that
@@ -21,12 +27,14 @@ use proptest::prelude::*;
 use super::*;
 use crate::share_coordinator::{
     InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord, ShareStateStore,
-    StateBatch, TopicId,
+    StagedTxn, StateBatch, TopicId,
 };
 
 const MEMBERS: usize = 3;
 const LOCK: i64 = 1_000;
 const BATCH_LEN_MAX: i64 = 4;
+/// Producer ids of the two transactional producers staging acknowledgements.
+const PRODUCERS: [i64; 2] = [100, 101];
 
 fn member(i: usize) -> String {
     format!("m{i}")
@@ -164,6 +172,8 @@ struct Rec {
     count: i16,
     owner: Option<usize>,
     deadline: i64,
+    /// The staging of a TX_PENDING record.
+    txn: Option<StagedTxn>,
 }
 
 impl Rec {
@@ -173,6 +183,7 @@ impl Rec {
             count,
             owner: None,
             deadline: 0,
+            txn: None,
         }
     }
 }
@@ -185,14 +196,15 @@ struct Model {
     next_new: i64,
 }
 
-/// The persisted (state id, count) of a record: ACQUIRED as AVAILABLE with the count before
-/// the acquisition; never-delivered records not at all.
-fn view(r: &Rec) -> Option<(i8, i16)> {
+/// The persisted (state id, count, staging) of a record: ACQUIRED as AVAILABLE and TX_PENDING
+/// as 5 with the count before the acquisition; never-delivered records not at all.
+fn view(r: &Rec) -> Option<(i8, i16, Option<StagedTxn>)> {
     match r.state {
-        RecordState::Available => (r.count > 0).then_some((0, r.count)),
-        RecordState::Acquired => (r.count > 1).then_some((0, r.count - 1)),
-        RecordState::Acknowledged => Some((2, r.count)),
-        RecordState::Archived => Some((4, r.count)),
+        RecordState::Available => (r.count > 0).then_some((0, r.count, None)),
+        RecordState::Acquired => (r.count > 1).then_some((0, r.count - 1, None)),
+        RecordState::Acknowledged => Some((2, r.count, None)),
+        RecordState::Archived => Some((4, r.count, None)),
+        RecordState::TxPending => Some((5, r.count - 1, r.txn)),
     }
 }
 
@@ -213,6 +225,7 @@ impl Model {
                         count: r.delivery_count,
                         owner,
                         deadline: r.lock_deadline_ms.unwrap_or(0),
+                        txn: r.staged_txn,
                     },
                 );
             }
@@ -258,18 +271,19 @@ impl Model {
     fn persisted_view(&self) -> Vec<StateBatch> {
         let mut out: Vec<StateBatch> = Vec::new();
         for (&o, r) in self.recs.range(self.start..) {
-            let Some((state, count)) = view(r) else {
+            let Some((state, count, txn)) = view(r) else {
                 continue;
             };
             match out.last_mut() {
                 Some(p)
                     if p.last_offset + 1 == o
                         && p.delivery_state == state
-                        && p.delivery_count == count =>
+                        && p.delivery_count == count
+                        && p.staged_txn == txn =>
                 {
                     p.last_offset = o;
                 }
-                _ => out.push(StateBatch::new(o, o, state, count)),
+                _ => out.push(StateBatch::new(o, o, state, count).with_staged_txn(txn)),
             }
         }
         out
@@ -351,6 +365,93 @@ impl Model {
         Ok(())
     }
 
+    /// Predicts a staging: the error code, or the new state.
+    fn stage(
+        &mut self,
+        who: usize,
+        txn: (i64, i16),
+        batches: &[AckBatch],
+        now: i64,
+        limit: i16,
+    ) -> Result<(), i16> {
+        let mut previous: Option<i64> = None;
+        for b in batches {
+            let records = b.last_offset - b.first_offset + 1;
+            let bad_len = b.ack_types.len() > 1 && b.ack_types.len() as i64 != records;
+            if b.first_offset > b.last_offset
+                || previous.is_some_and(|p| b.first_offset <= p)
+                || b.ack_types.is_empty()
+                || bad_len
+            {
+                return Err(42);
+            }
+            previous = Some(b.last_offset);
+        }
+        if batches
+            .iter()
+            .any(|b| b.ack_types.iter().any(|t| ![0, 1, 3].contains(t)))
+        {
+            return Err(121);
+        }
+        for b in batches {
+            for o in b.first_offset..=b.last_offset {
+                let held = self.recs.get(&o).is_some_and(|r| {
+                    r.state == RecordState::Acquired && r.owner == Some(who) && r.deadline > now
+                });
+                if o < self.start || !held {
+                    return Err(121);
+                }
+            }
+        }
+        self.expire(now, limit);
+        for b in batches {
+            for o in b.first_offset..=b.last_offset {
+                let index = usize::try_from(o - b.first_offset).expect("offset in batch");
+                let ty = if b.ack_types.len() == 1 {
+                    b.ack_types[0]
+                } else {
+                    b.ack_types[index]
+                };
+                let Some(r) = self.recs.get_mut(&o) else {
+                    continue;
+                };
+                *r = Rec {
+                    txn: Some(StagedTxn {
+                        producer_id: txn.0,
+                        producer_epoch: txn.1,
+                        ack_type: ty,
+                    }),
+                    ..Rec::unowned(RecordState::TxPending, r.count)
+                };
+            }
+        }
+        self.normalize();
+        Ok(())
+    }
+
+    /// Applies a marker; returns the records it resolved.
+    fn marker(&mut self, producer_id: i64, epoch: i16, commit: bool, limit: i16) -> i64 {
+        let mut resolved = 0;
+        for r in self.recs.values_mut() {
+            let Some(t) = r.txn else {
+                continue;
+            };
+            if t.producer_id != producer_id || t.producer_epoch > epoch {
+                continue;
+            }
+            let state = match (commit, t.ack_type) {
+                (true, 1) => RecordState::Acknowledged,
+                (true, _) => RecordState::Archived,
+                (false, _) if r.count >= limit => RecordState::Archived,
+                (false, _) => RecordState::Available,
+            };
+            *r = Rec::unowned(state, r.count);
+            resolved += 1;
+        }
+        self.normalize();
+        resolved
+    }
+
     fn release(&mut self, who: usize, now: i64, limit: i16) {
         self.expire(now, limit);
         for r in self.recs.values_mut() {
@@ -380,9 +481,16 @@ impl Model {
     fn restart(&mut self) {
         let mut recs: BTreeMap<i64, Rec> = BTreeMap::new();
         for (&o, r) in self.recs.range(self.start..) {
-            if let Some((state, count)) = view(r) {
+            if let Some((state, count, txn)) = view(r) {
                 let state = RecordState::from_id(state).expect("persisted state");
-                recs.insert(o, Rec::unowned(state, count));
+                let rec = match state {
+                    RecordState::TxPending => Rec {
+                        txn,
+                        ..Rec::unowned(state, count + 1)
+                    },
+                    _ => Rec::unowned(state, count),
+                };
+                recs.insert(o, rec);
             }
         }
         match recs.keys().next_back().copied() {
@@ -448,6 +556,47 @@ enum Op {
         delta: i64,
     },
     Restart,
+    /// Stages (part of) a range `holder` holds, as `who`, in `producer`'s transaction.
+    StageHeld {
+        who: usize,
+        holder: usize,
+        pick: usize,
+        cut: (i64, i64),
+        types: Vec<i8>,
+        per_offset: bool,
+        producer: usize,
+    },
+    /// Stages everything `who` holds, one batch per range.
+    StageAll {
+        who: usize,
+        ty: i8,
+        producer: usize,
+    },
+    StageRange {
+        who: usize,
+        first: i64,
+        len: i64,
+        types: Vec<i8>,
+        producer: usize,
+    },
+    /// `producer`'s marker with epoch current + `delta`: -1 a late marker of an older
+    /// transaction, 0 and 1 as transaction versions 1 and 2 write them (and repeated:
+    /// duplicates).
+    Marker {
+        producer: usize,
+        commit: bool,
+        delta: i16,
+    },
+    /// `producer`'s epoch is bumped (a new transaction under TV2, or InitProducerId fencing a
+    /// zombie, which also writes ABORT with the new epoch).
+    Bump {
+        producer: usize,
+        abort: bool,
+    },
+}
+
+fn stage_type() -> impl Strategy<Value = i8> {
+    prop_oneof![6 => Just(1i8), 2 => Just(3i8), 1 => Just(0i8), 1 => Just(2i8), 1 => Just(4i8)]
 }
 
 fn ack_type() -> impl Strategy<Value = i8> {
@@ -470,11 +619,21 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (who.clone(), 0..120i64, 1..8i64, proptest::collection::vec(ack_type(), 1..9))
             .prop_map(|(who, first, len, types)| Op::AckRange { who, first, len, types }),
         1 => (who.clone(), 0..6u8).prop_map(|(who, kind)| Op::AckMalformed { who, kind }),
-        1 => who.prop_map(|who| Op::Release { who }),
+        1 => who.clone().prop_map(|who| Op::Release { who }),
         3 => (0..1_500i64).prop_map(|ms| Op::Advance { ms }),
         1 => Just(Op::Expire),
         1 => (0..8i64).prop_map(|delta| Op::LogStart { delta }),
         1 => Just(Op::Restart),
+        5 => (who.clone(), prop_oneof![4 => Just(None), 1 => (0..MEMBERS).prop_map(Some)], any::<usize>(), (0..3i64, 0..3i64),
+              proptest::collection::vec(stage_type(), 1..6), any::<bool>(), 0..2usize)
+            .prop_map(|(who, holder, pick, cut, types, per_offset, producer)| Op::StageHeld {
+                who, holder: holder.unwrap_or(who), pick, cut, types, per_offset, producer,
+            }),
+        2 => (who.clone(), stage_type(), 0..2usize).prop_map(|(who, ty, producer)| Op::StageAll { who, ty, producer }),
+        1 => (who.clone(), 0..120i64, 1..8i64, proptest::collection::vec(stage_type(), 1..9), 0..2usize)
+            .prop_map(|(who, first, len, types, producer)| Op::StageRange { who, first, len, types, producer }),
+        5 => (0..2usize, any::<bool>(), -1..=1i16).prop_map(|(producer, commit, delta)| Op::Marker { producer, commit, delta }),
+        1 => (0..2usize, any::<bool>()).prop_map(|(producer, abort)| Op::Bump { producer, abort }),
     ]
 }
 
@@ -497,6 +656,8 @@ struct World {
     key: SharePartitionKey,
     store: ShareStateStore,
     records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Current epoch of each producer.
+    epochs: [i16; 2],
 }
 
 impl World {
@@ -518,6 +679,7 @@ impl World {
             key,
             store,
             records: Vec::new(),
+            epochs: [5, 5],
         };
         let init = InitializeState {
             state_epoch: 0,
@@ -583,6 +745,22 @@ impl World {
             i64::from(stored.delivery_complete_count),
             self.sp.delivery_complete_count()
         );
+        for r in self.sp.ranges() {
+            if r.state == RecordState::TxPending {
+                assert_eq!(r.member_id, None, "TX_PENDING held by a member: {r:?}");
+                assert_eq!(r.lock_deadline_ms, None, "TX_PENDING under a lock: {r:?}");
+                assert!(r.staged_txn.is_some());
+            }
+        }
+        assert_eq!(self.sp.tx_pending_count(), self.sp.counts().tx_pending);
+        assert_eq!(
+            self.sp.tx_pending_count(),
+            self.model
+                .recs
+                .values()
+                .filter(|r| r.state == RecordState::TxPending)
+                .count() as i64
+        );
         assert!(
             self.sp.in_flight_count() < self.cfg.record_locks_max + BATCH_LEN_MAX,
             "in flight {} over the limit",
@@ -590,7 +768,39 @@ impl World {
         );
     }
 
+    /// Runs `op` and checks the TX_PENDING and terminal-state rules across it.
     fn step(&mut self, op: &Op) {
+        let before = self.model.clone();
+        let log_start_before = self.log.start;
+        let marker = self.step_inner(op);
+        for (o, b) in &before.recs {
+            let after = self.model.recs.get(o);
+            if after == Some(b) {
+                continue;
+            }
+            // Gone below a moved log start is the only other way out of the window.
+            let dropped =
+                after.is_none() && *o < self.log.start && self.log.start > log_start_before;
+            if b.state.is_terminal() {
+                assert!(
+                    after.is_none() && *o < self.model.start,
+                    "terminal {o} changed: {b:?} -> {after:?}"
+                );
+            }
+            if b.state == RecordState::TxPending && !dropped {
+                let t = b.txn.expect("staged");
+                let own = marker
+                    .is_some_and(|(pid, epoch)| t.producer_id == pid && t.producer_epoch <= epoch);
+                assert!(
+                    own,
+                    "TX_PENDING {o} changed by {op:?} (not its own marker): {b:?} -> {after:?}"
+                );
+            }
+        }
+    }
+
+    /// Runs `op`; returns the (producer id, epoch) of the marker it applied, if any.
+    fn step_inner(&mut self, op: &Op) -> Option<(i64, i16)> {
         match op {
             Op::Acquire {
                 who,
@@ -619,7 +829,7 @@ impl World {
             } => {
                 let held = self.sp.acquired_by(&member(*holder));
                 if held.is_empty() {
-                    return;
+                    return None;
                 }
                 let r = held[pick % held.len()];
                 let first = (r.first_offset + cut.0).min(r.last_offset);
@@ -692,7 +902,138 @@ impl World {
                 }
             }
             Op::Restart => self.restart(),
+            Op::StageHeld {
+                who,
+                holder,
+                pick,
+                cut,
+                types,
+                per_offset,
+                producer,
+            } => {
+                let held = self.sp.acquired_by(&member(*holder));
+                if held.is_empty() {
+                    return None;
+                }
+                let r = held[pick % held.len()];
+                let first = (r.first_offset + cut.0).min(r.last_offset);
+                let last = (r.last_offset - cut.1).max(first);
+                let ack_types = if *per_offset {
+                    (0..=(last - first) as usize)
+                        .map(|i| types[i % types.len()])
+                        .collect()
+                } else {
+                    vec![types[0]]
+                };
+                self.stage(*who, *producer, vec![AckBatch::new(first, last, ack_types)]);
+            }
+            Op::StageAll { who, ty, producer } => {
+                let batches = self
+                    .sp
+                    .acquired_by(&member(*who))
+                    .iter()
+                    .map(|r| AckBatch::new(r.first_offset, r.last_offset, vec![*ty]))
+                    .collect();
+                self.stage(*who, *producer, batches);
+            }
+            Op::StageRange {
+                who,
+                first,
+                len,
+                types,
+                producer,
+            } => {
+                let ack_types = if types.len() == 1 {
+                    types.clone()
+                } else {
+                    (0..*len as usize).map(|i| types[i % types.len()]).collect()
+                };
+                self.stage(
+                    *who,
+                    *producer,
+                    vec![AckBatch::new(*first, first + len - 1, ack_types)],
+                );
+            }
+            Op::Marker {
+                producer,
+                commit,
+                delta,
+            } => {
+                let epoch = self.epochs[*producer] + delta;
+                return Some(self.marker(PRODUCERS[*producer], epoch, *commit));
+            }
+            Op::Bump { producer, abort } => {
+                self.epochs[*producer] += 1;
+                if *abort {
+                    let epoch = self.epochs[*producer];
+                    return Some(self.marker(PRODUCERS[*producer], epoch, false));
+                }
+            }
         }
+        None
+    }
+
+    fn stage(&mut self, who: usize, producer: usize, batches: Vec<AckBatch>) {
+        let txn = (PRODUCERS[producer], self.epochs[producer]);
+        let mut expected = self.model.clone();
+        let limit = self.cfg.delivery_count_limit;
+        let predicted = expected.stage(who, txn, &batches, self.now, limit);
+        let got = self
+            .sp
+            .stage(self.now, &member(who), txn.0, txn.1, &batches);
+        match (predicted, got) {
+            (Ok(()), Ok(write)) => {
+                self.model = expected;
+                assert!(
+                    batches.is_empty() || write.is_some(),
+                    "a staging is persisted"
+                );
+                self.persist(write);
+            }
+            (Err(code), Err(e)) => assert_eq!(e.error_code().0, code, "{e:?} for {batches:?}"),
+            (p, g) => panic!("predicted {p:?}, got {g:?} for staging {batches:?}"),
+        }
+    }
+
+    fn marker(&mut self, producer_id: i64, epoch: i16, commit: bool) -> (i64, i16) {
+        let limit = self.cfg.delivery_count_limit;
+        let resolved = self.model.marker(producer_id, epoch, commit, limit);
+        let out = self.sp.apply_marker(producer_id, epoch, commit);
+        assert_eq!(out.resolved, resolved, "records resolved");
+        assert_eq!(out.wake, resolved > 0);
+        assert_eq!(
+            out.write.is_some(),
+            resolved > 0,
+            "a no-op marker writes nothing"
+        );
+        // The same marker applied to the persisted state alone (replaying
+        // __share_group_state past the marker) gives the live write's state at and after the
+        // live SPSO; below it, only terminal batches the live write pruned.
+        let mut replayed = self.store.clone();
+        let records = replayed.resolve_marker(producer_id, epoch, commit, |_| limit, self.now);
+        assert_eq!(records.is_empty(), resolved == 0, "store-level marker");
+        for r in &records {
+            replayed.replay(r);
+        }
+        self.persist(out.write);
+        let live = self.store.state(&self.key).expect("initialized");
+        let replayed = replayed.state(&self.key).expect("initialized");
+        assert!(replayed.start_offset <= live.start_offset);
+        assert!(replayed
+            .state_batches
+            .iter()
+            .filter(|b| b.first_offset < live.start_offset)
+            .all(|b| b.delivery_state == 2 || b.delivery_state == 4));
+        assert_eq!(
+            crate::share_coordinator::combine_state_batches(
+                &replayed.state_batches,
+                &[],
+                live.start_offset
+            ),
+            live.state_batches,
+            "store-level marker vs live"
+        );
+        (producer_id, epoch)
     }
 
     fn acknowledge(&mut self, who: usize, batches: Vec<AckBatch>) {
@@ -785,6 +1126,7 @@ impl World {
                     count: r.delivery_count,
                     owner: Some(who),
                     deadline: self.now + LOCK,
+                    txn: None,
                 };
                 assert_eq!(*a, expected, "offset {o}");
                 match before.recs.get(&o) {
@@ -840,6 +1182,7 @@ impl World {
                     let stale = req.fetch_offset <= o && o < first_base;
                     o < after.start
                         && b.state != RecordState::Acquired
+                        && b.state != RecordState::TxPending
                         && (b.state != RecordState::Available || stale || aborted)
                 }
                 (None, None) => true,

@@ -13,7 +13,32 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::types::{RecordState, StateCounts};
+use super::types::{AcknowledgeType, RecordState, StateCounts};
+use crate::share_coordinator::StagedTxn;
+
+/// The staging of TX_PENDING records (KIP-1289).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Staging {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// ACCEPT, REJECT or GAP.
+    pub ack: AcknowledgeType,
+    /// The member that staged them; not persisted, so `None` after a reload.
+    pub member: Option<Arc<str>>,
+    /// When they were staged; not persisted, so `None` after a reload.
+    pub staged_at_ms: Option<i64>,
+}
+
+impl Staging {
+    /// The persisted form.
+    pub fn persisted(&self) -> StagedTxn {
+        StagedTxn {
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            ack_type: self.ack.id(),
+        }
+    }
+}
 
 /// Offsets `[first, last]` (first is the map key) with uniform attributes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +50,8 @@ pub(super) struct Run {
     pub owner: Option<Arc<str>>,
     /// Lock deadline when ACQUIRED, else 0.
     pub deadline_ms: i64,
+    /// Set exactly when TX_PENDING.
+    pub txn: Option<Staging>,
 }
 
 impl Run {
@@ -36,6 +63,19 @@ impl Run {
             delivery_count,
             owner: None,
             deadline_ms: 0,
+            txn: None,
+        }
+    }
+
+    /// A TX_PENDING run: no owner, no lock.
+    pub fn staged(last: i64, delivery_count: i16, txn: Staging) -> Run {
+        Run {
+            last,
+            state: RecordState::TxPending,
+            delivery_count,
+            owner: None,
+            deadline_ms: 0,
+            txn: Some(txn),
         }
     }
 
@@ -46,6 +86,7 @@ impl Run {
             delivery_count,
             owner: Some(owner),
             deadline_ms,
+            txn: None,
         }
     }
 
@@ -63,6 +104,7 @@ impl Run {
             && self.delivery_count == other.delivery_count
             && self.owner == other.owner
             && self.deadline_ms == other.deadline_ms
+            && self.txn == other.txn
     }
 }
 
@@ -73,6 +115,8 @@ pub(super) struct Runs {
     locks: BTreeSet<(i64, i64)>,
     /// First offsets of AVAILABLE runs.
     available: BTreeSet<i64>,
+    /// (producer id, first) of every TX_PENDING run.
+    pending: BTreeSet<(i64, i64)>,
     counts: StateCounts,
 }
 
@@ -122,6 +166,14 @@ impl Runs {
             .collect()
     }
 
+    /// First offsets of the TX_PENDING runs staged by `producer_id`.
+    pub fn staged_by(&self, producer_id: i64) -> Vec<i64> {
+        self.pending
+            .range((producer_id, i64::MIN)..=(producer_id, i64::MAX))
+            .map(|(_, first)| *first)
+            .collect()
+    }
+
     /// The run containing `offset`.
     pub fn covering(&self, offset: i64) -> Option<(i64, &Run)> {
         self.map
@@ -166,12 +218,22 @@ impl Runs {
             (run.state == RecordState::Acquired) == run.owner.is_some(),
             "owner set exactly when acquired"
         );
+        #[cfg(test)]
+        assert!(
+            (run.state == RecordState::TxPending) == run.txn.is_some(),
+            "staging set exactly when TX_PENDING"
+        );
         match run.state {
             RecordState::Acquired => {
                 self.locks.insert((run.deadline_ms, first));
             }
             RecordState::Available => {
                 self.available.insert(first);
+            }
+            RecordState::TxPending => {
+                if let Some(t) = &run.txn {
+                    self.pending.insert((t.producer_id, first));
+                }
             }
             RecordState::Acknowledged | RecordState::Archived => {}
         }
@@ -197,6 +259,11 @@ impl Runs {
             }
             RecordState::Available => {
                 self.available.remove(&first);
+            }
+            RecordState::TxPending => {
+                if let Some(t) = &run.txn {
+                    self.pending.remove(&(t.producer_id, first));
+                }
             }
             RecordState::Acknowledged | RecordState::Archived => {}
         }

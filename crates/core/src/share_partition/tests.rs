@@ -118,6 +118,7 @@ fn pb(first: i64, last: i64, state: RecordState, delivery_count: i16) -> Persist
         last_offset: last,
         state,
         delivery_count,
+        staged_txn: None,
     }
 }
 
@@ -138,19 +139,17 @@ fn loaded(start: i64, batches: &[(i64, i64, i8, i16)]) -> SharePartition {
 #[test]
 fn record_state_ids_and_transitions_match_kafka() {
     let ids: Vec<i8> = RecordState::ALL.iter().map(|s| s.id()).collect();
-    assert_eq!(ids, vec![0, 1, 2, 4]);
+    assert_eq!(ids, vec![0, 1, 2, 4, 5]);
     assert_eq!(RecordState::from_id(3), None, "ARCHIVING is not modelled");
-    assert_eq!(
-        RecordState::from_id(5),
-        None,
-        "TX_PENDING is not modelled yet"
-    );
+    assert_eq!(RecordState::from_id(5), Some(RecordState::TxPending));
     use RecordState::*;
     for from in RecordState::ALL {
         for to in RecordState::ALL {
             let expected = matches!(
                 (from, to),
-                (Available, Acquired | Archived) | (Acquired, Available | Acknowledged | Archived)
+                (Available, Acquired | Archived)
+                    | (Acquired, Available | Acknowledged | Archived | TxPending)
+                    | (TxPending, Available | Acknowledged | Archived)
             );
             assert_eq!(
                 from.validate_transition(to).is_ok(),
@@ -160,7 +159,7 @@ fn record_state_ids_and_transitions_match_kafka() {
         }
     }
     assert!(Acknowledged.is_terminal() && Archived.is_terminal());
-    assert!(!Available.is_terminal() && !Acquired.is_terminal());
+    assert!(!Available.is_terminal() && !Acquired.is_terminal() && !TxPending.is_terminal());
 }
 
 #[test]
@@ -645,13 +644,15 @@ fn releasing_a_member_keeps_the_delivery_count() {
                 first_offset: 0,
                 last_offset: 4,
                 state: RecordState::Available,
-                delivery_count: 2
+                delivery_count: 2,
+                staged_txn: None,
             },
             PersistedBatch {
                 first_offset: 5,
                 last_offset: 9,
                 state: RecordState::Available,
-                delivery_count: 1
+                delivery_count: 1,
+                staged_txn: None,
             }
         ]
     );

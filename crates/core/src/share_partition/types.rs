@@ -1,7 +1,7 @@
 //! Plain input, output, state and error types of the share-partition state machine.
 
 pub use crate::group_coordinator::ErrorCode;
-use crate::share_coordinator::{StateBatch, WriteState};
+use crate::share_coordinator::{StagedTxn, StateBatch, WriteState};
 
 /// Kafka error codes a share partition answers with (`Errors.java`).
 pub mod error_codes {
@@ -26,18 +26,14 @@ pub const RECORD_LOCKS_MAX_DEFAULT: i64 = 2_000;
 pub const THROTTLE_DELIVERY_COUNT_MIN: i16 = 2;
 
 /// The state of a record in a share partition, with Kafka's persisted ids
-/// (`RecordState`: AVAILABLE 0, ACQUIRED 1, ACKNOWLEDGED 2, ARCHIVED 4).
+/// (`RecordState`: AVAILABLE 0, ACQUIRED 1, ACKNOWLEDGED 2, ARCHIVED 4) and KIP-1289's
+/// TX_PENDING 5.
 ///
-/// Every change of a record's state goes through [`RecordState::validate_transition`]. To add
-/// KIP-1289's TX_PENDING (id 5): add the variant (non-terminal), extend `validate_transition`
-/// (ACQUIRED → TX_PENDING → ACKNOWLEDGED | ARCHIVED | AVAILABLE), and follow the compiler
-/// through the exhaustive matches on this enum: the persisted view (`persisted` in mod.rs,
-/// which must then carry the staged producer id/epoch/ack type), the per-state index and
-/// counters (runs.rs, `StateCounts`), the acknowledgement check (`can_acknowledge`: a plain
-/// acknowledgement of TX_PENDING is INVALID_RECORD_STATE) and loading (`from_persisted`).
+/// Every change of a record's state goes through [`RecordState::validate_transition`]. The
+/// matches on this enum have no wildcard arm, on purpose: a new state must be placed in each.
 /// Lock expiry only looks at ACQUIRED runs, so TX_PENDING records never time out; the SPSO
-/// stops at them because they are not terminal. None of these matches has a wildcard arm, on
-/// purpose. ARCHIVING (3, KIP-1191 dead-letter queue) is not modelled.
+/// stops at them because they are not terminal. ARCHIVING (3, KIP-1191 dead-letter queue) is
+/// not modelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RecordState {
     /// May be acquired (fetched) by any member.
@@ -49,14 +45,18 @@ pub enum RecordState {
     /// Rejected, a gap, past the delivery limit, part of an aborted transaction or below the
     /// log start offset (terminal).
     Archived,
+    /// An acknowledgement staged in an open transaction (KIP-1289): only that transaction's
+    /// COMMIT or ABORT marker moves it on; it holds no lock and no owner.
+    TxPending,
 }
 
 impl RecordState {
-    pub const ALL: [RecordState; 4] = [
+    pub const ALL: [RecordState; 5] = [
         RecordState::Available,
         RecordState::Acquired,
         RecordState::Acknowledged,
         RecordState::Archived,
+        RecordState::TxPending,
     ];
 
     /// Kafka's id, as persisted in `DeliveryState`.
@@ -66,6 +66,7 @@ impl RecordState {
             RecordState::Acquired => 1,
             RecordState::Acknowledged => 2,
             RecordState::Archived => 4,
+            RecordState::TxPending => 5,
         }
     }
 
@@ -76,7 +77,7 @@ impl RecordState {
     /// Terminal states never change and let the start offset move past the record.
     pub const fn is_terminal(self) -> bool {
         match self {
-            RecordState::Available | RecordState::Acquired => false,
+            RecordState::Available | RecordState::Acquired | RecordState::TxPending => false,
             RecordState::Acknowledged | RecordState::Archived => true,
         }
     }
@@ -86,7 +87,8 @@ impl RecordState {
     /// ACKNOWLEDGED or ARCHIVED) plus AVAILABLE → ARCHIVED, which Kafka performs through
     /// `InFlightState.archive()` without validation (records with no data left after
     /// compaction, or past the delivery limit). A lock renewal is not a transition (the state
-    /// stays ACQUIRED).
+    /// stays ACQUIRED). KIP-1289 adds ACQUIRED → TX_PENDING (staging) and TX_PENDING →
+    /// ACKNOWLEDGED | ARCHIVED (COMMIT) | AVAILABLE (ABORT; ARCHIVED at the delivery limit).
     ///
     /// # Errors
     /// Staying in the same state, leaving a terminal state, AVAILABLE to AVAILABLE or
@@ -94,12 +96,23 @@ impl RecordState {
     pub fn validate_transition(self, to: RecordState) -> Result<(), InvalidTransition> {
         let valid = match (self, to) {
             (RecordState::Available, RecordState::Acquired | RecordState::Archived) => true,
-            (RecordState::Available, RecordState::Available | RecordState::Acknowledged) => false,
+            (
+                RecordState::Available,
+                RecordState::Available | RecordState::Acknowledged | RecordState::TxPending,
+            ) => false,
             (RecordState::Acquired, RecordState::Acquired) => false,
             (
                 RecordState::Acquired,
+                RecordState::Available
+                | RecordState::Acknowledged
+                | RecordState::Archived
+                | RecordState::TxPending,
+            ) => true,
+            (
+                RecordState::TxPending,
                 RecordState::Available | RecordState::Acknowledged | RecordState::Archived,
             ) => true,
+            (RecordState::TxPending, RecordState::Acquired | RecordState::TxPending) => false,
             (RecordState::Acknowledged | RecordState::Archived, _) => false,
         };
         if valid {
@@ -145,6 +158,14 @@ impl AcknowledgeType {
             AcknowledgeType::Release => 2,
             AcknowledgeType::Reject => 3,
             AcknowledgeType::Renew => 4,
+        }
+    }
+
+    /// ACCEPT, REJECT and GAP: the types a transaction may stage (KIP-1289).
+    pub const fn is_transactional(self) -> bool {
+        match self {
+            AcknowledgeType::Gap | AcknowledgeType::Accept | AcknowledgeType::Reject => true,
+            AcknowledgeType::Release | AcknowledgeType::Renew => false,
         }
     }
 
@@ -246,6 +267,8 @@ pub struct PersistedBatch {
     /// Never [`RecordState::Acquired`].
     pub state: RecordState,
     pub delivery_count: i16,
+    /// Set exactly for [`RecordState::TxPending`].
+    pub staged_txn: Option<StagedTxn>,
 }
 
 impl From<PersistedBatch> for StateBatch {
@@ -256,6 +279,7 @@ impl From<PersistedBatch> for StateBatch {
             b.state.id(),
             b.delivery_count,
         )
+        .with_staged_txn(b.staged_txn)
     }
 }
 
@@ -348,6 +372,7 @@ pub struct StateCounts {
     pub acquired: i64,
     pub acknowledged: i64,
     pub archived: i64,
+    pub tx_pending: i64,
 }
 
 impl StateCounts {
@@ -357,6 +382,7 @@ impl StateCounts {
             RecordState::Acquired => self.acquired,
             RecordState::Acknowledged => self.acknowledged,
             RecordState::Archived => self.archived,
+            RecordState::TxPending => self.tx_pending,
         }
     }
 
@@ -366,6 +392,7 @@ impl StateCounts {
             RecordState::Acquired => &mut self.acquired,
             RecordState::Acknowledged => &mut self.acknowledged,
             RecordState::Archived => &mut self.archived,
+            RecordState::TxPending => &mut self.tx_pending,
         }
     }
 
@@ -373,6 +400,33 @@ impl StateCounts {
     pub fn terminal(&self) -> i64 {
         self.acknowledged + self.archived
     }
+}
+
+/// Transactional-acknowledgement counters of one share partition (KIP-1289 metrics), in
+/// records, since it was loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TxnStats {
+    /// Records moved to TX_PENDING.
+    pub staged: i64,
+    /// TX_PENDING records resolved by a COMMIT marker.
+    pub committed: i64,
+    /// TX_PENDING records resolved by an ABORT marker.
+    pub aborted: i64,
+}
+
+/// What a transaction marker did to a share partition ([`super::SharePartition::apply_marker`]).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct MarkerOutcome {
+    /// What to persist; `None` when the marker resolved nothing (older epoch, duplicate).
+    pub write: Option<StateWrite>,
+    /// Records were resolved: waiting share fetches should be woken (records AVAILABLE again,
+    /// or the SPSO moved and the record-lock window has room).
+    pub wake: bool,
+    /// Records resolved.
+    pub resolved: i64,
+    /// Per resolved run: (records, staged-at time when known — not after a reload), for the
+    /// time-in-TX_PENDING histogram.
+    pub staged_at_ms: Vec<(i64, Option<i64>)>,
 }
 
 /// A range of records in one state, as [`super::SharePartition::ranges`] lists them.
@@ -384,6 +438,8 @@ pub struct RecordRange {
     pub delivery_count: i16,
     /// The member holding the lock (ACQUIRED only).
     pub member_id: Option<String>,
+    /// The transaction the records are staged in (TX_PENDING only).
+    pub staged_txn: Option<StagedTxn>,
     /// When the lock expires (ACQUIRED only).
     pub lock_deadline_ms: Option<i64>,
 }
@@ -420,6 +476,12 @@ pub enum RecordStateReason {
     NotOwner,
     #[error("the acquisition lock expired")]
     LockExpired,
+    #[error("the record is staged in a transaction (TX_PENDING)")]
+    TxPending,
+    #[error("the acknowledge type has no transactional meaning (only ACCEPT, REJECT, GAP)")]
+    NotTransactional,
+    #[error("the offset is not an in-flight record")]
+    NotInFlight,
 }
 
 /// Why a share-partition call was refused. A refused call changed nothing.

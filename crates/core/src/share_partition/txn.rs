@@ -1,0 +1,222 @@
+//! Transactional acknowledgements (KIP-1289): staging into TX_PENDING and resolving by
+//! transaction markers.
+//!
+//! [`SharePartition::stage`] moves ACQUIRED records of one member to TX_PENDING, all or
+//! nothing, cancelling their locks and remembering the staging (producer id and epoch, ack
+//! type, member, time). [`SharePartition::apply_marker`] resolves what a producer staged when
+//! its COMMIT or ABORT marker arrives: COMMIT → ACKNOWLEDGED (ACCEPT) or ARCHIVED (REJECT,
+//! GAP); ABORT → AVAILABLE with the delivery count kept (ARCHIVED at the delivery limit).
+//! Markers match on the producer id and resolve stagings whose epoch is at or below the
+//! marker's (transaction version 2 bumps the epoch when it ends a transaction); an older-epoch
+//! marker, or one for records no longer TX_PENDING, changes nothing.
+//!
+//! Nothing else moves a TX_PENDING record: not acknowledgements (INVALID_RECORD_STATE), not
+//! lock expiry, not a member leaving or its session closing. The SPSO stops at it (it is not
+//! terminal) and the record-lock window counts it.
+//!
+//! Persisted form: a TX_PENDING record is persisted as delivery state 5 with its staging
+//! ([`crate::share_coordinator::StagedTxn`], a tagged field of the state batch) and the
+//! delivery count *before* its acquisition, as ACQUIRED records are. Kafka's combiner keeps,
+//! per offset, the batch with the higher (count, state); a resolution writes the full count, so
+//! it always wins over the staging it resolves, and the staging (count - 1, 5) wins over the
+//! AVAILABLE (count - 1, 0) it replaced. Loading a state-5 batch restores TX_PENDING with
+//! count + 1; only the member and the staging time are lost.
+
+use std::sync::Arc;
+
+use super::runs::{Run, Staging};
+use super::types::{
+    AckBatch, AcknowledgeType, MarkerOutcome, RecordState, RecordStateReason, ShareError,
+    StateWrite, TxnStats,
+};
+use super::{acknowledge::validate_acknowledge_batches, SharePartition};
+
+impl SharePartition {
+    /// Stages `member_id`'s acknowledgement `batches` in the transaction of
+    /// (`producer_id`, `producer_epoch`): every offset of every batch must be ACQUIRED by the
+    /// member with its lock not yet due, and every type ACCEPT, REJECT or GAP. The records
+    /// become TX_PENDING and their locks are cancelled. Returns the write that persists the
+    /// staging (`None` only for an empty batch list). Locks already due expire first (only when the call succeeds).
+    ///
+    /// # Errors
+    /// INVALID_REQUEST for malformed batches (first > last, not ascending, types length);
+    /// INVALID_RECORD_STATE for RELEASE, RENEW or unknown types, and for an offset that is
+    /// not in flight or not ACQUIRED by the member (TX_PENDING included). Nothing changes on
+    /// error.
+    pub fn stage(
+        &mut self,
+        now_ms: i64,
+        member_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        batches: &[AckBatch],
+    ) -> Result<Option<StateWrite>, ShareError> {
+        // Structure first (types are checked below, as spec §3.2 orders it).
+        let structural: Vec<AckBatch> = batches
+            .iter()
+            .map(|b| AckBatch {
+                ack_types: vec![AcknowledgeType::Accept.id(); b.ack_types.len()],
+                ..b.clone()
+            })
+            .collect();
+        validate_acknowledge_batches(&structural, false)?;
+        for b in batches {
+            for &id in &b.ack_types {
+                if !AcknowledgeType::from_id(id).is_some_and(AcknowledgeType::is_transactional) {
+                    return Err(ShareError::InvalidRecordState {
+                        offset: b.first_offset,
+                        reason: RecordStateReason::NotTransactional,
+                    });
+                }
+            }
+        }
+        for b in batches {
+            self.check_stage(member_id, b, now_ms)?;
+        }
+        let mut op = self.begin();
+        self.expire_due(now_ms, &mut op);
+        let member: Arc<str> = Arc::from(member_id);
+        for b in batches {
+            for (first, last, ack) in super::acknowledge::typed_ranges(b) {
+                let staging = Staging {
+                    producer_id,
+                    producer_epoch,
+                    ack,
+                    member: Some(member.clone()),
+                    staged_at_ms: Some(now_ms),
+                };
+                self.update_range(first, last, &mut op, |r| {
+                    (r.state == RecordState::Acquired)
+                        .then(|| Run::staged(r.last, r.delivery_count, staging.clone()))
+                });
+            }
+        }
+        // Expiry may have archived records at the start.
+        self.advance_start();
+        // check_stage proved every offset ACQUIRED, so every offset was staged.
+        let total: i64 = batches
+            .iter()
+            .map(|b| b.last_offset - b.first_offset + 1)
+            .sum();
+        self.txn_stats.staged = self.txn_stats.staged.saturating_add(total);
+        Ok(self.finish(op))
+    }
+
+    /// Every offset of `b` must be a tracked record ACQUIRED by `member_id`, lock not due.
+    fn check_stage(&self, member_id: &str, b: &AckBatch, now_ms: i64) -> Result<(), ShareError> {
+        let mut cursor = b.first_offset;
+        if cursor < self.start {
+            return Err(ShareError::InvalidRecordState {
+                offset: cursor,
+                reason: RecordStateReason::NotInFlight,
+            });
+        }
+        for key in self.runs.keys_intersecting(b.first_offset, b.last_offset) {
+            let Some(run) = self.runs.get(key) else {
+                continue;
+            };
+            if key > cursor {
+                break;
+            }
+            let reason = match run.state {
+                RecordState::Acquired if !run.owned_by(member_id) => {
+                    Some(RecordStateReason::NotOwner)
+                }
+                RecordState::Acquired if run.deadline_ms <= now_ms => {
+                    Some(RecordStateReason::LockExpired)
+                }
+                RecordState::Acquired => None,
+                RecordState::TxPending => Some(RecordStateReason::TxPending),
+                RecordState::Available | RecordState::Acknowledged | RecordState::Archived => {
+                    Some(RecordStateReason::NotAcquired)
+                }
+            };
+            if let Some(reason) = reason {
+                return Err(ShareError::InvalidRecordState {
+                    offset: key.max(cursor),
+                    reason,
+                });
+            }
+            cursor = run.last.saturating_add(1);
+            if cursor > b.last_offset {
+                return Ok(());
+            }
+        }
+        Err(ShareError::InvalidRecordState {
+            offset: cursor,
+            reason: RecordStateReason::NotInFlight,
+        })
+    }
+
+    /// Applies `producer_id`'s COMMIT (`commit`) or ABORT marker of epoch `producer_epoch`:
+    /// resolves every TX_PENDING record it staged at that epoch or before. Idempotent: a
+    /// duplicate marker, an older-epoch one or one for a producer with nothing staged changes
+    /// nothing (no write, no wake-up).
+    pub fn apply_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> MarkerOutcome {
+        let mut op = self.begin();
+        let limit = self.config.delivery_count_limit;
+        let mut resolved = 0i64;
+        let mut staged_at_ms = Vec::new();
+        for key in self.runs.staged_by(producer_id) {
+            let Some((first, last)) = self
+                .runs
+                .get(key)
+                .filter(|r| {
+                    r.txn.as_ref().is_some_and(|t| {
+                        t.producer_id == producer_id && t.producer_epoch <= producer_epoch
+                    })
+                })
+                .map(|r| (key, r.last))
+            else {
+                continue;
+            };
+            self.update_range(first, last, &mut op, |r| {
+                let t = r.txn.as_ref()?;
+                if r.state != RecordState::TxPending
+                    || t.producer_id != producer_id
+                    || t.producer_epoch > producer_epoch
+                {
+                    return None;
+                }
+                let count = r.delivery_count;
+                let state = match (commit, t.ack) {
+                    (true, AcknowledgeType::Accept) => RecordState::Acknowledged,
+                    (true, _) => RecordState::Archived,
+                    (false, _) if count >= limit => RecordState::Archived,
+                    (false, _) => RecordState::Available,
+                };
+                let n = r.len(first);
+                resolved += n;
+                staged_at_ms.push((n, t.staged_at_ms));
+                Some(Run::unowned(r.last, state, count))
+            });
+        }
+        self.advance_start();
+        if commit {
+            self.txn_stats.committed = self.txn_stats.committed.saturating_add(resolved);
+        } else {
+            self.txn_stats.aborted = self.txn_stats.aborted.saturating_add(resolved);
+        }
+        MarkerOutcome {
+            write: self.finish(op),
+            wake: resolved > 0,
+            resolved,
+            staged_at_ms,
+        }
+    }
+
+    /// TX_PENDING records (the `txn-pending-records` gauge).
+    pub fn tx_pending_count(&self) -> i64 {
+        self.runs.counts().tx_pending
+    }
+
+    /// Staged / committed / aborted record counters.
+    pub fn txn_stats(&self) -> TxnStats {
+        self.txn_stats
+    }
+}
