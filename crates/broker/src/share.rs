@@ -195,6 +195,12 @@ impl ShareManager {
         }
     }
 
+    /// Offsets TX_PENDING in the persisted state of `key`, or of every share partition when
+    /// None (the `share.version` downgrade check and the in-use checks of reset and delete).
+    pub async fn tx_pending_records(&self, key: Option<&SharePartitionKey>) -> i64 {
+        self.store.lock().await.tx_pending_count(key)
+    }
+
     /// The slot of a share partition (created empty on first use).
     pub fn slot(&self, key: &SharePartitionKey) -> Arc<Slot> {
         self.slots

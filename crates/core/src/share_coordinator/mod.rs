@@ -407,6 +407,23 @@ impl ShareStateStore {
         self.states.keys()
     }
 
+    /// Offsets persisted as TX_PENDING (state 5) in `key`'s batches, or in every share
+    /// partition of the shard when `key` is None: what an open transaction still holds here.
+    pub fn tx_pending_count(&self, key: Option<&SharePartitionKey>) -> i64 {
+        let count = |e: &Entry| -> i64 {
+            e.offset
+                .state_batches
+                .iter()
+                .filter(|b| b.delivery_state == TX_PENDING_STATE_ID)
+                .map(|b| b.last_offset - b.first_offset + 1)
+                .sum()
+        };
+        match key {
+            Some(k) => self.states.get(k).map_or(0, count),
+            None => self.states.values().map(count).sum(),
+        }
+    }
+
     /// Applies one record: the only way the state changes.
     pub fn replay(&mut self, record: &ShareStateRecord) {
         let limit = self.config.snapshot_update_records_per_snapshot;

@@ -726,6 +726,8 @@ fn markers_resolve_persisted_stagings_of_their_producer_only() {
             })),
         ];
         apply(&mut s, &w);
+        assert_eq!(s.tx_pending_count(Some(&key())), 10);
+        assert_eq!(s.tx_pending_count(None), 10);
         // Older epoch, other producer: nothing.
         assert!(s.resolve_marker(7, 1, commit, |_| limit, 60).is_empty());
         assert!(s.resolve_marker(9, 5, commit, |_| limit, 60).is_empty());
@@ -737,6 +739,8 @@ fn markers_resolve_persisted_stagings_of_their_producer_only() {
             batches_of(&s),
             vec![(0, 4, expected, 3), (5, 9, TX_PENDING_STATE_ID, 2)]
         );
+        // Producer 8's five offsets are still pending.
+        assert_eq!(s.tx_pending_count(None), 5);
         // Duplicate: nothing left to resolve.
         assert!(s.resolve_marker(7, 3, commit, |_| limit, 60).is_empty());
         let complete = s.state(&key()).expect("state").delivery_complete_count;
