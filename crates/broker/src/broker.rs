@@ -351,6 +351,13 @@ impl Broker {
             >= 1
     }
 
+    /// Whether `share.version` is at least 3: transactional acknowledgements (KIP-1289).
+    pub fn txn_share_acks_enabled(&self) -> bool {
+        self.share_version
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 3
+    }
+
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.topics
             .read()

@@ -10,7 +10,7 @@ use shoal_protocol::{Request, RequestFrame, Response};
 use crate::broker::Broker;
 use crate::handlers::{
     api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, log_dirs,
-    metadata, produce, share_admin, share_fetch, share_groups, topics, txn,
+    metadata, produce, share_admin, share_fetch, share_groups, topics, txn, txn_share_ack,
 };
 
 /// What a handler may need to know about the connection.
@@ -136,6 +136,9 @@ async fn respond(
         Request::DeleteShareGroupOffsets(r) => share_admin::delete_share_group_offsets(broker, r)
             .await
             .into(),
+        Request::TxnShareAcknowledge(r) => {
+            txn_share_ack::txn_share_acknowledge(broker, r).await.into()
+        }
         // The connection only decodes what the ApiVersions table serves, so the remaining
         // variants cannot reach here; answering nothing would hang the client, so close instead.
         other => {

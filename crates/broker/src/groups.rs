@@ -39,6 +39,11 @@ const TICK_MAX: Duration = Duration::from_millis(500);
 pub enum ShareCall {
     Heartbeat(share::HeartbeatRequest),
     Describe(Vec<String>),
+    /// A member's current epoch (TxnShareAcknowledge's member check).
+    MemberEpoch {
+        group_id: String,
+        member_id: String,
+    },
 }
 
 /// The coordinator's answer to a [`ShareCall`].
@@ -46,6 +51,7 @@ pub enum ShareCall {
 pub enum ShareReply {
     Heartbeat(Result<share::HeartbeatResponse, CoreErrorCode>),
     Describe(Vec<share::DescribedGroup>),
+    MemberEpoch(Result<i32, CoreErrorCode>),
 }
 
 enum Pending {
@@ -420,6 +426,10 @@ fn handle_share(
             })
         }
         ShareCall::Describe(ids) => ShareReply::Describe(machines.share.describe(&ids)),
+        ShareCall::MemberEpoch {
+            group_id,
+            member_id,
+        } => ShareReply::MemberEpoch(machines.share.member_epoch(&group_id, &member_id)),
     };
     pass.share_replies.push((reply, answer));
 }

@@ -7,9 +7,10 @@
 //!
 //! - [`Participant::Offsets`] (`__consumer_offsets`): the group coordinator's pending
 //!   transactional offset commits of the producer become committed or vanish;
-//! - [`Participant::ShareState`] (`__share_group_state`): the share-state store; records a
-//!   TxnShareAcknowledge staged there (TX_PENDING, KIP-1289) resolve. Until staging exists it
-//!   resolves nothing, but it is handed every marker all the same.
+//! - [`Participant::ShareState`] (`__share_group_state`): the share-state store and the live
+//!   share partitions; the acknowledgements a TxnShareAcknowledge staged there under the
+//!   producer (TX_PENDING, KIP-1289) resolve: COMMIT acknowledges or archives them, ABORT
+//!   makes them available again.
 //!
 //! Each participant applies a marker with one function of its own, which both the live path
 //! (through [`Participant::hand`] or [`Participant::hand_at_start`]) and the replay of its topic
@@ -97,7 +98,7 @@ impl Participant {
         let applied = match self {
             Participant::Offsets => broker.groups.apply_marker(marker).await.is_ok(),
             Participant::ShareState => {
-                broker.share.apply_marker(marker).await;
+                broker.share.apply_marker(broker, marker).await;
                 true
             }
         };
@@ -116,7 +117,7 @@ impl Participant {
     pub fn hand_at_start(self, broker: &Broker, marker: TxnMarker) {
         let applied = match self {
             Participant::Offsets => broker.groups.queue_marker(marker).is_ok(),
-            Participant::ShareState => broker.share.apply_marker_at_start(marker),
+            Participant::ShareState => broker.share.apply_marker_at_start(broker, marker),
         };
         if !applied {
             warn!(

@@ -26,7 +26,7 @@ use shoal_core::share_coordinator::{
     partition_for, InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord,
     ShareStateStore, StateSummary, TopicId, UNINITIALIZED_START_OFFSET,
 };
-use shoal_core::share_partition::{SharePartition, SharePartitionConfig, StateWrite};
+use shoal_core::share_partition::{AckBatch, SharePartition, SharePartitionConfig, StateWrite};
 use shoal_core::share_session::{SessionKey, ShareSessionCache, TopicIdPartition};
 use shoal_protocol::ErrorCode;
 use tokio::sync::{watch, Notify};
@@ -34,8 +34,9 @@ use tracing::{error, info, warn};
 
 use crate::broker::{now_ms, Broker};
 use crate::group_configs::AutoOffsetReset;
-use crate::internal::{EncodedRecord, Replayed};
+use crate::internal::{AppendError, EncodedRecord, Replayed, TxnProducer};
 use crate::participants::TxnMarker;
+use crate::producers::state_config;
 
 /// The internal topic of share-group state.
 pub const SHARE_GROUP_STATE: &str = "__share_group_state";
@@ -77,6 +78,20 @@ impl std::fmt::Debug for ShareManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ShareManager")
     }
+}
+
+/// Why [`ShareManager::stage`] staged nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageRefusal {
+    /// The share partition refused; None for a failure of the whole request.
+    pub key: Option<SharePartitionKey>,
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// A total order of share-partition keys (the order slots are locked in).
+fn key_order(a: &SharePartitionKey, b: &SharePartitionKey) -> std::cmp::Ordering {
+    (&a.group_id, a.topic_id.0, a.partition).cmp(&(&b.group_id, b.topic_id.0, b.partition))
 }
 
 /// A connection's id for share sessions.
@@ -127,7 +142,7 @@ impl ShareManager {
                     records,
                 } => {
                     if let Some(marker) = TxnMarker::from_control(partition, header, records) {
-                        self.apply_marker_to(&mut store, marker);
+                        self.apply_marker_to(broker, &mut store, marker);
                         count += 1;
                     }
                     return;
@@ -155,18 +170,37 @@ impl ShareManager {
     }
 
     /// The share-state participant (see `crate::participants`): applies a transaction marker
-    /// just appended to a `__share_group_state` partition.
-    pub async fn apply_marker(&self, marker: TxnMarker) {
-        let mut store = self.store.lock().await;
-        self.apply_marker_to(&mut store, marker);
+    /// just appended to a `__share_group_state` partition. The persisted state resolves first
+    /// ([`ShareManager::apply_marker_to`], as replay does), then each live share partition
+    /// holding the producer's stagings resolves its records and waiting fetches are woken.
+    /// The live machines' resolutions are not written again: the marker in the log is their
+    /// record, and the store already holds what they decide.
+    pub async fn apply_marker(&self, broker: &Broker, marker: TxnMarker) {
+        let resolved = {
+            let mut store = self.store.lock().await;
+            self.apply_marker_to(broker, &mut store, marker)
+        };
+        let mut wake = false;
+        for key in resolved {
+            let Some(slot) = self.existing_slot(&key) else {
+                continue;
+            };
+            let mut state = slot.state.lock().await;
+            let Some(sp) = state.as_mut() else { continue };
+            let outcome = sp.apply_marker(marker.producer_id, marker.producer_epoch, marker.commit);
+            wake |= outcome.wake;
+        }
+        if wake {
+            self.released.notify_waiters();
+        }
     }
 
-    /// [`ShareManager::apply_marker`] at start, before anything else uses the store; false
-    /// (nothing applied) if the store is busy.
-    pub fn apply_marker_at_start(&self, marker: TxnMarker) -> bool {
+    /// [`ShareManager::apply_marker`] at start, before anything else uses the store (no share
+    /// partition is live yet); false (nothing applied) if the store is busy.
+    pub fn apply_marker_at_start(&self, broker: &Broker, marker: TxnMarker) -> bool {
         match self.store.try_lock() {
             Ok(mut store) => {
-                self.apply_marker_to(&mut store, marker);
+                self.apply_marker_to(broker, &mut store, marker);
                 true
             }
             Err(_) => false,
@@ -178,27 +212,174 @@ impl ShareManager {
         *self.markers.lock().expect("share markers lock poisoned")
     }
 
-    /// The share-state participant's application of a marker: the same function live, at the
-    /// start-up rewrite of a lost marker and on replay, so replayed state equals live state.
-    ///
-    /// Call point for transactional acknowledgements (KIP-1289 §3.3): resolve here the records
-    /// the producer staged in `marker.partition` (TX_PENDING), matched on the producer id, the
-    /// marker ignored if its epoch is older than the staging's (the sans-IO store / share
-    /// partition's "apply marker (producer id, epoch, commit/abort)"). Nothing is staged yet,
-    /// so the marker is only counted.
-    fn apply_marker_to(&self, _store: &mut ShareStateStore, marker: TxnMarker) {
-        let mut applied = self.markers.lock().expect("share markers lock poisoned");
-        if marker.commit {
-            applied.commits += 1;
-        } else {
-            applied.aborts += 1;
+    /// The share-state participant's application of a marker to the persisted state: the same
+    /// function live, at the start-up rewrite of a lost marker and on replay, so replayed state
+    /// equals live state. Every TX_PENDING batch the producer staged in a share partition
+    /// stored on `marker.partition`, at the marker's epoch or before, resolves (KIP-1289 §3.3,
+    /// [`ShareStateStore::resolve_marker`]: matched on the producer id; an older-epoch or
+    /// duplicate marker changes nothing). The resolution is derived from the marker and the
+    /// state before it, so it is applied to the store without being written: the marker is
+    /// its record. Returns the share partitions resolved.
+    fn apply_marker_to(
+        &self,
+        broker: &Broker,
+        store: &mut ShareStateStore,
+        marker: TxnMarker,
+    ) -> Vec<SharePartitionKey> {
+        {
+            let mut applied = self.markers.lock().expect("share markers lock poisoned");
+            if marker.commit {
+                applied.commits += 1;
+            } else {
+                applied.aborts += 1;
+            }
         }
+        let partitions = crate::internal::partition_count(broker, SHARE_GROUP_STATE);
+        let records = store.resolve_marker(
+            marker.producer_id,
+            marker.producer_epoch,
+            marker.commit,
+            |key| partition_config(broker, &key.group_id).delivery_count_limit,
+            now_ms(),
+        );
+        let mut resolved = Vec::new();
+        for record in records {
+            let key = record.key();
+            if state_partition(key, partitions) != marker.partition {
+                // Its own marker on its own state partition resolves it.
+                continue;
+            }
+            resolved.push(key.clone());
+            store.replay(&record);
+        }
+        resolved
     }
 
     /// Offsets TX_PENDING in the persisted state of `key`, or of every share partition when
     /// None (the `share.version` downgrade check and the in-use checks of reset and delete).
     pub async fn tx_pending_records(&self, key: Option<&SharePartitionKey>) -> i64 {
         self.store.lock().await.tx_pending_count(key)
+    }
+
+    /// Stages `member_id`'s acknowledgements in `producer`'s transaction (TxnShareAcknowledge,
+    /// KIP-1289 §3.2 step 8), all or nothing across every share partition of `parts`: each
+    /// partition's batches are staged on a copy of its machine (every offset must be ACQUIRED
+    /// by the member), and only when every copy accepted are the stagings persisted — one
+    /// transactional batch under the producer's id and epoch per `__share_group_state`
+    /// partition, fsynced — and the copies put in place. The caller has registered those
+    /// state partitions in the transaction, so its COMMIT or ABORT marker resolves them.
+    ///
+    /// Slots are locked in key order, so two requests over the same partitions cannot
+    /// deadlock; `parts` must not name a share partition twice.
+    ///
+    /// # Errors
+    /// The first refused partition with its code (INVALID_REQUEST, INVALID_RECORD_STATE) and
+    /// a message; or, with no partition named, KAFKA_STORAGE_ERROR when the write failed.
+    /// Nothing is staged on error.
+    pub async fn stage(
+        &self,
+        broker: &Arc<Broker>,
+        producer: TxnProducer,
+        member_id: &str,
+        mut parts: Vec<(SharePartitionKey, Vec<AckBatch>)>,
+    ) -> Result<(), StageRefusal> {
+        parts.sort_by(|a, b| key_order(&a.0, &b.0));
+        let slots: Vec<Arc<Slot>> = parts.iter().map(|(key, _)| self.slot(key)).collect();
+        let mut guards = Vec::with_capacity(slots.len());
+        for slot in &slots {
+            guards.push(slot.state.lock().await);
+        }
+        let now = now_ms();
+        let mut staged = Vec::with_capacity(parts.len());
+        for ((key, batches), guard) in parts.iter().zip(guards.iter()) {
+            let refuse = |code: ErrorCode, message: String| StageRefusal {
+                key: Some(key.clone()),
+                code,
+                message,
+            };
+            let Some(sp) = guard.as_ref() else {
+                return Err(refuse(
+                    ErrorCode::INVALID_RECORD_STATE,
+                    "no records of this share partition are acquired".to_string(),
+                ));
+            };
+            let mut copy = sp.clone();
+            let write = copy
+                .stage(
+                    now,
+                    member_id,
+                    producer.producer_id,
+                    producer.producer_epoch,
+                    batches,
+                )
+                .map_err(|e| refuse(ErrorCode(e.error_code().0), e.to_string()))?;
+            staged.push((copy, write));
+        }
+        let storage_error = || StageRefusal {
+            key: None,
+            code: ErrorCode::KAFKA_STORAGE_ERROR,
+            message: "the staging could not be persisted".to_string(),
+        };
+        {
+            let mut store = self.store.lock().await;
+            let mut records = Vec::new();
+            for ((key, _), (_, write)) in parts.iter().zip(staged.iter()) {
+                let Some(write) = write else { continue };
+                let record = store
+                    .write(key, &write.to_write_state(LEADER_EPOCH), now)
+                    .map_err(|e| {
+                        error!(?key, error = %e, "share state staging refused");
+                        StageRefusal {
+                            key: Some(key.clone()),
+                            code: ErrorCode(e.error_code().0),
+                            message: e.to_string(),
+                        }
+                    })?;
+                records.push(record);
+            }
+            let partitions = crate::internal::partition_count(broker, SHARE_GROUP_STATE);
+            let mut by_partition: BTreeMap<u32, Vec<EncodedRecord>> = BTreeMap::new();
+            for record in &records {
+                let encoded = record.encode().map_err(|e| {
+                    error!(error = %e, "share state record cannot be encoded");
+                    storage_error()
+                })?;
+                by_partition
+                    .entry(state_partition(record.key(), partitions) as u32)
+                    .or_default()
+                    .push(encoded);
+            }
+            let offsets = crate::internal::append_transactional_and_flush_at(
+                broker,
+                SHARE_GROUP_STATE,
+                producer,
+                by_partition,
+            )
+            .await
+            .map_err(|e| match e {
+                AppendError::Fenced => StageRefusal {
+                    key: None,
+                    code: ErrorCode::PRODUCER_FENCED,
+                    message: "the transaction ended before the acknowledgements were staged"
+                        .to_string(),
+                },
+                AppendError::Failed(e) => {
+                    error!(error = %e, "share state staging write failed");
+                    storage_error()
+                }
+            })?;
+            for record in &records {
+                let p = state_partition(record.key(), partitions);
+                if let Some(offset) = offsets.get(&(p as u32)) {
+                    self.track(p, *offset, record);
+                }
+                store.replay(record);
+            }
+        }
+        for (guard, (copy, _)) in guards.iter_mut().zip(staged) {
+            **guard = Some(copy);
+        }
+        Ok(())
     }
 
     /// The slot of a share partition (created empty on first use).
@@ -209,6 +390,14 @@ impl ShareManager {
             .entry(key.clone())
             .or_default()
             .clone()
+    }
+
+    fn existing_slot(&self, key: &SharePartitionKey) -> Option<Arc<Slot>> {
+        self.slots
+            .lock()
+            .expect("share slots lock poisoned")
+            .get(key)
+            .cloned()
     }
 
     fn existing_slots(&self) -> Vec<(SharePartitionKey, Arc<Slot>)> {
@@ -234,12 +423,7 @@ impl ShareManager {
             ErrorCode::UNKNOWN_SERVER_ERROR
         })?;
         let partitions = crate::internal::partition_count(broker, SHARE_GROUP_STATE);
-        let p = partition_for(
-            &key.group_id,
-            &key.topic_id.to_kafka_string(),
-            key.partition,
-            partitions,
-        );
+        let p = state_partition(&key, partitions) as u32;
         let mut by_partition = BTreeMap::new();
         by_partition.insert(p, vec![encoded]);
         let offsets = crate::internal::append_and_flush_at(broker, SHARE_GROUP_STATE, by_partition)
@@ -280,7 +464,8 @@ impl ShareManager {
     /// Advances the log start offset of every `__share_group_state` partition to the oldest
     /// record replay still needs (Kafka's share-state pruning): the earliest latest-snapshot of
     /// the share partitions stored there, since everything before a share partition's latest
-    /// ShareSnapshot is superseded by it, or the log end when none is stored there. Whole
+    /// ShareSnapshot is superseded by it, or the log end when none is stored there; never past
+    /// the first batch of a transaction still open there (the last stable offset). Whole
     /// segments below the new start are deleted. First deletes (tombstones) the state of share
     /// partitions whose topic no longer exists, which would otherwise hold pruning back for
     /// ever. Returns how many offsets became unreachable.
@@ -323,7 +508,12 @@ impl ShareManager {
                 .get(&partition.index)
                 .and_then(|keys| keys.values().min().copied());
             let mut log = partition.lock();
-            let point = needed.unwrap_or_else(|| log.log_end_offset());
+            // Never past an open transaction's stagings (KIP-1289): its marker must find the
+            // partition's producer state, and its batches stay until it resolves them.
+            let stable = partition
+                .producers(&mut log, state_config(&broker.config), now_ms())?
+                .last_stable_offset(&log);
+            let point = needed.unwrap_or_else(|| log.log_end_offset()).min(stable);
             let before = log.log_start_offset();
             if point > before {
                 let after = log.delete_records_before(point)?;
@@ -526,6 +716,25 @@ impl ShareManager {
         self.store.lock().await.read_summary(key)
     }
 
+    /// The live record ranges of a share partition (None while its machine is not loaded).
+    pub async fn live_ranges(
+        &self,
+        key: &SharePartitionKey,
+    ) -> Option<Vec<shoal_core::share_partition::RecordRange>> {
+        let slot = self.existing_slot(key)?;
+        let state = slot.state.lock().await;
+        state.as_ref().map(|sp| sp.ranges().collect())
+    }
+
+    /// The persisted state batches of a share partition (None without persisted state).
+    pub async fn persisted_batches(
+        &self,
+        key: &SharePartitionKey,
+    ) -> Option<Vec<shoal_core::share_coordinator::StateBatch>> {
+        let store = self.store.lock().await;
+        store.state(key).map(|s| s.state_batches.clone())
+    }
+
     /// The share partitions of `group_id` that have persisted state.
     pub async fn keys_of_group(&self, group_id: &str) -> Vec<SharePartitionKey> {
         let mut keys: Vec<SharePartitionKey> = self
@@ -621,6 +830,17 @@ impl ShareManager {
         }
         any
     }
+}
+
+/// The `__share_group_state` partition holding `key`'s state: Kafka's
+/// `abs(hash("group:topicId:partition")) % partitions`.
+pub fn state_partition(key: &SharePartitionKey, partitions: u32) -> i32 {
+    partition_for(
+        &key.group_id,
+        &key.topic_id.to_kafka_string(),
+        key.partition,
+        partitions,
+    ) as i32
 }
 
 /// The share-partition limits of a group (its configs, else the broker's).

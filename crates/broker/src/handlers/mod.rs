@@ -18,6 +18,7 @@ pub mod share_fetch;
 pub mod share_groups;
 pub mod topics;
 pub mod txn;
+pub mod txn_share_ack;
 
 use shoal_protocol::messages::TopicName;
 use shoal_protocol::StrBytes;

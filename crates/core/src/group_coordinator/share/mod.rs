@@ -676,6 +676,24 @@ impl ShareGroupCoordinator {
         self.groups.keys().map(String::as_str)
     }
 
+    /// The current epoch of `member_id` in share group `group_id`: what a transactional
+    /// acknowledgement (KIP-1289) checks its member epoch against.
+    ///
+    /// # Errors
+    /// GROUP_ID_NOT_FOUND when no share group has the id; UNKNOWN_MEMBER_ID when the group has
+    /// no such member.
+    pub fn member_epoch(&self, group_id: &str, member_id: &str) -> Result<i32, ErrorCode> {
+        let group = self
+            .groups
+            .get(group_id)
+            .ok_or(ErrorCode::GROUP_ID_NOT_FOUND)?;
+        group
+            .members
+            .get(member_id)
+            .map(DurableMember::epoch)
+            .ok_or(ErrorCode::UNKNOWN_MEMBER_ID)
+    }
+
     /// ShareGroupDescribe v1 for each id, in request order.
     pub fn describe(&self, group_ids: &[String]) -> Vec<DescribedGroup> {
         group_ids

@@ -1,0 +1,463 @@
+//! TxnShareAcknowledge (KIP-1289, api key 95): a transactional producer stages a share-group
+//! member's acknowledgements in its transaction, so that they commit or abort with the
+//! transaction's output.
+//!
+//! The checks run in the order of the spec (§3.2), each failure answered with the code the
+//! draft's Java client classifies (retriable, abortable, fatal), so a wrong code never turns an
+//! abortable failure into a dead producer:
+//!
+//! 1. `share.version` below 3 (or `transaction.version` below 2): UNSUPPORTED_VERSION.
+//! 2. Malformed: a null or empty transactional or group id, an empty member id, a partition
+//!    named twice, batches not ascending, overlapping, first > last, a negative offset, or
+//!    AcknowledgeTypes of a length other than 1 or last - first + 1: INVALID_REQUEST.
+//! 3. A RELEASE, RENEW or unknown ack type: INVALID_RECORD_STATE.
+//! 4. (Authorization: no ACLs yet.)
+//! 5. The producer: TRANSACTIONAL_ID_NOT_FOUND, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
+//!    CONCURRENT_TRANSACTIONS while the transaction completes, TRANSACTION_ABORTABLE past the
+//!    partitions-per-transaction limit (as the coordinator answers Produce v12+ under KIP-890);
+//!    COORDINATOR_NOT_AVAILABLE when the coordinator cannot answer (retriable).
+//! 6. The member: GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH (older than the
+//!    member's epoch), FENCED_MEMBER_EPOCH (newer).
+//! 7. Per partition: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION. Then the share-state
+//!    partitions `__share_group_state-N` of every share partition are added to the
+//!    transaction (transaction-version-2 style: the client sends no AddPartitionsToTxn for
+//!    them), so that its markers reach them.
+//! 8. Staging, all or nothing across the request ([`crate::share::ShareManager::stage`]):
+//!    INVALID_RECORD_STATE for an offset not ACQUIRED by the member; persisted (a
+//!    transactional batch under the producer's id and epoch, fsynced) before the answer.
+//!
+//! Errors of steps 1–6 and failures of the whole write are top-level, with every partition
+//! carrying the same code. A partition's own refusal (steps 7–8) is its ErrorCode with a
+//! message; since nothing of the request is then staged, the top-level ErrorCode carries the
+//! same code and the other partitions carry it too (a client reading any of them sees that
+//! nothing was staged).
+//!
+//! Side effects: only step 7's registration (a transaction that has no other partition
+//! becomes Ongoing) and step 8. A request refused before step 7 changes nothing.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+use shoal_core::share_coordinator::{SharePartitionKey, TopicId};
+use shoal_core::share_partition::{validate_acknowledge_batches, AckBatch, AcknowledgeType};
+use shoal_core::txn_coordinator as tc;
+use shoal_protocol::share::txn_share_acknowledge::{
+    TxnShareAcknowledgePartitionResponse, TxnShareAcknowledgeRequest,
+    TxnShareAcknowledgeTopicResponse,
+};
+use shoal_protocol::share::TxnShareAcknowledgeResponse;
+use shoal_protocol::ErrorCode;
+use uuid::Uuid;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::groups::{ShareCall, ShareReply};
+use crate::internal::TxnProducer;
+use crate::share::{state_partition, SHARE_GROUP_STATE};
+
+/// A refusal of the whole request.
+struct Refusal {
+    code: ErrorCode,
+    message: &'static str,
+}
+
+fn refuse(code: ErrorCode, message: &'static str) -> Refusal {
+    Refusal { code, message }
+}
+
+/// One share partition of the request, validated.
+struct Part {
+    topic_id: Uuid,
+    partition: i32,
+    batches: Vec<AckBatch>,
+}
+
+/// Handles one TxnShareAcknowledge.
+pub async fn txn_share_acknowledge(
+    broker: &Arc<Broker>,
+    r: &TxnShareAcknowledgeRequest,
+) -> TxnShareAcknowledgeResponse {
+    match handle(broker, r).await {
+        Ok(()) => respond(r, ErrorCode::NONE, |_, _| None),
+        Err(Failure::Request(f)) => {
+            respond(r, f.code, |_, _| Some((f.code, f.message.to_string())))
+        }
+        Err(Failure::Partition {
+            topic_id,
+            partition,
+            code,
+            message,
+        }) => respond(r, code, |t, p| {
+            if t == topic_id && p == partition {
+                Some((code, message.clone()))
+            } else {
+                Some((
+                    code,
+                    "not staged: another partition of the request was refused".into(),
+                ))
+            }
+        }),
+    }
+}
+
+enum Failure {
+    Request(Refusal),
+    Partition {
+        topic_id: Uuid,
+        partition: i32,
+        code: ErrorCode,
+        message: String,
+    },
+}
+
+impl From<Refusal> for Failure {
+    fn from(r: Refusal) -> Self {
+        Failure::Request(r)
+    }
+}
+
+async fn handle(broker: &Arc<Broker>, r: &TxnShareAcknowledgeRequest) -> Result<(), Failure> {
+    // 1. Feature levels.
+    if !broker.txn_share_acks_enabled() {
+        return Err(refuse(
+            ErrorCode::UNSUPPORTED_VERSION,
+            "transactional acknowledgements need share.version 3",
+        )
+        .into());
+    }
+    if broker
+        .feature_level(crate::features::TRANSACTION_VERSION)
+        .await
+        < 2
+    {
+        return Err(refuse(
+            ErrorCode::UNSUPPORTED_VERSION,
+            "transactional acknowledgements need transaction.version 2",
+        )
+        .into());
+    }
+    // 2–3. The request's shape, then its ack types.
+    let (transactional_id, group_id, member_id) = identify(r)?;
+    let parts = parts(r)?;
+    if parts.is_empty() {
+        return Ok(());
+    }
+    let producer = TxnProducer {
+        producer_id: r.producer_id.0,
+        producer_epoch: r.producer_epoch,
+    };
+    // 5–6. The producer's checks take precedence over the member's; the member is checked
+    // first (no side effect) so that a refused member registers nothing.
+    let member = check_member(broker, &group_id, &member_id, r.member_epoch).await;
+    if let Err(member_refusal) = member {
+        verify_producer(broker, &transactional_id, producer).await?;
+        return Err(member_refusal.into());
+    }
+    // 7. Topics, then the share-state partitions into the transaction.
+    for p in &parts {
+        let Some(topic) = broker.topic_by_id(p.topic_id) else {
+            return Err(Failure::Partition {
+                topic_id: p.topic_id,
+                partition: p.partition,
+                code: ErrorCode::UNKNOWN_TOPIC_ID,
+                message: "unknown topic id".to_string(),
+            });
+        };
+        if topic.partition(p.partition).is_none() {
+            return Err(Failure::Partition {
+                topic_id: p.topic_id,
+                partition: p.partition,
+                code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                message: "unknown partition".to_string(),
+            });
+        }
+    }
+    let keys: Vec<SharePartitionKey> = parts
+        .iter()
+        .map(|p| SharePartitionKey::new(&group_id, TopicId(*p.topic_id.as_bytes()), p.partition))
+        .collect();
+    register(broker, &transactional_id, producer, &keys).await?;
+    // 8. Stage, all or nothing.
+    let staged = broker
+        .share
+        .stage(
+            broker,
+            producer,
+            &member_id,
+            keys.into_iter()
+                .zip(parts)
+                .map(|(key, p)| (key, p.batches))
+                .collect(),
+        )
+        .await;
+    match staged {
+        Ok(()) => Ok(()),
+        Err(refusal) => {
+            tracing::debug!(group_id, member_id, code = ?refusal.code, message = %refusal.message,
+                "transactional acknowledgements refused");
+            match refusal.key {
+                Some(key) => Err(Failure::Partition {
+                    topic_id: Uuid::from_bytes(key.topic_id.0),
+                    partition: key.partition,
+                    code: refusal.code,
+                    message: refusal.message,
+                }),
+                None => Err(refuse(refusal.code, "the acknowledgements were not staged").into()),
+            }
+        }
+    }
+}
+
+/// Step 2: the ids. Returns (transactional id, group id, member id).
+fn identify(r: &TxnShareAcknowledgeRequest) -> Result<(String, String, String), Refusal> {
+    let transactional_id = r
+        .transactional_id
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or(refuse(
+            ErrorCode::INVALID_REQUEST,
+            "TransactionalId is required",
+        ))?;
+    let group_id = r
+        .group_id
+        .as_ref()
+        .map(|g| g.0.to_string())
+        .filter(|g| !g.is_empty())
+        .ok_or(refuse(ErrorCode::INVALID_REQUEST, "GroupId is required"))?;
+    let member_id = r
+        .member_id
+        .as_ref()
+        .map(|m| m.to_string())
+        .filter(|m| !m.is_empty() && m.chars().count() <= 36)
+        .ok_or(refuse(ErrorCode::INVALID_REQUEST, "invalid MemberId"))?;
+    Ok((transactional_id, group_id, member_id))
+}
+
+/// Steps 2 and 3 for the partitions: every partition's batches well formed (and no partition
+/// twice), then every ack type transactional.
+fn parts(r: &TxnShareAcknowledgeRequest) -> Result<Vec<Part>, Refusal> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for t in &r.topics {
+        for p in &t.partitions {
+            if !seen.insert((t.topic_id, p.partition_index)) {
+                return Err(refuse(
+                    ErrorCode::INVALID_REQUEST,
+                    "a partition is named twice",
+                ));
+            }
+            let batches: Vec<AckBatch> = p
+                .acknowledgement_batches
+                .iter()
+                .map(|b| AckBatch::new(b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                .collect();
+            if batches.is_empty() {
+                return Err(refuse(
+                    ErrorCode::INVALID_REQUEST,
+                    "a partition has no acknowledgement batches",
+                ));
+            }
+            // The structure alone: types are step 3, after every partition's structure.
+            let structural: Vec<AckBatch> = batches
+                .iter()
+                .map(|b| {
+                    let ones = vec![AcknowledgeType::Accept.id(); b.ack_types.len()];
+                    AckBatch::new(b.first_offset, b.last_offset, ones)
+                })
+                .collect();
+            if validate_acknowledge_batches(&structural, false).is_err()
+                || batches.iter().any(|b| b.first_offset < 0)
+            {
+                return Err(refuse(
+                    ErrorCode::INVALID_REQUEST,
+                    "malformed acknowledgement batches",
+                ));
+            }
+            out.push(Part {
+                topic_id: t.topic_id,
+                partition: p.partition_index,
+                batches,
+            });
+        }
+    }
+    let transactional = |id: i8| AcknowledgeType::from_id(id).is_some_and(|t| t.is_transactional());
+    if out
+        .iter()
+        .flat_map(|p| &p.batches)
+        .flat_map(|b| &b.ack_types)
+        .any(|&id| !transactional(id))
+    {
+        return Err(refuse(
+            ErrorCode::INVALID_RECORD_STATE,
+            "only ACCEPT, REJECT and GAP can be acknowledged in a transaction",
+        ));
+    }
+    Ok(out)
+}
+
+/// Step 6: the member and its epoch.
+async fn check_member(
+    broker: &Broker,
+    group_id: &str,
+    member_id: &str,
+    member_epoch: i32,
+) -> Result<(), Refusal> {
+    let call = ShareCall::MemberEpoch {
+        group_id: group_id.to_string(),
+        member_id: member_id.to_string(),
+    };
+    let current = match broker.groups.call_share(call).await {
+        Ok(ShareReply::MemberEpoch(Ok(epoch))) => epoch,
+        Ok(ShareReply::MemberEpoch(Err(code))) if code.0 == ErrorCode::GROUP_ID_NOT_FOUND.0 => {
+            return Err(refuse(ErrorCode::GROUP_ID_NOT_FOUND, "no such share group"))
+        }
+        Ok(ShareReply::MemberEpoch(Err(_))) => {
+            return Err(refuse(
+                ErrorCode::UNKNOWN_MEMBER_ID,
+                "not a member of the share group",
+            ))
+        }
+        _ => {
+            return Err(refuse(
+                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                "the group coordinator is not available",
+            ))
+        }
+    };
+    match member_epoch.cmp(&current) {
+        std::cmp::Ordering::Less => Err(refuse(
+            ErrorCode::STALE_MEMBER_EPOCH,
+            "the member epoch is older than the member's",
+        )),
+        std::cmp::Ordering::Greater => Err(refuse(
+            ErrorCode::FENCED_MEMBER_EPOCH,
+            "the member epoch is newer than the member's",
+        )),
+        std::cmp::Ordering::Equal => Ok(()),
+    }
+}
+
+/// Step 5 without side effects (used when the member is refused, whose error the producer's
+/// would take precedence over).
+async fn verify_producer(
+    broker: &Broker,
+    transactional_id: &str,
+    producer: TxnProducer,
+) -> Result<(), Refusal> {
+    let Ok(described) = broker
+        .txn
+        .describe(vec![transactional_id.to_string()])
+        .await
+    else {
+        return Err(coordinator_unavailable());
+    };
+    let Some(d) = described.into_iter().next() else {
+        return Err(coordinator_unavailable());
+    };
+    if d.error_code.code() != 0 {
+        return Err(producer_refusal(ErrorCode(d.error_code.code())));
+    }
+    if d.producer_id != producer.producer_id {
+        return Err(producer_refusal(ErrorCode::INVALID_PRODUCER_ID_MAPPING));
+    }
+    if d.producer_epoch != producer.producer_epoch {
+        return Err(producer_refusal(ErrorCode::PRODUCER_FENCED));
+    }
+    if d.state == "PrepareCommit" || d.state == "PrepareAbort" {
+        return Err(producer_refusal(ErrorCode::CONCURRENT_TRANSACTIONS));
+    }
+    Ok(())
+}
+
+/// Step 5 and 7: adds the share-state partitions of `keys` to the producer's transaction,
+/// which checks the producer as any transactional request is checked.
+async fn register(
+    broker: &Broker,
+    transactional_id: &str,
+    producer: TxnProducer,
+    keys: &[SharePartitionKey],
+) -> Result<(), Refusal> {
+    let partitions = crate::internal::partition_count(broker, SHARE_GROUP_STATE);
+    let state_partitions: BTreeSet<i32> = keys
+        .iter()
+        .map(|k| state_partition(k, partitions))
+        .collect();
+    let request = tc::TxnRequest::AddPartitionsImplicit(tc::AddPartitionsImplicitRequest {
+        transactional_id: transactional_id.to_string(),
+        producer_id: tc::ProducerId(producer.producer_id),
+        producer_epoch: tc::ProducerEpoch(producer.producer_epoch),
+        partitions: state_partitions
+            .into_iter()
+            .map(|p| tc::TopicPartition::new(SHARE_GROUP_STATE, p))
+            .collect(),
+    });
+    let code = match broker.txn.call(request).await {
+        Ok(response) => ErrorCode(response.error_code().code()),
+        Err(_) => return Err(coordinator_unavailable()),
+    };
+    if code.is_ok() {
+        return Ok(());
+    }
+    if code == ErrorCode::INVALID_PRODUCER_ID_MAPPING {
+        // The coordinator answers an unknown id with a wrong mapping; the spec (and the
+        // draft's client) want TRANSACTIONAL_ID_NOT_FOUND for it.
+        verify_producer(broker, transactional_id, producer).await?;
+    }
+    Err(producer_refusal(code))
+}
+
+fn coordinator_unavailable() -> Refusal {
+    refuse(
+        ErrorCode::COORDINATOR_NOT_AVAILABLE,
+        "the transaction coordinator is not available",
+    )
+}
+
+fn producer_refusal(code: ErrorCode) -> Refusal {
+    let message = match code {
+        ErrorCode::TRANSACTIONAL_ID_NOT_FOUND => "unknown transactional id",
+        ErrorCode::INVALID_PRODUCER_ID_MAPPING => {
+            "the producer id does not match the transactional id"
+        }
+        ErrorCode::PRODUCER_FENCED => "the producer epoch is not the transactional id's",
+        ErrorCode::CONCURRENT_TRANSACTIONS => "the transaction is completing",
+        ErrorCode::TRANSACTION_ABORTABLE => "the transaction cannot take more partitions",
+        _ => "the transaction coordinator refused the request",
+    };
+    refuse(code, message)
+}
+
+/// The response: per partition of the request, `partition_error(topic, partition)`'s code and
+/// message (None: no error).
+fn respond(
+    r: &TxnShareAcknowledgeRequest,
+    top: ErrorCode,
+    partition_error: impl Fn(Uuid, i32) -> Option<(ErrorCode, String)>,
+) -> TxnShareAcknowledgeResponse {
+    TxnShareAcknowledgeResponse {
+        error_code: top.code(),
+        responses: r
+            .topics
+            .iter()
+            .map(|t| TxnShareAcknowledgeTopicResponse {
+                topic_id: t.topic_id,
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let error = partition_error(t.topic_id, p.partition_index);
+                        TxnShareAcknowledgePartitionResponse {
+                            partition_index: p.partition_index,
+                            error_code: error.as_ref().map_or(0, |(c, _)| c.code()),
+                            error_message: error.map(|(_, m)| str_bytes(m)),
+                            ..Default::default()
+                        }
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,849 @@
+//! TxnShareAcknowledge (KIP-1289) over the wire: a transactional producer stages a share
+//! consumer's acknowledgements, the transaction's COMMIT acknowledges them and its ABORT makes
+//! them available again, the staging survives a crash, and every refusal stages nothing.
+//! Test names carry the proposal's corner case (`case_N`) or the spec's guarantee (`g_N`,
+//! spec §5) they check.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::TestBroker;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    CreateTopicsRequest, EndTxnRequest, GroupId, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, ProduceRequest, ProducerId, ShareGroupHeartbeatRequest, TopicName,
+    TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+use shoal_client::Connection;
+use shoal_core::share_coordinator::{SharePartitionKey, TopicId};
+use shoal_core::share_partition::RecordState;
+use shoal_protocol::share::share_fetch::{FetchPartition, FetchTopic, ShareFetchRequest};
+use shoal_protocol::share::txn_share_acknowledge::{
+    TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest, TxnShareAcknowledgeTopic,
+};
+use shoal_protocol::share::{
+    AcknowledgementBatch, ShareFetchResponse, TxnShareAcknowledgeResponse,
+};
+use shoal_protocol::ErrorCode;
+use shoal_storage::{encode_batch, BatchOptions};
+use uuid::Uuid;
+
+const TOPIC: &str = "queue";
+const GROUP: &str = "workers";
+const TID: &str = "pipeline";
+const ACCEPT: i8 = 1;
+const RELEASE: i8 = 2;
+const REJECT: i8 = 3;
+const RENEW: i8 = 4;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+async fn start(dir: &std::path::Path) -> TestBroker {
+    TestBroker::start_with(dir, &[("group.share.min.record.lock.duration.ms", "1000")]).await
+}
+
+/// Creates `TOPIC` with `partitions` partitions holding 10 records each (one batch), and
+/// configures the group (earliest, 30 s locks, delivery limit 3); returns the topic id.
+async fn setup(broker: &TestBroker, conn: &mut Connection, partitions: i32) -> Uuid {
+    let created = conn
+        .request(
+            7,
+            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s(TOPIC)))
+                .with_num_partitions(partitions)
+                .with_replication_factor(-1)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    for partition in 0..partitions {
+        let values: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+        let records: Vec<shoal_storage::batch::KeyValue<'_>> =
+            values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
+        let batch = Bytes::from(encode_batch(
+            &records,
+            BatchOptions {
+                timestamp_ms: shoal_broker::broker::now_ms(),
+                ..BatchOptions::default()
+            },
+        ));
+        let r = conn
+            .request(
+                9,
+                &ProduceRequest::default()
+                    .with_acks(-1)
+                    .with_timeout_ms(5000)
+                    .with_topic_data(vec![TopicProduceData::default()
+                        .with_name(TopicName(s(TOPIC)))
+                        .with_partition_data(vec![PartitionProduceData::default()
+                            .with_index(partition)
+                            .with_records(Some(batch))])]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    }
+    let configs = [
+        ("share.auto.offset.reset", "earliest"),
+        ("share.record.lock.duration.ms", "30000"),
+        ("share.delivery.count.limit", "3"),
+    ];
+    let r = conn
+        .request(
+            1,
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(32)
+                    .with_resource_name(s(GROUP))
+                    .with_configs(
+                        configs
+                            .iter()
+                            .map(|(k, v)| {
+                                AlterableConfig::default()
+                                    .with_name(s(k))
+                                    .with_config_operation(0)
+                                    .with_value(Some(s(v)))
+                            })
+                            .collect(),
+                    ),
+            ]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.responses[0].error_code, 0);
+    broker.broker.topic(TOPIC).unwrap().id
+}
+
+/// Joins the share group as `member`; returns its epoch.
+async fn join(conn: &mut Connection, member: &str) -> i32 {
+    let r = conn
+        .request(
+            1,
+            &ShareGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s(GROUP)))
+                .with_member_id(s(member))
+                .with_member_epoch(0)
+                .with_subscribed_topic_names(Some(vec![TopicName(s(TOPIC))])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    r.member_epoch
+}
+
+/// Opens a share session for `member` on `partitions` and acquires what it can: the acquired
+/// (first, last) ranges per partition.
+async fn acquire(
+    conn: &mut Connection,
+    topic_id: Uuid,
+    member: &str,
+    partitions: &[i32],
+) -> Vec<(i32, i64, i64)> {
+    let r: ShareFetchResponse = conn
+        .request(
+            2,
+            &ShareFetchRequest {
+                group_id: Some(GroupId(s(GROUP))),
+                member_id: Some(s(member)),
+                share_session_epoch: 0,
+                max_wait_ms: 2000,
+                min_bytes: 1,
+                max_bytes: 1 << 20,
+                max_records: 500,
+                batch_size: 500,
+                topics: vec![FetchTopic {
+                    topic_id,
+                    partitions: partitions
+                        .iter()
+                        .map(|&p| FetchPartition {
+                            partition_index: p,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.error_code, 0);
+    let mut out = Vec::new();
+    for t in &r.responses {
+        for p in &t.partitions {
+            for a in &p.acquired_records {
+                out.push((p.partition_index, a.first_offset, a.last_offset));
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// InitProducerId for `TID`: (producer id, epoch).
+async fn init(conn: &mut Connection, timeout_ms: i32) -> (i64, i16) {
+    let r = conn
+        .request(
+            5,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(s(TID))))
+                .with_transaction_timeout_ms(timeout_ms)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.error_code, 0);
+    (r.producer_id.0, r.producer_epoch)
+}
+
+/// EndTxn v5 (transaction version 2), retrying CONCURRENT_TRANSACTIONS a bounded number of
+/// times; returns the error and the new epoch.
+async fn end(conn: &mut Connection, pid: i64, epoch: i16, commit: bool) -> (i16, i16) {
+    for _ in 0..200 {
+        let r = conn
+            .request(
+                5,
+                &EndTxnRequest::default()
+                    .with_transactional_id(TransactionalId(s(TID)))
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_committed(commit),
+            )
+            .await
+            .unwrap();
+        if r.error_code != ErrorCode::CONCURRENT_TRANSACTIONS.code() {
+            return (r.error_code, r.producer_epoch);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("transaction did not complete");
+}
+
+struct Ack {
+    pid: i64,
+    epoch: i16,
+    member: &'static str,
+    member_epoch: i32,
+}
+
+fn ack_batch(first: i64, last: i64, types: Vec<i8>) -> AcknowledgementBatch {
+    AcknowledgementBatch {
+        first_offset: first,
+        last_offset: last,
+        acknowledge_types: types,
+        ..Default::default()
+    }
+}
+
+async fn txn_ack(
+    conn: &mut Connection,
+    a: &Ack,
+    topic_id: Uuid,
+    partitions: Vec<(i32, Vec<AcknowledgementBatch>)>,
+) -> TxnShareAcknowledgeResponse {
+    conn.request(
+        0,
+        &TxnShareAcknowledgeRequest {
+            transactional_id: Some(TransactionalId(s(TID))),
+            group_id: Some(GroupId(s(GROUP))),
+            producer_id: ProducerId(a.pid),
+            producer_epoch: a.epoch,
+            member_id: Some(s(a.member)),
+            member_epoch: a.member_epoch,
+            topics: vec![TxnShareAcknowledgeTopic {
+                topic_id,
+                partitions: partitions
+                    .into_iter()
+                    .map(|(p, batches)| TxnShareAcknowledgePartition {
+                        partition_index: p,
+                        acknowledgement_batches: batches,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// The top-level code and each partition's code.
+fn codes(r: &TxnShareAcknowledgeResponse) -> (i16, Vec<i16>) {
+    (
+        r.error_code,
+        r.responses
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect(),
+    )
+}
+
+fn key(topic_id: Uuid, partition: i32) -> SharePartitionKey {
+    SharePartitionKey::new(GROUP, TopicId(*topic_id.as_bytes()), partition)
+}
+
+/// The live states of a share partition: (first, last, state).
+async fn live(broker: &TestBroker, topic_id: Uuid, partition: i32) -> Vec<(i64, i64, RecordState)> {
+    broker
+        .broker
+        .share
+        .live_ranges(&key(topic_id, partition))
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.first_offset, r.last_offset, r.state))
+        .collect()
+}
+
+/// The persisted batches of a share partition: (first, last, state id).
+async fn persisted(broker: &TestBroker, topic_id: Uuid, partition: i32) -> Vec<(i64, i64, i8)> {
+    broker
+        .broker
+        .share
+        .persisted_batches(&key(topic_id, partition))
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|b| (b.first_offset, b.last_offset, b.delivery_state))
+        .collect()
+}
+
+/// Waits (bounded) until the broker holds no TX_PENDING offset (the markers were applied).
+async fn wait_resolved(broker: &TestBroker) {
+    for _ in 0..250 {
+        if broker.broker.share.tx_pending_records(None).await == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("staged acknowledgements were never resolved");
+}
+
+/// A member holding offsets 0..=9 of partition 0 and a fresh transactional producer.
+async fn staged_setup(broker: &TestBroker, conn: &mut Connection) -> (Uuid, Ack) {
+    let topic_id = setup(broker, conn, 1).await;
+    let member_epoch = join(conn, "m1").await;
+    assert_eq!(acquire(conn, topic_id, "m1", &[0]).await, vec![(0, 0, 9)]);
+    let (pid, epoch) = init(conn, 60000).await;
+    (
+        topic_id,
+        Ack {
+            pid,
+            epoch,
+            member: "m1",
+            member_epoch,
+        },
+    )
+}
+
+#[tokio::test]
+async fn g6_commit_acknowledges_staged_records_and_abort_makes_them_available() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let (topic_id, mut a) = staged_setup(&broker, &mut conn).await;
+
+    // Stage 0..=4 (ACCEPT, REJECT for 4) and commit.
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(
+            0,
+            vec![ack_batch(
+                0,
+                4,
+                vec![ACCEPT, ACCEPT, ACCEPT, ACCEPT, REJECT],
+            )],
+        )],
+    )
+    .await;
+    assert_eq!(codes(&r), (0, vec![0]));
+    // Two stagings (their ack types differ), persisted as state 5.
+    assert_eq!(
+        live(&broker, topic_id, 0).await,
+        vec![
+            (0, 3, RecordState::TxPending),
+            (4, 4, RecordState::TxPending),
+            (5, 9, RecordState::Acquired)
+        ]
+    );
+    assert_eq!(
+        persisted(&broker, topic_id, 0).await,
+        vec![(0, 3, 5), (4, 4, 5)]
+    );
+    let (code, epoch) = end(&mut conn, a.pid, a.epoch, true).await;
+    assert_eq!(code, 0);
+    a.epoch = epoch;
+    wait_resolved(&broker).await;
+    // ACCEPT acknowledged, REJECT archived: the SPSO moves past them.
+    assert_eq!(
+        live(&broker, topic_id, 0).await,
+        vec![(5, 9, RecordState::Acquired)]
+    );
+    assert_eq!(
+        persisted(&broker, topic_id, 0).await,
+        vec![(0, 3, 2), (4, 4, 4)]
+    );
+
+    // Stage 5..=9 and abort: available again, and redelivered to another member at once.
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(5, 9, vec![ACCEPT])])],
+    )
+    .await;
+    assert_eq!(codes(&r), (0, vec![0]));
+    let (code, _) = end(&mut conn, a.pid, a.epoch, false).await;
+    assert_eq!(code, 0);
+    wait_resolved(&broker).await;
+    assert_eq!(
+        live(&broker, topic_id, 0).await,
+        vec![(5, 9, RecordState::Available)]
+    );
+    let mut other = broker.connect().await;
+    join(&mut other, "m2").await;
+    assert_eq!(
+        acquire(&mut other, topic_id, "m2", &[0]).await,
+        vec![(0, 5, 9)]
+    );
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn g10_case1_case12_the_staging_survives_a_crash_and_the_outcome_resolves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(0, 9, vec![ACCEPT])])],
+    )
+    .await;
+    assert_eq!(codes(&r), (0, vec![0]));
+    drop(conn);
+    broker.crash().await;
+
+    let broker = start(dir.path()).await;
+    // Replayed from __share_group_state: still TX_PENDING, staged by the producer.
+    assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 5)]);
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 10);
+    let mut conn = broker.connect().await;
+    join(&mut conn, "m2").await;
+    // Nothing to deliver: the records belong to the open transaction.
+    assert_eq!(acquire(&mut conn, topic_id, "m2", &[0]).await, vec![]);
+    let (code, _) = end(&mut conn, a.pid, a.epoch, true).await;
+    assert_eq!(code, 0);
+    wait_resolved(&broker).await;
+    assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 2)]);
+    drop(conn);
+    broker.stop().await;
+
+    // And the resolution replays the same way.
+    let broker = start(dir.path()).await;
+    assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 2)]);
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn case10_release_renew_and_unknown_types_are_refused_and_gap_is_staged() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
+    for t in [RELEASE, RENEW, 9, -1] {
+        let r = txn_ack(
+            &mut conn,
+            &a,
+            topic_id,
+            vec![(0, vec![ack_batch(0, 0, vec![t])])],
+        )
+        .await;
+        let code = ErrorCode::INVALID_RECORD_STATE.code();
+        assert_eq!(codes(&r), (code, vec![code]), "type {t}");
+    }
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    // GAP (0) has transactional meaning: staged like REJECT.
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(0, 0, vec![0])])],
+    )
+    .await;
+    assert_eq!(codes(&r), (0, vec![0]));
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 1);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_requests_are_invalid_request_and_stage_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
+    let invalid = ErrorCode::INVALID_REQUEST.code();
+    for batches in [
+        vec![ack_batch(3, 2, vec![ACCEPT])],
+        vec![ack_batch(0, 3, vec![ACCEPT, ACCEPT])],
+        vec![ack_batch(0, 3, vec![ACCEPT]), ack_batch(2, 5, vec![ACCEPT])],
+        vec![ack_batch(4, 5, vec![ACCEPT]), ack_batch(0, 1, vec![ACCEPT])],
+        vec![ack_batch(-1, 1, vec![ACCEPT])],
+        vec![],
+    ] {
+        let r = txn_ack(&mut conn, &a, topic_id, vec![(0, batches.clone())]).await;
+        assert_eq!(codes(&r), (invalid, vec![invalid]), "{batches:?}");
+    }
+    // Structure comes before types: a malformed batch with a RELEASE is INVALID_REQUEST.
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(3, 2, vec![RELEASE])])],
+    )
+    .await;
+    assert_eq!(codes(&r).0, invalid);
+    // A partition named twice.
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![
+            (0, vec![ack_batch(0, 0, vec![ACCEPT])]),
+            (0, vec![ack_batch(1, 1, vec![ACCEPT])]),
+        ],
+    )
+    .await;
+    assert_eq!(codes(&r).0, invalid);
+    // Empty member id, null group id.
+    let empty = Ack { member: "", ..a };
+    let r = txn_ack(
+        &mut conn,
+        &empty,
+        topic_id,
+        vec![(0, vec![ack_batch(0, 0, vec![ACCEPT])])],
+    )
+    .await;
+    assert_eq!(codes(&r).0, invalid);
+    let r: TxnShareAcknowledgeResponse = conn
+        .request(
+            0,
+            &TxnShareAcknowledgeRequest {
+                transactional_id: Some(TransactionalId(s(TID))),
+                group_id: None,
+                producer_id: ProducerId(empty.pid),
+                producer_epoch: empty.epoch,
+                member_id: Some(s("m1")),
+                member_epoch: empty.member_epoch,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.error_code, invalid);
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn case3_case8_case14_producer_and_member_checks_stage_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
+    let batches = || vec![(0, vec![ack_batch(0, 0, vec![ACCEPT])])];
+    let cases = [
+        (
+            Ack {
+                member_epoch: a.member_epoch - 1,
+                ..a
+            },
+            ErrorCode::STALE_MEMBER_EPOCH,
+        ),
+        (
+            Ack {
+                member_epoch: a.member_epoch + 1,
+                ..a
+            },
+            ErrorCode::FENCED_MEMBER_EPOCH,
+        ),
+        (
+            Ack {
+                member: "stranger",
+                ..a
+            },
+            ErrorCode::UNKNOWN_MEMBER_ID,
+        ),
+        (
+            Ack {
+                pid: a.pid + 1000,
+                ..a
+            },
+            ErrorCode::INVALID_PRODUCER_ID_MAPPING,
+        ),
+        (
+            Ack {
+                epoch: a.epoch + 1,
+                ..a
+            },
+            ErrorCode::PRODUCER_FENCED,
+        ),
+        // The producer's error takes precedence over the member's.
+        (
+            Ack {
+                epoch: a.epoch + 1,
+                member: "stranger",
+                ..a
+            },
+            ErrorCode::PRODUCER_FENCED,
+        ),
+    ];
+    for (ack, expected) in cases {
+        let r = txn_ack(&mut conn, &ack, topic_id, batches()).await;
+        assert_eq!(
+            codes(&r),
+            (expected.code(), vec![expected.code()]),
+            "{expected:?}"
+        );
+    }
+    // An unknown transactional id.
+    let r: TxnShareAcknowledgeResponse = conn
+        .request(
+            0,
+            &TxnShareAcknowledgeRequest {
+                transactional_id: Some(TransactionalId(s("nobody"))),
+                group_id: Some(GroupId(s(GROUP))),
+                producer_id: ProducerId(a.pid),
+                producer_epoch: a.epoch,
+                member_id: Some(s("m1")),
+                member_epoch: a.member_epoch,
+                topics: vec![TxnShareAcknowledgeTopic {
+                    topic_id,
+                    partitions: vec![TxnShareAcknowledgePartition {
+                        partition_index: 0,
+                        acknowledgement_batches: vec![ack_batch(0, 0, vec![ACCEPT])],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.error_code, ErrorCode::TRANSACTIONAL_ID_NOT_FOUND.code());
+    // Unknown topic id: per partition.
+    let r = txn_ack(&mut conn, &a, Uuid::new_v4(), batches()).await;
+    let unknown = ErrorCode::UNKNOWN_TOPIC_ID.code();
+    assert_eq!(codes(&r), (unknown, vec![unknown]));
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+
+    // case 3 / case 5: a new instance fences the zombie: the zombie's staging is aborted
+    // (records AVAILABLE) and its later requests are fenced.
+    let r = txn_ack(&mut conn, &a, topic_id, batches()).await;
+    assert_eq!(codes(&r), (0, vec![0]));
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 1);
+    let (pid2, epoch2) = init(&mut conn, 60000).await;
+    assert_eq!(pid2, a.pid);
+    assert!(epoch2 > a.epoch);
+    wait_resolved(&broker).await;
+    assert_eq!(
+        live(&broker, topic_id, 0).await[0],
+        (0, 0, RecordState::Available)
+    );
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(1, 1, vec![ACCEPT])])],
+    )
+    .await;
+    let fenced = ErrorCode::PRODUCER_FENCED.code();
+    assert_eq!(codes(&r), (fenced, vec![fenced]));
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn g9_case11_a_refused_partition_stages_nothing_anywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let topic_id = setup(&broker, &mut conn, 2).await;
+    let member_epoch = join(&mut conn, "m1").await;
+    assert_eq!(
+        acquire(&mut conn, topic_id, "m1", &[0, 1]).await,
+        vec![(0, 0, 9), (1, 0, 9)]
+    );
+    let (pid, epoch) = init(&mut conn, 60000).await;
+    let a = Ack {
+        pid,
+        epoch,
+        member: "m1",
+        member_epoch,
+    };
+    // Partition 1's offset 10 was never acquired.
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![
+            (0, vec![ack_batch(0, 9, vec![ACCEPT])]),
+            (1, vec![ack_batch(5, 10, vec![ACCEPT])]),
+        ],
+    )
+    .await;
+    let invalid = ErrorCode::INVALID_RECORD_STATE.code();
+    assert_eq!(codes(&r), (invalid, vec![invalid, invalid]));
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    assert_eq!(
+        live(&broker, topic_id, 0).await,
+        vec![(0, 9, RecordState::Acquired)]
+    );
+    assert_eq!(
+        live(&broker, topic_id, 1).await,
+        vec![(0, 9, RecordState::Acquired)]
+    );
+    // Both valid: both staged.
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![
+            (0, vec![ack_batch(0, 9, vec![ACCEPT])]),
+            (1, vec![ack_batch(0, 9, vec![REJECT])]),
+        ],
+    )
+    .await;
+    assert_eq!(codes(&r), (0, vec![0, 0]));
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 20);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn tx_pending_records_refuse_other_acknowledgements_and_outlive_their_member() {
+    use shoal_protocol::share::share_acknowledge::{
+        AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(0, 4, vec![ACCEPT])])],
+    )
+    .await;
+    assert_eq!(codes(&r), (0, vec![0]));
+    let r: shoal_protocol::share::ShareAcknowledgeResponse = conn
+        .request(
+            2,
+            &ShareAcknowledgeRequest {
+                group_id: Some(GroupId(s(GROUP))),
+                member_id: Some(s("m1")),
+                share_session_epoch: 1,
+                topics: vec![AcknowledgeTopic {
+                    topic_id,
+                    partitions: vec![AcknowledgePartition {
+                        partition_index: 0,
+                        acknowledgement_batches: vec![ack_batch(0, 0, vec![RELEASE])],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.responses[0].partitions[0].error_code,
+        ErrorCode::INVALID_RECORD_STATE.code()
+    );
+    // The member's connection closes (its session ends): ACQUIRED 5..=9 are released,
+    // TX_PENDING 0..=4 stay with the transaction.
+    drop(conn);
+    let mut released = false;
+    for _ in 0..250 {
+        if live(&broker, topic_id, 0).await
+            == vec![
+                (0, 4, RecordState::TxPending),
+                (5, 9, RecordState::Available),
+            ]
+        {
+            released = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(released, "{:?}", live(&broker, topic_id, 0).await);
+    let mut conn = broker.connect().await;
+    let (code, _) = end(&mut conn, a.pid, a.epoch, true).await;
+    assert_eq!(code, 0);
+    wait_resolved(&broker).await;
+    assert_eq!(
+        live(&broker, topic_id, 0).await,
+        vec![(5, 9, RecordState::Available)]
+    );
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn g3_case7_a_transaction_that_times_out_makes_its_staged_records_available() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let topic_id = setup(&broker, &mut conn, 1).await;
+    let member_epoch = join(&mut conn, "m1").await;
+    assert_eq!(
+        acquire(&mut conn, topic_id, "m1", &[0]).await,
+        vec![(0, 0, 9)]
+    );
+    let (pid, epoch) = init(&mut conn, 1000).await;
+    let a = Ack {
+        pid,
+        epoch,
+        member: "m1",
+        member_epoch,
+    };
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(0, 9, vec![ACCEPT])])],
+    )
+    .await;
+    assert_eq!(codes(&r), (0, vec![0]));
+    // The coordinator aborts the abandoned transaction (transaction.timeout.ms = 1 s; its
+    // timer is bounded by the wait below).
+    for _ in 0..1000 {
+        if broker.broker.share.tx_pending_records(None).await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    wait_resolved(&broker).await;
+    assert_eq!(
+        live(&broker, topic_id, 0).await,
+        vec![(0, 9, RecordState::Available)]
+    );
+    broker.stop().await;
+}
