@@ -716,6 +716,19 @@ impl ShareManager {
         self.store.lock().await.read_summary(key)
     }
 
+    /// Offsets TX_PENDING in any share partition of `group_id`: an open transaction still
+    /// holds the group's state, so resetting or deleting it is refused as for a group with
+    /// members (decision 0011).
+    pub async fn group_tx_pending(&self, group_id: &str) -> i64 {
+        let store = self.store.lock().await;
+        let keys: Vec<SharePartitionKey> = store
+            .keys()
+            .filter(|k| k.group_id == group_id)
+            .cloned()
+            .collect();
+        keys.iter().map(|k| store.tx_pending_count(Some(k))).sum()
+    }
+
     /// The live record ranges of a share partition (None while its machine is not loaded).
     pub async fn live_ranges(
         &self,

@@ -847,3 +847,71 @@ async fn g3_case7_a_transaction_that_times_out_makes_its_staged_records_availabl
     );
     broker.stop().await;
 }
+
+#[tokio::test]
+async fn reset_and_delete_wait_for_the_transactions_holding_a_group() {
+    use kafka_protocol::messages::alter_share_group_offsets_request::{
+        AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+    };
+    use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
+    use kafka_protocol::messages::{
+        AlterShareGroupOffsetsRequest, DeleteGroupsRequest, DeleteShareGroupOffsetsRequest,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(0, 4, vec![ACCEPT])])],
+    )
+    .await;
+    assert_eq!(codes(&r), (0, vec![0]));
+    // The member leaves: the group has no member, but its records are staged.
+    let left = conn
+        .request(
+            1,
+            &ShareGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s(GROUP)))
+                .with_member_id(s("m1"))
+                .with_member_epoch(-1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(left.error_code, 0);
+    let alter = AlterShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+            .with_topic_name(TopicName(s(TOPIC)))
+            .with_partitions(vec![
+                AlterShareGroupOffsetsRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_start_offset(0),
+            ])]);
+    let delete_offsets = DeleteShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_topics(vec![
+            DeleteShareGroupOffsetsRequestTopic::default().with_topic_name(TopicName(s(TOPIC)))
+        ]);
+    let delete_group = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(GROUP))]);
+    let non_empty = ErrorCode::NON_EMPTY_GROUP.code();
+    assert_eq!(conn.request(0, &alter).await.unwrap().error_code, non_empty);
+    assert_eq!(
+        conn.request(0, &delete_offsets).await.unwrap().error_code,
+        non_empty
+    );
+    let deleted = conn.request(2, &delete_group).await.unwrap();
+    assert_eq!(deleted.results[0].error_code, non_empty);
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 5);
+    // Once the transaction commits, the group is free.
+    let (code, _) = end(&mut conn, a.pid, a.epoch, true).await;
+    assert_eq!(code, 0);
+    wait_resolved(&broker).await;
+    assert_eq!(persisted(&broker, topic_id, 0).await[0], (0, 4, 2));
+    assert_eq!(conn.request(0, &alter).await.unwrap().error_code, 0);
+    let deleted = conn.request(2, &delete_group).await.unwrap();
+    assert_eq!(deleted.results[0].error_code, 0);
+    broker.stop().await;
+}

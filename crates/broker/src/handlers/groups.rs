@@ -501,12 +501,30 @@ pub async fn delete_groups(
     broker: &std::sync::Arc<Broker>,
     r: &m::DeleteGroupsRequest,
 ) -> m::DeleteGroupsResponse {
-    let request = gc::DeleteGroupsRequest {
-        group_ids: r.groups_names.iter().map(|g| s(&g.0)).collect(),
-    };
+    // A share group whose records are staged in an open transaction (KIP-1289) is in use
+    // until the transaction ends (decision 0011): refused as a group with members is.
+    let mut in_use = Vec::new();
+    let mut group_ids = Vec::new();
+    for g in &r.groups_names {
+        let id = s(&g.0);
+        if broker.share.group_tx_pending(&id).await > 0 {
+            in_use.push(id);
+        } else {
+            group_ids.push(id);
+        }
+    }
+    let refused = in_use.iter().map(|id| {
+        m::delete_groups_response::DeletableGroupResult::default()
+            .with_group_id(GroupId(str_bytes(id.clone())))
+            .with_error_code(ErrorCode::NON_EMPTY_GROUP.code())
+    });
+    if group_ids.is_empty() {
+        return m::DeleteGroupsResponse::default().with_results(refused.collect());
+    }
+    let request = gc::DeleteGroupsRequest { group_ids };
     let results = match call(broker, gc::GroupRequest::DeleteGroups(request)).await {
         Some(gc::GroupResponse::DeleteGroups(d)) => {
-            let mut results = Vec::with_capacity(d.results.len());
+            let mut results: Vec<_> = refused.collect();
             for g in d.results {
                 let mut code = g.error_code.code();
                 if code == 0 {

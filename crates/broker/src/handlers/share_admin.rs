@@ -170,6 +170,11 @@ async fn check_empty_group(broker: &Broker, group_id: &str) -> Option<ErrorCode>
         return Some(ErrorCode::UNSUPPORTED_VERSION);
     }
     match group_members(broker, group_id).await {
+        // Records staged in an open transaction (KIP-1289) keep the group in use until the
+        // transaction ends: a reset would drop stagings its COMMIT must still apply.
+        Ok(0) if broker.share.group_tx_pending(group_id).await > 0 => {
+            Some(ErrorCode::NON_EMPTY_GROUP)
+        }
         Ok(0) => None,
         Ok(_) => Some(ErrorCode::NON_EMPTY_GROUP),
         Err(code) => Some(code),
