@@ -915,3 +915,68 @@ async fn reset_and_delete_wait_for_the_transactions_holding_a_group() {
     assert_eq!(deleted.results[0].error_code, 0);
     broker.stop().await;
 }
+
+/// Cuts the last batch off `segment`; returns its base offset.
+fn cut_last_batch(segment: &std::path::Path) -> i64 {
+    let bytes = std::fs::read(segment).unwrap();
+    let (mut at, mut last) = (0usize, None);
+    while at + 12 <= bytes.len() {
+        let base = i64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
+        last = Some((at, base));
+        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
+        at += 12 + len as usize;
+    }
+    let (at, base) = last.expect("a batch to cut");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(segment)
+        .unwrap();
+    file.set_len(at as u64).unwrap();
+    base
+}
+
+/// g4 / case 13: the broker crashes after the transaction committed and the data partitions
+/// got their markers, but before the share-state partition's marker is durable. The start-up
+/// rewrite of lost markers (decision 0005) writes it again and it resolves the staging:
+/// without it the records would stay TX_PENDING (the assertions after the restart fail).
+#[tokio::test]
+async fn g4_case13_a_lost_share_state_marker_is_written_again_and_resolves_the_staging() {
+    // Lazy flushing: nothing fsyncs the marker, so cutting it is a loss a crash could cause.
+    let settings = [
+        ("group.share.min.record.lock.duration.ms", "1000"),
+        ("log.flush.interval.messages", "9223372036854775807"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start_with(dir.path(), &settings).await;
+    let mut conn = broker.connect().await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(0, 9, vec![ACCEPT])])],
+    )
+    .await;
+    assert_eq!(codes(&r), (0, vec![0]));
+    let (code, _) = end(&mut conn, a.pid, a.epoch, true).await;
+    assert_eq!(code, 0);
+    wait_resolved(&broker).await;
+    let partitions = broker
+        .broker
+        .topic("__share_group_state")
+        .unwrap()
+        .partition_count() as u32;
+    let n = shoal_broker::share::state_partition(&key(topic_id, 0), partitions);
+    drop(conn);
+    broker.crash().await;
+
+    // The staging is the partition's first batch, the COMMIT marker its last.
+    let segment = shoal_broker::topics::partition_dir(dir.path(), "__share_group_state", n)
+        .join("00000000000000000000.log");
+    assert!(cut_last_batch(&segment) > 0);
+
+    let broker = TestBroker::start_with(dir.path(), &settings).await;
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 2)]);
+    broker.stop().await;
+}
