@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shoal_protocol::messages::ApiKey;
+use shoal_protocol::Response;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -121,6 +122,22 @@ pub fn api_name(api: ApiKey) -> &'static str {
     )
 }
 
+/// The error codes a response carries, for `shoal_request_errors_total`: those
+/// [`crate::dispatch::error_codes`] extracts, and TxnShareAcknowledge's (KIP-1289) top-level
+/// code and every per-partition code, so a partition refused inside a successful request is
+/// counted too. Zero codes are left out.
+pub fn error_codes(response: &Response) -> Vec<i16> {
+    let mut codes = crate::dispatch::error_codes(response);
+    if let Response::TxnShareAcknowledge(r) = response {
+        codes.push(r.error_code);
+        for t in &r.responses {
+            codes.extend(t.partitions.iter().map(|p| p.error_code));
+        }
+        codes.retain(|&c| c != 0);
+    }
+    codes
+}
+
 impl Metrics {
     pub fn request(&self, api: ApiKey, elapsed: Duration) {
         let stats = &self.apis[slot(api)];
@@ -165,6 +182,13 @@ impl Metrics {
     /// Renders the registry and the broker's partitions in Prometheus text format.
     pub fn render(&self, broker: &Broker) -> String {
         let mut out = String::new();
+        self.render_registry(&mut out);
+        render_partitions(&mut out, broker);
+        out
+    }
+
+    /// The registry's own series: per-api requests, latency and errors, connections, bytes.
+    fn render_registry(&self, out: &mut String) {
         let _ = writeln!(out, "# TYPE shoal_requests_total counter");
         let _ = writeln!(out, "# TYPE shoal_request_latency_seconds histogram");
         for api in ApiKey::iter() {
@@ -235,45 +259,48 @@ impl Metrics {
         for (name, kind, value) in gauges {
             let _ = writeln!(out, "# TYPE {name} {kind}\n{name} {value}");
         }
-        let _ = writeln!(out, "# TYPE shoal_log_end_offset gauge");
-        let _ = writeln!(out, "# TYPE shoal_log_size_bytes gauge");
-        for topic in broker.topic_list() {
-            for p in topic.partitions() {
-                let (leo, size) = {
-                    let log = p.lock();
-                    (log.log_end_offset(), log.size_bytes())
-                };
-                let labels = format!("topic=\"{}\",partition=\"{}\"", topic.name, p.index);
-                let _ = writeln!(out, "shoal_log_end_offset{{{labels}}} {leo}");
-                let _ = writeln!(out, "shoal_log_size_bytes{{{labels}}} {size}");
-            }
+    }
+}
+
+/// The broker's partitions and share partitions, read at scrape time.
+fn render_partitions(out: &mut String, broker: &Broker) {
+    let _ = writeln!(out, "# TYPE shoal_log_end_offset gauge");
+    let _ = writeln!(out, "# TYPE shoal_log_size_bytes gauge");
+    for topic in broker.topic_list() {
+        for p in topic.partitions() {
+            let (leo, size) = {
+                let log = p.lock();
+                (log.log_end_offset(), log.size_bytes())
+            };
+            let labels = format!("topic=\"{}\",partition=\"{}\"", topic.name, p.index);
+            let _ = writeln!(out, "shoal_log_end_offset{{{labels}}} {leo}");
+            let _ = writeln!(out, "shoal_log_size_bytes{{{labels}}} {size}");
         }
-        // Share partitions: the in-flight window (SPSO..=SPEO) and its acquired and available
-        // records, bounded by share.partition.max.record.locks.
-        let share = broker.share.in_flight();
-        let names = [
-            "shoal_share_partition_start_offset",
-            "shoal_share_partition_end_offset",
-            "shoal_share_partition_in_flight_records",
-            "shoal_share_partition_acquired_records",
-            "shoal_share_partition_available_records",
-        ];
-        for (i, name) in names.iter().enumerate() {
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            for (key, values) in &share {
-                let topic = broker
-                    .topic_by_id(uuid::Uuid::from_bytes(key.topic_id.0))
-                    .map_or_else(|| key.topic_id.to_kafka_string(), |t| t.name.clone());
-                let _ = writeln!(
-                    out,
-                    "{name}{{group=\"{}\",topic=\"{topic}\",partition=\"{}\"}} {}",
-                    key.group_id.replace(['\\', '"', '\n'], "_"),
-                    key.partition,
-                    values[i]
-                );
-            }
+    }
+    // Share partitions: the in-flight window (SPSO..=SPEO) and its acquired and available
+    // records, bounded by share.partition.max.record.locks.
+    let share = broker.share.in_flight();
+    let names = [
+        "shoal_share_partition_start_offset",
+        "shoal_share_partition_end_offset",
+        "shoal_share_partition_in_flight_records",
+        "shoal_share_partition_acquired_records",
+        "shoal_share_partition_available_records",
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for (key, values) in &share {
+            let topic = broker
+                .topic_by_id(uuid::Uuid::from_bytes(key.topic_id.0))
+                .map_or_else(|| key.topic_id.to_kafka_string(), |t| t.name.clone());
+            let _ = writeln!(
+                out,
+                "{name}{{group=\"{}\",topic=\"{topic}\",partition=\"{}\"}} {}",
+                key.group_id.replace(['\\', '"', '\n'], "_"),
+                key.partition,
+                values[i]
+            );
         }
-        out
     }
 }
 
@@ -328,5 +355,86 @@ mod tests {
     fn txn_share_acknowledge_has_its_kafka_name() {
         assert_eq!(api_name(ApiKey::TxnShareAcknowledge), "TxnShareAcknowledge");
         assert_eq!(slot(ApiKey::TxnShareAcknowledge), 95);
+    }
+
+    fn txn_share_acknowledge_response(top: i16, partitions: &[&[i16]]) -> Response {
+        use shoal_protocol::share::txn_share_acknowledge::{
+            TxnShareAcknowledgePartitionResponse, TxnShareAcknowledgeTopicResponse,
+        };
+        Response::TxnShareAcknowledge(shoal_protocol::share::TxnShareAcknowledgeResponse {
+            error_code: top,
+            responses: partitions
+                .iter()
+                .map(|codes| TxnShareAcknowledgeTopicResponse {
+                    topic_id: uuid::Uuid::new_v4(),
+                    partitions: codes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, code)| TxnShareAcknowledgePartitionResponse {
+                            partition_index: i as i32,
+                            error_code: *code,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn txn_share_acknowledge_errors_are_extracted_top_level_and_per_partition() {
+        use shoal_protocol::ErrorCode;
+        let invalid = ErrorCode::INVALID_RECORD_STATE.code();
+        let unknown = ErrorCode::UNKNOWN_TOPIC_ID.code();
+        // A successful request whose partitions failed: each failed partition counts once.
+        let r = txn_share_acknowledge_response(0, &[&[0, invalid], &[unknown, invalid]]);
+        assert_eq!(error_codes(&r), vec![invalid, unknown, invalid]);
+        // A refused request: its top-level code.
+        let fenced = ErrorCode::PRODUCER_FENCED.code();
+        assert_eq!(
+            error_codes(&txn_share_acknowledge_response(fenced, &[])),
+            vec![fenced]
+        );
+        assert_eq!(
+            error_codes(&txn_share_acknowledge_response(0, &[&[0]])),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn txn_share_acknowledge_rate_latency_and_errors_are_rendered() {
+        let metrics = Metrics::default();
+        metrics.request(ApiKey::TxnShareAcknowledge, Duration::from_micros(1500));
+        metrics.request(ApiKey::TxnShareAcknowledge, Duration::from_millis(30));
+        let r = txn_share_acknowledge_response(0, &[&[121, 0, 121]]);
+        for code in error_codes(&r) {
+            metrics.request_error(api_name(ApiKey::TxnShareAcknowledge), code);
+        }
+        let mut out = String::new();
+        metrics.render_registry(&mut out);
+        let lines: Vec<&str> = out.lines().collect();
+        let has = |line: &str| lines.contains(&line);
+        assert!(
+            has("shoal_requests_total{request=\"TxnShareAcknowledge\"} 2"),
+            "{out}"
+        );
+        assert!(
+            has("shoal_request_latency_seconds_bucket{request=\"TxnShareAcknowledge\",le=\"0.0025\"} 1"),
+            "{out}"
+        );
+        assert!(
+            has("shoal_request_latency_seconds_bucket{request=\"TxnShareAcknowledge\",le=\"0.05\"} 2"),
+            "{out}"
+        );
+        assert!(
+            has("shoal_request_latency_seconds_count{request=\"TxnShareAcknowledge\"} 2"),
+            "{out}"
+        );
+        assert!(
+            has("shoal_request_errors_total{request=\"TxnShareAcknowledge\",error=\"INVALID_RECORD_STATE\"} 2"),
+            "{out}"
+        );
     }
 }
