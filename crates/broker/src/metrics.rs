@@ -4,12 +4,14 @@
 //! Counters are atomics indexed by api key, so recording costs no lock on the data path; the
 //! per-error-code map takes a short lock only when a response carries an error.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use shoal_core::share_coordinator::SharePartitionKey;
+use shoal_core::share_partition::TxnStats;
 use shoal_protocol::messages::ApiKey;
 use shoal_protocol::Response;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -44,6 +46,24 @@ impl ApiStats {
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
+}
+
+/// One live share partition's window and transactional-acknowledgement counters, as
+/// [`crate::share::ShareManager::in_flight`] reads them from its machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShareWindow {
+    /// The share-partition start offset (SPSO).
+    pub start_offset: i64,
+    /// The share-partition end offset (SPEO).
+    pub end_offset: i64,
+    /// Records between SPSO and SPEO that are not yet terminal.
+    pub in_flight: i64,
+    pub acquired: i64,
+    pub available: i64,
+    /// Records TX_PENDING (Kafka's `txn-pending-records`).
+    pub tx_pending: i64,
+    /// Records staged, committed and aborted since the machine was built.
+    pub txn: TxnStats,
 }
 
 /// The broker's metrics registry.
@@ -277,31 +297,123 @@ fn render_partitions(out: &mut String, broker: &Broker) {
             let _ = writeln!(out, "shoal_log_size_bytes{{{labels}}} {size}");
         }
     }
-    // Share partitions: the in-flight window (SPSO..=SPEO) and its acquired and available
-    // records, bounded by share.partition.max.record.locks.
     let share = broker.share.in_flight();
-    let names = [
-        "shoal_share_partition_start_offset",
-        "shoal_share_partition_end_offset",
-        "shoal_share_partition_in_flight_records",
-        "shoal_share_partition_acquired_records",
-        "shoal_share_partition_available_records",
+    let live: HashSet<&SharePartitionKey> = share.iter().map(|(k, _)| k).collect();
+    // Share partitions with persisted state but no live machine (after a restart, before their
+    // first ShareFetch) still show what is TX_PENDING in them.
+    let persisted: Vec<(SharePartitionKey, i64)> = broker
+        .share
+        .tx_pending_persisted()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| !live.contains(k))
+        .collect();
+    let row = |key: &SharePartitionKey, series| ShareRow {
+        group: key.group_id.clone(),
+        topic: broker
+            .topic_by_id(uuid::Uuid::from_bytes(key.topic_id.0))
+            .map_or_else(|| key.topic_id.to_kafka_string(), |t| t.name.clone()),
+        partition: key.partition,
+        series,
+    };
+    let mut rows: Vec<ShareRow> = share
+        .iter()
+        .map(|(key, window)| row(key, ShareSeries::Live(*window)))
+        .chain(
+            persisted
+                .iter()
+                .map(|(key, n)| row(key, ShareSeries::Persisted { tx_pending: *n })),
+        )
+        .collect();
+    rows.sort_by(|a, b| (&a.group, &a.topic, a.partition).cmp(&(&b.group, &b.topic, b.partition)));
+    render_share(out, &rows);
+}
+
+/// What one share partition exposes: its live machine's window and counters, or, when it has
+/// no live machine, only the TX_PENDING count of its persisted state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ShareSeries {
+    Live(ShareWindow),
+    Persisted { tx_pending: i64 },
+}
+
+struct ShareRow {
+    group: String,
+    topic: String,
+    partition: i32,
+    series: ShareSeries,
+}
+
+/// The per-share-partition families, each under its TYPE line (Prometheus wants a family's
+/// samples together): the in-flight window (SPSO..=SPEO) and its acquired and available
+/// records, bounded by share.partition.max.record.locks; Kafka's `txn-pending-records`; the
+/// staged / committed / aborted transactional acknowledgement counters.
+fn render_share(out: &mut String, rows: &[ShareRow]) {
+    type Read = fn(&ShareSeries) -> Option<i64>;
+    fn live(series: &ShareSeries) -> Option<&ShareWindow> {
+        match series {
+            ShareSeries::Live(w) => Some(w),
+            ShareSeries::Persisted { .. } => None,
+        }
+    }
+    let families: [(&str, &str, Read); 9] = [
+        ("shoal_share_partition_start_offset", "gauge", |s| {
+            live(s).map(|w| w.start_offset)
+        }),
+        ("shoal_share_partition_end_offset", "gauge", |s| {
+            live(s).map(|w| w.end_offset)
+        }),
+        ("shoal_share_partition_in_flight_records", "gauge", |s| {
+            live(s).map(|w| w.in_flight)
+        }),
+        ("shoal_share_partition_acquired_records", "gauge", |s| {
+            live(s).map(|w| w.acquired)
+        }),
+        ("shoal_share_partition_available_records", "gauge", |s| {
+            live(s).map(|w| w.available)
+        }),
+        ("shoal_share_partition_txn_pending_records", "gauge", |s| {
+            Some(match s {
+                ShareSeries::Live(w) => w.tx_pending,
+                ShareSeries::Persisted { tx_pending } => *tx_pending,
+            })
+        }),
+        (
+            "shoal_share_partition_txn_staged_records_total",
+            "counter",
+            |s| live(s).map(|w| w.txn.staged),
+        ),
+        (
+            "shoal_share_partition_txn_committed_records_total",
+            "counter",
+            |s| live(s).map(|w| w.txn.committed),
+        ),
+        (
+            "shoal_share_partition_txn_aborted_records_total",
+            "counter",
+            |s| live(s).map(|w| w.txn.aborted),
+        ),
     ];
-    for (i, name) in names.iter().enumerate() {
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        for (key, values) in &share {
-            let topic = broker
-                .topic_by_id(uuid::Uuid::from_bytes(key.topic_id.0))
-                .map_or_else(|| key.topic_id.to_kafka_string(), |t| t.name.clone());
+    for (name, kind, read) in families {
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for r in rows {
+            let Some(value) = read(&r.series) else {
+                continue;
+            };
             let _ = writeln!(
                 out,
-                "{name}{{group=\"{}\",topic=\"{topic}\",partition=\"{}\"}} {}",
-                key.group_id.replace(['\\', '"', '\n'], "_"),
-                key.partition,
-                values[i]
+                "{name}{{group=\"{}\",topic=\"{}\",partition=\"{}\"}} {value}",
+                label_value(&r.group),
+                label_value(&r.topic),
+                r.partition,
             );
         }
     }
+}
+
+/// A label value with the characters Prometheus text would need escaped replaced.
+fn label_value(v: &str) -> String {
+    v.replace(['\\', '"', '\n'], "_")
 }
 
 /// Serves `GET /metrics` (any path, in fact) on `listener` until `stop` is set.
@@ -434,6 +546,113 @@ mod tests {
         );
         assert!(
             has("shoal_request_errors_total{request=\"TxnShareAcknowledge\",error=\"INVALID_RECORD_STATE\"} 2"),
+            "{out}"
+        );
+    }
+
+    fn share_row(group: &str, partition: i32, series: ShareSeries) -> ShareRow {
+        ShareRow {
+            group: group.to_string(),
+            topic: "jobs".to_string(),
+            partition,
+            series,
+        }
+    }
+
+    /// The value of `name{group=..,topic="jobs",partition=..}`, if rendered.
+    fn sample(out: &str, name: &str, group: &str, partition: i32) -> Option<String> {
+        let prefix =
+            format!("{name}{{group=\"{group}\",topic=\"jobs\",partition=\"{partition}\"}} ");
+        out.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map(str::to_string)
+    }
+
+    #[test]
+    fn share_partitions_render_tx_pending_and_transactional_counters() {
+        let live = ShareWindow {
+            start_offset: 10,
+            end_offset: 29,
+            in_flight: 20,
+            acquired: 5,
+            available: 3,
+            tx_pending: 12,
+            txn: TxnStats {
+                staged: 40,
+                committed: 20,
+                aborted: 8,
+            },
+        };
+        let rows = [
+            share_row("workers", 0, ShareSeries::Live(live)),
+            share_row("workers", 1, ShareSeries::Persisted { tx_pending: 7 }),
+        ];
+        let mut out = String::new();
+        render_share(&mut out, &rows);
+        let get = |name: &str, p: i32| sample(&out, name, "workers", p);
+        let v = |n: i64| Some(n.to_string());
+        assert_eq!(get("shoal_share_partition_txn_pending_records", 0), v(12));
+        assert_eq!(
+            get("shoal_share_partition_txn_staged_records_total", 0),
+            v(40)
+        );
+        assert_eq!(
+            get("shoal_share_partition_txn_committed_records_total", 0),
+            v(20)
+        );
+        assert_eq!(
+            get("shoal_share_partition_txn_aborted_records_total", 0),
+            v(8)
+        );
+        assert_eq!(get("shoal_share_partition_start_offset", 0), v(10));
+        assert_eq!(get("shoal_share_partition_end_offset", 0), v(29));
+        assert_eq!(get("shoal_share_partition_in_flight_records", 0), v(20));
+        assert_eq!(get("shoal_share_partition_acquired_records", 0), v(5));
+        assert_eq!(get("shoal_share_partition_available_records", 0), v(3));
+        // Without a live machine: the persisted TX_PENDING count, and no counters or window
+        // (zero would be a lie: nothing counted them).
+        assert_eq!(get("shoal_share_partition_txn_pending_records", 1), v(7));
+        assert_eq!(
+            get("shoal_share_partition_txn_staged_records_total", 1),
+            None
+        );
+        assert_eq!(get("shoal_share_partition_in_flight_records", 1), None);
+        assert!(out.contains("# TYPE shoal_share_partition_txn_pending_records gauge\n"));
+        assert!(out.contains("# TYPE shoal_share_partition_txn_aborted_records_total counter\n"));
+    }
+
+    #[test]
+    fn each_share_family_is_contiguous_under_its_type_line() {
+        let rows = [
+            share_row("a", 0, ShareSeries::Live(ShareWindow::default())),
+            share_row("b", 0, ShareSeries::Persisted { tx_pending: 0 }),
+            share_row("b", 1, ShareSeries::Live(ShareWindow::default())),
+        ];
+        let mut out = String::new();
+        render_share(&mut out, &rows);
+        let mut seen: Vec<&str> = Vec::new();
+        let mut current = "";
+        for line in out.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                current = rest.split(' ').next().unwrap();
+                assert!(!seen.contains(&current), "{current} typed twice:\n{out}");
+                seen.push(current);
+                continue;
+            }
+            let name = line.split('{').next().unwrap();
+            assert_eq!(name, current, "sample outside its family:\n{out}");
+        }
+        assert_eq!(seen.len(), 9, "{out}");
+        assert_eq!(
+            out.matches("shoal_share_partition_txn_pending_records{")
+                .count(),
+            3,
+            "{out}"
+        );
+        assert_eq!(
+            out.matches("shoal_share_partition_txn_staged_records_total{")
+                .count(),
+            2,
             "{out}"
         );
     }
