@@ -1,8 +1,37 @@
 //! Prometheus metrics: request rate, errors and latency per api, bytes in and out,
-//! connections, and per-partition log end offset and size (read at scrape time).
+//! connections, per-partition log end offset and size, per-share-partition windows and
+//! transactional acknowledgements (read at scrape time), and the time records spend
+//! TX_PENDING.
 //!
 //! Counters are atomics indexed by api key, so recording costs no lock on the data path; the
 //! per-error-code map takes a short lock only when a response carries an error.
+//!
+//! Transactional acknowledgements (KIP-1289 §6). Kafka's names, Prometheus-normalised the way
+//! the other share-partition series are (`shoal_share_partition_<name>`, labels group, topic,
+//! partition; counters end in `_total`):
+//!
+//! - `shoal_share_partition_txn_pending_records` (gauge): Kafka's `txn-pending-records`,
+//!   records TX_PENDING now. From the live machine; for a share partition without one (after a
+//!   restart, before its first ShareFetch) from its persisted state, so a transaction left
+//!   open across a restart is visible.
+//! - `shoal_share_partition_txn_{staged,committed,aborted}_records_total` (counters): records
+//!   staged by TxnShareAcknowledge, and TX_PENDING records resolved by a COMMIT or an ABORT
+//!   marker. They count since the share partition's machine was built, so they restart at
+//!   zero when it is rebuilt (broker restart, reset) — an ordinary counter reset to
+//!   `rate()`. Only live machines report them.
+//! - `shoal_share_txn_pending_time_seconds` (histogram): how long each resolved record was
+//!   TX_PENDING, fed by [`Metrics::tx_pending_resolved`] from the marker path; buckets from
+//!   1 ms to `transaction.max.timeout.ms` (900 s). It is **broker-wide**, not per share
+//!   partition: a histogram costs 20 series, so per share partition it would multiply the
+//!   broker's series by twenty with groups × partitions, while the time is a property of
+//!   the producers' transactions (their commit latency), not of the partition; where records
+//!   are stuck is what the per-partition gauge already shows. Records whose staging time is
+//!   unknown (staged before the machine was rebuilt from persisted state) are not observed,
+//!   so its count can be below the committed + aborted counters.
+//!
+//! TxnShareAcknowledge's request rate, latency and errors are the generic per-api series
+//! (`request="TxnShareAcknowledge"`); [`error_codes`] counts its top-level and per-partition
+//! error codes.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -27,6 +56,14 @@ const API_SLOTS: usize = 128;
 const LATENCY_BUCKETS_S: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
+/// Time-in-TX_PENDING histogram bucket upper bounds, in seconds: from one commit round trip
+/// (staging, EndTxn, the marker's fsync) up to the client's default `transaction.timeout.ms`
+/// (60 s) and the broker's `transaction.max.timeout.ms` (900 s), past which the coordinator
+/// aborts.
+const TX_PENDING_BUCKETS_S: [f64; 17] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 900.0,
+];
 /// Distinct (api, error) pairs tracked at most.
 const ERROR_SERIES_MAX: usize = 4096;
 /// Largest HTTP request header accepted by the metrics endpoint.
@@ -43,6 +80,23 @@ impl ApiStats {
         Self {
             count: AtomicU64::new(0),
             latency_us: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// How long records stayed TX_PENDING, broker-wide, one observation per record.
+struct TxPendingTime {
+    count: AtomicU64,
+    sum_ms: AtomicU64,
+    buckets: [AtomicU64; TX_PENDING_BUCKETS_S.len()],
+}
+
+impl TxPendingTime {
+    fn new() -> Self {
+        Self {
+            count: AtomicU64::new(0),
+            sum_ms: AtomicU64::new(0),
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -75,6 +129,7 @@ pub struct Metrics {
     connections_total: AtomicU64,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
+    tx_pending_time: TxPendingTime,
 }
 
 impl Default for Metrics {
@@ -87,6 +142,7 @@ impl Default for Metrics {
             connections_total: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            tx_pending_time: TxPendingTime::new(),
         }
     }
 }
@@ -199,6 +255,28 @@ impl Metrics {
         self.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Records how long resolved TX_PENDING records were staged: call after each
+    /// `SharePartition::apply_marker` with its `MarkerOutcome::staged_at_ms` — (records,
+    /// staging time when known) per resolved run — and the marker's time. Each record is one
+    /// observation of `now_ms - staged_at`; runs whose staging time is unknown (staged before
+    /// the machine was rebuilt from persisted state) are skipped, and a clock that went
+    /// backwards counts as zero.
+    pub fn tx_pending_resolved(&self, staged_at_ms: &[(i64, Option<i64>)], now_ms: i64) {
+        let h = &self.tx_pending_time;
+        for &(records, staged_at) in staged_at_ms {
+            let (Some(at), Ok(n @ 1..)) = (staged_at, u64::try_from(records)) else {
+                continue;
+            };
+            let ms = u64::try_from(now_ms.saturating_sub(at)).unwrap_or(0);
+            h.count.fetch_add(n, Ordering::Relaxed);
+            h.sum_ms.fetch_add(ms.saturating_mul(n), Ordering::Relaxed);
+            let secs = ms as f64 / 1000.0;
+            if let Some(i) = TX_PENDING_BUCKETS_S.iter().position(|&b| secs <= b) {
+                h.buckets[i].fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Renders the registry and the broker's partitions in Prometheus text format.
     pub fn render(&self, broker: &Broker) -> String {
         let mut out = String::new();
@@ -279,6 +357,19 @@ impl Metrics {
         for (name, kind, value) in gauges {
             let _ = writeln!(out, "# TYPE {name} {kind}\n{name} {value}");
         }
+        // Broker-wide, always present (zero until a marker resolves staged records).
+        let name = "shoal_share_txn_pending_time_seconds";
+        let h = &self.tx_pending_time;
+        let count = h.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, bound) in TX_PENDING_BUCKETS_S.iter().enumerate() {
+            cumulative += h.buckets[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = h.sum_ms.load(Ordering::Relaxed) as f64 / 1e3;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
     }
 }
 
@@ -655,5 +746,52 @@ mod tests {
             2,
             "{out}"
         );
+    }
+
+    #[test]
+    fn time_in_tx_pending_is_observed_once_per_record() {
+        let metrics = Metrics::default();
+        let mut out = String::new();
+        metrics.render_registry(&mut out);
+        assert!(
+            out.contains("shoal_share_txn_pending_time_seconds_count 0\n"),
+            "present before any marker: {out}"
+        );
+        // A marker at t = 10 s resolving three runs: 4 records staged at 9.998 s (2 ms),
+        // 1 staged at 7 s (3 s), and 5 staged before a restart (time unknown: skipped).
+        metrics.tx_pending_resolved(&[(4, Some(9_998)), (1, Some(7_000)), (5, None)], 10_000);
+        // A run staged "after" the marker (the clock went back) counts as zero; empty runs
+        // count nothing.
+        metrics.tx_pending_resolved(&[(2, Some(10_500)), (0, Some(1))], 10_000);
+        let mut out = String::new();
+        metrics.render_registry(&mut out);
+        let get = |suffix: &str| {
+            let prefix = format!("shoal_share_txn_pending_time_seconds{suffix} ");
+            out.lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .unwrap_or_else(|| panic!("no {prefix} in {out}"))
+                .to_string()
+        };
+        assert_eq!(get("_bucket{le=\"0.001\"}"), "2");
+        assert_eq!(get("_bucket{le=\"0.0025\"}"), "6");
+        assert_eq!(get("_bucket{le=\"2.5\"}"), "6");
+        assert_eq!(get("_bucket{le=\"5\"}"), "7");
+        assert_eq!(get("_bucket{le=\"900\"}"), "7");
+        assert_eq!(get("_bucket{le=\"+Inf\"}"), "7");
+        assert_eq!(get("_count"), "7");
+        // 4 × 2 ms + 3 s + 2 × 0.
+        assert_eq!(get("_sum"), "3.008");
+        assert!(out.contains("# TYPE shoal_share_txn_pending_time_seconds histogram\n"));
+    }
+
+    #[test]
+    fn time_beyond_the_last_bucket_is_counted_only_in_inf() {
+        let metrics = Metrics::default();
+        metrics.tx_pending_resolved(&[(3, Some(0))], 1_000_000);
+        let mut out = String::new();
+        metrics.render_registry(&mut out);
+        assert!(out.contains("shoal_share_txn_pending_time_seconds_bucket{le=\"900\"} 0\n"));
+        assert!(out.contains("shoal_share_txn_pending_time_seconds_bucket{le=\"+Inf\"} 3\n"));
+        assert!(out.contains("shoal_share_txn_pending_time_seconds_sum 3000\n"));
     }
 }
