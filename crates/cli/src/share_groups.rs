@@ -1,6 +1,9 @@
 //! `shoal share-groups`: list share groups, describe one (members, assignment, start offset and
 //! lag per share partition), and reset a group's start offsets — what Kafka's
-//! `kafka-share-groups` tool does, over the Kafka protocol.
+//! `kafka-share-groups` tool does, over the Kafka protocol. With `--metrics`, describe adds what
+//! no Kafka API carries, read from the broker's Prometheus endpoint: the in-flight window, the
+//! TX_PENDING records and transactional acknowledgements (KIP-1289) of each share partition,
+//! and the broker-wide time-in-TX_PENDING summary.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
