@@ -210,7 +210,7 @@ fn encode(
     correlation_id: i32,
     response: &Response,
 ) {
-    for code in dispatch::error_codes(response) {
+    for code in crate::metrics::error_codes(response) {
         broker
             .metrics
             .request_error(crate::metrics::api_name(api), code);

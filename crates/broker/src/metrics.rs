@@ -1,16 +1,48 @@
 //! Prometheus metrics: request rate, errors and latency per api, bytes in and out,
-//! connections, and per-partition log end offset and size (read at scrape time).
+//! connections, per-partition log end offset and size, per-share-partition windows and
+//! transactional acknowledgements (read at scrape time), and the time records spend
+//! TX_PENDING.
 //!
 //! Counters are atomics indexed by api key, so recording costs no lock on the data path; the
 //! per-error-code map takes a short lock only when a response carries an error.
+//!
+//! Transactional acknowledgements (KIP-1289 §6). Kafka's names, Prometheus-normalised the way
+//! the other share-partition series are (`shoal_share_partition_<name>`, labels group, topic,
+//! partition; counters end in `_total`):
+//!
+//! - `shoal_share_partition_txn_pending_records` (gauge): Kafka's `txn-pending-records`,
+//!   records TX_PENDING now. From the live machine; for a share partition without one (after a
+//!   restart, before its first ShareFetch) from its persisted state, so a transaction left
+//!   open across a restart is visible.
+//! - `shoal_share_partition_txn_{staged,committed,aborted}_records_total` (counters): records
+//!   staged by TxnShareAcknowledge, and TX_PENDING records resolved by a COMMIT or an ABORT
+//!   marker. They count since the share partition's machine was built, so they restart at
+//!   zero when it is rebuilt (broker restart, reset) — an ordinary counter reset to
+//!   `rate()`. Only live machines report them.
+//! - `shoal_share_txn_pending_time_seconds` (histogram): how long each resolved record was
+//!   TX_PENDING, fed by [`Metrics::tx_pending_resolved`] from the marker path; buckets from
+//!   1 ms to `transaction.max.timeout.ms` (900 s). It is **broker-wide**, not per share
+//!   partition: a histogram costs 20 series, so per share partition it would multiply the
+//!   broker's series by twenty with groups × partitions, while the time is a property of
+//!   the producers' transactions (their commit latency), not of the partition; where records
+//!   are stuck is what the per-partition gauge already shows. Records whose staging time is
+//!   unknown (staged before the machine was rebuilt from persisted state) are not observed,
+//!   so its count can be below the committed + aborted counters.
+//!
+//! TxnShareAcknowledge's request rate, latency and errors are the generic per-api series
+//! (`request="TxnShareAcknowledge"`); [`error_codes`] counts its top-level and per-partition
+//! error codes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use shoal_core::share_coordinator::SharePartitionKey;
+use shoal_core::share_partition::TxnStats;
 use shoal_protocol::messages::ApiKey;
+use shoal_protocol::Response;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -23,6 +55,14 @@ const API_SLOTS: usize = 128;
 /// Latency histogram bucket upper bounds, in seconds.
 const LATENCY_BUCKETS_S: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+/// Time-in-TX_PENDING histogram bucket upper bounds, in seconds: from one commit round trip
+/// (staging, EndTxn, the marker's fsync) up to the client's default `transaction.timeout.ms`
+/// (60 s) and the broker's `transaction.max.timeout.ms` (900 s), past which the coordinator
+/// aborts.
+const TX_PENDING_BUCKETS_S: [f64; 17] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 900.0,
 ];
 /// Distinct (api, error) pairs tracked at most.
 const ERROR_SERIES_MAX: usize = 4096;
@@ -45,6 +85,41 @@ impl ApiStats {
     }
 }
 
+/// How long records stayed TX_PENDING, broker-wide, one observation per record.
+struct TxPendingTime {
+    count: AtomicU64,
+    sum_ms: AtomicU64,
+    buckets: [AtomicU64; TX_PENDING_BUCKETS_S.len()],
+}
+
+impl TxPendingTime {
+    fn new() -> Self {
+        Self {
+            count: AtomicU64::new(0),
+            sum_ms: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// One live share partition's window and transactional-acknowledgement counters, as
+/// [`crate::share::ShareManager::in_flight`] reads them from its machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShareWindow {
+    /// The share-partition start offset (SPSO).
+    pub start_offset: i64,
+    /// The share-partition end offset (SPEO).
+    pub end_offset: i64,
+    /// Records between SPSO and SPEO that are not yet terminal.
+    pub in_flight: i64,
+    pub acquired: i64,
+    pub available: i64,
+    /// Records TX_PENDING (Kafka's `txn-pending-records`).
+    pub tx_pending: i64,
+    /// Records staged, committed and aborted since the machine was built.
+    pub txn: TxnStats,
+}
+
 /// The broker's metrics registry.
 pub struct Metrics {
     apis: Vec<ApiStats>,
@@ -54,6 +129,7 @@ pub struct Metrics {
     connections_total: AtomicU64,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
+    tx_pending_time: TxPendingTime,
 }
 
 impl Default for Metrics {
@@ -66,6 +142,7 @@ impl Default for Metrics {
             connections_total: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            tx_pending_time: TxPendingTime::new(),
         }
     }
 }
@@ -121,6 +198,22 @@ pub fn api_name(api: ApiKey) -> &'static str {
     )
 }
 
+/// The error codes a response carries, for `shoal_request_errors_total`: those
+/// [`crate::dispatch::error_codes`] extracts, and TxnShareAcknowledge's (KIP-1289) top-level
+/// code and every per-partition code, so a partition refused inside a successful request is
+/// counted too. Zero codes are left out.
+pub fn error_codes(response: &Response) -> Vec<i16> {
+    let mut codes = crate::dispatch::error_codes(response);
+    if let Response::TxnShareAcknowledge(r) = response {
+        codes.push(r.error_code);
+        for t in &r.responses {
+            codes.extend(t.partitions.iter().map(|p| p.error_code));
+        }
+        codes.retain(|&c| c != 0);
+    }
+    codes
+}
+
 impl Metrics {
     pub fn request(&self, api: ApiKey, elapsed: Duration) {
         let stats = &self.apis[slot(api)];
@@ -162,9 +255,38 @@ impl Metrics {
         self.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Records how long resolved TX_PENDING records were staged: call after each
+    /// `SharePartition::apply_marker` with its `MarkerOutcome::staged_at_ms` — (records,
+    /// staging time when known) per resolved run — and the marker's time. Each record is one
+    /// observation of `now_ms - staged_at`; runs whose staging time is unknown (staged before
+    /// the machine was rebuilt from persisted state) are skipped, and a clock that went
+    /// backwards counts as zero.
+    pub fn tx_pending_resolved(&self, staged_at_ms: &[(i64, Option<i64>)], now_ms: i64) {
+        let h = &self.tx_pending_time;
+        for &(records, staged_at) in staged_at_ms {
+            let (Some(at), Ok(n @ 1..)) = (staged_at, u64::try_from(records)) else {
+                continue;
+            };
+            let ms = u64::try_from(now_ms.saturating_sub(at)).unwrap_or(0);
+            h.count.fetch_add(n, Ordering::Relaxed);
+            h.sum_ms.fetch_add(ms.saturating_mul(n), Ordering::Relaxed);
+            let secs = ms as f64 / 1000.0;
+            if let Some(i) = TX_PENDING_BUCKETS_S.iter().position(|&b| secs <= b) {
+                h.buckets[i].fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Renders the registry and the broker's partitions in Prometheus text format.
     pub fn render(&self, broker: &Broker) -> String {
         let mut out = String::new();
+        self.render_registry(&mut out);
+        render_partitions(&mut out, broker);
+        out
+    }
+
+    /// The registry's own series: per-api requests, latency and errors, connections, bytes.
+    fn render_registry(&self, out: &mut String) {
         let _ = writeln!(out, "# TYPE shoal_requests_total counter");
         let _ = writeln!(out, "# TYPE shoal_request_latency_seconds histogram");
         for api in ApiKey::iter() {
@@ -235,46 +357,154 @@ impl Metrics {
         for (name, kind, value) in gauges {
             let _ = writeln!(out, "# TYPE {name} {kind}\n{name} {value}");
         }
-        let _ = writeln!(out, "# TYPE shoal_log_end_offset gauge");
-        let _ = writeln!(out, "# TYPE shoal_log_size_bytes gauge");
-        for topic in broker.topic_list() {
-            for p in topic.partitions() {
-                let (leo, size) = {
-                    let log = p.lock();
-                    (log.log_end_offset(), log.size_bytes())
-                };
-                let labels = format!("topic=\"{}\",partition=\"{}\"", topic.name, p.index);
-                let _ = writeln!(out, "shoal_log_end_offset{{{labels}}} {leo}");
-                let _ = writeln!(out, "shoal_log_size_bytes{{{labels}}} {size}");
-            }
+        // Broker-wide, always present (zero until a marker resolves staged records).
+        let name = "shoal_share_txn_pending_time_seconds";
+        let h = &self.tx_pending_time;
+        let count = h.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, bound) in TX_PENDING_BUCKETS_S.iter().enumerate() {
+            cumulative += h.buckets[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
         }
-        // Share partitions: the in-flight window (SPSO..=SPEO) and its acquired and available
-        // records, bounded by share.partition.max.record.locks.
-        let share = broker.share.in_flight();
-        let names = [
-            "shoal_share_partition_start_offset",
-            "shoal_share_partition_end_offset",
-            "shoal_share_partition_in_flight_records",
-            "shoal_share_partition_acquired_records",
-            "shoal_share_partition_available_records",
-        ];
-        for (i, name) in names.iter().enumerate() {
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            for (key, values) in &share {
-                let topic = broker
-                    .topic_by_id(uuid::Uuid::from_bytes(key.topic_id.0))
-                    .map_or_else(|| key.topic_id.to_kafka_string(), |t| t.name.clone());
-                let _ = writeln!(
-                    out,
-                    "{name}{{group=\"{}\",topic=\"{topic}\",partition=\"{}\"}} {}",
-                    key.group_id.replace(['\\', '"', '\n'], "_"),
-                    key.partition,
-                    values[i]
-                );
-            }
-        }
-        out
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = h.sum_ms.load(Ordering::Relaxed) as f64 / 1e3;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
     }
+}
+
+/// The broker's partitions and share partitions, read at scrape time.
+fn render_partitions(out: &mut String, broker: &Broker) {
+    let _ = writeln!(out, "# TYPE shoal_log_end_offset gauge");
+    let _ = writeln!(out, "# TYPE shoal_log_size_bytes gauge");
+    for topic in broker.topic_list() {
+        for p in topic.partitions() {
+            let (leo, size) = {
+                let log = p.lock();
+                (log.log_end_offset(), log.size_bytes())
+            };
+            let labels = format!("topic=\"{}\",partition=\"{}\"", topic.name, p.index);
+            let _ = writeln!(out, "shoal_log_end_offset{{{labels}}} {leo}");
+            let _ = writeln!(out, "shoal_log_size_bytes{{{labels}}} {size}");
+        }
+    }
+    let share = broker.share.in_flight();
+    let live: HashSet<&SharePartitionKey> = share.iter().map(|(k, _)| k).collect();
+    // Share partitions with persisted state but no live machine (after a restart, before their
+    // first ShareFetch) still show what is TX_PENDING in them.
+    let persisted: Vec<(SharePartitionKey, i64)> = broker
+        .share
+        .tx_pending_persisted()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| !live.contains(k))
+        .collect();
+    let row = |key: &SharePartitionKey, series| ShareRow {
+        group: key.group_id.clone(),
+        topic: broker
+            .topic_by_id(uuid::Uuid::from_bytes(key.topic_id.0))
+            .map_or_else(|| key.topic_id.to_kafka_string(), |t| t.name.clone()),
+        partition: key.partition,
+        series,
+    };
+    let mut rows: Vec<ShareRow> = share
+        .iter()
+        .map(|(key, window)| row(key, ShareSeries::Live(*window)))
+        .chain(
+            persisted
+                .iter()
+                .map(|(key, n)| row(key, ShareSeries::Persisted { tx_pending: *n })),
+        )
+        .collect();
+    rows.sort_by(|a, b| (&a.group, &a.topic, a.partition).cmp(&(&b.group, &b.topic, b.partition)));
+    render_share(out, &rows);
+}
+
+/// What one share partition exposes: its live machine's window and counters, or, when it has
+/// no live machine, only the TX_PENDING count of its persisted state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ShareSeries {
+    Live(ShareWindow),
+    Persisted { tx_pending: i64 },
+}
+
+struct ShareRow {
+    group: String,
+    topic: String,
+    partition: i32,
+    series: ShareSeries,
+}
+
+/// The per-share-partition families, each under its TYPE line (Prometheus wants a family's
+/// samples together): the in-flight window (SPSO..=SPEO) and its acquired and available
+/// records, bounded by share.partition.max.record.locks; Kafka's `txn-pending-records`; the
+/// staged / committed / aborted transactional acknowledgement counters.
+fn render_share(out: &mut String, rows: &[ShareRow]) {
+    type Read = fn(&ShareSeries) -> Option<i64>;
+    fn live(series: &ShareSeries) -> Option<&ShareWindow> {
+        match series {
+            ShareSeries::Live(w) => Some(w),
+            ShareSeries::Persisted { .. } => None,
+        }
+    }
+    let families: [(&str, &str, Read); 9] = [
+        ("shoal_share_partition_start_offset", "gauge", |s| {
+            live(s).map(|w| w.start_offset)
+        }),
+        ("shoal_share_partition_end_offset", "gauge", |s| {
+            live(s).map(|w| w.end_offset)
+        }),
+        ("shoal_share_partition_in_flight_records", "gauge", |s| {
+            live(s).map(|w| w.in_flight)
+        }),
+        ("shoal_share_partition_acquired_records", "gauge", |s| {
+            live(s).map(|w| w.acquired)
+        }),
+        ("shoal_share_partition_available_records", "gauge", |s| {
+            live(s).map(|w| w.available)
+        }),
+        ("shoal_share_partition_txn_pending_records", "gauge", |s| {
+            Some(match s {
+                ShareSeries::Live(w) => w.tx_pending,
+                ShareSeries::Persisted { tx_pending } => *tx_pending,
+            })
+        }),
+        (
+            "shoal_share_partition_txn_staged_records_total",
+            "counter",
+            |s| live(s).map(|w| w.txn.staged),
+        ),
+        (
+            "shoal_share_partition_txn_committed_records_total",
+            "counter",
+            |s| live(s).map(|w| w.txn.committed),
+        ),
+        (
+            "shoal_share_partition_txn_aborted_records_total",
+            "counter",
+            |s| live(s).map(|w| w.txn.aborted),
+        ),
+    ];
+    for (name, kind, read) in families {
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for r in rows {
+            let Some(value) = read(&r.series) else {
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "{name}{{group=\"{}\",topic=\"{}\",partition=\"{}\"}} {value}",
+                label_value(&r.group),
+                label_value(&r.topic),
+                r.partition,
+            );
+        }
+    }
+}
+
+/// A label value with the characters Prometheus text would need escaped replaced.
+fn label_value(v: &str) -> String {
+    v.replace(['\\', '"', '\n'], "_")
 }
 
 /// Serves `GET /metrics` (any path, in fact) on `listener` until `stop` is set.
@@ -328,5 +558,240 @@ mod tests {
     fn txn_share_acknowledge_has_its_kafka_name() {
         assert_eq!(api_name(ApiKey::TxnShareAcknowledge), "TxnShareAcknowledge");
         assert_eq!(slot(ApiKey::TxnShareAcknowledge), 95);
+    }
+
+    fn txn_share_acknowledge_response(top: i16, partitions: &[&[i16]]) -> Response {
+        use shoal_protocol::share::txn_share_acknowledge::{
+            TxnShareAcknowledgePartitionResponse, TxnShareAcknowledgeTopicResponse,
+        };
+        Response::TxnShareAcknowledge(shoal_protocol::share::TxnShareAcknowledgeResponse {
+            error_code: top,
+            responses: partitions
+                .iter()
+                .map(|codes| TxnShareAcknowledgeTopicResponse {
+                    topic_id: uuid::Uuid::new_v4(),
+                    partitions: codes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, code)| TxnShareAcknowledgePartitionResponse {
+                            partition_index: i as i32,
+                            error_code: *code,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn txn_share_acknowledge_errors_are_extracted_top_level_and_per_partition() {
+        use shoal_protocol::ErrorCode;
+        let invalid = ErrorCode::INVALID_RECORD_STATE.code();
+        let unknown = ErrorCode::UNKNOWN_TOPIC_ID.code();
+        // A successful request whose partitions failed: each failed partition counts once.
+        let r = txn_share_acknowledge_response(0, &[&[0, invalid], &[unknown, invalid]]);
+        assert_eq!(error_codes(&r), vec![invalid, unknown, invalid]);
+        // A refused request: its top-level code.
+        let fenced = ErrorCode::PRODUCER_FENCED.code();
+        assert_eq!(
+            error_codes(&txn_share_acknowledge_response(fenced, &[])),
+            vec![fenced]
+        );
+        assert_eq!(
+            error_codes(&txn_share_acknowledge_response(0, &[&[0]])),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn txn_share_acknowledge_rate_latency_and_errors_are_rendered() {
+        let metrics = Metrics::default();
+        metrics.request(ApiKey::TxnShareAcknowledge, Duration::from_micros(1500));
+        metrics.request(ApiKey::TxnShareAcknowledge, Duration::from_millis(30));
+        let r = txn_share_acknowledge_response(0, &[&[121, 0, 121]]);
+        for code in error_codes(&r) {
+            metrics.request_error(api_name(ApiKey::TxnShareAcknowledge), code);
+        }
+        let mut out = String::new();
+        metrics.render_registry(&mut out);
+        let lines: Vec<&str> = out.lines().collect();
+        let has = |line: &str| lines.contains(&line);
+        assert!(
+            has("shoal_requests_total{request=\"TxnShareAcknowledge\"} 2"),
+            "{out}"
+        );
+        assert!(
+            has("shoal_request_latency_seconds_bucket{request=\"TxnShareAcknowledge\",le=\"0.0025\"} 1"),
+            "{out}"
+        );
+        assert!(
+            has("shoal_request_latency_seconds_bucket{request=\"TxnShareAcknowledge\",le=\"0.05\"} 2"),
+            "{out}"
+        );
+        assert!(
+            has("shoal_request_latency_seconds_count{request=\"TxnShareAcknowledge\"} 2"),
+            "{out}"
+        );
+        assert!(
+            has("shoal_request_errors_total{request=\"TxnShareAcknowledge\",error=\"INVALID_RECORD_STATE\"} 2"),
+            "{out}"
+        );
+    }
+
+    fn share_row(group: &str, partition: i32, series: ShareSeries) -> ShareRow {
+        ShareRow {
+            group: group.to_string(),
+            topic: "jobs".to_string(),
+            partition,
+            series,
+        }
+    }
+
+    /// The value of `name{group=..,topic="jobs",partition=..}`, if rendered.
+    fn sample(out: &str, name: &str, group: &str, partition: i32) -> Option<String> {
+        let prefix =
+            format!("{name}{{group=\"{group}\",topic=\"jobs\",partition=\"{partition}\"}} ");
+        out.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map(str::to_string)
+    }
+
+    #[test]
+    fn share_partitions_render_tx_pending_and_transactional_counters() {
+        let live = ShareWindow {
+            start_offset: 10,
+            end_offset: 29,
+            in_flight: 20,
+            acquired: 5,
+            available: 3,
+            tx_pending: 12,
+            txn: TxnStats {
+                staged: 40,
+                committed: 20,
+                aborted: 8,
+            },
+        };
+        let rows = [
+            share_row("workers", 0, ShareSeries::Live(live)),
+            share_row("workers", 1, ShareSeries::Persisted { tx_pending: 7 }),
+        ];
+        let mut out = String::new();
+        render_share(&mut out, &rows);
+        let get = |name: &str, p: i32| sample(&out, name, "workers", p);
+        let v = |n: i64| Some(n.to_string());
+        assert_eq!(get("shoal_share_partition_txn_pending_records", 0), v(12));
+        assert_eq!(
+            get("shoal_share_partition_txn_staged_records_total", 0),
+            v(40)
+        );
+        assert_eq!(
+            get("shoal_share_partition_txn_committed_records_total", 0),
+            v(20)
+        );
+        assert_eq!(
+            get("shoal_share_partition_txn_aborted_records_total", 0),
+            v(8)
+        );
+        assert_eq!(get("shoal_share_partition_start_offset", 0), v(10));
+        assert_eq!(get("shoal_share_partition_end_offset", 0), v(29));
+        assert_eq!(get("shoal_share_partition_in_flight_records", 0), v(20));
+        assert_eq!(get("shoal_share_partition_acquired_records", 0), v(5));
+        assert_eq!(get("shoal_share_partition_available_records", 0), v(3));
+        // Without a live machine: the persisted TX_PENDING count, and no counters or window
+        // (zero would be a lie: nothing counted them).
+        assert_eq!(get("shoal_share_partition_txn_pending_records", 1), v(7));
+        assert_eq!(
+            get("shoal_share_partition_txn_staged_records_total", 1),
+            None
+        );
+        assert_eq!(get("shoal_share_partition_in_flight_records", 1), None);
+        assert!(out.contains("# TYPE shoal_share_partition_txn_pending_records gauge\n"));
+        assert!(out.contains("# TYPE shoal_share_partition_txn_aborted_records_total counter\n"));
+    }
+
+    #[test]
+    fn each_share_family_is_contiguous_under_its_type_line() {
+        let rows = [
+            share_row("a", 0, ShareSeries::Live(ShareWindow::default())),
+            share_row("b", 0, ShareSeries::Persisted { tx_pending: 0 }),
+            share_row("b", 1, ShareSeries::Live(ShareWindow::default())),
+        ];
+        let mut out = String::new();
+        render_share(&mut out, &rows);
+        let mut seen: Vec<&str> = Vec::new();
+        let mut current = "";
+        for line in out.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                current = rest.split(' ').next().unwrap();
+                assert!(!seen.contains(&current), "{current} typed twice:\n{out}");
+                seen.push(current);
+                continue;
+            }
+            let name = line.split('{').next().unwrap();
+            assert_eq!(name, current, "sample outside its family:\n{out}");
+        }
+        assert_eq!(seen.len(), 9, "{out}");
+        assert_eq!(
+            out.matches("shoal_share_partition_txn_pending_records{")
+                .count(),
+            3,
+            "{out}"
+        );
+        assert_eq!(
+            out.matches("shoal_share_partition_txn_staged_records_total{")
+                .count(),
+            2,
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn time_in_tx_pending_is_observed_once_per_record() {
+        let metrics = Metrics::default();
+        let mut out = String::new();
+        metrics.render_registry(&mut out);
+        assert!(
+            out.contains("shoal_share_txn_pending_time_seconds_count 0\n"),
+            "present before any marker: {out}"
+        );
+        // A marker at t = 10 s resolving three runs: 4 records staged at 9.998 s (2 ms),
+        // 1 staged at 7 s (3 s), and 5 staged before a restart (time unknown: skipped).
+        metrics.tx_pending_resolved(&[(4, Some(9_998)), (1, Some(7_000)), (5, None)], 10_000);
+        // A run staged "after" the marker (the clock went back) counts as zero; empty runs
+        // count nothing.
+        metrics.tx_pending_resolved(&[(2, Some(10_500)), (0, Some(1))], 10_000);
+        let mut out = String::new();
+        metrics.render_registry(&mut out);
+        let get = |suffix: &str| {
+            let prefix = format!("shoal_share_txn_pending_time_seconds{suffix} ");
+            out.lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .unwrap_or_else(|| panic!("no {prefix} in {out}"))
+                .to_string()
+        };
+        assert_eq!(get("_bucket{le=\"0.001\"}"), "2");
+        assert_eq!(get("_bucket{le=\"0.0025\"}"), "6");
+        assert_eq!(get("_bucket{le=\"2.5\"}"), "6");
+        assert_eq!(get("_bucket{le=\"5\"}"), "7");
+        assert_eq!(get("_bucket{le=\"900\"}"), "7");
+        assert_eq!(get("_bucket{le=\"+Inf\"}"), "7");
+        assert_eq!(get("_count"), "7");
+        // 4 × 2 ms + 3 s + 2 × 0.
+        assert_eq!(get("_sum"), "3.008");
+        assert!(out.contains("# TYPE shoal_share_txn_pending_time_seconds histogram\n"));
+    }
+
+    #[test]
+    fn time_beyond_the_last_bucket_is_counted_only_in_inf() {
+        let metrics = Metrics::default();
+        metrics.tx_pending_resolved(&[(3, Some(0))], 1_000_000);
+        let mut out = String::new();
+        metrics.render_registry(&mut out);
+        assert!(out.contains("shoal_share_txn_pending_time_seconds_bucket{le=\"900\"} 0\n"));
+        assert!(out.contains("shoal_share_txn_pending_time_seconds_bucket{le=\"+Inf\"} 3\n"));
+        assert!(out.contains("shoal_share_txn_pending_time_seconds_sum 3000\n"));
     }
 }

@@ -679,10 +679,10 @@ impl ShareManager {
         }
     }
 
-    /// The live share partitions' windows, for metrics: `(key, start offset, end offset,
-    /// in-flight records, acquired, available)`. Partitions busy at the moment are skipped.
-    pub fn in_flight(&self) -> Vec<(SharePartitionKey, [i64; 5])> {
-        let mut out: Vec<(SharePartitionKey, [i64; 5])> = self
+    /// The live share partitions' windows and transactional-acknowledgement counters, for
+    /// metrics. Partitions busy at the moment are skipped.
+    pub fn in_flight(&self) -> Vec<(SharePartitionKey, crate::metrics::ShareWindow)> {
+        let mut out: Vec<(SharePartitionKey, crate::metrics::ShareWindow)> = self
             .existing_slots()
             .into_iter()
             .filter_map(|(key, slot)| {
@@ -691,13 +691,15 @@ impl ShareManager {
                 let counts = sp.counts();
                 Some((
                     key,
-                    [
-                        sp.start_offset(),
-                        sp.end_offset(),
-                        sp.in_flight_count(),
-                        counts.acquired,
-                        counts.available,
-                    ],
+                    crate::metrics::ShareWindow {
+                        start_offset: sp.start_offset(),
+                        end_offset: sp.end_offset(),
+                        in_flight: sp.in_flight_count(),
+                        acquired: counts.acquired,
+                        available: counts.available,
+                        tx_pending: sp.tx_pending_count(),
+                        txn: sp.txn_stats(),
+                    },
                 ))
             })
             .collect();
@@ -842,6 +844,20 @@ impl ShareManager {
             self.released.notify_waiters();
         }
         any
+    }
+
+    /// The offsets TX_PENDING in every share partition's persisted state, for the metrics of
+    /// share partitions without a live machine (after a restart, before their first
+    /// ShareFetch). None when the store is busy at the moment: a scrape does not wait for a
+    /// state write, as [`ShareManager::in_flight`] skips busy partitions.
+    pub fn tx_pending_persisted(&self) -> Option<Vec<(SharePartitionKey, i64)>> {
+        let store = self.store.try_lock().ok()?;
+        Some(
+            store
+                .keys()
+                .map(|k| (k.clone(), store.tx_pending_count(Some(k))))
+                .collect(),
+        )
     }
 }
 

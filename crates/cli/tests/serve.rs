@@ -373,3 +373,175 @@ async fn share_groups_command_lists_describes_and_resets() {
     drop(conn);
     terminate(&mut child);
 }
+
+/// `share-groups describe --metrics` reads TX_PENDING and the transactional-acknowledgement
+/// series from the broker's metrics endpoint. Nothing can be staged over the wire yet, so this
+/// checks the zero case on both of the broker's sources: a share partition with a live machine
+/// (after a ShareFetch) and one with only persisted state (after a reset).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_groups_describe_shows_tx_pending_from_the_metrics_endpoint() {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, GroupId, ShareGroupHeartbeatRequest};
+    use shoal_protocol::share::share_fetch::{FetchPartition, FetchTopic, ShareFetchRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shoal"))
+        .args(["serve", "--listen", &addr.to_string()])
+        .args(["--metrics", &metrics.to_string()])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_listening(addr, &mut child);
+    wait_listening(metrics, &mut child);
+    let mut conn = Connection::connect(addr).await.unwrap();
+    let created = conn
+        .request(
+            7,
+            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("jobs")))
+                .with_num_partitions(2)
+                .with_replication_factor(-1)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let topic_id = created.topics[0].topic_id;
+    let heartbeat = |epoch: i32| {
+        ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("workers")))
+            .with_member_id(StrBytes::from_static_str("member-1"))
+            .with_member_epoch(epoch)
+            .with_subscribed_topic_names(
+                (epoch == 0).then(|| vec![TopicName(StrBytes::from_static_str("jobs"))]),
+            )
+    };
+    assert_eq!(conn.request(1, &heartbeat(0)).await.unwrap().error_code, 0);
+    // A ShareFetch builds partition 0's live machine (the topic is empty: nothing acquired).
+    let fetched = conn
+        .request(
+            1,
+            &ShareFetchRequest {
+                group_id: Some(GroupId(StrBytes::from_static_str("workers"))),
+                member_id: Some(StrBytes::from_static_str("member-1")),
+                share_session_epoch: 0,
+                max_wait_ms: 0,
+                min_bytes: 1,
+                max_bytes: 1 << 20,
+                max_records: 500,
+                batch_size: 500,
+                topics: vec![FetchTopic {
+                    topic_id,
+                    partitions: vec![FetchPartition {
+                        partition_index: 0,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(fetched.error_code, 0);
+    assert_eq!(fetched.responses[0].partitions[0].error_code, 0);
+    assert_eq!(conn.request(1, &heartbeat(-1)).await.unwrap().error_code, 0);
+
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_shoal"))
+            .args(["share-groups", "--bootstrap", &addr.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    // Partition 1 gets persisted state only: the reset writes it, no machine is built.
+    let (ok, said) = cli(&[
+        "reset",
+        "--group",
+        "workers",
+        "--topic",
+        "jobs",
+        "--partition",
+        "1",
+        "--to-offset",
+        "0",
+    ]);
+    assert!(ok, "{said}");
+
+    let (ok, described) = cli(&[
+        "describe",
+        "--group",
+        "workers",
+        "--metrics",
+        &metrics.to_string(),
+    ]);
+    assert!(ok, "{described}");
+    let header = described
+        .lines()
+        .find(|l| l.starts_with("Topic"))
+        .unwrap_or_else(|| panic!("no header: {described}"));
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        vec![
+            "Topic",
+            "Partition",
+            "StartOffset",
+            "Lag",
+            "InFlight",
+            "Acquired",
+            "Available",
+            "TX_PENDING",
+            "TxnStaged",
+            "TxnCommitted",
+            "TxnAborted"
+        ],
+        "{described}"
+    );
+    let row = |partition: &str| {
+        described
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.len() > 1 && f[0] == "jobs" && f[1] == partition)
+            .unwrap_or_else(|| panic!("no row for jobs-{partition}: {described}"))
+    };
+    // Live machine: every series present, all zero.
+    assert_eq!(
+        row("0"),
+        vec!["jobs", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0"],
+        "{described}"
+    );
+    // Persisted state only: its TX_PENDING count, and no window or counters.
+    assert_eq!(
+        row("1"),
+        vec!["jobs", "1", "0", "0", "-", "-", "-", "0", "-", "-", "-"],
+        "{described}"
+    );
+    assert!(
+        described.contains("Time in TX_PENDING (broker-wide): no staged record resolved yet"),
+        "{described}"
+    );
+
+    // Without --metrics: Kafka's columns, and where the rest is.
+    let (ok, plain) = cli(&["describe", "--group", "workers"]);
+    assert!(ok, "{plain}");
+    let header = plain
+        .lines()
+        .find(|l| l.starts_with("Topic"))
+        .unwrap_or_else(|| panic!("no header: {plain}"));
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        vec!["Topic", "Partition", "StartOffset", "Lag"],
+        "{plain}"
+    );
+    assert!(plain.contains("add --metrics HOST:PORT"), "{plain}");
+    drop(conn);
+    terminate(&mut child);
+}
