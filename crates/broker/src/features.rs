@@ -3,13 +3,30 @@
 //!
 //! Finalized levels are records in the metadata log; a new data directory starts at each
 //! feature's default level (DESIGN.md: `transaction.version=2`, `share.version` at its newest
-//! level). At `share.version` 1 the share-group RPCs are advertised and served, below it they
-//! answer UNSUPPORTED_VERSION.
+//! level), and a directory that already has levels keeps them.
+//!
+//! `share.version` is numbered as Apache Kafka numbers it (spec §3.5):
+//! - 1 ([`SHARE_VERSION_SHARE_GROUPS`]): share groups (KIP-932). From level 1 the share-group
+//!   RPCs are advertised and served; below it they are not advertised and answer
+//!   UNSUPPORTED_VERSION.
+//! - 2 ([`SHARE_VERSION_DLQ`]): Kafka 4.4's share-group dead-letter queues (KIP-1191), not
+//!   built in Shoal: level 2 is accepted and behaves exactly as level 1 (decision 0012).
+//! - 3 ([`SHARE_VERSION_TXN_ACKS`]): transactional acknowledgements (KIP-1289). From level 3
+//!   TxnShareAcknowledge (api key 95) is advertised and served; below it it is not advertised
+//!   and answers UNSUPPORTED_VERSION.
 
 /// Feature names.
 pub const TRANSACTION_VERSION: &str = "transaction.version";
 pub const SHARE_VERSION: &str = "share.version";
 pub const METADATA_VERSION: &str = "metadata.version";
+
+/// `share.version` 1: share groups (KIP-932).
+pub const SHARE_VERSION_SHARE_GROUPS: i16 = 1;
+/// `share.version` 2: Kafka 4.4's share-group dead-letter queues (KIP-1191). Not built in
+/// Shoal: the level is accepted and behaves as [`SHARE_VERSION_SHARE_GROUPS`] (decision 0012).
+pub const SHARE_VERSION_DLQ: i16 = 2;
+/// `share.version` 3: transactional acknowledgements (KIP-1289, the draft's `SV_3`).
+pub const SHARE_VERSION_TXN_ACKS: i16 = 3;
 
 /// Kafka 4.4's newest `metadata.version` level, 4.4-IV2: the level whose behaviour this broker
 /// answers with. It is the only level supported and always finalized: a single node has no
@@ -37,8 +54,8 @@ pub const FEATURES: &[FeatureSpec] = &[
     FeatureSpec {
         name: SHARE_VERSION,
         min: 0,
-        max: 1,
-        default_level: 1,
+        max: SHARE_VERSION_TXN_ACKS,
+        default_level: SHARE_VERSION_TXN_ACKS,
     },
     FeatureSpec {
         name: TRANSACTION_VERSION,
@@ -95,9 +112,31 @@ mod tests {
         assert!(check_update("no.such.version", 0, 1, UPGRADE).is_err());
         assert!(check_update(TRANSACTION_VERSION, 2, 0, UNSAFE_DOWNGRADE).is_ok());
         assert!(check_update(SHARE_VERSION, 0, 1, UPGRADE).is_ok());
-        assert!(check_update(SHARE_VERSION, 1, 2, UPGRADE).is_err());
+        assert!(check_update(SHARE_VERSION, 1, 2, UPGRADE).is_ok());
+        assert!(check_update(SHARE_VERSION, 1, 3, UPGRADE).is_ok());
+        assert!(check_update(SHARE_VERSION, 3, 4, UPGRADE).is_err());
+        assert!(check_update(SHARE_VERSION, 3, 1, UPGRADE).is_err());
+        assert!(check_update(SHARE_VERSION, 3, 1, SAFE_DOWNGRADE).is_ok());
+        assert!(check_update(SHARE_VERSION, 3, 0, UNSAFE_DOWNGRADE).is_ok());
+        assert!(check_update(SHARE_VERSION, 3, 3, UPGRADE).is_ok());
+        assert!(check_update(SHARE_VERSION, 3, 3, SAFE_DOWNGRADE).is_ok());
         assert!(check_update(METADATA_VERSION, 33, 33, UPGRADE).is_ok());
         assert!(check_update(METADATA_VERSION, 33, 32, UNSAFE_DOWNGRADE).is_err());
         assert!(check_update(METADATA_VERSION, 33, 34, UPGRADE).is_err());
+    }
+
+    #[test]
+    fn share_version_levels_are_kafkas() {
+        let share = spec(SHARE_VERSION).unwrap();
+        assert_eq!((share.min, share.max), (0, 3));
+        assert_eq!(share.default_level, SHARE_VERSION_TXN_ACKS);
+        assert_eq!(
+            (
+                SHARE_VERSION_SHARE_GROUPS,
+                SHARE_VERSION_DLQ,
+                SHARE_VERSION_TXN_ACKS
+            ),
+            (1, 2, 3)
+        );
     }
 }
