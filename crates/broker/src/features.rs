@@ -78,7 +78,8 @@ pub const UNSAFE_DOWNGRADE: i8 = 3;
 ///
 /// # Errors
 /// Kafka's INVALID_UPDATE_VERSION message for an unknown feature, a level outside the
-/// supported range, or a downgrade the request did not allow.
+/// supported range, a downgrade the request did not allow, or a downgrade type asking for a
+/// higher level (Kafka's controller refuses that too).
 pub fn check_update(name: &str, current: i16, level: i16, upgrade_type: i8) -> Result<(), String> {
     let Some(spec) = spec(name) else {
         return Err(format!(
@@ -94,6 +95,11 @@ pub fn check_update(name: &str, current: i16, level: i16, upgrade_type: i8) -> R
     if level < current && upgrade_type == UPGRADE {
         return Err(format!(
             "Invalid update version {level} for feature {name}: can not downgrade from {current} without a downgrade type."
+        ));
+    }
+    if level > current && upgrade_type != UPGRADE {
+        return Err(format!(
+            "Invalid update version {level} for feature {name}: a downgrade can not raise the level from {current}."
         ));
     }
     Ok(())
@@ -123,6 +129,15 @@ mod tests {
         assert!(check_update(METADATA_VERSION, 33, 33, UPGRADE).is_ok());
         assert!(check_update(METADATA_VERSION, 33, 32, UNSAFE_DOWNGRADE).is_err());
         assert!(check_update(METADATA_VERSION, 33, 34, UPGRADE).is_err());
+    }
+
+    #[test]
+    fn a_downgrade_type_can_not_raise_a_level() {
+        for downgrade in [SAFE_DOWNGRADE, UNSAFE_DOWNGRADE] {
+            let refused = check_update(SHARE_VERSION, 1, 3, downgrade).unwrap_err();
+            assert!(refused.contains("can not raise"), "{refused}");
+            assert!(check_update(TRANSACTION_VERSION, 1, 2, downgrade).is_err());
+        }
     }
 
     #[test]
