@@ -13,7 +13,8 @@
 //!   built in Shoal: level 2 is accepted and behaves exactly as level 1 (decision 0012).
 //! - 3 ([`SHARE_VERSION_TXN_ACKS`]): transactional acknowledgements (KIP-1289). From level 3
 //!   TxnShareAcknowledge (api key 95) is advertised and served; below it it is not advertised
-//!   and answers UNSUPPORTED_VERSION.
+//!   and answers UNSUPPORTED_VERSION. Leaving level 3 is refused while any share-group record
+//!   is TX_PENDING ([`check_tx_pending`]).
 
 /// Feature names.
 pub const TRANSACTION_VERSION: &str = "transaction.version";
@@ -105,6 +106,38 @@ pub fn check_update(name: &str, current: i16, level: i16, upgrade_type: i8) -> R
     Ok(())
 }
 
+/// Whether a `share.version` change from `current` to `level` leaves transactional
+/// acknowledgements (level 3 or above to below 3).
+pub fn leaves_txn_acks(name: &str, current: i16, level: i16) -> bool {
+    name == SHARE_VERSION && current >= SHARE_VERSION_TXN_ACKS && level < SHARE_VERSION_TXN_ACKS
+}
+
+/// Refuses a change that leaves transactional acknowledgements while `tx_pending` share-group
+/// records are TX_PENDING (spec §3.5): below level 3 TxnShareAcknowledge is no longer served,
+/// and staged acknowledgements would sit under a level that claims no transaction can hold
+/// them. Every downgrade type is refused alike, `--unsafe` included: the caller's way out is to
+/// end the open transactions (commit or abort them, or let them time out), which resolves the
+/// records; nothing is lost by waiting. Any other change passes.
+///
+/// # Errors
+/// The INVALID_UPDATE_VERSION message naming the count and how to proceed.
+pub fn check_tx_pending(
+    name: &str,
+    current: i16,
+    level: i16,
+    tx_pending: i64,
+) -> Result<(), String> {
+    if leaves_txn_acks(name, current, level) && tx_pending > 0 {
+        return Err(format!(
+            "Invalid update version {level} for feature {name}: can not downgrade below \
+             {SHARE_VERSION_TXN_ACKS} (transactional acknowledgements) while {tx_pending} \
+             share-group record(s) are TX_PENDING in open transactions; commit or abort those \
+             transactions (or wait for them to time out) and retry."
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +186,32 @@ mod tests {
             ),
             (1, 2, 3)
         );
+    }
+
+    #[test]
+    fn leaving_level_3_is_refused_only_while_records_are_tx_pending() {
+        for level in [0, 1, 2] {
+            let refused = check_tx_pending(SHARE_VERSION, 3, level, 4).unwrap_err();
+            assert!(
+                refused.contains("4 share-group record(s) are TX_PENDING"),
+                "{refused}"
+            );
+            assert!(
+                refused.contains(&format!("Invalid update version {level}")),
+                "{refused}"
+            );
+            assert!(check_tx_pending(SHARE_VERSION, 3, level, 0).is_ok());
+        }
+        // Staying at or above 3, or moving between levels below it: no transactional
+        // acknowledgements are given up, whatever is pending.
+        assert!(check_tx_pending(SHARE_VERSION, 3, 3, 4).is_ok());
+        assert!(check_tx_pending(SHARE_VERSION, 1, 3, 4).is_ok());
+        assert!(check_tx_pending(SHARE_VERSION, 2, 1, 4).is_ok());
+        assert!(check_tx_pending(SHARE_VERSION, 1, 0, 4).is_ok());
+        // Another feature's downgrade never looks at share-group records.
+        assert!(check_tx_pending(TRANSACTION_VERSION, 3, 1, 4).is_ok());
+        assert!(leaves_txn_acks(SHARE_VERSION, 3, 2));
+        assert!(!leaves_txn_acks(SHARE_VERSION, 2, 1));
+        assert!(!leaves_txn_acks(TRANSACTION_VERSION, 3, 1));
     }
 }

@@ -1,7 +1,8 @@
 //! `share.version` over the wire (spec §3.5, decision 0012): a new data directory starts at 3,
 //! where TxnShareAcknowledge (api key 95) is advertised at v0; below 3 it is not advertised and
 //! answers UNSUPPORTED_VERSION while the share-group RPCs stay (level 2 behaves as 1); at 0
-//! none are; an upgrade restores them; an existing directory keeps its level across restarts.
+//! none are; an upgrade restores them; an existing directory keeps its level across restarts;
+//! and leaving level 3 is refused while any share-group record is TX_PENDING.
 
 mod common;
 
@@ -11,12 +12,15 @@ use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, UpdateFe
 use kafka_protocol::protocol::StrBytes;
 use shoal_broker::handlers::api_versions::SHARE_APIS;
 use shoal_client::Connection;
+use shoal_core::share_coordinator::{SharePartitionKey, StagedTxn, TopicId};
+use shoal_core::share_partition::{PersistedBatch, RecordState, StateWrite};
 use shoal_protocol::messages::ApiKey;
 use shoal_protocol::share::TxnShareAcknowledgeRequest;
 use shoal_protocol::ErrorCode;
 
 const UPGRADE: i8 = 1;
 const SAFE_DOWNGRADE: i8 = 2;
+const UNSAFE_DOWNGRADE: i8 = 3;
 
 fn feature(name: &str, level: i16, upgrade_type: i8) -> FeatureUpdateKey {
     FeatureUpdateKey::default()
@@ -166,5 +170,165 @@ async fn txn_share_acknowledge_is_advertised_and_gated_by_share_version() {
         txn_share_ack(&mut conn).await,
         ErrorCode::UNSUPPORTED_VERSION.code()
     );
+    broker.stop().await;
+}
+
+/// Persists `batch` as the state of `key` (initialized first, as a share fetch would) through
+/// the share manager's own write path, so the share-state store holds it as after a
+/// TxnShareAcknowledge staging (whose handler is not part of this change).
+async fn persist_batch(broker: &TestBroker, key: &SharePartitionKey, batch: PersistedBatch) {
+    let slot = broker.broker.share.slot(key);
+    let mut state = slot.state.lock().await;
+    broker
+        .broker
+        .share
+        .ensure_initialized(&broker.broker, key, &mut state)
+        .await
+        .unwrap();
+    let sp = state.as_ref().unwrap();
+    let write = StateWrite {
+        start_offset: sp.start_offset(),
+        state_epoch: sp.state_epoch(),
+        delivery_complete_count: 0,
+        batches: vec![batch],
+    };
+    broker
+        .broker
+        .share
+        .persist(&broker.broker, key, Some(write))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn leaving_share_version_3_is_refused_while_records_are_tx_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    common::create_topic(&mut conn, "input", 1).await;
+    let topic_id = broker.broker.topic("input").unwrap().id;
+    let key = SharePartitionKey::new("g", TopicId(*topic_id.as_bytes()), 0);
+    // Offsets 0-4 staged by producer 4242 (as persisted: the count before the acquisition).
+    persist_batch(
+        &broker,
+        &key,
+        PersistedBatch {
+            first_offset: 0,
+            last_offset: 4,
+            state: RecordState::TxPending,
+            delivery_count: 0,
+            staged_txn: Some(StagedTxn {
+                producer_id: 4242,
+                producer_epoch: 0,
+                ack_type: 1,
+            }),
+        },
+    )
+    .await;
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 5);
+
+    // Every way below 3 is refused with a message, dry run and --unsafe included.
+    for (level, upgrade_type, validate_only) in [
+        (1, SAFE_DOWNGRADE, false),
+        (2, SAFE_DOWNGRADE, false),
+        (0, UNSAFE_DOWNGRADE, false),
+        (1, SAFE_DOWNGRADE, true),
+    ] {
+        let results = update(
+            &mut conn,
+            vec![feature("share.version", level, upgrade_type)],
+            validate_only,
+        )
+        .await;
+        assert_eq!(
+            results[0].1,
+            ErrorCode::INVALID_UPDATE_VERSION.code(),
+            "{level} {upgrade_type} {validate_only}: {results:?}"
+        );
+        let message = results[0].2.as_deref().unwrap_or_default();
+        assert!(
+            message.contains("5 share-group record(s) are TX_PENDING"),
+            "{message}"
+        );
+    }
+    // UpdateFeatures v2 carries the refusal at the top (what kafka-features reads).
+    let v2 = conn
+        .request(
+            2,
+            &UpdateFeaturesRequest::default().with_feature_updates(vec![feature(
+                "share.version",
+                1,
+                SAFE_DOWNGRADE,
+            )]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v2.error_code, ErrorCode::INVALID_UPDATE_VERSION.code());
+    assert!(v2
+        .error_message
+        .as_ref()
+        .is_some_and(|m| m.contains("TX_PENDING")));
+    // All or nothing: a valid update beside the refused one is not applied either.
+    let results = update(
+        &mut conn,
+        vec![
+            feature("share.version", 1, SAFE_DOWNGRADE),
+            feature("transaction.version", 1, SAFE_DOWNGRADE),
+        ],
+        false,
+    )
+    .await;
+    assert!(
+        results
+            .iter()
+            .all(|r| r.1 == ErrorCode::INVALID_UPDATE_VERSION.code()),
+        "{results:?}"
+    );
+    assert_eq!(broker.broker.feature_level("transaction.version").await, 2);
+    // Changes that keep level 3 are not held up.
+    assert_eq!(
+        update(&mut conn, vec![feature("share.version", 3, UPGRADE)], false).await[0].1,
+        0
+    );
+    assert_eq!(
+        finalized_share_version(&api_versions(&mut conn).await),
+        Some(3)
+    );
+    assert_eq!(advertised_now(&mut conn).await.0, Some((0, 0)));
+
+    // The transaction aborts: the records are AVAILABLE again with the attempt counted (what
+    // the ABORT marker's resolution persists, decision 0011), and nothing holds the downgrade.
+    persist_batch(
+        &broker,
+        &key,
+        PersistedBatch {
+            first_offset: 0,
+            last_offset: 4,
+            state: RecordState::Available,
+            delivery_count: 1,
+            staged_txn: None,
+        },
+    )
+    .await;
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    // A dry run is accepted and applies nothing; then the downgrade itself.
+    let results = update(
+        &mut conn,
+        vec![feature("share.version", 1, SAFE_DOWNGRADE)],
+        true,
+    )
+    .await;
+    assert_eq!(results[0].1, 0, "{results:?}");
+    assert_eq!(
+        finalized_share_version(&api_versions(&mut conn).await),
+        Some(3)
+    );
+    set_share_version(&mut conn, 1, SAFE_DOWNGRADE).await;
+    assert_eq!(
+        finalized_share_version(&api_versions(&mut conn).await),
+        Some(1)
+    );
+    assert_eq!(advertised_now(&mut conn).await.0, None);
+    drop(conn);
     broker.stop().await;
 }
