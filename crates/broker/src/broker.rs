@@ -326,36 +326,42 @@ impl Broker {
 
     /// The APIs advertised and served now (feature levels change it at run time).
     pub fn api_table(&self) -> ApiTable {
-        let table = crate::handlers::api_versions::broker_api_table();
+        use crate::handlers::api_versions::{broker_api_table, SHARE_APIS, TXN_SHARE_APIS};
+        let mut table = broker_api_table();
         if self.share_groups_enabled() {
-            crate::handlers::api_versions::SHARE_APIS
-                .iter()
-                .fold(table, |t, api| t.with(*api))
-        } else {
-            table
+            table = SHARE_APIS.iter().fold(table, |t, api| t.with(*api));
         }
+        if self.txn_share_acks_enabled() {
+            table = TXN_SHARE_APIS.iter().fold(table, |t, api| t.with(*api));
+        }
+        table
     }
 
     /// APIs decoded even when not advertised, because a feature level turns them off and they
     /// must then answer UNSUPPORTED_VERSION rather than close the connection (as in Kafka).
     pub fn feature_gated_apis(&self) -> ApiTable {
-        crate::handlers::api_versions::SHARE_APIS
+        use crate::handlers::api_versions::{SHARE_APIS, TXN_SHARE_APIS};
+        SHARE_APIS
             .iter()
+            .chain(TXN_SHARE_APIS)
             .fold(ApiTable::new(), |t, api| t.with(*api))
     }
 
-    /// Whether `share.version` is at least 1.
-    pub fn share_groups_enabled(&self) -> bool {
+    fn share_version(&self) -> i16 {
         self.share_version
             .load(std::sync::atomic::Ordering::Relaxed)
-            >= 1
     }
 
-    /// Whether `share.version` is at least 3: transactional acknowledgements (KIP-1289).
+    /// Whether `share.version` is at least 1 (share groups; level 2, dead-letter queues in
+    /// Kafka, is not built and behaves as 1).
+    pub fn share_groups_enabled(&self) -> bool {
+        self.share_version() >= crate::features::SHARE_VERSION_SHARE_GROUPS
+    }
+
+    /// Whether `share.version` is at least 3 (transactional acknowledgements, KIP-1289):
+    /// TxnShareAcknowledge is advertised and served only then.
     pub fn txn_share_acks_enabled(&self) -> bool {
-        self.share_version
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 3
+        self.share_version() >= crate::features::SHARE_VERSION_TXN_ACKS
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {

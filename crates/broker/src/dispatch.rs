@@ -62,6 +62,11 @@ async fn respond(
         .as_ref()
         .map(|c| c.to_string())
         .unwrap_or_default();
+    // The feature gate: an API a feature level has turned off is decoded (so the client gets
+    // an answer, not a closed connection) and answered UNSUPPORTED_VERSION here.
+    if let Some(response) = api_versions::disabled_by_feature(broker, frame.body.api_key()) {
+        return Some(response);
+    }
     let response: Response = match &frame.body {
         Request::ApiVersions(r) => {
             let (finalized, epoch) = broker.features().await;

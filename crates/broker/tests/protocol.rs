@@ -90,7 +90,7 @@ async fn api_versions_lists_what_is_served_and_falls_back_to_v0() {
     assert_eq!((init.min_version, init.max_version), (0, 5));
     let end_txn = response.api_keys.iter().find(|k| k.api_key == 26).unwrap();
     assert_eq!((end_txn.min_version, end_txn.max_version), (0, 5));
-    // Share groups at the versions Kafka 4.2 clients use (share.version is 1 by default).
+    // Share groups at the versions Kafka 4.2 clients use (share.version is 3 by default).
     let share_fetch = response.api_keys.iter().find(|k| k.api_key == 78).unwrap();
     assert_eq!((share_fetch.min_version, share_fetch.max_version), (1, 2));
     assert!(response.api_keys.iter().any(|k| k.api_key == 76));

@@ -108,7 +108,7 @@ async fn share_group_membership_over_the_wire() {
         let mut conn = broker.connect().await;
         create_topic(&mut conn, "queue", 3).await;
 
-        // share.version is finalized at 1 by default. At 0 the share RPCs are not advertised
+        // share.version is finalized at 3 by default. At 0 the share RPCs are not advertised
         // and answer UNSUPPORTED_VERSION (the connection stays usable).
         assert!(advertises_share(&mut conn).await);
         set_share_version(&mut conn, 0).await;

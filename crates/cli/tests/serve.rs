@@ -545,3 +545,110 @@ async fn share_groups_describe_shows_tx_pending_from_the_metrics_endpoint() {
     drop(conn);
     terminate(&mut child);
 }
+
+/// Whether ApiVersions lists TxnShareAcknowledge (api key 95).
+async fn advertises_txn_share_ack(conn: &mut Connection) -> bool {
+    conn.request(3, &kafka_protocol::messages::ApiVersionsRequest::default())
+        .await
+        .unwrap()
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == 95)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn features_command_describes_upgrades_and_downgrades_share_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shoal"))
+        .args(["serve", "--listen", &addr.to_string()])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_listening(addr, &mut child);
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_shoal"))
+            .args(["features", "--bootstrap", &addr.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let share_line = |described: &str| {
+        described
+            .lines()
+            .find(|l| l.starts_with("Feature: share.version\t"))
+            .unwrap_or_else(|| panic!("no share.version line: {described}"))
+            .to_string()
+    };
+    let mut conn = Connection::connect(addr).await.unwrap();
+
+    // A new data directory: share.version 3 of 0-3, TxnShareAcknowledge advertised.
+    let (ok, described) = cli(&["describe"]);
+    assert!(ok, "{described}");
+    let line = share_line(&described);
+    assert!(
+        line.starts_with(
+            "Feature: share.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 3\t\
+             FinalizedVersionLevel: 3\tEpoch: "
+        ),
+        "{line}"
+    );
+    assert!(
+        described.contains(
+            "Feature: metadata.version\tSupportedMinVersion: 4.4-IV2\tSupportedMaxVersion: \
+             4.4-IV2\tFinalizedVersionLevel: 4.4-IV2\t"
+        ),
+        "{described}"
+    );
+    assert!(
+        described.contains("Feature: transaction.version\tSupportedMinVersion: 0\t")
+            && described.contains("FinalizedVersionLevel: 2\t"),
+        "{described}"
+    );
+    assert!(advertises_txn_share_ack(&mut conn).await);
+
+    let (ok, said) = cli(&["downgrade", "--feature", "share.version=1"]);
+    assert!(ok, "{said}");
+    assert_eq!(said.trim(), "share.version was downgraded to 1.");
+    assert!(share_line(&cli(&["describe"]).1).contains("FinalizedVersionLevel: 1\t"));
+    assert!(!advertises_txn_share_ack(&mut conn).await);
+
+    // Refusals exit non-zero with the broker's reason; nothing changes.
+    let (ok, said) = cli(&["downgrade", "--feature", "share.version=3"]);
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("Could not downgrade share.version to 3. INVALID_UPDATE_VERSION(95): "),
+        "{said}"
+    );
+    let (ok, said) = cli(&["upgrade", "--feature", "share.version=99"]);
+    assert!(!ok && said.contains("INVALID_UPDATE_VERSION"), "{said}");
+    let (ok, said) = cli(&["upgrade", "--feature", "share.version=3", "--dry-run"]);
+    assert!(ok, "{said}");
+    assert_eq!(said.trim(), "share.version can be upgraded to 3.");
+    assert!(share_line(&cli(&["describe"]).1).contains("FinalizedVersionLevel: 1\t"));
+
+    let (ok, said) = cli(&["upgrade", "--feature", "share.version=3"]);
+    assert!(ok, "{said}");
+    assert_eq!(said.trim(), "share.version was upgraded to 3.");
+    assert!(share_line(&cli(&["describe"]).1).contains("FinalizedVersionLevel: 3\t"));
+    assert!(advertises_txn_share_ack(&mut conn).await);
+
+    let (ok, said) = cli(&["disable", "--feature", "share.version", "--dry-run"]);
+    assert!(ok, "{said}");
+    assert_eq!(said.trim(), "share.version can be disabled.");
+    let (ok, said) = cli(&["downgrade", "--unsafe", "--feature", "share.version=0"]);
+    assert!(ok, "{said}");
+    assert_eq!(said.trim(), "share.version was downgraded to 0.");
+    assert!(share_line(&cli(&["describe"]).1).contains("FinalizedVersionLevel: 0\t"));
+    assert!(!advertises_txn_share_ack(&mut conn).await);
+    terminate(&mut child);
+}

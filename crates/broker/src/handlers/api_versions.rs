@@ -5,6 +5,8 @@ use shoal_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
 use shoal_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use shoal_protocol::response::Response;
+use shoal_protocol::share::TxnShareAcknowledgeResponse;
 use shoal_protocol::ErrorCode;
 
 pub const API_KEY: i16 = ApiKey::ApiVersions as i16;
@@ -19,6 +21,10 @@ pub const SHARE_APIS: &[ApiKey] = &[
     ApiKey::AlterShareGroupOffsets,
     ApiKey::DeleteShareGroupOffsets,
 ];
+
+/// The transactional-acknowledgement APIs (KIP-1289), served while `share.version` is at
+/// least 3 ([`crate::features::SHARE_VERSION_TXN_ACKS`]).
+pub const TXN_SHARE_APIS: &[ApiKey] = &[ApiKey::TxnShareAcknowledge];
 
 /// Everything the broker implements whatever the feature levels.
 pub fn broker_api_table() -> ApiTable {
@@ -64,6 +70,25 @@ pub fn broker_api_table() -> ApiTable {
     ]
     .into_iter()
     .fold(ApiTable::new(), ApiTable::with)
+}
+
+/// The answer to a request whose API a feature level has turned off, for the feature-gated
+/// APIs whose handlers do not check the level themselves: TxnShareAcknowledge below
+/// `share.version` 3 gets UNSUPPORTED_VERSION at the top level (spec §3.2, step 1), which the
+/// draft's Java client treats as fatal, as it must. `None`: the request goes on to its handler.
+/// (The share-group APIs answer UNSUPPORTED_VERSION below level 1 in their own handlers, each
+/// in its own response shape.)
+pub fn disabled_by_feature(broker: &crate::broker::Broker, api: ApiKey) -> Option<Response> {
+    if TXN_SHARE_APIS.contains(&api) && !broker.txn_share_acks_enabled() {
+        return Some(
+            TxnShareAcknowledgeResponse {
+                error_code: ErrorCode::UNSUPPORTED_VERSION.code(),
+                ..TxnShareAcknowledgeResponse::default()
+            }
+            .into(),
+        );
+    }
+    None
 }
 
 fn api_keys(table: &ApiTable) -> Vec<ApiVersion> {

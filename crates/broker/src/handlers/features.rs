@@ -1,5 +1,11 @@
-//! UpdateFeatures: change finalized feature levels (`transaction.version`), as Kafka's
-//! `kafka-features` tool does through the controller.
+//! UpdateFeatures: change finalized feature levels (`transaction.version`, `share.version`),
+//! as Kafka's `kafka-features` tool does through the controller.
+//!
+//! Each update is checked against the supported range and the downgrade rules
+//! ([`check_update`]); a `share.version` change below 3 is also refused while share-group
+//! records are TX_PENDING ([`check_tx_pending`], spec §3.5). Kafka's all-or-nothing rule holds:
+//! one refused update fails the request, and `validate_only` runs every check and applies
+//! nothing.
 
 use shoal_protocol::messages::update_features_response::UpdatableFeatureResult;
 use shoal_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
@@ -7,7 +13,7 @@ use shoal_protocol::ErrorCode;
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::features::{check_update, SAFE_DOWNGRADE, UPGRADE};
+use crate::features::{check_tx_pending, check_update, leaves_txn_acks, SAFE_DOWNGRADE, UPGRADE};
 
 pub async fn update_features(
     broker: &Broker,
@@ -15,6 +21,21 @@ pub async fn update_features(
     request: &UpdateFeaturesRequest,
 ) -> UpdateFeaturesResponse {
     let (current, _) = broker.features().await;
+    // Counted only when an update would leave transactional acknowledgements (it reads the
+    // share-state store under its lock).
+    let leaves = request.feature_updates.iter().any(|u| {
+        let name = u.feature.as_str();
+        leaves_txn_acks(
+            name,
+            current.get(name).copied().unwrap_or(0),
+            u.max_version_level,
+        )
+    });
+    let tx_pending = if leaves {
+        broker.share.tx_pending_records(None).await
+    } else {
+        0
+    };
     let mut results = Vec::with_capacity(request.feature_updates.len());
     let mut accepted = Vec::new();
     for update in &request.feature_updates {
@@ -32,7 +53,9 @@ pub async fn update_features(
         let level = update.max_version_level;
         let now = current.get(name).copied().unwrap_or(0);
         let mut result = UpdatableFeatureResult::default().with_feature(update.feature.clone());
-        match check_update(name, now, level, upgrade_type) {
+        match check_update(name, now, level, upgrade_type)
+            .and_then(|()| check_tx_pending(name, now, level, tx_pending))
+        {
             Ok(()) => accepted.push((name.to_string(), level)),
             Err(message) => {
                 result.error_code = ErrorCode::INVALID_UPDATE_VERSION.code();
