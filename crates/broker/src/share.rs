@@ -188,6 +188,9 @@ impl ShareManager {
             let mut state = slot.state.lock().await;
             let Some(sp) = state.as_mut() else { continue };
             let outcome = sp.apply_marker(marker.producer_id, marker.producer_epoch, marker.commit);
+            broker
+                .metrics
+                .tx_pending_resolved(&outcome.staged_at_ms, now_ms());
             wake |= outcome.wake;
         }
         if wake {

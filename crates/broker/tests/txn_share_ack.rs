@@ -397,6 +397,32 @@ async fn g6_commit_acknowledges_staged_records_and_abort_makes_them_available() 
         persisted(&broker, topic_id, 0).await,
         vec![(0, 3, 2), (4, 4, 4)]
     );
+    // Observability: the staged and committed counters, the gauge back at 0, and the
+    // time-in-TX_PENDING histogram observed once per resolved record.
+    let metrics = broker.broker.metrics.render(&broker.broker);
+    let value = |name: &str| -> Vec<String> {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(
+        value("shoal_share_partition_txn_staged_records_total"),
+        vec!["5"]
+    );
+    assert_eq!(
+        value("shoal_share_partition_txn_committed_records_total"),
+        vec!["5"]
+    );
+    assert_eq!(
+        value("shoal_share_partition_txn_pending_records"),
+        vec!["0"]
+    );
+    assert_eq!(
+        value("shoal_share_txn_pending_time_seconds_count"),
+        vec!["5"]
+    );
 
     // Stage 5..=9 and abort: available again, and redelivered to another member at once.
     let r = txn_ack(
