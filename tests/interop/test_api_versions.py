@@ -83,6 +83,8 @@ ALLOWED_DIFFERENCES = {
     93: (None, "later"),      # StreamsGroupTopologyDescriptionUpdate
     74: (None, "later"),      # ListConfigResources (client metrics, groups)
     75: (None, "later"),      # DescribeTopicPartitions (Admin falls back to Metadata)
+    # shoal: APIs Shoal adds; at share.version 3, the level a new data directory starts at
+    95: ((0, 0), "shoal"),    # TxnShareAcknowledge (KIP-1289 transactional acknowledgements)
 }
 
 
@@ -111,16 +113,20 @@ def test_api_keys_and_versions_match_kafka_44(broker):
 
 def test_feature_levels_match_kafka_44(broker):
     """metadata.version finalized at 4.4-IV2 (33), transaction.version 2 and share.version at
-    least 1 finalized; below ApiVersions v4 no supported feature has minimum level 0 (Kafka
-    leaves those out for older clients) and metadata.version is listed."""
+    its newest level finalized; below ApiVersions v4 no supported feature has minimum level 0
+    (Kafka leaves those out for older clients) and metadata.version is listed."""
+    # share.version: Kafka 4.4 stops at 2 (dead-letter queues); Shoal goes to 3 (transactional
+    # acknowledgements, KIP-1289, Kafka's numbering), without level 2's dead-letter queues
+    # (docs/decisions/0012-share-version-3-without-dlq.md).
+    share_top = 2 if TARGET == "kafka" else 3
     _, supported, finalized = kwire.api_versions(broker.bootstrap)
     assert finalized.get("metadata.version") == (33, 33), finalized
     assert finalized.get("transaction.version") == (2, 2), finalized
-    assert finalized.get("share.version", (0, 0))[1] >= 1, finalized
+    assert finalized.get("share.version") == (share_top, share_top), finalized
     assert all(lo > 0 for lo, _ in supported.values()), supported
     assert supported.get("metadata.version", (0, 0))[1] == 33, supported
     # v4 lists them all
     _, supported, finalized = kwire.api_versions(broker.bootstrap, version=4)
     assert supported.get("transaction.version") == (0, 2), supported
-    assert supported.get("share.version", (1, 0))[0] == 0, supported
+    assert supported.get("share.version") == (0, share_top), supported
     assert finalized.get("metadata.version") == (33, 33), finalized

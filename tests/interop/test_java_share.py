@@ -53,7 +53,7 @@ from iutil import create_topic, uniq
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 LOCK_MS = 15000
-# Kafka property names; Shoal ignores keys it does not know (and finalizes share.version=1 by
+# Kafka property names; Shoal ignores keys it does not know (and finalizes share.version=3 by
 # default; Kafka 4.4 finalizes share.version=2 on format, so nothing to enable there).
 BROKER_CONFIG = {
     # single node: the share-state topic must fit on one broker

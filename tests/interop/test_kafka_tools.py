@@ -6,8 +6,8 @@ the exit code AND the printed content: kafka-topics (create / list / describe / 
 partitions / delete), kafka-configs (topic, broker, group), kafka-consumer-groups (list /
 describe / members / state / reset-offsets / delete-offsets / delete), kafka-share-groups
 (list / describe / reset-offsets / delete-offsets / delete), kafka-features (describe /
-downgrade / upgrade share.version, dry runs), kafka-transactions (list / describe /
-describe-producers / find-hanging), kafka-log-dirs, AlterReplicaLogDirs (raw),
+upgrade / downgrade / disable share.version, dry runs, refusals), kafka-transactions (list /
+describe / describe-producers / find-hanging), kafka-log-dirs, AlterReplicaLogDirs (raw),
 kafka-delete-records, kafka-get-offsets, kafka-broker-api-versions, kafka-cluster (cluster-id)
 and the three perf tools with small record counts. Validated against Kafka 4.4 first.
 """
@@ -23,6 +23,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 import kwire
+from conftest import TARGET
 from iutil import OP_TIMEOUT, create_topic, uniq
 
 BROKER_CONFIG = {"num.partitions": "1"}
@@ -304,8 +305,15 @@ def test_share_groups_and_share_consumer_perf(broker, tools):
 
 # ------------------------------------------------------------------ kafka-features
 def test_features_describe_downgrade_upgrade(make_broker, tools):
+    """kafka-features describe / upgrade / downgrade / disable of share.version, with dry runs
+    and the refusals, and what ApiVersions then advertises."""
     fresh = make_broker(BROKER_CONFIG)  # share.version changes must not disturb other tests
     b = ["--bootstrap-server", fresh.bootstrap]
+    # Kafka 4.4's newest share.version is 2 (dead-letter queues, KIP-1191); Shoal's is 3
+    # (transactional acknowledgements, KIP-1289, numbered as Kafka numbers them; Shoal has no
+    # dead-letter queues and its level 2 behaves as 1, decision 0012). Both finalize the newest
+    # level on a new data directory.
+    top = 2 if TARGET == "kafka" else 3
 
     def levels():
         out = tools(FEATURES, *b, "describe").stdout
@@ -317,24 +325,65 @@ def test_features_describe_downgrade_upgrade(make_broker, tools):
                 found[m.group(1)] = m.groups()[1:]
         return found, out
 
+    def share_level():
+        return levels()[0]["share.version"][2]
+
+    def txn_share_ack_advertised():
+        # TxnShareAcknowledge (api key 95) exists on Shoal only, from share.version 3.
+        return 95 in kwire.api_versions(fresh.bootstrap)[0]
+
     found, out = levels()
     for name in ("metadata.version", "share.version", "transaction.version"):
         assert name in found, out
     assert found["metadata.version"][1:3] == ("4.4-IV2", "4.4-IV2"), out
     assert found["transaction.version"][2] == "2", out
-    assert int(found["share.version"][2]) >= 1, out
-    out = tools(FEATURES, *b, "downgrade", "--feature", "share.version=0").stdout
-    assert "share.version was downgraded to 0." in out, out
-    until(lambda: levels()[0]["share.version"][2] == "0", "share.version finalized at 0")
-    out = tools(FEATURES, *b, "upgrade", "--feature", "share.version=1").stdout
-    assert "share.version was upgraded to 1." in out, out
-    until(lambda: levels()[0]["share.version"][2] == "1", "share.version finalized at 1")
+    assert found["share.version"][:3] == ("0", str(top), str(top)), out
+    assert txn_share_ack_advertised() == (TARGET != "kafka")
+
+    # Down to 1 (share groups only): TxnShareAcknowledge is no longer advertised.
+    out = tools(FEATURES, *b, "downgrade", "--feature", "share.version=1").stdout
+    assert "share.version was downgraded to 1." in out, out
+    until(lambda: share_level() == "1", "share.version finalized at 1")
+    assert not txn_share_ack_advertised()
+    # A downgrade can not raise a level; an upgrade past the newest level is refused.
+    bad = tools(FEATURES, *b, "downgrade", "--feature", f"share.version={top}", ok=False)
+    assert bad.returncode != 0 and f"Could not downgrade share.version to {top}." in bad.stdout, (
+        bad.stdout, bad.stderr)
+    bad = tools(FEATURES, *b, "upgrade", "--feature", f"share.version={top + 1}", ok=False)
+    assert bad.returncode != 0 and f"Could not upgrade share.version to {top + 1}." in bad.stdout, (
+        bad.stdout, bad.stderr)
     bad = tools(FEATURES, *b, "upgrade", "--feature", "share.version=99", ok=False)
     assert bad.returncode != 0
-    out = tools(FEATURES, *b, "downgrade", "--feature", "transaction.version=1", "--dry-run").stdout
-    assert "transaction.version can be downgraded to 1." in out, out
+    # A dry run changes nothing.
+    out = tools(FEATURES, *b, "upgrade", "--feature", f"share.version={top}", "--dry-run").stdout
+    assert f"share.version can be upgraded to {top}." in out, out
+    assert share_level() == "1"
+    # Back up to the newest level.
+    out = tools(FEATURES, *b, "upgrade", "--feature", f"share.version={top}").stdout
+    assert f"share.version was upgraded to {top}." in out, out
+    until(lambda: share_level() == str(top), f"share.version finalized at {top}")
+    assert txn_share_ack_advertised() == (TARGET != "kafka")
+    # Disable (level 0), unsafe downgrade, and up again.
     out = tools(FEATURES, *b, "disable", "--feature", "share.version", "--dry-run").stdout
     assert "share.version can be disabled." in out, out
+    out = tools(FEATURES, *b, "disable", "--feature", "share.version").stdout
+    assert "share.version was disabled." in out, out
+    until(lambda: share_level() == "0", "share.version finalized at 0")
+    assert not txn_share_ack_advertised()
+    # Level 0 is no finalized level: ApiVersions leaves the feature out of its finalized list.
+    assert "share.version" not in kwire.api_versions(fresh.bootstrap, version=4)[2]
+    out = tools(FEATURES, *b, "upgrade", "--feature", "share.version=1").stdout
+    assert "share.version was upgraded to 1." in out, out
+    until(lambda: share_level() == "1", "share.version finalized at 1")
+    out = tools(FEATURES, *b, "downgrade", "--unsafe", "--feature", "share.version=0").stdout
+    assert "share.version was downgraded to 0." in out, out
+    until(lambda: share_level() == "0", "share.version finalized at 0")
+    out = tools(FEATURES, *b, "upgrade", "--feature", f"share.version={top}").stdout
+    assert f"share.version was upgraded to {top}." in out, out
+    until(lambda: share_level() == str(top), f"share.version finalized at {top}")
+
+    out = tools(FEATURES, *b, "downgrade", "--feature", "transaction.version=1", "--dry-run").stdout
+    assert "transaction.version can be downgraded to 1." in out, out
     assert levels()[0]["transaction.version"][2] == "2"
 
 
@@ -454,8 +503,15 @@ def test_broker_api_versions_and_cluster_id(broker, tools):
                       (22, "InitProducerId"), (78, "ShareFetch")):
         assert by_key[key][0] == name, by_key.get(key)
         assert re.match(r"\d+ to \d+ \[usable: \d+\]$", by_key[key][1]), by_key[key]
-    # "UNSUPPORTED" is an API the broker does not list; anything it lists must be usable
-    listed = {k: v for k, v in by_key.items() if v[1] != "UNSUPPORTED"}
+    # TxnShareAcknowledge (95, KIP-1289) is Shoal's only key unknown to the Kafka 4.4 client,
+    # which prints it as UNKNOWN without a usable version; Kafka 4.4 has no key 95.
+    if TARGET == "kafka":
+        assert 95 not in by_key, by_key.get(95)
+    else:
+        assert by_key.get(95) == ("UNKNOWN", "0"), by_key.get(95)
+    # "UNSUPPORTED" is an API the broker does not list; anything it lists that the client knows
+    # must be usable
+    listed = {k: v for k, v in by_key.items() if v[1] != "UNSUPPORTED" and v[0] != "UNKNOWN"}
     unusable = {k: v for k, v in listed.items() if "[usable: " not in v[1]}
     assert len(listed) > 30 and not unusable, (unusable, out)
     out = tools(CLUSTER, "cluster-id", *b).stdout
