@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::{BufMut, BytesMut};
 use shoal_core::group_coordinator::{GroupMetadataValue, GroupRecord, MemberMetadataValue};
+use shoal_core::share_coordinator::{
+    SharePartitionKey, ShareSnapshotValue, ShareStateRecord, ShareUpdateValue, StagedTxn,
+    StateBatch, TopicId, STAGED_TXN_TAG, TX_PENDING_STATE_ID,
+};
 use shoal_core::txn_coordinator::{
     PendingMarker, ProducerEpoch, ProducerId, TopicPartition, TransactionLogValue,
     TransactionResult, TransactionState, TransactionVersion, TxnRecord,
@@ -303,6 +307,90 @@ fn main() {
         input.extend_from_slice(&key);
         input.extend_from_slice(value.as_deref().unwrap_or(&[]));
         write(&dir, &format!("txn_record_{i}"), &input);
+    }
+    // __share_group_state records in the same target, TX_PENDING (KIP-1289) included: a
+    // state-5 batch carries its staging as tagged field STAGED_TXN_TAG of the StateBatch.
+    let key = SharePartitionKey::new("g", TopicId([7; 16]), 3);
+    let staged = |producer_epoch, ack_type| {
+        Some(StagedTxn { producer_id: 1000, producer_epoch, ack_type })
+    };
+    let share_records = [
+        ShareStateRecord::Snapshot {
+            key: key.clone(),
+            value: ShareSnapshotValue {
+                snapshot_epoch: 1,
+                state_epoch: 0,
+                leader_epoch: 2,
+                start_offset: 10,
+                delivery_complete_count: 3,
+                create_timestamp_ms: 1,
+                write_timestamp_ms: 2,
+                state_batches: vec![
+                    StateBatch::new(10, 12, 0, 1),
+                    StateBatch::new(13, 15, TX_PENDING_STATE_ID, 0)
+                        .with_staged_txn(staged(4, 1)),
+                    StateBatch::new(16, 18, 2, 1),
+                    StateBatch::new(19, 19, TX_PENDING_STATE_ID, 1)
+                        .with_staged_txn(staged(4, 3)),
+                ],
+            },
+        },
+        ShareStateRecord::Update {
+            key: key.clone(),
+            value: ShareUpdateValue {
+                snapshot_epoch: 1,
+                leader_epoch: 2,
+                start_offset: -1,
+                delivery_complete_count: -1,
+                state_batches: vec![StateBatch::new(20, 24, TX_PENDING_STATE_ID, 2)
+                    .with_staged_txn(staged(5, 0))],
+            },
+        },
+        ShareStateRecord::Update {
+            key: key.clone(),
+            value: ShareUpdateValue {
+                snapshot_epoch: 1,
+                leader_epoch: 2,
+                start_offset: 25,
+                delivery_complete_count: 0,
+                state_batches: vec![StateBatch::new(20, 24, 0, 3)],
+            },
+        },
+        ShareStateRecord::Tombstone { key },
+    ];
+    let mut share_inputs = Vec::new();
+    for r in &share_records {
+        let (key, value) = r.encode().unwrap();
+        assert_eq!(ShareStateRecord::decode(&key, value.as_deref()).as_ref(), Ok(r));
+        share_inputs.push((key, value));
+    }
+    // The staged batch of the second record again, with an unknown tagged field after the
+    // staging (Kafka's tagged-field rule: readers skip tags they do not know).
+    let (key, value) = share_inputs[1].clone();
+    let mut value = value.unwrap();
+    // One tagged field: tag, size 11, producer id, epoch, ack type.
+    let staging =
+        [&[1u8, STAGED_TXN_TAG as u8, 11][..], &1000i64.to_be_bytes(), &5i16.to_be_bytes(), &[0]]
+            .concat();
+    let at = value.windows(staging.len()).position(|w| w == staging).expect("staging bytes");
+    // Two tagged fields: the staging, then tag 1 of size 2.
+    value[at] = 2;
+    let end = at + staging.len();
+    value.splice(end..end, [1u8, 2, 0xab, 0xcd]);
+    let ShareStateRecord::Update { value: expected, .. } = &share_records[1] else {
+        unreachable!()
+    };
+    match ShareStateRecord::decode(&key, Some(&value)) {
+        Ok(ShareStateRecord::Update { value: got, .. }) => assert_eq!(&got, expected),
+        other => panic!("unknown tag not skipped: {other:?}"),
+    }
+    share_inputs.push((key, Some(value)));
+    for (i, (key, value)) in share_inputs.iter().enumerate() {
+        let ctl = u8::try_from(key.len() << 1).unwrap() | u8::from(value.is_some());
+        let mut input = vec![ctl];
+        input.extend_from_slice(key);
+        input.extend_from_slice(value.as_deref().unwrap_or(&[]));
+        write(&dir, &format!("share_state_record_{i}"), &input);
     }
     eprintln!("seeds written under {}", root.display());
 }

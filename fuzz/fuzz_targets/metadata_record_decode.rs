@@ -1,6 +1,8 @@
 //! Arbitrary bytes as a coordinator record: the `__consumer_offsets` records of classic groups
 //! (`GroupRecord`) and share groups (`ShareGroupRecord`), the `__share_group_state` records
-//! (`ShareStateRecord`) and the `__transaction_state` records (`TxnRecord`, both key versions).
+//! (`ShareStateRecord`, with KIP-1289's TX_PENDING batches: state 5 and the staging as tagged
+//! field `STAGED_TXN_TAG` of the state batch) and the `__transaction_state` records
+//! (`TxnRecord`, both key versions).
 //!
 //! Input layout: `[ctl][key ++ value]`. `ctl >> 1` (mod the remaining length + 1) is the key's
 //! length; `ctl & 1` says whether the value is present (`Some`) or a tombstone (`None`).

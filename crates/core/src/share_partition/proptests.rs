@@ -1,24 +1,45 @@
 //! Property test: random interleavings of acquisitions by several members over a random log
 //! (data, transactional and control batches, aborted transactions, compaction holes),
-//! acknowledgements of every type (valid, foreign, random and malformed), session closes,
-//! time passing lock deadlines, lock expiry, log start offset moves and restarts, and
-//! transactional acknowledgements (KIP-1289: staging into TX_PENDING by two producers, COMMIT
-//! and ABORT markers including duplicate and older-epoch ones, producer epoch bumps as a
-//! fencing InitProducerId makes them), checked after every step against a per-offset
-//! reference model. Besides model equality, every step checks: a TX_PENDING record changes
-//! only by its own transaction's marker (producer id, staged epoch <= marker epoch); no
-//! record is both TX_PENDING and held by a lock; terminal records never change; the store's
-//! replayed state equals the live persisted view, and a restart reloads it.
+//! acknowledgements of every type (valid, foreign, random, malformed, and of TX_PENDING
+//! records), member leaves / session closes, time passing lock deadlines, lock expiry, log
+//! start offset moves, delivery limits and restarts, and transactional acknowledgements
+//! (KIP-1289): staging into TX_PENDING by two producers, valid and invalid (another member's
+//! records, records not ACQUIRED or already TX_PENDING, RELEASE / RENEW / unknown types,
+//! malformed batches, multi-batch requests one of whose batches fails), COMMIT and ABORT
+//! markers (TV1 and TV2 epochs, duplicates, late markers of an older epoch, markers of a
+//! producer that staged nothing here), fencing (InitProducerId of a new instance: ABORT with
+//! the bumped epoch, then the zombie's stage attempts, which the broker refuses with
+//! PRODUCER_FENCED before the share partition: at core level `stage` takes any epoch), and
+//! markers that reach only the persisted state while the share partition is not loaded
+//! (`ShareStateStore::resolve_marker`, then `SharePartition::from_persisted`).
 //!
-//! The model predicts acknowledgements, releases, expiry, log start moves and restarts
-//! exactly; for acquisitions (whose batching rules it does not re-implement) it checks that
-//! every change is one an acquisition may make, then adopts the result. Every write goes
-//! through a [`ShareStateStore`] as an encoded record, and after every step the store's state
-//! must equal the live persisted view; a restart replays the records into a fresh store and
-//! loads the share partition from it.
+//! Every step is checked in this order, so that a broken rule is reported by the guard that
+//! names it:
+//! 1. the rules of each state change, on the machine's states before and after the step: a
+//!    TX_PENDING record changes only by its own transaction's outcome (same producer id,
+//!    marker epoch >= staged) and then to exactly that outcome (COMMIT: ACKNOWLEDGED for
+//!    ACCEPT, ARCHIVED for REJECT / GAP; ABORT: AVAILABLE with the count kept, ARCHIVED at the
+//!    delivery limit), or is dropped below a moved log start; the SPSO never passes a
+//!    TX_PENDING record; a record becomes TX_PENDING only by a staging of the member holding
+//!    it, and an accepted staging stages every offset of every batch (all or nothing); a
+//!    refused call changes nothing; terminal records never change (they only leave below the
+//!    SPSO); a record held under an unexpired lock is never taken by another member; the
+//!    staged / committed / aborted counters count exactly those changes;
+//! 2. the invariants of the state: no record is both TX_PENDING and held by a member or a lock
+//!    (the lock timer covers exactly the ACQUIRED records, and expiring every lock and
+//!    releasing every member leaves each TX_PENDING record as it is); no record is held by
+//!    two members; no TX_PENDING record of a fenced epoch survives the fencing ABORT; the
+//!    store's state (every write replayed as an encoded record) equals the live persisted
+//!    view, and loading it gives the live state modulo what is not persisted (acquisitions,
+//!    members, staging times);
+//! 3. the reference model: errors and states as the model predicts; for acquisitions (whose
+//!    batching rules the model does not re-implement) every change is one an acquisition may
+//!    make, and the model adopts the result; the same marker applied to the persisted state
+//!    alone gives the live write's state.
 //!
 //! Bound checked on the in-flight window: `record_locks_max + BATCH_LEN_MAX - 1` (whole log
-//! batches of at most `BATCH_LEN_MAX` records are acquired).
+//! batches of at most `BATCH_LEN_MAX` records are acquired). `PROPTEST_CASES` overrides the
+//! number of cases.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,8 +54,12 @@ use crate::share_coordinator::{
 const MEMBERS: usize = 3;
 const LOCK: i64 = 1_000;
 const BATCH_LEN_MAX: i64 = 4;
-/// Producer ids of the two transactional producers staging acknowledgements.
-const PRODUCERS: [i64; 2] = [100, 101];
+/// Producer ids: the first [`STAGERS`] stage acknowledgements; the last never does, so its
+/// markers are always another producer's.
+const PRODUCERS: [i64; 3] = [100, 101, 102];
+const STAGERS: usize = 2;
+/// Every producer's epoch at the start.
+const FIRST_EPOCH: i16 = 5;
 
 fn member(i: usize) -> String {
     format!("m{i}")
@@ -510,6 +535,24 @@ impl Model {
 
 // ----- the world -----
 
+const INVALID_REQUEST: i16 = 42;
+const INVALID_RECORD_STATE: i16 = 121;
+const PRODUCER_FENCED: i16 = 90;
+
+/// How a marker's epoch relates to its producer's current epoch.
+#[derive(Clone, Copy, Debug)]
+enum MarkerKind {
+    /// current - 1: a late marker of an older transaction.
+    Late,
+    /// current: as transaction version 1 writes it.
+    Tv1,
+    /// current + 1: transaction version 2 bumps the epoch when it ends a transaction; the
+    /// producer's next transaction uses the bumped epoch.
+    Tv2End,
+    /// The last marker again (any producer), as a retried WriteTxnMarkers delivers it.
+    Duplicate,
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Acquire {
@@ -545,6 +588,15 @@ enum Op {
         who: usize,
         kind: u8,
     },
+    /// Acknowledges (ShareAcknowledge, or ShareFetch's piggybacked acknowledgements: the
+    /// same call) a TX_PENDING range, as any member: INVALID_RECORD_STATE.
+    AckPending {
+        who: usize,
+        pick: usize,
+        types: Vec<i8>,
+        per_offset: bool,
+    },
+    /// The member leaves, or its share session closes or times out.
     Release {
         who: usize,
     },
@@ -555,6 +607,7 @@ enum Op {
     LogStart {
         delta: i64,
     },
+    /// Broker restart: replay the encoded records into a fresh store and load from it.
     Restart,
     /// Stages (part of) a range `holder` holds, as `who`, in `producer`'s transaction.
     StageHeld {
@@ -579,38 +632,95 @@ enum Op {
         types: Vec<i8>,
         producer: usize,
     },
-    /// `producer`'s marker with epoch current + `delta`: -1 a late marker of an older
-    /// transaction, 0 and 1 as transaction versions 1 and 2 write them (and repeated:
-    /// duplicates).
+    /// Several batches of `who`'s held ranges in one staging, plus a `spoiler` that must
+    /// make the whole request fail with nothing staged: 0 none, 1 a range another member
+    /// holds, 2 a TX_PENDING range, 3 a range that is not ACQUIRED, 4 RELEASE, RENEW or an
+    /// unknown type in one batch, 5 a batch overlapping another.
+    StageMulti {
+        who: usize,
+        picks: Vec<(usize, (i64, i64))>,
+        ty: i8,
+        spoiler: u8,
+        producer: usize,
+    },
+    StageMalformed {
+        who: usize,
+        kind: u8,
+        producer: usize,
+    },
+    /// Stages a TX_PENDING range again (any member, any producer): INVALID_RECORD_STATE.
+    StagePending {
+        who: usize,
+        pick: usize,
+        ty: i8,
+        producer: usize,
+    },
+    /// A fenced zombie (`producer` at an epoch below its current one) tries to stage what
+    /// `who` holds.
+    ZombieStage {
+        who: usize,
+        producer: usize,
+    },
+    /// `producer`'s COMMIT (`commit`) or ABORT marker reaches the live share partition
+    /// (producer 2 never stages: its markers are another producer's).
     Marker {
         producer: usize,
         commit: bool,
-        delta: i16,
+        kind: MarkerKind,
     },
-    /// `producer`'s epoch is bumped (a new transaction under TV2, or InitProducerId fencing a
-    /// zombie, which also writes ABORT with the new epoch).
+    /// The share partition is not loaded (the broker restarted, or it was evicted) when the
+    /// marker reaches `__share_group_state`: the store resolves the persisted stagings alone
+    /// (`ShareStateStore::resolve_marker`), then the share partition is loaded from it.
+    MarkerUnloaded {
+        producer: usize,
+        commit: bool,
+        kind: MarkerKind,
+    },
+    /// `producer`'s epoch moves on: a TV2 transaction ended with nothing staged here
+    /// (`fence` false), or InitProducerId of a new instance fences a zombie (`fence`): the
+    /// coordinator bumps the epoch, writes ABORT with it, and the new instance gets the next
+    /// one; every older epoch is fenced from then on.
     Bump {
         producer: usize,
-        abort: bool,
+        fence: bool,
     },
 }
 
 fn stage_type() -> impl Strategy<Value = i8> {
-    prop_oneof![6 => Just(1i8), 2 => Just(3i8), 1 => Just(0i8), 1 => Just(2i8), 1 => Just(4i8)]
+    prop_oneof![
+        12 => Just(1i8),
+        4 => Just(3i8),
+        2 => Just(0i8),
+        1 => Just(2i8),
+        1 => Just(4i8),
+        1 => prop_oneof![Just(-1i8), Just(5i8), Just(7i8)],
+    ]
 }
 
 fn ack_type() -> impl Strategy<Value = i8> {
     prop_oneof![4 => Just(1i8), 3 => Just(2i8), 2 => Just(3i8), 1 => Just(0i8), 1 => Just(4i8)]
 }
 
+fn marker_kind() -> impl Strategy<Value = MarkerKind> {
+    prop_oneof![
+        1 => Just(MarkerKind::Late),
+        2 => Just(MarkerKind::Tv1),
+        3 => Just(MarkerKind::Tv2End),
+        2 => Just(MarkerKind::Duplicate),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     let who = 0..MEMBERS;
+    let stager = 0..STAGERS;
+    let holder = prop_oneof![4 => Just(None), 1 => (0..MEMBERS).prop_map(Some)];
+    let cut = (0..3i64, 0..3i64);
     prop_oneof![
         8 => (who.clone(), 1..12i32, 1..6i32, any::<bool>(), any::<bool>(), 0..5usize, prop_oneof![4 => Just(0i64), 1 => 1..6i64])
             .prop_map(|(who, max_records, batch_size, record_limit, read_committed, batches, stale)| Op::Acquire {
                 who, max_records, batch_size, record_limit, read_committed, batches, stale,
             }),
-        6 => (who.clone(), prop_oneof![4 => Just(None), 1 => (0..MEMBERS).prop_map(Some)], any::<usize>(), (0..3i64, 0..3i64),
+        5 => (who.clone(), holder.clone(), any::<usize>(), cut.clone(),
               proptest::collection::vec(ack_type(), 1..6), any::<bool>())
             .prop_map(|(who, holder, pick, cut, types, per_offset)| Op::AckHeld {
                 who, holder: holder.unwrap_or(who), pick, cut, types, per_offset,
@@ -619,21 +729,34 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (who.clone(), 0..120i64, 1..8i64, proptest::collection::vec(ack_type(), 1..9))
             .prop_map(|(who, first, len, types)| Op::AckRange { who, first, len, types }),
         1 => (who.clone(), 0..6u8).prop_map(|(who, kind)| Op::AckMalformed { who, kind }),
+        2 => (who.clone(), any::<usize>(), proptest::collection::vec(ack_type(), 1..6), any::<bool>())
+            .prop_map(|(who, pick, types, per_offset)| Op::AckPending { who, pick, types, per_offset }),
         1 => who.clone().prop_map(|who| Op::Release { who }),
         3 => (0..1_500i64).prop_map(|ms| Op::Advance { ms }),
         1 => Just(Op::Expire),
         1 => (0..8i64).prop_map(|delta| Op::LogStart { delta }),
         1 => Just(Op::Restart),
-        5 => (who.clone(), prop_oneof![4 => Just(None), 1 => (0..MEMBERS).prop_map(Some)], any::<usize>(), (0..3i64, 0..3i64),
-              proptest::collection::vec(stage_type(), 1..6), any::<bool>(), 0..2usize)
+        5 => (who.clone(), holder, any::<usize>(), cut.clone(),
+              proptest::collection::vec(stage_type(), 1..6), any::<bool>(), stager.clone())
             .prop_map(|(who, holder, pick, cut, types, per_offset, producer)| Op::StageHeld {
                 who, holder: holder.unwrap_or(who), pick, cut, types, per_offset, producer,
             }),
-        2 => (who.clone(), stage_type(), 0..2usize).prop_map(|(who, ty, producer)| Op::StageAll { who, ty, producer }),
-        1 => (who.clone(), 0..120i64, 1..8i64, proptest::collection::vec(stage_type(), 1..9), 0..2usize)
+        2 => (who.clone(), stage_type(), stager.clone()).prop_map(|(who, ty, producer)| Op::StageAll { who, ty, producer }),
+        1 => (who.clone(), 0..120i64, 1..8i64, proptest::collection::vec(stage_type(), 1..9), stager.clone())
             .prop_map(|(who, first, len, types, producer)| Op::StageRange { who, first, len, types, producer }),
-        5 => (0..2usize, any::<bool>(), -1..=1i16).prop_map(|(producer, commit, delta)| Op::Marker { producer, commit, delta }),
-        1 => (0..2usize, any::<bool>()).prop_map(|(producer, abort)| Op::Bump { producer, abort }),
+        3 => (who.clone(), proptest::collection::vec((any::<usize>(), cut), 1..4),
+              prop_oneof![Just(1i8), Just(3i8), Just(0i8)],
+              prop_oneof![3 => Just(0u8), 2 => 1..6u8], stager.clone())
+            .prop_map(|(who, picks, ty, spoiler, producer)| Op::StageMulti { who, picks, ty, spoiler, producer }),
+        1 => (who.clone(), 0..6u8, stager.clone()).prop_map(|(who, kind, producer)| Op::StageMalformed { who, kind, producer }),
+        1 => (who.clone(), any::<usize>(), stage_type(), stager.clone())
+            .prop_map(|(who, pick, ty, producer)| Op::StagePending { who, pick, ty, producer }),
+        1 => (who.clone(), stager.clone()).prop_map(|(who, producer)| Op::ZombieStage { who, producer }),
+        7 => (0..PRODUCERS.len(), any::<bool>(), marker_kind())
+            .prop_map(|(producer, commit, kind)| Op::Marker { producer, commit, kind }),
+        2 => (0..PRODUCERS.len(), any::<bool>(), marker_kind())
+            .prop_map(|(producer, commit, kind)| Op::MarkerUnloaded { producer, commit, kind }),
+        2 => (stager, any::<bool>()).prop_map(|(producer, fence)| Op::Bump { producer, fence }),
     ]
 }
 
@@ -646,6 +769,36 @@ fn log_item() -> impl Strategy<Value = LogItem> {
     )
 }
 
+/// What one step did, for the transition checks.
+#[derive(Debug, Default)]
+struct Effect {
+    /// Markers applied (live or to the persisted state): (producer id, epoch, commit).
+    markers: Vec<(i64, i16, bool)>,
+    /// A staging the share partition accepted: (member, producer id, epoch).
+    staged: Option<(usize, i64, i16)>,
+    /// The batches of that staging.
+    staged_batches: Vec<AckBatch>,
+    /// A call refused with an error (or by the broker before the share partition).
+    refused: bool,
+    /// The share partition was loaded afresh (its counters start again).
+    reloaded: bool,
+}
+
+/// An acquisition, checked once the step's invariants held.
+struct AcqCheck {
+    before: Model,
+    after: Model,
+    who: usize,
+    fetch_offset: i64,
+    max_records: i32,
+    mode: AcquireMode,
+    read_committed: bool,
+    acq: Acquisition,
+    first_base: i64,
+}
+
+type Deferred = Box<dyn FnOnce(&World)>;
+
 struct World {
     cfg: SharePartitionConfig,
     store_cfg: ShareCoordinatorConfig,
@@ -656,8 +809,16 @@ struct World {
     key: SharePartitionKey,
     store: ShareStateStore,
     records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    /// Current epoch of each producer.
-    epochs: [i16; 2],
+    /// Current epoch of each producer (the transaction coordinator's view).
+    epochs: [i16; 3],
+    /// Epochs below this are fenced (by the last InitProducerId of a new instance).
+    fenced: [i16; 3],
+    /// (producer index, epoch, commit) of the last marker.
+    last_marker: Option<(usize, i16, bool)>,
+    effect: Effect,
+    /// Model comparisons of the current step, run after its invariants: so that a broken
+    /// rule is reported by the invariant that guards it.
+    deferred: Vec<Deferred>,
 }
 
 impl World {
@@ -679,7 +840,11 @@ impl World {
             key,
             store,
             records: Vec::new(),
-            epochs: [5, 5],
+            epochs: [FIRST_EPOCH; 3],
+            fenced: [FIRST_EPOCH; 3],
+            last_marker: None,
+            effect: Effect::default(),
+            deferred: Vec::new(),
         };
         let init = InitializeState {
             state_epoch: 0,
@@ -690,10 +855,17 @@ impl World {
         w
     }
 
+    fn defer(&mut self, check: impl FnOnce(&World) + 'static) {
+        self.deferred.push(Box::new(check));
+    }
+
     fn append(&mut self, record: ShareStateRecord) {
         let (k, v) = record.encode().expect("encodes");
         let decoded = ShareStateRecord::decode(&k, v.as_deref()).expect("decodes");
-        assert_eq!(decoded, record);
+        assert_eq!(
+            decoded, record,
+            "a share-state record round-trips its encoding"
+        );
         self.store.replay(&decoded);
         self.records.push((k, v));
     }
@@ -711,6 +883,13 @@ impl World {
             .batches
             .iter()
             .all(|b| b.state != RecordState::Acquired));
+        assert!(
+            write
+                .batches
+                .iter()
+                .all(|b| b.staged_txn.is_some() == (b.state == RecordState::TxPending)),
+            "a TX_PENDING batch is written with its staging: {write:?}"
+        );
         let record = self
             .store
             .write(&self.key, &write.to_write_state(0), self.now)
@@ -718,8 +897,43 @@ impl World {
         self.append(record);
     }
 
-    fn check(&self) {
+    /// The invariants of one state, checked after every step.
+    fn check_state(&self) {
         self.sp.check_invariants();
+        let live = Model::from_machine(&self.sp);
+        self.check_locks(&live);
+        self.check_persisted(&live);
+        for r in self.sp.ranges() {
+            let Some(t) = r.staged_txn else {
+                continue;
+            };
+            let p = PRODUCERS
+                .iter()
+                .position(|&pid| pid == t.producer_id)
+                .filter(|&p| p < STAGERS)
+                .expect("staged by a staging producer");
+            assert!(
+                t.producer_epoch >= self.fenced[p],
+                "TX_PENDING {r:?} of a fenced epoch survived the fencing ABORT (fenced below {})",
+                self.fenced[p]
+            );
+        }
+        assert!(
+            self.sp.in_flight_count() < self.cfg.record_locks_max + BATCH_LEN_MAX,
+            "in flight {} over the limit",
+            self.sp.in_flight_count()
+        );
+    }
+
+    /// The machine against the reference model, checked after every step.
+    fn check_model(&self) {
+        let view = self.sp.persisted_view();
+        let batches: Vec<StateBatch> = view.batches.iter().map(|b| StateBatch::from(*b)).collect();
+        assert_eq!(
+            batches,
+            self.model.persisted_view(),
+            "persisted view vs model"
+        );
         assert_eq!(
             Model::from_machine(&self.sp),
             self.model,
@@ -728,31 +942,6 @@ impl World {
         let mut normalized = self.model.clone();
         normalized.normalize();
         assert_eq!(normalized, self.model, "the start offset is normalized");
-        let view = self.sp.persisted_view();
-        let batches: Vec<StateBatch> = view.batches.iter().map(|b| StateBatch::from(*b)).collect();
-        assert_eq!(
-            batches,
-            self.model.persisted_view(),
-            "persisted view vs model"
-        );
-        let stored = self.store.state(&self.key).expect("initialized");
-        assert_eq!(
-            stored.start_offset, view.start_offset,
-            "stored start offset"
-        );
-        assert_eq!(stored.state_batches, batches, "stored batches");
-        assert_eq!(
-            i64::from(stored.delivery_complete_count),
-            self.sp.delivery_complete_count()
-        );
-        for r in self.sp.ranges() {
-            if r.state == RecordState::TxPending {
-                assert_eq!(r.member_id, None, "TX_PENDING held by a member: {r:?}");
-                assert_eq!(r.lock_deadline_ms, None, "TX_PENDING under a lock: {r:?}");
-                assert!(r.staged_txn.is_some());
-            }
-        }
-        assert_eq!(self.sp.tx_pending_count(), self.sp.counts().tx_pending);
         assert_eq!(
             self.sp.tx_pending_count(),
             self.model
@@ -761,46 +950,320 @@ impl World {
                 .filter(|r| r.state == RecordState::TxPending)
                 .count() as i64
         );
-        assert!(
-            self.sp.in_flight_count() < self.cfg.record_locks_max + BATCH_LEN_MAX,
-            "in flight {} over the limit",
-            self.sp.in_flight_count()
-        );
     }
 
-    /// Runs `op` and checks the TX_PENDING and terminal-state rules across it.
-    fn step(&mut self, op: &Op) {
-        let before = self.model.clone();
-        let log_start_before = self.log.start;
-        let marker = self.step_inner(op);
-        for (o, b) in &before.recs {
-            let after = self.model.recs.get(o);
-            if after == Some(b) {
-                continue;
+    /// No record is both TX_PENDING and held by a lock or a member, none is held by two
+    /// members, and nothing that releases locks (expiry, a member leaving, a session
+    /// closing) would release a TX_PENDING record.
+    fn check_locks(&self, live: &Model) {
+        for r in self.sp.ranges() {
+            if r.state == RecordState::TxPending {
+                assert_eq!(r.member_id, None, "TX_PENDING held by a member: {r:?}");
+                assert_eq!(r.lock_deadline_ms, None, "TX_PENDING under a lock: {r:?}");
+                assert!(r.staged_txn.is_some(), "TX_PENDING without staging: {r:?}");
             }
-            // Gone below a moved log start is the only other way out of the window.
-            let dropped =
-                after.is_none() && *o < self.log.start && self.log.start > log_start_before;
-            if b.state.is_terminal() {
-                assert!(
-                    after.is_none() && *o < self.model.start,
-                    "terminal {o} changed: {b:?} -> {after:?}"
-                );
+        }
+        let deadlines = live
+            .recs
+            .values()
+            .filter(|r| r.state == RecordState::Acquired)
+            .map(|r| r.deadline);
+        assert_eq!(
+            self.sp.next_lock_deadline(),
+            deadlines.min(),
+            "the lock timer covers exactly the ACQUIRED records"
+        );
+        let mut holder: BTreeMap<i64, usize> = BTreeMap::new();
+        for m in 0..MEMBERS {
+            for r in self.sp.acquired_by(&member(m)) {
+                for o in r.first_offset..=r.last_offset {
+                    if let Some(other) = holder.insert(o, m) {
+                        panic!("offset {o} held by two members: m{other} and m{m}");
+                    }
+                    let rec = live.recs.get(&o);
+                    assert!(
+                        rec.is_some_and(
+                            |rec| rec.state == RecordState::Acquired && rec.owner == Some(m)
+                        ),
+                        "m{m} holds {o}, which is {rec:?}"
+                    );
+                }
             }
-            if b.state == RecordState::TxPending && !dropped {
-                let t = b.txn.expect("staged");
-                let own = marker
-                    .is_some_and(|(pid, epoch)| t.producer_id == pid && t.producer_epoch <= epoch);
-                assert!(
-                    own,
-                    "TX_PENDING {o} changed by {op:?} (not its own marker): {b:?} -> {after:?}"
-                );
-            }
+        }
+        let acquired = live
+            .recs
+            .values()
+            .filter(|r| r.state == RecordState::Acquired)
+            .count();
+        assert_eq!(
+            holder.len(),
+            acquired,
+            "every ACQUIRED record has one holder"
+        );
+        // Everything that releases locks, at once, on a copy.
+        let mut released = self.sp.clone();
+        let far = self.now.saturating_add(1_000 * LOCK);
+        let _ = released.expire_locks(far);
+        for m in 0..MEMBERS {
+            let _ = released.release_member(&member(m), far);
+        }
+        assert_eq!(
+            released.next_lock_deadline(),
+            None,
+            "a lock outlives lock expiry"
+        );
+        let released = Model::from_machine(&released);
+        for (o, r) in live
+            .recs
+            .iter()
+            .filter(|(_, r)| r.state == RecordState::TxPending)
+        {
+            assert_eq!(
+                released.recs.get(o),
+                Some(r),
+                "lock expiry or a member leaving releases TX_PENDING {o}"
+            );
         }
     }
 
-    /// Runs `op`; returns the (producer id, epoch) of the marker it applied, if any.
-    fn step_inner(&mut self, op: &Op) -> Option<(i64, i16)> {
+    /// The persisted state (the store after replaying every record) is the live state, up to
+    /// what is documented as not persisted (acquisitions, members, staging times), and loads.
+    fn check_persisted(&self, live: &Model) {
+        let view = self.sp.persisted_view();
+        let batches: Vec<StateBatch> = view.batches.iter().map(|b| StateBatch::from(*b)).collect();
+        let stored = self.store.state(&self.key).expect("initialized");
+        assert_eq!(
+            stored.start_offset, view.start_offset,
+            "stored start offset"
+        );
+        assert_eq!(stored.state_batches, batches, "stored batches vs live");
+        assert_eq!(
+            i64::from(stored.delivery_complete_count),
+            self.sp.delivery_complete_count()
+        );
+        assert_eq!(
+            self.store.tx_pending_count(Some(&self.key)),
+            self.sp.tx_pending_count(),
+            "TX_PENDING offsets persisted vs live"
+        );
+        let (read, _) = self.store.read(&self.key, 0, self.now).expect("read");
+        let (loaded, _) =
+            SharePartition::from_persisted(self.cfg.clone(), &read).expect("the state loads");
+        let mut expected = live.clone();
+        expected.restart();
+        assert_eq!(
+            Model::from_machine(&loaded),
+            expected,
+            "replayed state vs live state (modulo acquisitions, members, staging times)"
+        );
+    }
+
+    /// Runs `op` and checks it: first the rules of every state change across it and the
+    /// invariants of the state it leaves, then the reference model (so that a broken rule is
+    /// reported by the invariant that guards it).
+    fn step(&mut self, op: &Op) {
+        let before = Model::from_machine(&self.sp);
+        let log_start_before = self.log.start;
+        self.effect = Effect::default();
+        let stats = self.sp.txn_stats();
+        self.step_inner(op);
+        let after = Model::from_machine(&self.sp);
+        let counted = self.check_transition(op, &before, &after, self.log.start > log_start_before);
+        if !self.effect.reloaded {
+            let now = self.sp.txn_stats();
+            let delta = (
+                now.staged - stats.staged,
+                now.committed - stats.committed,
+                now.aborted - stats.aborted,
+            );
+            assert_eq!(
+                delta, counted,
+                "staged, committed, aborted counters by {op:?}"
+            );
+        }
+        self.check_state();
+        for check in std::mem::take(&mut self.deferred) {
+            check(self);
+        }
+        self.check_model();
+    }
+
+    /// The rules of a state change, on the machine's states before and after a step. Returns
+    /// the records staged, committed and aborted by it.
+    fn check_transition(
+        &self,
+        op: &Op,
+        before: &Model,
+        after: &Model,
+        log_start_moved: bool,
+    ) -> (i64, i64, i64) {
+        let mut counted = (0, 0, 0);
+        let limit = self.cfg.delivery_count_limit;
+        let now = self.now;
+        if self.effect.refused {
+            assert_eq!(before, after, "refused {op:?} changed the share partition");
+        }
+        let offsets: BTreeSet<i64> = before
+            .recs
+            .keys()
+            .chain(after.recs.keys())
+            .copied()
+            .collect();
+        for o in offsets {
+            let (b, a) = (before.recs.get(&o), after.recs.get(&o));
+            if b == a {
+                continue;
+            }
+            // Gone below a moved log start: the data is gone.
+            let dropped = a.is_none() && log_start_moved && o < self.log.start;
+            let passed = a.is_none() && o < after.start;
+            if let Some(b) = b.filter(|b| b.state.is_terminal()) {
+                assert!(passed, "terminal {o} changed by {op:?}: {b:?} -> {a:?}");
+            }
+            if let Some(b) = b.filter(|b| b.state == RecordState::TxPending && !dropped) {
+                let t = b.txn.expect("staged");
+                let own =
+                    self.effect.markers.iter().find(|(pid, epoch, _)| {
+                        t.producer_id == *pid && t.producer_epoch <= *epoch
+                    });
+                let Some(&(_, _, commit)) = own else {
+                    assert!(
+                        !passed,
+                        "SPSO passed TX_PENDING {o} ({op:?}): {b:?}, SPSO {}",
+                        after.start
+                    );
+                    panic!(
+                        "TX_PENDING {o} changed by {op:?}, not by its own transaction's \
+                         outcome: {b:?} -> {a:?}"
+                    );
+                };
+                let expected = match (commit, t.ack_type) {
+                    (true, 1) => RecordState::Acknowledged,
+                    (true, _) => RecordState::Archived,
+                    (false, _) if b.count >= limit => RecordState::Archived,
+                    (false, _) => RecordState::Available,
+                };
+                let ok = match a {
+                    Some(a) => *a == Rec::unowned(expected, b.count),
+                    None => expected.is_terminal() && passed,
+                };
+                assert!(
+                    ok,
+                    "TX_PENDING {o} resolved by {op:?} to {a:?}, not {expected:?} with count {}",
+                    b.count
+                );
+                if commit {
+                    counted.1 += 1;
+                } else {
+                    counted.2 += 1;
+                }
+            }
+            if let (Some(b), Some(a)) = (b, a) {
+                if b.state == RecordState::Acquired
+                    && a.state == RecordState::Acquired
+                    && a.owner != b.owner
+                {
+                    assert!(
+                        b.deadline <= now,
+                        "offset {o} held by {:?} until {} taken by {:?} at {now} ({op:?})",
+                        b.owner,
+                        b.deadline,
+                        a.owner
+                    );
+                }
+            }
+            if let Some(a) = a.filter(|a| a.state == RecordState::TxPending) {
+                let ok = self.effect.staged.is_some_and(|(who, pid, epoch)| {
+                    b.is_some_and(|b| {
+                        b.state == RecordState::Acquired
+                            && b.owner == Some(who)
+                            && b.deadline > now
+                            && b.count == a.count
+                    }) && a
+                        .txn
+                        .is_some_and(|t| t.producer_id == pid && t.producer_epoch == epoch)
+                });
+                assert!(
+                    ok,
+                    "TX_PENDING {o} appeared by {op:?} without its holder staging it: {b:?} -> {a:?}"
+                );
+                counted.0 += 1;
+            }
+        }
+        for b in &self.effect.staged_batches {
+            for o in b.first_offset..=b.last_offset {
+                assert!(
+                    after.recs.contains_key(&o) || o >= after.start,
+                    "SPSO passed TX_PENDING {o} as {op:?} staged it, SPSO {}",
+                    after.start
+                );
+                let staged = after.recs.get(&o).is_some_and(|a| {
+                    a.state == RecordState::TxPending
+                        && self
+                            .effect
+                            .staged
+                            .is_some_and(|(_, pid, _)| a.txn.is_some_and(|t| t.producer_id == pid))
+                });
+                assert!(
+                    staged,
+                    "accepted staging {op:?} did not stage {o}: all or nothing"
+                );
+            }
+        }
+        counted
+    }
+
+    fn held(&self, who: usize, pick: usize, cut: (i64, i64)) -> Option<(i64, i64)> {
+        let held = self.sp.acquired_by(&member(who));
+        if held.is_empty() {
+            return None;
+        }
+        let r = held[pick % held.len()];
+        let first = (r.first_offset + cut.0).min(r.last_offset);
+        let last = (r.last_offset - cut.1).max(first);
+        Some((first, last))
+    }
+
+    fn pending(&self, pick: usize) -> Option<(i64, i64)> {
+        let pending: Vec<(i64, i64)> = self
+            .sp
+            .ranges()
+            .filter(|r| r.state == RecordState::TxPending)
+            .map(|r| (r.first_offset, r.last_offset))
+            .collect();
+        (!pending.is_empty()).then(|| pending[pick % pending.len()])
+    }
+
+    fn typed(first: i64, last: i64, types: &[i8], per_offset: bool) -> AckBatch {
+        let ack_types = if per_offset {
+            (0..=(last - first) as usize)
+                .map(|i| types[i % types.len()])
+                .collect()
+        } else {
+            vec![types[0]]
+        };
+        AckBatch::new(first, last, ack_types)
+    }
+
+    fn marker_epoch(
+        &mut self,
+        producer: usize,
+        commit: bool,
+        kind: MarkerKind,
+    ) -> (usize, i16, bool) {
+        let current = self.epochs[producer];
+        match kind {
+            MarkerKind::Late => (producer, current - 1, commit),
+            MarkerKind::Tv1 => (producer, current, commit),
+            MarkerKind::Tv2End => {
+                self.epochs[producer] += 1;
+                (producer, current + 1, commit)
+            }
+            MarkerKind::Duplicate => self.last_marker.unwrap_or((producer, current, commit)),
+        }
+    }
+
+    fn step_inner(&mut self, op: &Op) {
         match op {
             Op::Acquire {
                 who,
@@ -827,21 +1290,10 @@ impl World {
                 types,
                 per_offset,
             } => {
-                let held = self.sp.acquired_by(&member(*holder));
-                if held.is_empty() {
-                    return None;
+                if let Some((first, last)) = self.held(*holder, *pick, *cut) {
+                    let batch = Self::typed(first, last, types, *per_offset);
+                    self.acknowledge(*who, vec![batch]);
                 }
-                let r = held[pick % held.len()];
-                let first = (r.first_offset + cut.0).min(r.last_offset);
-                let last = (r.last_offset - cut.1).max(first);
-                let ack_types = if *per_offset {
-                    (0..=(last - first) as usize)
-                        .map(|i| types[i % types.len()])
-                        .collect()
-                } else {
-                    vec![types[0]]
-                };
-                self.acknowledge(*who, vec![AckBatch::new(first, last, ack_types)]);
             }
             Op::AckAll { who, ty } => {
                 let batches = self
@@ -858,15 +1310,8 @@ impl World {
                 len,
                 types,
             } => {
-                let ack_types = if types.len() == 1 {
-                    types.clone()
-                } else {
-                    (0..*len as usize).map(|i| types[i % types.len()]).collect()
-                };
-                self.acknowledge(
-                    *who,
-                    vec![AckBatch::new(*first, first + len - 1, ack_types)],
-                );
+                let batch = Self::typed(*first, first + len - 1, types, types.len() > 1);
+                self.acknowledge(*who, vec![batch]);
             }
             Op::AckMalformed { who, kind } => {
                 let batches = match kind {
@@ -878,6 +1323,24 @@ impl World {
                     _ => vec![AckBatch::new(0, 1, vec![1, -1])],
                 };
                 self.acknowledge(*who, batches);
+            }
+            Op::AckPending {
+                who,
+                pick,
+                types,
+                per_offset,
+            } => {
+                if let Some((first, last)) = self.pending(*pick) {
+                    let batch = Self::typed(first, last, types, *per_offset);
+                    let refused = self.acknowledge(*who, vec![batch]);
+                    self.defer(move |_| {
+                        assert_eq!(
+                            refused,
+                            Some(INVALID_RECORD_STATE),
+                            "acknowledging TX_PENDING"
+                        );
+                    });
+                }
             }
             Op::Release { who } => {
                 self.model
@@ -901,7 +1364,10 @@ impl World {
                     self.persist(write);
                 }
             }
-            Op::Restart => self.restart(),
+            Op::Restart => {
+                self.model.restart();
+                self.reload();
+            }
             Op::StageHeld {
                 who,
                 holder,
@@ -911,21 +1377,10 @@ impl World {
                 per_offset,
                 producer,
             } => {
-                let held = self.sp.acquired_by(&member(*holder));
-                if held.is_empty() {
-                    return None;
+                if let Some((first, last)) = self.held(*holder, *pick, *cut) {
+                    let batch = Self::typed(first, last, types, *per_offset);
+                    self.broker_stage(*who, *producer, self.epochs[*producer], vec![batch]);
                 }
-                let r = held[pick % held.len()];
-                let first = (r.first_offset + cut.0).min(r.last_offset);
-                let last = (r.last_offset - cut.1).max(first);
-                let ack_types = if *per_offset {
-                    (0..=(last - first) as usize)
-                        .map(|i| types[i % types.len()])
-                        .collect()
-                } else {
-                    vec![types[0]]
-                };
-                self.stage(*who, *producer, vec![AckBatch::new(first, last, ack_types)]);
             }
             Op::StageAll { who, ty, producer } => {
                 let batches = self
@@ -934,7 +1389,7 @@ impl World {
                     .iter()
                     .map(|r| AckBatch::new(r.first_offset, r.last_offset, vec![*ty]))
                     .collect();
-                self.stage(*who, *producer, batches);
+                self.broker_stage(*who, *producer, self.epochs[*producer], batches);
             }
             Op::StageRange {
                 who,
@@ -943,111 +1398,331 @@ impl World {
                 types,
                 producer,
             } => {
-                let ack_types = if types.len() == 1 {
-                    types.clone()
-                } else {
-                    (0..*len as usize).map(|i| types[i % types.len()]).collect()
+                let batch = Self::typed(*first, first + len - 1, types, types.len() > 1);
+                self.broker_stage(*who, *producer, self.epochs[*producer], vec![batch]);
+            }
+            Op::StageMulti {
+                who,
+                picks,
+                ty,
+                spoiler,
+                producer,
+            } => {
+                let batches = self.multi_batches(*who, picks, *ty, *spoiler);
+                self.broker_stage(*who, *producer, self.epochs[*producer], batches);
+            }
+            Op::StageMalformed {
+                who,
+                kind,
+                producer,
+            } => {
+                let (f, l) = self.held(*who, 0, (0, 0)).unwrap_or((0, 3));
+                let batches = match kind {
+                    0 => vec![AckBatch::new(l + 1, l, vec![1])],
+                    1 => vec![
+                        AckBatch::new(f, l, vec![1]),
+                        AckBatch::new(l, l + 2, vec![1]),
+                    ],
+                    2 => vec![AckBatch::new(f, l, vec![])],
+                    3 => vec![AckBatch::new(f, l + 2, vec![1, 3])],
+                    4 => vec![
+                        AckBatch::new(l + 5, l + 6, vec![1]),
+                        AckBatch::new(f, l, vec![1]),
+                    ],
+                    _ => vec![AckBatch::new(f, l, vec![-1])],
                 };
-                self.stage(
-                    *who,
-                    *producer,
-                    vec![AckBatch::new(*first, first + len - 1, ack_types)],
-                );
+                let refused = self.broker_stage(*who, *producer, self.epochs[*producer], batches);
+                let expected = if *kind < 5 {
+                    INVALID_REQUEST
+                } else {
+                    INVALID_RECORD_STATE
+                };
+                let kind = *kind;
+                self.defer(move |_| {
+                    assert_eq!(refused, Some(expected), "malformed staging {kind}");
+                });
+            }
+            Op::StagePending {
+                who,
+                pick,
+                ty,
+                producer,
+            } => {
+                if let Some((first, last)) = self.pending(*pick) {
+                    let batch = AckBatch::new(first, last, vec![*ty]);
+                    let refused =
+                        self.broker_stage(*who, *producer, self.epochs[*producer], vec![batch]);
+                    self.defer(move |_| {
+                        assert_eq!(
+                            refused,
+                            Some(INVALID_RECORD_STATE),
+                            "staging TX_PENDING again"
+                        );
+                    });
+                }
+            }
+            Op::ZombieStage { who, producer } => {
+                let epoch = self.epochs[*producer] - 1;
+                if epoch < FIRST_EPOCH {
+                    return;
+                }
+                let batches = self
+                    .sp
+                    .acquired_by(&member(*who))
+                    .iter()
+                    .map(|r| AckBatch::new(r.first_offset, r.last_offset, vec![1]))
+                    .collect();
+                let refused = self.broker_stage(*who, *producer, epoch, batches);
+                assert_eq!(refused, Some(PRODUCER_FENCED), "a zombie's staging");
             }
             Op::Marker {
                 producer,
                 commit,
-                delta,
+                kind,
             } => {
-                let epoch = self.epochs[*producer] + delta;
-                return Some(self.marker(PRODUCERS[*producer], epoch, *commit));
+                let (p, epoch, commit) = self.marker_epoch(*producer, *commit, *kind);
+                self.marker(p, epoch, commit);
             }
-            Op::Bump { producer, abort } => {
-                self.epochs[*producer] += 1;
-                if *abort {
-                    let epoch = self.epochs[*producer];
-                    return Some(self.marker(PRODUCERS[*producer], epoch, false));
+            Op::MarkerUnloaded {
+                producer,
+                commit,
+                kind,
+            } => {
+                let (p, epoch, commit) = self.marker_epoch(*producer, *commit, *kind);
+                self.marker_unloaded(p, epoch, commit);
+            }
+            Op::Bump { producer, fence } => {
+                let epoch = self.epochs[*producer] + 1;
+                if *fence {
+                    self.marker(*producer, epoch, false);
+                    self.epochs[*producer] = epoch + 1;
+                    self.fenced[*producer] = epoch + 1;
+                } else {
+                    self.epochs[*producer] = epoch;
                 }
             }
         }
-        None
     }
 
-    fn stage(&mut self, who: usize, producer: usize, batches: Vec<AckBatch>) {
-        let txn = (PRODUCERS[producer], self.epochs[producer]);
+    /// The batches of a [`Op::StageMulti`].
+    fn multi_batches(
+        &self,
+        who: usize,
+        picks: &[(usize, (i64, i64))],
+        ty: i8,
+        spoiler: u8,
+    ) -> Vec<AckBatch> {
+        let mut ranges: Vec<(i64, i64)> = picks
+            .iter()
+            .filter_map(|&(pick, cut)| self.held(who, pick, cut))
+            .collect();
+        ranges.sort_unstable();
+        ranges.dedup();
+        let mut batches: Vec<AckBatch> = Vec::new();
+        for (first, last) in ranges {
+            if batches.last().is_none_or(|p| p.last_offset < first) {
+                batches.push(AckBatch::new(first, last, vec![ty]));
+            }
+        }
+        let pick = picks[0].0;
+        let extra = match spoiler {
+            1 => (0..MEMBERS)
+                .filter(|&m| m != who)
+                .find_map(|m| self.held(m, pick, (0, 0))),
+            2 => self.pending(pick),
+            3 => {
+                let not_acquired: Vec<(i64, i64)> = self
+                    .sp
+                    .ranges()
+                    .filter(|r| r.state != RecordState::Acquired)
+                    .map(|r| (r.first_offset, r.last_offset))
+                    .collect();
+                Some(if not_acquired.is_empty() {
+                    (self.sp.next_new, self.sp.next_new)
+                } else {
+                    not_acquired[pick % not_acquired.len()]
+                })
+            }
+            4 => {
+                if !batches.is_empty() {
+                    let i = pick % batches.len();
+                    batches[i].ack_types = vec![[2, 4, 7][pick % 3]];
+                }
+                None
+            }
+            5 => batches
+                .first()
+                .cloned()
+                .map(|b| (b.first_offset, b.last_offset)),
+            _ => None,
+        };
+        if let Some((first, last)) = extra {
+            batches.push(AckBatch::new(first, last, vec![ty]));
+            batches.sort_by_key(|b| (b.first_offset, b.last_offset));
+        }
+        batches
+    }
+
+    /// What the broker does with a TxnShareAcknowledge before the share partition (spec
+    /// §3.2 step 5): an epoch older than the producer's current one is PRODUCER_FENCED and
+    /// reaches nothing; otherwise the share partition stages. At core level `stage` takes
+    /// whatever epoch it is given, so the test passes only what the broker lets through.
+    /// Returns the error code, if refused.
+    fn broker_stage(
+        &mut self,
+        who: usize,
+        producer: usize,
+        epoch: i16,
+        batches: Vec<AckBatch>,
+    ) -> Option<i16> {
+        if epoch < self.epochs[producer] {
+            self.effect.refused = true;
+            return Some(PRODUCER_FENCED);
+        }
+        self.stage(who, producer, epoch, batches)
+    }
+
+    fn stage(
+        &mut self,
+        who: usize,
+        producer: usize,
+        epoch: i16,
+        batches: Vec<AckBatch>,
+    ) -> Option<i16> {
+        let txn = (PRODUCERS[producer], epoch);
         let mut expected = self.model.clone();
         let limit = self.cfg.delivery_count_limit;
         let predicted = expected.stage(who, txn, &batches, self.now, limit);
         let got = self
             .sp
             .stage(self.now, &member(who), txn.0, txn.1, &batches);
-        match (predicted, got) {
-            (Ok(()), Ok(write)) => {
-                self.model = expected;
-                assert!(
-                    batches.is_empty() || write.is_some(),
-                    "a staging is persisted"
-                );
+        let got = match got {
+            Ok(write) => {
+                self.effect.staged = Some((who, txn.0, txn.1));
+                self.effect.staged_batches = batches.clone();
+                let written = write.is_some();
                 self.persist(write);
+                Ok(written)
             }
-            (Err(code), Err(e)) => assert_eq!(e.error_code().0, code, "{e:?} for {batches:?}"),
-            (p, g) => panic!("predicted {p:?}, got {g:?} for staging {batches:?}"),
+            Err(e) => {
+                self.effect.refused = true;
+                Err((e.error_code().0, format!("{e:?}")))
+            }
+        };
+        let code = got.as_ref().err().map(|e| e.0);
+        if predicted.is_ok() && got.is_ok() {
+            self.model = expected;
         }
+        self.defer(move |_| match (predicted, got) {
+            (Ok(()), Ok(written)) => {
+                assert!(batches.is_empty() || written, "a staging is persisted");
+            }
+            (Err(code), Err((got, e))) => assert_eq!(got, code, "{e} for {batches:?}"),
+            (p, g) => panic!("predicted {p:?}, got {g:?} for staging {batches:?}"),
+        });
+        code
     }
 
-    fn marker(&mut self, producer_id: i64, epoch: i16, commit: bool) -> (i64, i16) {
+    fn marker(&mut self, producer: usize, epoch: i16, commit: bool) {
+        let producer_id = PRODUCERS[producer];
+        self.effect.markers.push((producer_id, epoch, commit));
+        self.last_marker = Some((producer, epoch, commit));
         let limit = self.cfg.delivery_count_limit;
         let resolved = self.model.marker(producer_id, epoch, commit, limit);
-        let out = self.sp.apply_marker(producer_id, epoch, commit);
-        assert_eq!(out.resolved, resolved, "records resolved");
-        assert_eq!(out.wake, resolved > 0);
-        assert_eq!(
-            out.write.is_some(),
-            resolved > 0,
-            "a no-op marker writes nothing"
-        );
         // The same marker applied to the persisted state alone (replaying
-        // __share_group_state past the marker) gives the live write's state at and after the
-        // live SPSO; below it, only terminal batches the live write pruned.
+        // __share_group_state past the marker) must give the live write's state at and after
+        // the live SPSO; below it, only terminal batches the live write pruned.
         let mut replayed = self.store.clone();
         let records = replayed.resolve_marker(producer_id, epoch, commit, |_| limit, self.now);
-        assert_eq!(records.is_empty(), resolved == 0, "store-level marker");
         for r in &records {
             replayed.replay(r);
         }
-        self.persist(out.write);
-        let live = self.store.state(&self.key).expect("initialized");
-        let replayed = replayed.state(&self.key).expect("initialized");
-        assert!(replayed.start_offset <= live.start_offset);
-        assert!(replayed
-            .state_batches
+        let out = self.sp.apply_marker(producer_id, epoch, commit);
+        let (got, wake, wrote) = (out.resolved, out.wake, out.write.is_some());
+        let timed: i64 = out.staged_at_ms.iter().map(|(n, _)| n).sum();
+        let now = self.now;
+        let staged_later = out
+            .staged_at_ms
             .iter()
-            .filter(|b| b.first_offset < live.start_offset)
-            .all(|b| b.delivery_state == 2 || b.delivery_state == 4));
-        assert_eq!(
-            crate::share_coordinator::combine_state_batches(
-                &replayed.state_batches,
-                &[],
-                live.start_offset
-            ),
-            live.state_batches,
-            "store-level marker vs live"
-        );
-        (producer_id, epoch)
+            .any(|(_, t)| t.is_some_and(|t| t > now));
+        self.persist(out.write);
+        let live = self.store.state(&self.key).expect("initialized").clone();
+        let replayed = replayed.state(&self.key).expect("initialized").clone();
+        let store_resolved = !records.is_empty();
+        self.defer(move |_| {
+            assert_eq!(got, resolved, "records resolved");
+            assert_eq!(timed, resolved, "staging times of every resolved record");
+            assert!(!staged_later, "staged after the marker");
+            assert_eq!(
+                wake,
+                resolved > 0,
+                "a marker wakes fetches when it resolves"
+            );
+            assert_eq!(wrote, resolved > 0, "a no-op marker writes nothing");
+            assert_eq!(store_resolved, resolved > 0, "store-level marker");
+            assert!(replayed.start_offset <= live.start_offset);
+            assert!(replayed
+                .state_batches
+                .iter()
+                .filter(|b| b.first_offset < live.start_offset)
+                .all(|b| b.delivery_state == 2 || b.delivery_state == 4));
+            assert_eq!(
+                crate::share_coordinator::combine_state_batches(
+                    &replayed.state_batches,
+                    &[],
+                    live.start_offset
+                ),
+                live.state_batches,
+                "store-level marker vs live"
+            );
+        });
     }
 
-    fn acknowledge(&mut self, who: usize, batches: Vec<AckBatch>) {
+    fn marker_unloaded(&mut self, producer: usize, epoch: i16, commit: bool) {
+        let producer_id = PRODUCERS[producer];
+        self.effect.markers.push((producer_id, epoch, commit));
+        self.last_marker = Some((producer, epoch, commit));
+        let limit = self.cfg.delivery_count_limit;
+        // Unloaded: the share partition's memory (its acquisitions) is gone.
+        self.model.restart();
+        let resolved = self.model.marker(producer_id, epoch, commit, limit);
+        let records = self
+            .store
+            .resolve_marker(producer_id, epoch, commit, |_| limit, self.now);
+        let store_resolved = !records.is_empty();
+        for r in records {
+            self.append(r);
+        }
+        self.reload();
+        self.defer(move |_| {
+            assert_eq!(store_resolved, resolved > 0, "store-level marker, unloaded");
+        });
+    }
+
+    /// Returns the error code, if refused.
+    fn acknowledge(&mut self, who: usize, batches: Vec<AckBatch>) -> Option<i16> {
         let mut expected = self.model.clone();
         let predicted = expected.acknowledge(who, &batches, self.now, &self.cfg);
-        let got = self.sp.acknowledge(&member(who), &batches, self.now);
-        match (predicted, got) {
-            (Ok(()), Ok(write)) => {
-                self.model = expected;
+        let got = match self.sp.acknowledge(&member(who), &batches, self.now) {
+            Ok(write) => {
                 self.persist(write);
+                Ok(())
             }
-            (Err(code), Err(e)) => assert_eq!(e.error_code().0, code, "{e:?} for {batches:?}"),
-            (p, g) => panic!("predicted {p:?}, got {g:?} for {batches:?}"),
+            Err(e) => {
+                self.effect.refused = true;
+                Err((e.error_code().0, format!("{e:?}")))
+            }
+        };
+        if predicted.is_ok() && got.is_ok() {
+            self.model = expected;
         }
+        let code = got.as_ref().err().map(|e| e.0);
+        self.defer(move |_| match (predicted, got) {
+            (Ok(()), Ok(())) => {}
+            (Err(code), Err((got, e))) => assert_eq!(got, code, "{e} for {batches:?}"),
+            (p, g) => panic!("predicted {p:?}, got {g:?} for {batches:?}"),
+        });
+        code
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1074,17 +1749,18 @@ impl World {
             _ => Vec::new(),
         };
         let name = member(who);
+        let mode = if record_limit {
+            AcquireMode::RecordLimit
+        } else {
+            AcquireMode::BatchOptimized
+        };
         let req = AcquireRequest {
             member_id: &name,
             fetch_offset,
             fetched: &fetched,
             max_records,
             batch_size,
-            mode: if record_limit {
-                AcquireMode::RecordLimit
-            } else {
-                AcquireMode::BatchOptimized
-            },
+            mode,
             isolation: if read_committed {
                 Isolation::ReadCommitted { aborted: &aborted }
             } else {
@@ -1093,24 +1769,28 @@ impl World {
             now_ms: self.now,
         };
         let acq = self.sp.acquire(&req).expect("well-formed batches");
-        let first_base = span.map_or(fetch_offset, |(f, _)| f);
-        self.check_acquisition(&before, &req, &acq, first_base);
-        self.model = Model::from_machine(&self.sp);
-        self.persist(acq.write);
+        let after = Model::from_machine(&self.sp);
+        self.model = after.clone();
+        self.persist(acq.write.clone());
+        let check = AcqCheck {
+            before,
+            after,
+            who,
+            fetch_offset,
+            max_records,
+            mode,
+            read_committed,
+            acq,
+            first_base: span.map_or(fetch_offset, |(f, _)| f),
+        };
+        self.defer(move |w| w.check_acquisition(&check));
     }
 
     /// Every change an acquisition made is one it may make.
-    fn check_acquisition(
-        &self,
-        before: &Model,
-        req: &AcquireRequest<'_>,
-        acq: &Acquisition,
-        first_base: i64,
-    ) {
-        let after = Model::from_machine(&self.sp);
+    fn check_acquisition(&self, c: &AcqCheck) {
+        let (before, after, acq) = (&c.before, &c.after, &c.acq);
         let limit = self.cfg.delivery_count_limit;
-        let who = member_index(req.member_id);
-        let rc = matches!(req.isolation, Isolation::ReadCommitted { .. });
+        let rc = c.read_committed;
         let mut returned = BTreeSet::new();
         let mut previous_last: Option<i64> = None;
         for r in &acq.records {
@@ -1124,7 +1804,7 @@ impl World {
                 let expected = Rec {
                     state: RecordState::Acquired,
                     count: r.delivery_count,
-                    owner: Some(who),
+                    owner: Some(c.who),
                     deadline: self.now + LOCK,
                     txn: None,
                 };
@@ -1147,8 +1827,8 @@ impl World {
             }
         }
         let total = returned.len() as i64;
-        let max = i64::from(req.max_records);
-        match req.mode {
+        let max = i64::from(c.max_records);
+        match c.mode {
             AcquireMode::RecordLimit => assert!(total <= max),
             AcquireMode::BatchOptimized => assert!(total < max + BATCH_LEN_MAX),
         }
@@ -1175,11 +1855,11 @@ impl World {
                     o >= before.next_new
                         && ((a.state == RecordState::Available
                             && a.count == 0
-                            && req.mode == AcquireMode::RecordLimit)
+                            && c.mode == AcquireMode::RecordLimit)
                             || (aborted && a.state == RecordState::Archived && a.count == 1))
                 }
                 (Some(b), None) => {
-                    let stale = req.fetch_offset <= o && o < first_base;
+                    let stale = c.fetch_offset <= o && o < c.first_base;
                     o < after.start
                         && b.state != RecordState::Acquired
                         && b.state != RecordState::TxPending
@@ -1187,7 +1867,11 @@ impl World {
                 }
                 (None, None) => true,
             };
-            assert!(ok, "offset {o}: {b:?} -> {a:?} ({req:?})");
+            assert!(
+                ok,
+                "offset {o}: {b:?} -> {a:?} (m{} from {}, {:?}, read_committed {rc})",
+                c.who, c.fetch_offset, c.mode
+            );
         }
         // The SPSO never skips data that is not done with.
         for o in before.start..after.start {
@@ -1197,7 +1881,9 @@ impl World {
         }
     }
 
-    fn restart(&mut self) {
+    /// Replays every record written so far into a fresh store and loads the share partition
+    /// from it, as a broker restart does.
+    fn reload(&mut self) {
         let mut fresh = ShareStateStore::new(self.store_cfg.clone()).expect("config");
         for (k, v) in &self.records {
             fresh.replay(&ShareStateRecord::decode(k, v.as_deref()).expect("decodes"));
@@ -1212,20 +1898,22 @@ impl World {
         let (sp, write) = SharePartition::from_persisted(self.cfg.clone(), &read).expect("load");
         self.sp = sp;
         self.store = fresh;
-        self.model.restart();
+        self.effect.reloaded = true;
         self.persist(write);
     }
 }
 
-fn member_index(id: &str) -> usize {
-    id.strip_prefix('m')
-        .and_then(|i| i.parse().ok())
-        .expect("member ids are m<i>")
+/// Cases per run: `PROPTEST_CASES` if set, else 128.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(128)
 }
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 96,
+        cases: cases(),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
@@ -1233,10 +1921,10 @@ proptest! {
     #[test]
     fn share_partition_matches_the_reference_model(
         items in proptest::collection::vec(log_item(), 1..40),
-        limit in 2..7i16,
+        limit in prop_oneof![2 => Just(2i16), 1 => 3..7i16],
         locks in prop_oneof![Just(6i64), Just(15i64), Just(60i64)],
         per_snapshot in prop_oneof![Just(0u32), Just(2u32), Just(500u32)],
-        ops in proptest::collection::vec(op(), 1..80),
+        ops in proptest::collection::vec(op(), 1..150),
     ) {
         let cfg = SharePartitionConfig {
             record_lock_duration_ms: LOCK,
@@ -1244,10 +1932,10 @@ proptest! {
             record_locks_max: locks,
         };
         let mut world = World::new(cfg, Log::build(&items), per_snapshot);
-        world.check();
+        world.check_state();
+        world.check_model();
         for op in &ops {
             world.step(op);
-            world.check();
         }
     }
 }
