@@ -1,6 +1,6 @@
 //! `shoal`: the Shoal command-line tool. `shoal serve` runs one broker node; `shoal
 //! transactions` inspects transactions and aborts a hanging one; `shoal share-groups` lists,
-//! describes and resets share groups.
+//! describes and resets share groups; `shoal perf` runs measurement harnesses against a broker.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -11,6 +11,7 @@ use shoal_broker::config::{env_key, parse_properties};
 use shoal_broker::{Broker, BrokerConfig, BrokerOptions};
 use tracing::{info, warn};
 
+mod perf;
 mod share_groups;
 mod transactions;
 
@@ -47,6 +48,14 @@ enum Command {
         bootstrap: String,
         #[command(subcommand)]
         command: share_groups::ShareGroupsCommand,
+    },
+    /// Measure a running broker (on loopback) over the raw protocol.
+    Perf {
+        /// A broker to talk to.
+        #[arg(long, env = "SHOAL_BOOTSTRAP", default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[command(subcommand)]
+        command: perf::PerfCommand,
     },
 }
 
@@ -200,6 +209,10 @@ fn main() -> anyhow::Result<()> {
         Command::ShareGroups { bootstrap, command } => {
             let addr = resolve(&bootstrap)?;
             runtime.block_on(share_groups::run(addr, command))
+        }
+        Command::Perf { bootstrap, command } => {
+            let addr = resolve(&bootstrap)?;
+            runtime.block_on(perf::run(addr, command))
         }
     }
 }
