@@ -1,6 +1,7 @@
 //! `shoal`: the Shoal command-line tool. `shoal serve` runs one broker node; `shoal
 //! transactions` inspects transactions and aborts a hanging one; `shoal share-groups` lists,
-//! describes and resets share groups; `shoal features` shows and changes feature levels.
+//! describes and resets share groups; `shoal features` shows and changes feature levels;
+//! `shoal perf` runs measurement harnesses against a broker.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ use shoal_broker::{Broker, BrokerConfig, BrokerOptions};
 use tracing::{info, warn};
 
 mod features;
+mod perf;
 mod share_groups;
 mod transactions;
 
@@ -57,6 +59,14 @@ enum Command {
         bootstrap: String,
         #[command(subcommand)]
         command: features::FeaturesCommand,
+    },
+    /// Measure a running broker (on loopback) over the raw protocol.
+    Perf {
+        /// A broker to talk to.
+        #[arg(long, env = "SHOAL_BOOTSTRAP", default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[command(subcommand)]
+        command: perf::PerfCommand,
     },
 }
 
@@ -214,6 +224,10 @@ fn main() -> anyhow::Result<()> {
         Command::Features { bootstrap, command } => {
             let addr = resolve(&bootstrap)?;
             runtime.block_on(features::run(addr, command))
+        }
+        Command::Perf { bootstrap, command } => {
+            let addr = resolve(&bootstrap)?;
+            runtime.block_on(perf::run(addr, command))
         }
     }
 }

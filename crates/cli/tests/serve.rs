@@ -652,3 +652,90 @@ async fn features_command_describes_upgrades_and_downgrades_share_version() {
     assert!(!advertises_txn_share_ack(&mut conn).await);
     terminate(&mut child);
 }
+
+/// `shoal perf txn-acks` with tiny counts. While this build's `share.version` does not reach
+/// level 3 (TxnShareAcknowledge, api key 95, is then not advertised), the harness must refuse
+/// with a clear UNSUPPORTED message; once level 3 is the default, it must run both kinds of
+/// transaction and pass its own final check. The branch follows the broker's feature table, so
+/// the test needs no switch when level 3 lands, and a broker that stops advertising the key
+/// then fails it.
+#[test]
+fn perf_txn_acks_runs_both_kinds_or_says_unsupported() {
+    let level3 = shoal_broker::features::spec(shoal_broker::features::SHARE_VERSION)
+        .is_some_and(|f| f.default_level >= 3);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shoal"))
+        .args(["serve", "--listen", &addr.to_string()])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_listening(addr, &mut child);
+    let perf = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_shoal"))
+            .args(["perf", "--bootstrap", &addr.to_string(), "txn-acks"])
+            .args([
+                "--transactions",
+                "5",
+                "--records",
+                "3",
+                "--warmup",
+                "1",
+                "--block",
+                "2",
+                "--timeout-secs",
+                "120",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, stdout, stderr) = perf(&[]);
+    if level3 {
+        assert!(ok, "{stdout}{stderr}");
+        for row in ["commit", "txn", "produce", "stage", "acquire"] {
+            assert!(
+                stdout.lines().any(|l| l.starts_with(row)),
+                "no {row} row: {stdout}"
+            );
+        }
+        for kind in [" A ", " B ", " B/A "] {
+            assert!(stdout.contains(kind), "no kind{kind}: {stdout}");
+        }
+        // 6 transactions of each kind (1 warm-up) of 3 records.
+        assert!(
+            stdout.contains("verified: 36 committed output records"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("18 of 18 input records acknowledged"),
+            "{stdout}"
+        );
+        let (ok, json, stderr) = perf(&["--json"]);
+        assert!(ok, "{json}{stderr}");
+        assert!(json.trim_start().starts_with('{'), "{json}");
+        for key in [
+            "\"A\":{\"commit\"",
+            "\"B\":{\"commit\"",
+            "\"B/A\":{\"commit\"",
+        ] {
+            assert!(json.contains(key), "no {key}: {json}");
+        }
+    } else {
+        assert!(!ok, "the harness ran without TxnShareAcknowledge: {stdout}");
+        assert!(
+            stderr.contains("UNSUPPORTED") && stderr.contains("api key 95"),
+            "{stderr}"
+        );
+    }
+    terminate(&mut child);
+}
