@@ -26,8 +26,10 @@
 //! `records.rs`) and the delivery count before its acquisition. A transaction marker resolves
 //! it either through the share partition's write (live) or, for the persisted state alone,
 //! through [`ShareStateStore::resolve_marker`] / [`resolve_staged_batches`]; both write the
-//! full count, so the resolution wins the merge over the staging, and both agree (checked by
-//! the share partition's property test).
+//! full count, so the resolution wins the merge over the staging, and both move the start
+//! offset past the terminal records that then begin the share partition: they agree, start
+//! offset and delivery-complete count included (checked by the share partition's property
+//! test).
 //!
 //! Epochs: a write with a state epoch below the highest seen gets FENCED_STATE_EPOCH, one with
 //! a leader epoch below the highest seen FENCED_LEADER_EPOCH (-1 skips either check, as in
@@ -269,6 +271,28 @@ pub fn resolve_staged_batches(
             Some(StateBatch::new(b.first_offset, b.last_offset, state, count))
         })
         .collect()
+}
+
+/// The start offset of persisted `batches` (sorted, merged, none before `start`) once it
+/// moves past the terminal records (ACKNOWLEDGED, ARCHIVED) that begin them: it stops at the
+/// first offset not covered by a batch (never delivered, so AVAILABLE) or covered by a
+/// non-terminal one. An uninitialized start stays as it is.
+pub fn start_past_terminal(start: i64, batches: &[StateBatch]) -> i64 {
+    if start == UNINITIALIZED_START_OFFSET {
+        return start;
+    }
+    let mut at = start;
+    for b in batches {
+        if b.last_offset < at {
+            continue;
+        }
+        let terminal = b.delivery_state == 2 || b.delivery_state == 4;
+        if b.first_offset > at || !terminal {
+            break;
+        }
+        at = b.last_offset.saturating_add(1);
+    }
+    at
 }
 
 /// InitializeShareGroupState for one share partition.
@@ -657,8 +681,10 @@ impl ShareStateStore {
     /// `producer_epoch` to every share partition of this shard holding TX_PENDING batches it
     /// staged (see [`resolve_staged_batches`]); none when nothing matches (an older-epoch or
     /// duplicate marker). `delivery_count_limit` gives each share partition's
-    /// `share.delivery.count.limit`. The start offset is left as it is: loading the share
-    /// partition moves it past the new terminal records, as the live path does at once.
+    /// `share.delivery.count.limit`. The start offset moves past the terminal records that
+    /// now begin the share partition ([`start_past_terminal`]), as the live path moves the
+    /// SPSO, so that DescribeShareGroupOffsets sees the commit at once; the delivery-complete
+    /// count is that of the terminal records left at or after it.
     pub fn resolve_marker(
         &self,
         producer_id: i64,
@@ -680,22 +706,29 @@ impl ShareStateStore {
             if resolved.is_empty() {
                 continue;
             }
-            let newly_terminal: i64 = resolved
-                .iter()
-                .filter(|b| b.delivery_state != 0)
-                .map(|b| b.last_offset - b.first_offset + 1)
-                .sum();
+            let merged =
+                combine_state_batches(&current.state_batches, &resolved, current.start_offset);
+            let start_offset = start_past_terminal(current.start_offset, &merged);
             let delivery_complete_count =
                 if current.delivery_complete_count == UNINITIALIZED_DELIVERY_COMPLETE_COUNT {
                     UNINITIALIZED_DELIVERY_COMPLETE_COUNT
                 } else {
-                    let total = i64::from(current.delivery_complete_count) + newly_terminal;
-                    i32::try_from(total).unwrap_or(i32::MAX)
+                    let terminal: i64 = merged
+                        .iter()
+                        .filter(|b| b.delivery_state == 2 || b.delivery_state == 4)
+                        .map(|b| b.last_offset - b.first_offset.max(start_offset) + 1)
+                        .filter(|n| *n > 0)
+                        .sum();
+                    i32::try_from(terminal).unwrap_or(i32::MAX)
                 };
             let request = WriteState {
                 state_epoch: NO_EPOCH,
                 leader_epoch: NO_EPOCH,
-                start_offset: UNINITIALIZED_START_OFFSET,
+                start_offset: if start_offset == current.start_offset {
+                    UNINITIALIZED_START_OFFSET
+                } else {
+                    start_offset
+                },
                 delivery_complete_count,
                 state_batches: resolved,
             };

@@ -734,16 +734,61 @@ fn markers_resolve_persisted_stagings_of_their_producer_only() {
         let records = s.resolve_marker(7, 3, commit, |_| limit, 60);
         assert_eq!(records.len(), 1);
         s.replay(&records[0]);
-        // Resolved with the full count (3); producer 8's staging is untouched.
-        assert_eq!(
-            batches_of(&s),
-            vec![(0, 4, expected, 3), (5, 9, TX_PENDING_STATE_ID, 2)]
-        );
+        // Resolved with the full count (3); producer 8's staging is untouched. Terminal
+        // records at the start move it past them (and leave the delivery-complete count).
+        let state = s.state(&key()).expect("state").clone();
+        if expected == 0 {
+            assert_eq!(
+                batches_of(&s),
+                vec![(0, 4, expected, 3), (5, 9, TX_PENDING_STATE_ID, 2)]
+            );
+            assert_eq!(state.start_offset, 0);
+        } else {
+            assert_eq!(batches_of(&s), vec![(5, 9, TX_PENDING_STATE_ID, 2)]);
+            assert_eq!(state.start_offset, 5);
+        }
+        assert_eq!(state.delivery_complete_count, 0);
         // Producer 8's five offsets are still pending.
         assert_eq!(s.tx_pending_count(None), 5);
         // Duplicate: nothing left to resolve.
         assert!(s.resolve_marker(7, 3, commit, |_| limit, 60).is_empty());
-        let complete = s.state(&key()).expect("state").delivery_complete_count;
-        assert_eq!(complete, if expected == 0 { 4 } else { 9 });
     }
+}
+
+#[test]
+fn a_resolution_moves_the_start_offset_past_the_terminal_prefix_only() {
+    let limit = 5;
+    let mut s = store(500);
+    init(&mut s, 0, 0);
+    let staged = Some(StagedTxn {
+        producer_id: 7,
+        producer_epoch: 2,
+        ack_type: 1,
+    });
+    let mut w = write(0, &[]);
+    w.state_batches = vec![
+        StateBatch::new(0, 2, 2, 1),
+        StateBatch::new(3, 5, TX_PENDING_STATE_ID, 0).with_staged_txn(staged),
+        StateBatch::new(6, 6, 4, 1),
+        StateBatch::new(8, 9, TX_PENDING_STATE_ID, 0).with_staged_txn(staged),
+        StateBatch::new(10, 11, 2, 1),
+    ];
+    apply(&mut s, &w);
+    for r in s.resolve_marker(7, 2, true, |_| limit, 60) {
+        s.replay(&r);
+    }
+    let state = s.state(&key()).expect("state").clone();
+    // 0–6 are terminal from the start; offset 7 was never delivered (AVAILABLE), so the
+    // start stops there even though 8–11 are terminal too, and those 4 stay counted.
+    assert_eq!(state.start_offset, 7);
+    assert_eq!(state.delivery_complete_count, 4);
+    assert_eq!(batches_of(&s), vec![(8, 11, 2, 1)]);
+    assert_eq!(
+        start_past_terminal(0, &[StateBatch::new(0, 3, 0, 1)]),
+        0,
+        "AVAILABLE stops it"
+    );
+    assert_eq!(start_past_terminal(-1, &[StateBatch::new(0, 3, 2, 1)]), -1);
+    assert_eq!(start_past_terminal(2, &[StateBatch::new(0, 3, 2, 1)]), 4);
+    assert_eq!(start_past_terminal(2, &[]), 2);
 }

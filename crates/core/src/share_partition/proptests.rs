@@ -1660,7 +1660,11 @@ impl World {
             );
             assert_eq!(wrote, resolved > 0, "a no-op marker writes nothing");
             assert_eq!(store_resolved, resolved > 0, "store-level marker");
-            assert!(replayed.start_offset <= live.start_offset);
+            assert_eq!(replayed.start_offset, live.start_offset, "start offset");
+            assert_eq!(
+                replayed.delivery_complete_count, live.delivery_complete_count,
+                "delivery-complete count"
+            );
             assert!(replayed
                 .state_batches
                 .iter()
