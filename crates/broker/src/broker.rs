@@ -89,6 +89,11 @@ pub struct Broker {
     group_configs: RwLock<std::collections::BTreeMap<String, ConfigMap>>,
     /// Finalized `share.version`, mirrored for the ApiVersions table.
     share_version: std::sync::atomic::AtomicI16,
+    /// Orders feature-level changes against staging (spec §3.5): a TxnShareAcknowledge holds
+    /// it shared from its `share.version` check until its staging is written, UpdateFeatures
+    /// holds it exclusively from reading the levels (and counting TX_PENDING records) until
+    /// the new levels are set. No staging can then land under a level below 3.
+    pub feature_gate: tokio::sync::RwLock<()>,
     _dir_lock: File,
 }
 
@@ -243,6 +248,7 @@ impl Broker {
             dynamic: RwLock::new(dynamic),
             group_configs: RwLock::new(group_configs),
             share_version: std::sync::atomic::AtomicI16::new(share_version),
+            feature_gate: tokio::sync::RwLock::new(()),
             admin: AsyncMutex::new(MetaStore {
                 log: meta_log,
                 image,

@@ -1020,3 +1020,69 @@ async fn g4_case13_a_lost_share_state_marker_is_written_again_and_resolves_the_s
     assert_eq!(persisted_start(&broker, topic_id, 0).await, (10, 0));
     broker.stop().await;
 }
+
+/// UpdateFeatures v1 of `share.version` to `level` (a safe downgrade); its error code.
+async fn downgrade_share_version(conn: &mut Connection, level: i16) -> i16 {
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    use kafka_protocol::messages::UpdateFeaturesRequest;
+    let r = conn
+        .request(
+            1,
+            &UpdateFeaturesRequest::default()
+                .with_timeout_ms(5000)
+                .with_feature_updates(vec![FeatureUpdateKey::default()
+                    .with_feature(s("share.version"))
+                    .with_max_version_level(level)
+                    .with_upgrade_type(2)]),
+        )
+        .await
+        .unwrap();
+    r.results[0].error_code
+}
+
+/// Spec §3.5: a downgrade below `share.version` 3 sent together with a staging is ordered
+/// against it (the broker's feature gate): either the downgrade comes first and the staging
+/// is refused with UNSUPPORTED_VERSION, or the staging comes first and the downgrade counts
+/// its records and is refused. Never both, which would leave records TX_PENDING under a level
+/// that serves no TxnShareAcknowledge. (With the handler's share of the gate removed, a round
+/// whose downgrade lands while the staging, past its level check, waits for its fsyncs sees
+/// both succeed.)
+#[tokio::test]
+async fn a_downgrade_racing_a_staging_never_leaves_records_tx_pending_below_level_3() {
+    // The downgrade is sent a little after the staging, later each round, so that rounds
+    // land in the staging's window between its level check and its write.
+    for delay_us in [0, 250, 500, 1000, 2000, 4000, 8000] {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = start(dir.path()).await;
+        let mut conn = broker.connect().await;
+        let (topic_id, a) = staged_setup(&broker, &mut conn).await;
+        let mut admin = broker.connect().await;
+        let (staged, downgraded) = tokio::join!(
+            txn_ack(
+                &mut conn,
+                &a,
+                topic_id,
+                vec![(0, vec![ack_batch(0, 9, vec![ACCEPT])])],
+            ),
+            async {
+                tokio::time::sleep(Duration::from_micros(delay_us)).await;
+                downgrade_share_version(&mut admin, 2).await
+            },
+        );
+        let staged = codes(&staged).0;
+        let pending = broker.broker.share.tx_pending_records(None).await;
+        match (staged, downgraded) {
+            (0, code) => {
+                assert_eq!(code, ErrorCode::INVALID_UPDATE_VERSION.code());
+                assert_eq!(pending, 10);
+            }
+            (code, 0) => {
+                assert_eq!(code, ErrorCode::UNSUPPORTED_VERSION.code());
+                assert_eq!(pending, 0);
+            }
+            other => panic!("staging and downgrade answered {other:?}"),
+        }
+        drop((conn, admin));
+        broker.stop().await;
+    }
+}

@@ -20,6 +20,9 @@ pub async fn update_features(
     version: i16,
     request: &UpdateFeaturesRequest,
 ) -> UpdateFeaturesResponse {
+    // Held until the levels are set: a staging that passed its level check finishes first,
+    // and none starts between the TX_PENDING count and the downgrade.
+    let _gate = broker.feature_gate.write().await;
     let (current, _) = broker.features().await;
     // Counted only when an update would leave transactional acknowledgements (it reads the
     // share-state store under its lock).

@@ -117,6 +117,9 @@ impl From<Refusal> for Failure {
 }
 
 async fn handle(broker: &Arc<Broker>, r: &TxnShareAcknowledgeRequest) -> Result<(), Failure> {
+    // Held until the staging is written, so that a downgrade below share.version 3 either
+    // comes first (and this request is refused) or counts what this request staged.
+    let _gate = broker.feature_gate.read().await;
     // 1. Feature levels.
     if !broker.txn_share_acks_enabled() {
         return Err(refuse(
