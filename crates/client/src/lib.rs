@@ -8,6 +8,8 @@
 //! Cancellation: [`Connection::request`] is not cancellation-safe — dropping its future midway
 //! leaves the connection out of step with the broker; drop the connection too.
 
+pub mod producer;
+
 use std::net::SocketAddr;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
