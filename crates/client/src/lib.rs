@@ -9,6 +9,7 @@
 //! leaves the connection out of step with the broker; drop the connection too.
 
 pub mod producer;
+pub mod share_consumer;
 
 use std::net::SocketAddr;
 
