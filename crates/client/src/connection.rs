@@ -1,7 +1,7 @@
 //! [`Connection`]: one raw TCP connection to a broker that sends typed requests at the version
 //! the caller names and reads the responses in order. No negotiation, no retries: the broker's
 //! integration tests use it to send exactly the bytes they mean, malformed ones included. Use
-//! the cluster layer for anything else.
+//! [`crate::Cluster`] for anything else.
 //!
 //! Cancellation: [`Connection::request`] is not cancellation-safe — dropping its future midway
 //! leaves the connection out of step with the broker; drop the connection too.

@@ -1,17 +1,111 @@
-//! Shoal's async Rust client.
+//! Shoal's async Rust client for Kafka 4.x brokers (Shoal and Apache Kafka), on tokio.
 //!
-//! Today this crate holds the protocol-level [`Connection`]: one TCP connection that sends
-//! typed Kafka requests and reads typed responses, in order, and the sans-IO parts of the
-//! cluster layer: version negotiation ([`versions`]), backoff and retry budgets ([`backoff`]),
-//! the metadata cache ([`metadata`]), typed errors ([`Error`]) and [`ClientConfig`].
+//! # Layering
+//!
+//! ```text
+//!   Producer ──────────┐   ShareConsumer ─────────┐   Admin
+//!   (batching, acks,   │   (membership, sessions, │   (topics, configs,
+//!    idempotence)      │    poll, acknowledge)    │    groups, features)
+//!        │             │         │                │       │
+//!   TransactionManager │   ShareAcknowledgements  │       │
+//!   (sans-IO)          │   bookkeeping (sans-IO)  │       │
+//!        └─────────────┴─────────┴────────────────┴───────┘
+//!                                │
+//!                             Cluster  ── this crate today
+//!        bootstrap · metadata · one BrokerConnection per broker and per coordinator ·
+//!        ApiVersions negotiation · timeouts · retries with backoff · reconnection
+//!                                │
+//!                          shoal-protocol (codec, no I/O)
+//! ```
+//!
+//! - [`Cluster`] is the base every component stands on: a cheap-to-clone, `Send + Sync`
+//!   handle. It finds brokers and leaders ([`Cluster::leader`], [`Cluster::topic`]),
+//!   coordinators ([`Cluster::coordinator`]), sends any typed request at the highest version
+//!   both sides support ([`Cluster::send`], [`Cluster::send_to_coordinator`]) and retries
+//!   ([`Cluster::retry`]). Components never open sockets of their own.
+//! - Stateful decisions are sans-IO, with time and randomness passed in, so they are tested
+//!   exhaustively without a broker: version negotiation ([`versions`]), backoff and retry
+//!   budgets ([`backoff`]), the metadata cache and its refresh rules ([`metadata`]).
+//!   The async shells ([`cluster`], [`broker`]) only read clocks, sleep and move bytes.
+//! - **Producer** (next): a sans-IO accumulator (per-partition batches, sequence numbers, at
+//!   most five in flight per partition) driven by a sender task that uses [`Cluster::send`]
+//!   to partition leaders.
+//! - **TransactionManager** (with the producer): a sans-IO state machine (`Uninitialized →
+//!   Ready → InTransaction → Committing/Aborting → Ready`, plus `AbortableError` and
+//!   `FatalError`) fed with the [`ErrorClass`] of each answer. It owns the producer id and
+//!   epoch and the set of things added to the open transaction: partitions, consumer-group
+//!   offsets (`send_offsets_to_transaction`) and — for KIP-1289 — share acknowledgements.
+//!   `send_share_acknowledgements_to_transaction(acks, &metadata)` is one more operation of
+//!   that machine: allowed only in `InTransaction` (else an illegal-state error), requiring
+//!   `transaction.version` 2 (read from [`ApiVersions::finalized_feature`]), sending
+//!   TxnShareAcknowledge to the transaction coordinator
+//!   ([`CoordinatorType::Transaction`]) and classifying its errors like any other
+//!   transactional call. `TransactionalShareAcknowledger` is the same machine without a
+//!   record accumulator.
+//! - **ShareConsumer** (next): membership over ShareGroupHeartbeat on the group coordinator's
+//!   connection, share sessions per leader, and a sans-IO acknowledgement book: per
+//!   topic-partition, the records delivered and not yet acknowledged, the acknowledgements
+//!   pending (to piggyback on the next ShareFetch or send in ShareAcknowledge), and — for
+//!   KIP-1289 — acknowledgements *drained for a transaction*, which the consumer never sends
+//!   itself (not on fetch, not on close) and which
+//!   `acknowledgements_for_transaction()` hands to the producer as a
+//!   `ShareAcknowledgements` value with the group's `ShareGroupMetadata`.
+//! - **Admin** (next): request builders over [`Cluster::send_any`], [`Cluster::send`] and
+//!   [`Cluster::send_to_coordinator`].
+//!
+//! # Errors
+//!
+//! [`Error`] carries the Kafka error code ([`Error::code`]) and its class ([`ErrorClass`]:
+//! retriable, abortable, fatal), as the Java client classifies them; the cluster layer retries
+//! only retriable errors and refreshes metadata on NOT_LEADER_OR_FOLLOWER,
+//! UNKNOWN_TOPIC_OR_PARTITION and UNKNOWN_TOPIC_ID ([`Error::requires_metadata_refresh`]).
+//! An api the broker lacks is [`Error::UnsupportedVersion`] before anything is sent.
+//!
+//! # Untrusted responses
+//!
+//! Every response frame is bounded by `receive.message.max.bytes` before anything is
+//! allocated, and read into a buffer that grows with the bytes that arrive. Decoding errors,
+//! wrong correlation ids and impossible metadata (duplicate brokers, gaps in partition
+//! numbers, more than the [`metadata`] limits) are [`Error::MalformedResponse`], and the
+//! connection is dropped. One hazard remains outside this crate's reach: `kafka-protocol`
+//! 0.18 sizes an array with `Vec::with_capacity(n)` from the wire before reading it, so a
+//! hostile frame can request a huge allocation, and an allocation failure aborts the process
+//! (decision 0002). A process that talks to brokers it does not trust should install
+//! [`shoal_protocol::alloc::ReserveLazily`] as its global allocator, as Shoal's own binaries
+//! and this crate's tests do; the fix proper is bounded decoders (upstream, or ours).
+//!
+//! # The raw [`Connection`]
+//!
+//! [`Connection`] stays what it was: one socket, requests at the version the caller names, no
+//! negotiation or retries. The broker's integration tests use it to send exact bytes.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use shoal_client::{ClientConfig, Cluster};
+//!
+//! # async fn run() -> Result<(), shoal_client::Error> {
+//! let config = ClientConfig::from_properties([("bootstrap.servers", "127.0.0.1:9092")])?;
+//! let cluster = Cluster::connect(config).await?;
+//! let leader = cluster.leader("orders", 0).await?;
+//! let versions = cluster.api_versions(leader).await?;
+//! println!("leader {leader}, Produce v{}", versions.version(shoal_protocol::ApiKey::Produce)?);
+//! cluster.close().await;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod backoff;
+pub mod broker;
+pub mod cluster;
 pub mod config;
 mod connection;
 pub mod error;
 pub mod metadata;
 pub mod versions;
 
+pub use broker::BrokerConnection;
+pub use cluster::{Cluster, ClusterStats, CoordinatorType};
 pub use config::{ClientConfig, ClientConfigBuilder};
 pub use connection::{correlation_id, ClientError, Connection, RESPONSE_BYTES_MAX};
 pub use error::{Error, ErrorClass};
