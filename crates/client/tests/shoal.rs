@@ -1,12 +1,13 @@
-//! The cluster layer against the real `shoal` binary over loopback: bootstrap, metadata with
-//! topic ids, negotiated versions, coordinators, a broker restart, and an unknown topic.
+//! The cluster layer against the real `shoal` binary over loopback (or Apache Kafka 4.4 with
+//! `SHOAL_CLIENT_TARGET=kafka`, see `common`): bootstrap, metadata with topic ids, negotiated
+//! versions, coordinators, a broker restart, and an unknown topic.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{bounded, Shoal};
+use common::{bounded, target, Broker, Target};
 use kafka_protocol::messages::MetadataRequest;
 use shoal_client::versions::{client_range, highest_common, CLIENT_APIS};
 use shoal_client::{ClientConfig, Cluster, CoordinatorType, Error};
@@ -15,13 +16,22 @@ use shoal_protocol::{ApiKey, ErrorCode};
 #[global_allocator]
 static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
 
-fn config(shoal: &Shoal, extra: &[(&str, &str)]) -> ClientConfig {
+/// Test time bounds: a JVM broker starts and restarts in seconds, not milliseconds.
+fn secs(shoal_secs: u64) -> u64 {
+    match target() {
+        Target::Shoal => shoal_secs,
+        Target::Kafka => shoal_secs * 3,
+    }
+}
+
+fn config(shoal: &Broker, extra: &[(&str, &str)]) -> ClientConfig {
     let bootstrap = shoal.addr.to_string();
+    let api_timeout = (secs(20) * 1000).to_string();
     let mut props = vec![
         ("bootstrap.servers", bootstrap.as_str()),
         ("client.id", "shoal-client-test"),
         ("request.timeout.ms", "5000"),
-        ("default.api.timeout.ms", "20000"),
+        ("default.api.timeout.ms", api_timeout.as_str()),
         ("retry.backoff.ms", "20"),
         ("retry.backoff.max.ms", "200"),
         ("reconnect.backoff.ms", "20"),
@@ -34,8 +44,8 @@ fn config(shoal: &Shoal, extra: &[(&str, &str)]) -> ClientConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bootstrap_fetches_metadata_with_topic_ids_and_negotiates_versions() {
     let dir = tempfile::tempdir().unwrap();
-    let shoal = Shoal::start(dir.path());
-    bounded(60, async {
+    let shoal = Broker::start(dir.path());
+    bounded(secs(60), async {
         let started = Instant::now();
         let cluster = Cluster::connect(config(&shoal, &[])).await.unwrap();
         let bootstrap_time = started.elapsed();
@@ -73,10 +83,26 @@ async fn bootstrap_fetches_metadata_with_topic_ids_and_negotiates_versions() {
                 (_, other) => panic!("{api:?}: {other:?}"),
             }
         }
-        // Shoal serves every api the client knows, KIP-1289's TxnShareAcknowledge included.
-        assert_eq!(negotiated, CLIENT_APIS.len());
-        assert!(versions.version(ApiKey::TxnShareAcknowledge).is_ok());
-        assert_eq!(versions.finalized_feature("share.version"), Some(3));
+        match shoal.target {
+            // Shoal serves every api the client knows, KIP-1289's TxnShareAcknowledge included.
+            Target::Shoal => {
+                assert_eq!(negotiated, CLIENT_APIS.len());
+                assert!(versions.version(ApiKey::TxnShareAcknowledge).is_ok());
+                assert_eq!(versions.finalized_feature("share.version"), Some(3));
+            }
+            // Kafka 4.4 lacks only TxnShareAcknowledge: a typed error, nothing sent.
+            Target::Kafka => {
+                assert_eq!(negotiated, CLIENT_APIS.len() - 1);
+                assert!(matches!(
+                    versions.version(ApiKey::TxnShareAcknowledge),
+                    Err(Error::UnsupportedVersion {
+                        broker_range: None,
+                        ..
+                    })
+                ));
+                assert!(versions.finalized_feature("share.version").is_some());
+            }
+        }
         assert_eq!(versions.finalized_feature("transaction.version"), Some(2));
 
         let coordinator = cluster
@@ -106,8 +132,9 @@ async fn bootstrap_fetches_metadata_with_topic_ids_and_negotiates_versions() {
         let warm_bootstrap_time = started.elapsed();
         second.close().await;
         println!(
-            "bootstrap (connect, ApiVersions, Metadata) took {bootstrap_time:?} against a \
+            "{:?}: bootstrap (connect, ApiVersions, Metadata) took {bootstrap_time:?} against a \
              fresh broker, {warm_bootstrap_time:?} warm; stats {:?}",
+            shoal.target,
             cluster.stats()
         );
         cluster.close().await;
@@ -119,8 +146,8 @@ async fn bootstrap_fetches_metadata_with_topic_ids_and_negotiates_versions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnects_after_a_broker_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let mut shoal = Shoal::start(dir.path());
-    bounded(90, async {
+    let mut shoal = Broker::start(dir.path());
+    bounded(secs(90), async {
         let cluster = Cluster::connect(config(&shoal, &[])).await.unwrap();
         let topic = cluster.topic("restarted").await.unwrap();
         let node = cluster.leader("restarted", 0).await.unwrap();
@@ -171,8 +198,8 @@ async fn reconnects_after_a_broker_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_topic_refreshes_metadata_and_fails_with_its_code() {
     let dir = tempfile::tempdir().unwrap();
-    let shoal = Shoal::start(dir.path());
-    bounded(60, async {
+    let shoal = Broker::start(dir.path());
+    bounded(secs(60), async {
         let cluster = Cluster::connect(config(
             &shoal,
             &[("allow.auto.create.topics", "false"), ("retries", "3")],
@@ -214,8 +241,8 @@ async fn an_unknown_topic_refreshes_metadata_and_fails_with_its_code() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_leader_and_unknown_topic_id_refresh_metadata_before_the_retry() {
     let dir = tempfile::tempdir().unwrap();
-    let shoal = Shoal::start(dir.path());
-    bounded(60, async {
+    let shoal = Broker::start(dir.path());
+    bounded(secs(60), async {
         let cluster = Cluster::connect(config(&shoal, &[])).await.unwrap();
         cluster.topic("moved").await.unwrap();
         for code in [
