@@ -651,3 +651,32 @@ fn topic_error(code: ErrorCode, topic: &str) -> Error {
         message: Some(format!("topic {topic}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::MetadataRequest;
+
+    /// Handles are shared across tasks, and every operation's future can be spawned: no
+    /// `std::sync` guard is held across an await.
+    #[test]
+    fn handles_and_futures_are_send() {
+        fn send_sync<T: Send + Sync + Clone + std::fmt::Debug>() {}
+        send_sync::<Cluster>();
+        fn spawnable<F: Future + Send>(_: F) {}
+        fn check(c: &Cluster) {
+            let request = MetadataRequest::default();
+            spawnable(Cluster::connect(c.config().clone()));
+            spawnable(c.topic("t"));
+            spawnable(c.leader("t", 0));
+            spawnable(c.send(1, &request));
+            spawnable(c.send_any(&request));
+            spawnable(c.coordinator(CoordinatorType::Group, "g"));
+            spawnable(c.send_to_coordinator(CoordinatorType::Group, "g", &request));
+            spawnable(c.retry(|| c.try_leader("t", 0)));
+            spawnable(c.api_versions(1));
+            spawnable(c.close());
+        }
+        let _ = check;
+    }
+}

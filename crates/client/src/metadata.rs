@@ -137,9 +137,10 @@ impl Metadata {
             }
             self.topic_errors.insert(name.clone(), *code);
         }
-        // Bounded: only topics of this response, which holds at most TOPICS_MAX.
-        self.topic_errors
-            .retain(|name, _| applied.topic_errors.iter().any(|(n, _)| n == name));
+        // Bounded: a broker naming ever new failing topics must not grow the map for good.
+        if self.topic_errors.len() > TOPICS_MAX {
+            self.topic_errors.clear();
+        }
         for mut topic in topics {
             if let Some(old) = self.topics.get(&topic.name) {
                 if old.topic_id == topic.topic_id {
@@ -149,6 +150,7 @@ impl Metadata {
                     self.names_by_id.remove(&old.topic_id);
                 }
             }
+            self.topic_errors.remove(&topic.name);
             if !topic.topic_id.is_nil() {
                 self.names_by_id.insert(topic.topic_id, topic.name.clone());
             }
