@@ -361,3 +361,76 @@ fn decode<R: Request>(
     }
     Ok(response)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest};
+    use proptest::prelude::*;
+
+    fn versions<R: Request>() -> std::ops::RangeInclusive<i16> {
+        let (min, max) = client_range(ApiKey::try_from(R::KEY).unwrap()).unwrap();
+        min..=max
+    }
+
+    fn decodes_or_errs<R: Request>(version: i16, body: &[u8]) -> Result<(), TestCaseError> {
+        match decode::<R>(
+            "test",
+            ApiKey::try_from(R::KEY).unwrap(),
+            version,
+            7,
+            Bytes::copy_from_slice(body),
+        ) {
+            Ok(_) | Err(Error::MalformedResponse { .. }) => Ok(()),
+            Err(other) => Err(TestCaseError::fail(format!("{other:?}"))),
+        }
+    }
+
+    proptest! {
+        /// Arbitrary response bodies of the apis the cluster layer decodes itself are a
+        /// response or a MalformedResponse, never a panic (the lib's tests install
+        /// ReserveLazily, so wire array lengths cannot abort them).
+        #[test]
+        fn arbitrary_responses_never_panic(
+            body in proptest::collection::vec(any::<u8>(), 0..256),
+            pick in 0u8..3,
+            v in any::<proptest::sample::Index>(),
+        ) {
+            let mut framed = 7i32.to_be_bytes().to_vec();
+            framed.extend_from_slice(&body);
+            match pick {
+                0 => {
+                    let r: Vec<i16> = versions::<ApiVersionsRequest>().collect();
+                    decodes_or_errs::<ApiVersionsRequest>(*v.get(&r), &framed)?
+                }
+                1 => {
+                    let r: Vec<i16> = versions::<MetadataRequest>().collect();
+                    decodes_or_errs::<MetadataRequest>(*v.get(&r), &framed)?
+                }
+                _ => {
+                    let r: Vec<i16> = versions::<FindCoordinatorRequest>().collect();
+                    decodes_or_errs::<FindCoordinatorRequest>(*v.get(&r), &framed)?
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrong_correlation_id_is_malformed() {
+        let mut buf = BytesMut::new();
+        shoal_protocol::response::encode_response(
+            &mut buf,
+            8,
+            0,
+            &shoal_protocol::Response::ApiVersions(ApiVersionsResponse::default()),
+        )
+        .unwrap();
+        let body = buf.freeze().slice(4..);
+        let err = decode::<ApiVersionsRequest>("test", ApiKey::ApiVersions, 0, 7, body.clone())
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::MalformedResponse { reason, .. } if reason.contains("correlation"))
+        );
+        assert!(decode::<ApiVersionsRequest>("test", ApiKey::ApiVersions, 0, 8, body).is_ok());
+    }
+}

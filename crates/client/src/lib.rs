@@ -104,6 +104,11 @@ pub mod error;
 pub mod metadata;
 pub mod versions;
 
+// Decoding arbitrary bytes in the unit tests must not abort them (decision 0002).
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
+
 pub use broker::BrokerConnection;
 pub use cluster::{Cluster, ClusterStats, CoordinatorType};
 pub use config::{ClientConfig, ClientConfigBuilder};

@@ -431,4 +431,42 @@ mod tests {
             assert_eq!(m.broker(1).unwrap().port, 9092);
         }
     }
+
+    proptest::proptest! {
+        /// Whatever order answers arrive in, a partition's cached leader epoch never goes
+        /// back while the topic keeps its id, and the cache always holds the newest epoch
+        /// seen since the id last changed.
+        #[test]
+        fn leader_epochs_never_go_back(
+            answers in proptest::collection::vec(
+                (0u128..3, proptest::collection::vec((1i32..3, 0i32..10), 1..4)),
+                1..30,
+            ),
+        ) {
+            let now = Instant::now();
+            let mut m = Metadata::new();
+            let mut newest: Option<(u128, Vec<i32>)> = None;
+            for (id, leaders) in &answers {
+                let mut t = topic("t", *id + 1, leaders);
+                t.partitions.truncate(leaders.len());
+                m.apply(now, &response(vec![t])).unwrap();
+                let epochs: Vec<i32> = leaders.iter().map(|&(_, e)| e).collect();
+                newest = Some(match newest.take() {
+                    Some((old_id, old)) if old_id == *id => (
+                        old_id,
+                        epochs
+                            .iter()
+                            .enumerate()
+                            .map(|(i, e)| old.get(i).map_or(*e, |o| (*o).max(*e)))
+                            .collect(),
+                    ),
+                    _ => (*id, epochs),
+                });
+                let (_, want) = newest.as_ref().unwrap();
+                let cached: Vec<i32> =
+                    m.topic("t").unwrap().partitions.iter().map(|p| p.leader_epoch).collect();
+                proptest::prop_assert_eq!(&cached, want);
+            }
+        }
+    }
 }
