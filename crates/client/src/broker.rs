@@ -245,7 +245,14 @@ impl BrokerConnection {
                 addr: self.addr.clone(),
                 source,
             })?;
-        let body = read_frame(&mut self.stream, &self.addr, self.frame_bytes_max).await?;
+        let body = read_frame(
+            &mut self.stream,
+            &self.addr,
+            self.frame_bytes_max,
+            api,
+            version,
+        )
+        .await?;
         Ok((correlation_id, body))
     }
 }
@@ -289,7 +296,13 @@ fn encode<R: Request>(
 }
 
 /// Reads one frame, refusing sizes above `max` and growing the buffer only as bytes arrive.
-async fn read_frame(stream: &mut TcpStream, addr: &str, max: usize) -> Result<Bytes, Error> {
+async fn read_frame(
+    stream: &mut TcpStream,
+    addr: &str,
+    max: usize,
+    api: ApiKey,
+    version: i16,
+) -> Result<Bytes, Error> {
     let io = |source: std::io::Error| {
         if source.kind() == std::io::ErrorKind::UnexpectedEof {
             Error::ConnectionClosed { addr: addr.into() }
@@ -305,8 +318,8 @@ async fn read_frame(stream: &mut TcpStream, addr: &str, max: usize) -> Result<By
     let size = i32::from_be_bytes(prefix);
     let size = usize::try_from(size).map_err(|_| Error::MalformedResponse {
         addr: addr.into(),
-        api: ApiKey::ApiVersions,
-        version: -1,
+        api,
+        version,
         reason: format!("negative frame size {size}"),
     })?;
     if size > max {

@@ -33,6 +33,8 @@ enum Answer {
     Normal,
     /// A size prefix of 2 GiB - 1.
     HugeFrame,
+    /// A negative size prefix.
+    NegativeFrame,
     /// The right correlation id followed by bytes that do not decode.
     Garbage,
     WrongCorrelationId,
@@ -106,6 +108,7 @@ async fn serve(mut stream: TcpStream, addr: SocketAddr, script: Script) {
             )
             .unwrap(),
             Answer::HugeFrame => out.put_i32(i32::MAX),
+            Answer::NegativeFrame => out.put_i32(-4),
             Answer::Garbage => {
                 out.put_i32(4 + 6);
                 out.put_i32(header.correlation_id);
@@ -208,6 +211,7 @@ async fn hostile_responses_are_typed_errors_and_the_client_reconnects() {
         script.metadata.lock().unwrap().extend([
             Answer::Normal, // bootstrap
             Answer::HugeFrame,
+            Answer::NegativeFrame,
             Answer::Garbage,
             Answer::WrongCorrelationId,
         ]);
@@ -220,6 +224,15 @@ async fn hostile_responses_are_typed_errors_and_the_client_reconnects() {
             matches!(err, Error::ResponseTooLarge { size, max, .. } if size == i32::MAX as usize && max == 100 * 1024 * 1024),
             "{err:?}"
         );
+        let err = cluster.send(1, &request).await.unwrap_err();
+        match &err {
+            Error::MalformedResponse {
+                reason,
+                api: ApiKey::Metadata,
+                ..
+            } => assert!(reason.contains("negative"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
         let err = cluster.send(1, &request).await.unwrap_err();
         assert!(matches!(err, Error::MalformedResponse { api: ApiKey::Metadata, .. }), "{err:?}");
         let err = cluster.send(1, &request).await.unwrap_err();
