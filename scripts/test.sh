@@ -5,7 +5,8 @@
 #
 #   scripts/test.sh            everything
 #   SHOAL_FUZZ_SECONDS=0 ...   skip fuzzing
-#   SHOAL_TEST_KAFKA=1 ...     also run the interop suite against real Apache Kafka
+#   SHOAL_TEST_KAFKA=1 ...     also run the interop suite and shoal-client's integration
+#                              tests against real Apache Kafka
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +34,9 @@ tests/interop/run.sh
 if [ "${SHOAL_TEST_KAFKA:-0}" = 1 ]; then
   step "interop: the same suite against Apache Kafka"
   INTEROP_TARGET=kafka tests/interop/run.sh
+  step "shoal-client's integration tests against Apache Kafka"
+  KAFKA_LIBS="${KAFKA_LIBS:-$(tests/interop/kafka_ref/fetch.sh)}" SHOAL_CLIENT_TARGET=kafka \
+    cargo test --locked -p shoal-client --test shoal -- --test-threads=1
 fi
 
 if [ "${SHOAL_FUZZ_SECONDS:-30}" != 0 ]; then

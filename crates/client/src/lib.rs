@@ -1,174 +1,117 @@
-//! Shoal's async Rust client.
+//! Shoal's async Rust client for Kafka 4.x brokers (Shoal and Apache Kafka), on tokio.
 //!
-//! Today this crate holds the protocol-level [`Connection`]: one TCP connection that sends
-//! typed Kafka requests and reads typed responses, in order. The broker's integration tests and
-//! the CLI's admin commands use it. The high-level Producer, Consumer, ShareConsumer and
-//! TransactionalShareAcknowledger of `shared/DESIGN.md` are built on it in later steps.
+//! # Layering
 //!
-//! Cancellation: [`Connection::request`] is not cancellation-safe — dropping its future midway
-//! leaves the connection out of step with the broker; drop the connection too.
+//! ```text
+//!   Producer ──────────┐   ShareConsumer ─────────┐   Admin
+//!   (batching, acks,   │   (membership, sessions, │   (topics, configs,
+//!    idempotence)      │    poll, acknowledge)    │    groups, features)
+//!        │             │         │                │       │
+//!   TransactionManager │   ShareAcknowledgements  │       │
+//!   (sans-IO)          │   bookkeeping (sans-IO)  │       │
+//!        └─────────────┴─────────┴────────────────┴───────┘
+//!                                │
+//!                             Cluster  ── this crate today
+//!        bootstrap · metadata · one BrokerConnection per broker and per coordinator ·
+//!        ApiVersions negotiation · timeouts · retries with backoff · reconnection
+//!                                │
+//!                          shoal-protocol (codec, no I/O)
+//! ```
+//!
+//! - [`Cluster`] is the base every component stands on: a cheap-to-clone, `Send + Sync`
+//!   handle. It finds brokers and leaders ([`Cluster::leader`], [`Cluster::topic`]),
+//!   coordinators ([`Cluster::coordinator`]), sends any typed request at the highest version
+//!   both sides support ([`Cluster::send`], [`Cluster::send_to_coordinator`]) and retries
+//!   ([`Cluster::retry`]). Components never open sockets of their own.
+//! - Stateful decisions are sans-IO, with time and randomness passed in, so they are tested
+//!   exhaustively without a broker: version negotiation ([`versions`]), backoff and retry
+//!   budgets ([`backoff`]), the metadata cache and its refresh rules ([`metadata`]).
+//!   The async shells ([`cluster`], [`broker`]) only read clocks, sleep and move bytes.
+//! - **Producer** (next): the sans-IO parts are in [`producer`] — the transaction manager
+//!   ([`producer::transaction`]), the per-request error handling of transactional requests
+//!   ([`producer::errors`], a refinement of [`ErrorClass`]) and the partitioner — driven by a
+//!   sender task that uses [`Cluster::send`] to partition leaders. The transaction manager
+//!   (`Uninitialized → Ready → InTransaction → Committing/Aborting → Ready`, plus
+//!   `AbortableError` and `FatalError`) owns the producer id and epoch and what the open
+//!   transaction holds: partitions, consumer-group offsets (`send_offsets_to_transaction`)
+//!   and — for KIP-1289 — share acknowledgements, each an *operation* admitted only in
+//!   `InTransaction` and only with `transaction.version` 2 (read from
+//!   [`ApiVersions::finalized_feature`]). `send_share_acknowledgements_to_transaction`
+//!   sends one TxnShareAcknowledge per share partition to that partition's leader, as the
+//!   draft client does, and no commit is sent while one is unanswered or after one failed.
+//!   `TransactionalShareAcknowledger` is the same machine without a record accumulator.
+//! - **ShareConsumer** (next): membership over ShareGroupHeartbeat on the group coordinator's
+//!   connection, share sessions per leader, and the sans-IO acknowledgement book
+//!   ([`share_consumer::acknowledgements`]): per topic-partition, the records delivered and
+//!   not yet acknowledged, the acknowledgements pending (to piggyback on the next ShareFetch
+//!   or send in ShareAcknowledge), and — for KIP-1289 — acknowledgements *drained for a
+//!   transaction*, which the consumer never sends itself (not on fetch, not on close) and
+//!   which `acknowledgements_for_transaction()` hands to the producer as a
+//!   `ShareAcknowledgements` value with the group's `ShareGroupMetadata`.
+//! - **Admin** (next): request builders over [`Cluster::send_any`], [`Cluster::send`] and
+//!   [`Cluster::send_to_coordinator`].
+//!
+//! # Errors
+//!
+//! [`Error`] carries the Kafka error code ([`Error::code`]) and its class ([`ErrorClass`]:
+//! retriable, abortable, fatal), as the Java client classifies them; the cluster layer retries
+//! only retriable errors and refreshes metadata on NOT_LEADER_OR_FOLLOWER,
+//! UNKNOWN_TOPIC_OR_PARTITION and UNKNOWN_TOPIC_ID ([`Error::requires_metadata_refresh`]).
+//! An api the broker lacks is [`Error::UnsupportedVersion`] before anything is sent.
+//!
+//! # Untrusted responses
+//!
+//! Every response frame is bounded by `receive.message.max.bytes` before anything is
+//! allocated, and read into a buffer that grows with the bytes that arrive. Decoding errors,
+//! wrong correlation ids and impossible metadata (duplicate brokers, gaps in partition
+//! numbers, more than the [`metadata`] limits) are [`Error::MalformedResponse`], and the
+//! connection is dropped. One hazard remains outside this crate's reach: `kafka-protocol`
+//! 0.18 sizes an array with `Vec::with_capacity(n)` from the wire before reading it, so a
+//! hostile frame can request a huge allocation, and an allocation failure aborts the process
+//! (decision 0002). A process that talks to brokers it does not trust should install
+//! [`shoal_protocol::alloc::ReserveLazily`] as its global allocator, as Shoal's own binaries
+//! and this crate's tests do; the fix proper is bounded decoders (upstream, or ours).
+//!
+//! # The raw [`Connection`]
+//!
+//! [`Connection`] stays what it was: one socket, requests at the version the caller names, no
+//! negotiation or retries. The broker's integration tests use it to send exact bytes.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use shoal_client::{ClientConfig, Cluster};
+//!
+//! # async fn run() -> Result<(), shoal_client::Error> {
+//! let config = ClientConfig::from_properties([("bootstrap.servers", "127.0.0.1:9092")])?;
+//! let cluster = Cluster::connect(config).await?;
+//! let leader = cluster.leader("orders", 0).await?;
+//! let versions = cluster.api_versions(leader).await?;
+//! println!("leader {leader}, Produce v{}", versions.version(shoal_protocol::ApiKey::Produce)?);
+//! cluster.close().await;
+//! # Ok(())
+//! # }
+//! ```
 
+pub mod backoff;
+pub mod broker;
+pub mod cluster;
+pub mod config;
+mod connection;
+pub mod error;
+pub mod metadata;
 pub mod producer;
 pub mod share_consumer;
+pub mod versions;
 
-use std::net::SocketAddr;
+// Decoding arbitrary bytes in the unit tests must not abort them (decision 0002).
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{RequestHeader, ResponseHeader};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// Largest response frame accepted.
-pub const RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
-
-/// Why a request failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ClientError {
-    #[error("i/o: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("encoding the request: {0}")]
-    Encode(String),
-    #[error("decoding the response: {0}")]
-    Decode(String),
-    #[error("response of {size} bytes exceeds {max}")]
-    ResponseTooLarge { size: usize, max: usize },
-    #[error("response correlation id {got} does not match request {expected}")]
-    CorrelationMismatch { expected: i32, got: i32 },
-    #[error("the broker closed the connection")]
-    Closed,
-}
-
-/// One connection to a broker.
-#[derive(Debug)]
-pub struct Connection {
-    stream: TcpStream,
-    next_correlation_id: i32,
-    client_id: String,
-}
-
-impl Connection {
-    /// Connects to `addr`.
-    ///
-    /// # Errors
-    /// When the TCP connection cannot be opened.
-    pub async fn connect(addr: SocketAddr) -> Result<Connection, ClientError> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        Ok(Connection {
-            stream,
-            next_correlation_id: 1,
-            client_id: "shoal-client".to_string(),
-        })
-    }
-
-    /// Sends `request` at `version` and waits for its response.
-    ///
-    /// # Errors
-    /// I/O failures, a closed connection, or a response that does not decode.
-    pub async fn request<R>(
-        &mut self,
-        version: i16,
-        request: &R,
-    ) -> Result<R::Response, ClientError>
-    where
-        R: Request + Encodable + HeaderVersion,
-        R::Response: Decodable + HeaderVersion,
-    {
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_string(self.client_id.clone())));
-        let mut body = BytesMut::new();
-        header
-            .encode(&mut body, R::header_version(version))
-            .map_err(|e| ClientError::Encode(e.to_string()))?;
-        request
-            .encode(&mut body, version)
-            .map_err(|e| ClientError::Encode(e.to_string()))?;
-        self.send_frame(&body).await?;
-        let mut frame = self.read_frame().await?;
-        let header = ResponseHeader::decode(&mut frame, R::Response::header_version(version))
-            .map_err(|e| ClientError::Decode(e.to_string()))?;
-        if header.correlation_id != correlation_id {
-            return Err(ClientError::CorrelationMismatch {
-                expected: correlation_id,
-                got: header.correlation_id,
-            });
-        }
-        R::Response::decode(&mut frame, version).map_err(|e| ClientError::Decode(e.to_string()))
-    }
-
-    /// Writes one frame: a size prefix and `payload` (for tests of malformed input).
-    ///
-    /// # Errors
-    /// I/O failures.
-    pub async fn send_frame(&mut self, payload: &[u8]) -> Result<(), ClientError> {
-        let mut buf = BytesMut::with_capacity(payload.len() + 4);
-        buf.put_i32(
-            i32::try_from(payload.len())
-                .map_err(|_| ClientError::Encode("frame over 2 GiB".into()))?,
-        );
-        buf.put_slice(payload);
-        self.stream.write_all(&buf).await?;
-        Ok(())
-    }
-
-    /// Writes raw bytes with no framing (for tests of malformed input).
-    ///
-    /// # Errors
-    /// I/O failures.
-    pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
-        self.stream.write_all(bytes).await?;
-        Ok(())
-    }
-
-    /// Reads one response frame (without its size prefix).
-    ///
-    /// # Errors
-    /// I/O failures, [`ClientError::Closed`] at end of stream, or an oversized frame.
-    pub async fn read_frame(&mut self) -> Result<Bytes, ClientError> {
-        let mut size = [0u8; 4];
-        match self.stream.read_exact(&mut size).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                return Err(ClientError::Closed)
-            }
-            Err(e) => return Err(e.into()),
-        }
-        let size = i32::from_be_bytes(size);
-        let size = usize::try_from(size)
-            .map_err(|_| ClientError::Decode(format!("negative frame size {size}")))?;
-        if size > RESPONSE_BYTES_MAX {
-            return Err(ClientError::ResponseTooLarge {
-                size,
-                max: RESPONSE_BYTES_MAX,
-            });
-        }
-        let mut buf = vec![0u8; size];
-        match self.stream.read_exact(&mut buf).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                return Err(ClientError::Closed)
-            }
-            Err(e) => return Err(e.into()),
-        }
-        Ok(Bytes::from(buf))
-    }
-
-    /// True once the broker has closed the connection (reads end of stream).
-    pub async fn is_closed_by_peer(&mut self) -> bool {
-        let mut byte = [0u8; 1];
-        matches!(self.stream.read(&mut byte).await, Ok(0) | Err(_))
-    }
-}
-
-/// Reads the correlation id at the front of a response frame.
-pub fn correlation_id(frame: &[u8]) -> Option<i32> {
-    let mut b = frame.get(..4)?;
-    Some(b.get_i32())
-}
+pub use broker::BrokerConnection;
+pub use cluster::{Cluster, ClusterStats, CoordinatorType};
+pub use config::{ClientConfig, ClientConfigBuilder};
+pub use connection::{correlation_id, ClientError, Connection, RESPONSE_BYTES_MAX};
+pub use error::{Error, ErrorClass};
+pub use versions::ApiVersions;

@@ -1,6 +1,10 @@
 //! What a transactional producer does with each error code, per request: retry it, abort the
 //! transaction (the producer lives on), or stop for good.
 //!
+//! This refines the crate's per-code [`crate::ErrorClass`] for the requests of a
+//! transaction: the same code can mean different things to different requests, and a retry
+//! may need the coordinator found again or the metadata refreshed first.
+//!
 //! The classes are the Java client's (`TransactionManager`'s handlers, `Sender`), because an
 //! application written against Kafka expects a fenced producer to die and a failed send to
 //! cost only the transaction. They differ per request: INVALID_REQUEST is abortable on
@@ -9,38 +13,38 @@
 
 use shoal_protocol::ErrorCode;
 
-/// What an error means for the transaction.
+/// What the transaction manager does with an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ErrorClass {
+pub enum Handling {
     /// Send the same request again after a backoff.
-    Retriable {
+    Retry {
         /// The coordinator moved or is gone: look it up again first.
         find_coordinator: bool,
         /// A partition's leader or a topic id changed: refresh metadata first.
         refresh_metadata: bool,
     },
     /// The transaction must be aborted; the producer can begin another.
-    Abortable,
+    Abort,
     /// The producer can do nothing transactional any more (fenced, unsupported, not allowed).
     Fatal,
 }
 
-impl ErrorClass {
-    const RETRY: ErrorClass = ErrorClass::Retriable {
+impl Handling {
+    const RETRY: Handling = Handling::Retry {
         find_coordinator: false,
         refresh_metadata: false,
     };
-    const FIND_COORDINATOR: ErrorClass = ErrorClass::Retriable {
+    const FIND_COORDINATOR: Handling = Handling::Retry {
         find_coordinator: true,
         refresh_metadata: false,
     };
-    const REFRESH_METADATA: ErrorClass = ErrorClass::Retriable {
+    const REFRESH_METADATA: Handling = Handling::Retry {
         find_coordinator: false,
         refresh_metadata: true,
     };
 
-    pub fn is_retriable(self) -> bool {
-        matches!(self, ErrorClass::Retriable { .. })
+    pub fn is_retry(self) -> bool {
+        matches!(self, Handling::Retry { .. })
     }
 }
 
@@ -71,8 +75,8 @@ impl TxnApi {
 }
 
 /// The class of a non-zero `code` answered to `api` inside a transaction.
-pub fn classify(api: TxnApi, code: ErrorCode) -> ErrorClass {
-    use ErrorClass::{Abortable, Fatal};
+pub fn classify(api: TxnApi, code: ErrorCode) -> Handling {
+    use Handling::{Abort, Fatal};
     let c = code;
     // Fenced, not allowed, or a request the broker cannot serve: fatal for every request.
     if c == ErrorCode::PRODUCER_FENCED
@@ -86,7 +90,7 @@ pub fn classify(api: TxnApi, code: ErrorCode) -> ErrorClass {
     }
     // KIP-890: the coordinator says the transaction cannot go on.
     if c == ErrorCode::TRANSACTION_ABORTABLE {
-        return Abortable;
+        return Abort;
     }
     match api {
         TxnApi::InitProducerId | TxnApi::AddOffsetsToTxn | TxnApi::EndTxn => {
@@ -94,11 +98,11 @@ pub fn classify(api: TxnApi, code: ErrorCode) -> ErrorClass {
         }
         TxnApi::AddPartitionsToTxn => {
             if c == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION {
-                ErrorClass::REFRESH_METADATA
+                Handling::REFRESH_METADATA
             } else if c == ErrorCode::TOPIC_AUTHORIZATION_FAILED
                 || c == ErrorCode::OPERATION_NOT_ATTEMPTED
             {
-                Abortable
+                Abort
             } else {
                 coordinator_request(api, c)
             }
@@ -108,12 +112,12 @@ pub fn classify(api: TxnApi, code: ErrorCode) -> ErrorClass {
                 || c == ErrorCode::NOT_COORDINATOR
                 || c == ErrorCode::REQUEST_TIMED_OUT
             {
-                ErrorClass::FIND_COORDINATOR
+                Handling::FIND_COORDINATOR
             } else if c == ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
                 || c == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
                 || c == ErrorCode::CONCURRENT_TRANSACTIONS
             {
-                ErrorClass::RETRY
+                Handling::RETRY
             } else if c == ErrorCode::UNKNOWN_MEMBER_ID
                 || c == ErrorCode::ILLEGAL_GENERATION
                 || c == ErrorCode::FENCED_INSTANCE_ID
@@ -121,7 +125,7 @@ pub fn classify(api: TxnApi, code: ErrorCode) -> ErrorClass {
                 || c == ErrorCode::REBALANCE_IN_PROGRESS
             {
                 // The consumer's generation moved on (Java's CommitFailedException).
-                Abortable
+                Abort
             } else {
                 Fatal
             }
@@ -129,7 +133,7 @@ pub fn classify(api: TxnApi, code: ErrorCode) -> ErrorClass {
         TxnApi::TxnShareAcknowledge => {
             // Spec §3.1, as the draft client of KIP-1289 classifies them.
             if c == ErrorCode::UNKNOWN_TOPIC_ID || c == ErrorCode::NOT_LEADER_OR_FOLLOWER {
-                ErrorClass::REFRESH_METADATA
+                Handling::REFRESH_METADATA
             } else if c == ErrorCode::GROUP_AUTHORIZATION_FAILED
                 || c == ErrorCode::INVALID_RECORD_STATE
                 || c == ErrorCode::INVALID_REQUEST
@@ -137,9 +141,9 @@ pub fn classify(api: TxnApi, code: ErrorCode) -> ErrorClass {
                 || c == ErrorCode::GROUP_ID_NOT_FOUND
                 || c == ErrorCode::STALE_MEMBER_EPOCH
             {
-                Abortable
+                Abort
             } else if c.is_retriable() {
-                ErrorClass::RETRY
+                Handling::RETRY
             } else {
                 Fatal
             }
@@ -152,36 +156,36 @@ pub fn classify(api: TxnApi, code: ErrorCode) -> ErrorClass {
                 || c == ErrorCode::INVALID_TXN_STATE
             {
                 // The batch is lost to this transaction; the next one can start clean.
-                Abortable
+                Abort
             } else if c.is_retriable() {
-                ErrorClass::REFRESH_METADATA
+                Handling::REFRESH_METADATA
             } else {
                 // Record too large, corrupt, invalid: the record failed, the transaction
                 // cannot commit without it.
-                Abortable
+                Abort
             }
         }
     }
 }
 
 /// The requests the transaction coordinator answers.
-fn coordinator_request(api: TxnApi, c: ErrorCode) -> ErrorClass {
+fn coordinator_request(api: TxnApi, c: ErrorCode) -> Handling {
     if c == ErrorCode::COORDINATOR_NOT_AVAILABLE || c == ErrorCode::NOT_COORDINATOR {
-        ErrorClass::FIND_COORDINATOR
+        Handling::FIND_COORDINATOR
     } else if c == ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
         || c == ErrorCode::CONCURRENT_TRANSACTIONS
         || c == ErrorCode::REQUEST_TIMED_OUT
     {
-        ErrorClass::RETRY
+        Handling::RETRY
     } else if api != TxnApi::InitProducerId
         && (c == ErrorCode::UNKNOWN_PRODUCER_ID || c == ErrorCode::INVALID_PRODUCER_ID_MAPPING)
     {
         // KIP-360: the coordinator lost the producer id; aborting bumps the epoch.
-        ErrorClass::Abortable
+        Handling::Abort
     } else if api == TxnApi::AddOffsetsToTxn && c == ErrorCode::GROUP_AUTHORIZATION_FAILED {
-        ErrorClass::Abortable
+        Handling::Abort
     } else {
-        ErrorClass::Fatal
+        Handling::Fatal
     }
 }
 
@@ -208,11 +212,11 @@ mod tests {
                 ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 ErrorCode::UNSUPPORTED_VERSION,
             ] {
-                assert_eq!(classify(api, code), ErrorClass::Fatal, "{api:?} {code:?}");
+                assert_eq!(classify(api, code), Handling::Fatal, "{api:?} {code:?}");
             }
             assert_eq!(
                 classify(api, ErrorCode::TRANSACTION_ABORTABLE),
-                ErrorClass::Abortable,
+                Handling::Abort,
                 "{api:?}"
             );
         }
@@ -230,18 +234,18 @@ mod tests {
             ErrorCode::GROUP_ID_NOT_FOUND,
             ErrorCode::STALE_MEMBER_EPOCH,
         ] {
-            assert_eq!(classify(api, code), ErrorClass::Abortable, "{code:?}");
+            assert_eq!(classify(api, code), Handling::Abort, "{code:?}");
         }
         assert_eq!(
             classify(api, ErrorCode::UNKNOWN_TOPIC_ID),
-            ErrorClass::REFRESH_METADATA
+            Handling::REFRESH_METADATA
         );
         for code in [
             ErrorCode::COORDINATOR_NOT_AVAILABLE,
             ErrorCode::CONCURRENT_TRANSACTIONS,
             ErrorCode::REQUEST_TIMED_OUT,
         ] {
-            assert!(classify(api, code).is_retriable(), "{code:?}");
+            assert!(classify(api, code).is_retry(), "{code:?}");
         }
         // "Anything else" is fatal: FENCED_MEMBER_EPOCH, TRANSACTIONAL_ID_NOT_FOUND,
         // INVALID_PRODUCER_ID_MAPPING and codes nobody knows.
@@ -252,7 +256,7 @@ mod tests {
             ErrorCode::UNKNOWN_SERVER_ERROR,
             ErrorCode(9999),
         ] {
-            assert_eq!(classify(api, code), ErrorClass::Fatal, "{code:?}");
+            assert_eq!(classify(api, code), Handling::Fatal, "{code:?}");
         }
     }
 
@@ -265,39 +269,36 @@ mod tests {
         ] {
             assert_eq!(
                 classify(api, ErrorCode::NOT_COORDINATOR),
-                ErrorClass::FIND_COORDINATOR
+                Handling::FIND_COORDINATOR
             );
             assert_eq!(
                 classify(api, ErrorCode::CONCURRENT_TRANSACTIONS),
-                ErrorClass::RETRY
+                Handling::RETRY
             );
             assert_eq!(
                 classify(api, ErrorCode::UNKNOWN_PRODUCER_ID),
-                ErrorClass::Abortable
+                Handling::Abort
             );
-            assert_eq!(
-                classify(api, ErrorCode::INVALID_TXN_STATE),
-                ErrorClass::Fatal
-            );
+            assert_eq!(classify(api, ErrorCode::INVALID_TXN_STATE), Handling::Fatal);
         }
         assert_eq!(
             classify(
                 TxnApi::InitProducerId,
                 ErrorCode::INVALID_PRODUCER_ID_MAPPING
             ),
-            ErrorClass::Fatal
+            Handling::Fatal
         );
         assert_eq!(
             classify(TxnApi::TxnOffsetCommit, ErrorCode::ILLEGAL_GENERATION),
-            ErrorClass::Abortable
+            Handling::Abort
         );
         assert_eq!(
             classify(TxnApi::Produce, ErrorCode::NOT_LEADER_OR_FOLLOWER),
-            ErrorClass::REFRESH_METADATA
+            Handling::REFRESH_METADATA
         );
         assert_eq!(
             classify(TxnApi::Produce, ErrorCode::MESSAGE_TOO_LARGE),
-            ErrorClass::Abortable
+            Handling::Abort
         );
     }
 }

@@ -47,7 +47,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use shoal_protocol::ErrorCode;
 
-pub use super::errors::{classify, ErrorClass, TxnApi};
+pub use super::errors::{classify, Handling, TxnApi};
 
 /// A producer id and epoch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,11 +95,11 @@ pub enum TxnErrorKind {
         reason: &'static str,
     },
     /// The broker answered an error code.
-    #[error("{api} answered {code:?} ({class:?})", api = api.name())]
+    #[error("{api} answered {code:?} ({handling:?})", api = api.name())]
     Broker {
         api: TxnApi,
         code: ErrorCode,
-        class: ErrorClass,
+        handling: Handling,
     },
     /// The cluster does not support what was asked (checked before sending anything).
     #[error("unsupported: {0}")]
@@ -459,7 +459,7 @@ impl TransactionManager {
         }
         let api = op.api();
         let class = classify(api, code);
-        if let ErrorClass::Retriable {
+        if let Handling::Retry {
             find_coordinator,
             refresh_metadata,
         } = class
@@ -471,7 +471,14 @@ impl TransactionManager {
         }
         self.in_flight.remove(&id);
         self.offsets_added.remove(&id);
-        self.fail(TxnErrorKind::Broker { api, code, class }, class)
+        self.fail(
+            TxnErrorKind::Broker {
+                api,
+                code,
+                handling: class,
+            },
+            class,
+        )
     }
 
     /// Commits the open transaction.
@@ -619,7 +626,7 @@ impl TransactionManager {
     fn retry_or_fail(&mut self, request: CoordinatorRequest, api: TxnApi, code: ErrorCode) -> Next {
         let class = classify(api, code);
         match class {
-            ErrorClass::Retriable {
+            Handling::Retry {
                 find_coordinator,
                 refresh_metadata,
             } => {
@@ -629,7 +636,14 @@ impl TransactionManager {
                     refresh_metadata,
                 }
             }
-            _ => self.fail(TxnErrorKind::Broker { api, code, class }, class),
+            _ => self.fail(
+                TxnErrorKind::Broker {
+                    api,
+                    code,
+                    handling: class,
+                },
+                class,
+            ),
         }
     }
 
@@ -651,13 +665,13 @@ impl TransactionManager {
                     producer: if self.bump_due { self.producer } else { None },
                 };
                 let class = classify(TxnApi::InitProducerId, code);
-                if class != ErrorClass::Abortable {
+                if class != Handling::Abort {
                     return self.retry_or_fail(request, TxnApi::InitProducerId, code);
                 }
                 let kind = TxnErrorKind::Broker {
                     api: TxnApi::InitProducerId,
                     code,
-                    class,
+                    handling: class,
                 };
                 if !self.bump_due {
                     // Nothing to abort: an InitProducerId that cannot succeed is fatal.
@@ -696,17 +710,17 @@ impl TransactionManager {
         }
         // The worst code decides: fatal, then abortable, then retriable; partitions that
         // succeeded are in the transaction either way.
-        let mut worst: Option<(ErrorCode, ErrorClass)> = None;
+        let mut worst: Option<(ErrorCode, Handling)> = None;
         for (tp, code) in &answered {
             if code.is_ok() {
                 self.partitions.insert(tp.clone());
                 continue;
             }
             let class = classify(TxnApi::AddPartitionsToTxn, *code);
-            let rank = |c: ErrorClass| match c {
-                ErrorClass::Fatal => 3,
-                ErrorClass::Abortable => 2,
-                ErrorClass::Retriable { .. } => 1,
+            let rank = |c: Handling| match c {
+                Handling::Fatal => 3,
+                Handling::Abort => 2,
+                Handling::Retry { .. } => 1,
             };
             if worst.is_none_or(|(_, w)| rank(class) > rank(w)) {
                 worst = Some((*code, class));
@@ -724,7 +738,7 @@ impl TransactionManager {
             return Next::Continue;
         }
         match class {
-            ErrorClass::Retriable {
+            Handling::Retry {
                 find_coordinator,
                 refresh_metadata,
             } => {
@@ -743,7 +757,7 @@ impl TransactionManager {
                 TxnErrorKind::Broker {
                     api: TxnApi::AddPartitionsToTxn,
                     code,
-                    class,
+                    handling: class,
                 },
                 class,
             ),
@@ -764,7 +778,7 @@ impl TransactionManager {
             return Next::Continue;
         }
         let class = classify(TxnApi::AddOffsetsToTxn, code);
-        if let ErrorClass::Retriable {
+        if let Handling::Retry {
             find_coordinator,
             refresh_metadata,
         } = class
@@ -782,7 +796,7 @@ impl TransactionManager {
             TxnErrorKind::Broker {
                 api: TxnApi::AddOffsetsToTxn,
                 code,
-                class,
+                handling: class,
             },
             class,
         )
@@ -819,12 +833,12 @@ impl TransactionManager {
                     commit,
                 };
                 let class = classify(TxnApi::EndTxn, code);
-                if class == ErrorClass::Abortable && !self.v2 {
+                if class == Handling::Abort && !self.v2 {
                     // KIP-360: the coordinator lost the producer's state; the abort that
                     // follows bumps the epoch with InitProducerId.
                     self.bump_due = true;
                 }
-                if class == ErrorClass::Abortable && !commit {
+                if class == Handling::Abort && !commit {
                     // An abort that cannot be written: the transaction stays to be aborted.
                     self.end_due = None;
                     self.state = TxnState::AbortableError;
@@ -832,7 +846,7 @@ impl TransactionManager {
                         kind: TxnErrorKind::Broker {
                             api: TxnApi::EndTxn,
                             code,
-                            class,
+                            handling: class,
                         },
                         fatal: false,
                         abortable: true,
@@ -896,9 +910,9 @@ impl TransactionManager {
         Ok(())
     }
 
-    fn fail(&mut self, kind: TxnErrorKind, class: ErrorClass) -> Next {
+    fn fail(&mut self, kind: TxnErrorKind, class: Handling) -> Next {
         match class {
-            ErrorClass::Fatal => self.fatal(kind),
+            Handling::Fatal => self.fatal(kind),
             _ => {
                 let error = TxnError {
                     kind,

@@ -245,7 +245,7 @@ impl Run {
                     return;
                 }
                 match classify(op.api(), code) {
-                    ErrorClass::Retriable { .. } => {
+                    Handling::Retry { .. } => {
                         assert!(matches!(next, Next::Retry { .. }));
                         assert!(self.tm.is_in_flight(id));
                     }
@@ -254,7 +254,7 @@ impl Run {
                         self.txn.open.remove(&id);
                         self.txn.failed = true;
                         self.txn.lost += 1;
-                        if class == ErrorClass::Fatal {
+                        if class == Handling::Fatal {
                             assert_eq!(self.tm.state(), TxnState::FatalError);
                         } else if matches!(state, TxnState::InTransaction | TxnState::Committing) {
                             assert_eq!(self.tm.state(), TxnState::AbortableError);
@@ -362,7 +362,7 @@ impl Run {
                 }
                 if !code.is_ok() {
                     let class = classify(TxnApi::AddPartitionsToTxn, code);
-                    if !class.is_retriable() && state != TxnState::Aborting {
+                    if !class.is_retry() && state != TxnState::Aborting {
                         self.txn.failed = true;
                     }
                 }
@@ -370,7 +370,7 @@ impl Run {
             (CoordinatorRequest::AddOffsetsToTxn { .. }, _) => {
                 if code.is_ok() {
                     self.txn.known = true;
-                } else if !classify(TxnApi::AddOffsetsToTxn, code).is_retriable() {
+                } else if !classify(TxnApi::AddOffsetsToTxn, code).is_retry() {
                     self.txn.failed = true;
                     // Its TxnOffsetCommit will never be sent.
                     let dropped: Vec<OperationId> = self
