@@ -29,8 +29,9 @@
 //!   The async shells ([`cluster`], [`broker`]) only read clocks, sleep and move bytes.
 //! - **Producer** (next): the sans-IO parts are in [`producer`] — the transaction manager
 //!   ([`producer::transaction`]), the per-request error handling of transactional requests
-//!   ([`producer::errors`], a refinement of [`ErrorClass`]) and the partitioner — driven by a
-//!   sender task that uses [`Cluster::send`] to partition leaders. The transaction manager
+//!   ([`producer::errors`], a refinement of [`ErrorClass`]), the partitioner
+//!   ([`producer::partitioner`]) and the record accumulator ([`producer::accumulator`]) —
+//!   driven by a sender task that uses [`Cluster::send`] to partition leaders. The transaction manager
 //!   (`Uninitialized → Ready → InTransaction → Committing/Aborting → Ready`, plus
 //!   `AbortableError` and `FatalError`) owns the producer id and epoch and what the open
 //!   transaction holds: partitions, consumer-group offsets (`send_offsets_to_transaction`)
