@@ -8,40 +8,26 @@ mod common;
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use common::TestBroker;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::incremental_alter_configs_request::{
-    AlterConfigsResource, AlterableConfig,
+use common::share::{
+    ack_batch, acknowledge, acquired_ranges, heartbeat, setup_share_topic, share_fetch, ACCEPT,
+    GROUP, REJECT, RELEASE, RENEW, TOPIC,
 };
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use common::TestBroker;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, EndTxnRequest, GroupId, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest, ProduceRequest, ProducerId, ShareGroupHeartbeatRequest, TopicName,
-    TransactionalId,
+    EndTxnRequest, GroupId, InitProducerIdRequest, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
 use shoal_core::share_coordinator::{SharePartitionKey, TopicId};
 use shoal_core::share_partition::RecordState;
-use shoal_protocol::share::share_fetch::{FetchPartition, FetchTopic, ShareFetchRequest};
 use shoal_protocol::share::txn_share_acknowledge::{
     TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest, TxnShareAcknowledgeTopic,
 };
-use shoal_protocol::share::{
-    AcknowledgementBatch, ShareFetchResponse, TxnShareAcknowledgeResponse,
-};
+use shoal_protocol::share::{AcknowledgementBatch, TxnShareAcknowledgeResponse};
 use shoal_protocol::ErrorCode;
-use shoal_storage::{encode_batch, BatchOptions};
 use uuid::Uuid;
 
-const TOPIC: &str = "queue";
-const GROUP: &str = "workers";
 const TID: &str = "pipeline";
-const ACCEPT: i8 = 1;
-const RELEASE: i8 = 2;
-const REJECT: i8 = 3;
-const RENEW: i8 = 4;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -54,139 +40,31 @@ async fn start(dir: &std::path::Path) -> TestBroker {
 /// Creates `TOPIC` with `partitions` partitions holding 10 records each (one batch), and
 /// configures the group (earliest, 30 s locks, delivery limit 3); returns the topic id.
 async fn setup(broker: &TestBroker, conn: &mut Connection, partitions: i32) -> Uuid {
-    let created = conn
-        .request(
-            7,
-            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-                .with_name(TopicName(s(TOPIC)))
-                .with_num_partitions(partitions)
-                .with_replication_factor(-1)]),
-        )
-        .await
-        .unwrap();
-    assert_eq!(created.topics[0].error_code, 0);
-    for partition in 0..partitions {
-        let values: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
-        let records: Vec<shoal_storage::batch::KeyValue<'_>> =
-            values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
-        let batch = Bytes::from(encode_batch(
-            &records,
-            BatchOptions {
-                timestamp_ms: shoal_broker::broker::now_ms(),
-                ..BatchOptions::default()
-            },
-        ));
-        let r = conn
-            .request(
-                9,
-                &ProduceRequest::default()
-                    .with_acks(-1)
-                    .with_timeout_ms(5000)
-                    .with_topic_data(vec![TopicProduceData::default()
-                        .with_name(TopicName(s(TOPIC)))
-                        .with_partition_data(vec![PartitionProduceData::default()
-                            .with_index(partition)
-                            .with_records(Some(batch))])]),
-            )
-            .await
-            .unwrap();
-        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
-    }
     let configs = [
         ("share.auto.offset.reset", "earliest"),
         ("share.record.lock.duration.ms", "30000"),
         ("share.delivery.count.limit", "3"),
     ];
-    let r = conn
-        .request(
-            1,
-            &IncrementalAlterConfigsRequest::default().with_resources(vec![
-                AlterConfigsResource::default()
-                    .with_resource_type(32)
-                    .with_resource_name(s(GROUP))
-                    .with_configs(
-                        configs
-                            .iter()
-                            .map(|(k, v)| {
-                                AlterableConfig::default()
-                                    .with_name(s(k))
-                                    .with_config_operation(0)
-                                    .with_value(Some(s(v)))
-                            })
-                            .collect(),
-                    ),
-            ]),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.responses[0].error_code, 0);
-    broker.broker.topic(TOPIC).unwrap().id
+    setup_share_topic(broker, conn, partitions, &[10], &configs).await
 }
 
 /// Joins the share group as `member`; returns its epoch.
 async fn join(conn: &mut Connection, member: &str) -> i32 {
-    let r = conn
-        .request(
-            1,
-            &ShareGroupHeartbeatRequest::default()
-                .with_group_id(GroupId(s(GROUP)))
-                .with_member_id(s(member))
-                .with_member_epoch(0)
-                .with_subscribed_topic_names(Some(vec![TopicName(s(TOPIC))])),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    r.member_epoch
+    heartbeat(conn, member, 0).await
 }
 
 /// Opens a share session for `member` on `partitions` and acquires what it can: the acquired
-/// (first, last) ranges per partition.
+/// (partition, first, last, delivery count) ranges.
 async fn acquire(
     conn: &mut Connection,
     topic_id: Uuid,
     member: &str,
     partitions: &[i32],
-) -> Vec<(i32, i64, i64)> {
-    let r: ShareFetchResponse = conn
-        .request(
-            2,
-            &ShareFetchRequest {
-                group_id: Some(GroupId(s(GROUP))),
-                member_id: Some(s(member)),
-                share_session_epoch: 0,
-                max_wait_ms: 2000,
-                min_bytes: 1,
-                max_bytes: 1 << 20,
-                max_records: 500,
-                batch_size: 500,
-                topics: vec![FetchTopic {
-                    topic_id,
-                    partitions: partitions
-                        .iter()
-                        .map(|&p| FetchPartition {
-                            partition_index: p,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+) -> Vec<(i32, i64, i64, i16)> {
+    let partitions = partitions.iter().map(|&p| (p, Vec::new())).collect();
+    let r = share_fetch(conn, topic_id, member, 0, partitions, 2000, 1 << 20).await;
     assert_eq!(r.error_code, 0);
-    let mut out = Vec::new();
-    for t in &r.responses {
-        for p in &t.partitions {
-            for a in &p.acquired_records {
-                out.push((p.partition_index, a.first_offset, a.last_offset));
-            }
-        }
-    }
-    out.sort_unstable();
-    out
+    acquired_ranges(&r)
 }
 
 /// InitProducerId for `TID`: (producer id, epoch).
@@ -234,15 +112,6 @@ struct Ack {
     epoch: i16,
     member: &'static str,
     member_epoch: i32,
-}
-
-fn ack_batch(first: i64, last: i64, types: Vec<i8>) -> AcknowledgementBatch {
-    AcknowledgementBatch {
-        first_offset: first,
-        last_offset: last,
-        acknowledge_types: types,
-        ..Default::default()
-    }
 }
 
 async fn txn_ack(
@@ -335,7 +204,10 @@ async fn wait_resolved(broker: &TestBroker) {
 async fn staged_setup(broker: &TestBroker, conn: &mut Connection) -> (Uuid, Ack) {
     let topic_id = setup(broker, conn, 1).await;
     let member_epoch = join(conn, "m1").await;
-    assert_eq!(acquire(conn, topic_id, "m1", &[0]).await, vec![(0, 0, 9)]);
+    assert_eq!(
+        acquire(conn, topic_id, "m1", &[0]).await,
+        vec![(0, 0, 9, 1)]
+    );
     let (pid, epoch) = init(conn, 60000).await;
     (
         topic_id,
@@ -444,7 +316,7 @@ async fn g6_commit_acknowledges_staged_records_and_abort_makes_them_available() 
     join(&mut other, "m2").await;
     assert_eq!(
         acquire(&mut other, topic_id, "m2", &[0]).await,
-        vec![(0, 5, 9)]
+        vec![(0, 5, 9, 2)]
     );
     broker.stop().await;
 }
@@ -715,7 +587,7 @@ async fn g9_case11_a_refused_partition_stages_nothing_anywhere() {
     let member_epoch = join(&mut conn, "m1").await;
     assert_eq!(
         acquire(&mut conn, topic_id, "m1", &[0, 1]).await,
-        vec![(0, 0, 9), (1, 0, 9)]
+        vec![(0, 0, 9, 1), (1, 0, 9, 1)]
     );
     let (pid, epoch) = init(&mut conn, 60000).await;
     let a = Ack {
@@ -764,9 +636,6 @@ async fn g9_case11_a_refused_partition_stages_nothing_anywhere() {
 
 #[tokio::test]
 async fn tx_pending_records_refuse_other_acknowledgements_and_outlive_their_member() {
-    use shoal_protocol::share::share_acknowledge::{
-        AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest,
-    };
     let dir = tempfile::tempdir().unwrap();
     let broker = start(dir.path()).await;
     let mut conn = broker.connect().await;
@@ -779,31 +648,15 @@ async fn tx_pending_records_refuse_other_acknowledgements_and_outlive_their_memb
     )
     .await;
     assert_eq!(codes(&r), (0, vec![0]));
-    let r: shoal_protocol::share::ShareAcknowledgeResponse = conn
-        .request(
-            2,
-            &ShareAcknowledgeRequest {
-                group_id: Some(GroupId(s(GROUP))),
-                member_id: Some(s("m1")),
-                share_session_epoch: 1,
-                topics: vec![AcknowledgeTopic {
-                    topic_id,
-                    partitions: vec![AcknowledgePartition {
-                        partition_index: 0,
-                        acknowledgement_batches: vec![ack_batch(0, 0, vec![RELEASE])],
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }],
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        r.responses[0].partitions[0].error_code,
-        ErrorCode::INVALID_RECORD_STATE.code()
-    );
+    let released = acknowledge(
+        &mut conn,
+        topic_id,
+        "m1",
+        1,
+        vec![ack_batch(0, 0, vec![RELEASE])],
+    )
+    .await;
+    assert_eq!(released, (0, ErrorCode::INVALID_RECORD_STATE.code()));
     // The member's connection closes (its session ends): ACQUIRED 5..=9 are released,
     // TX_PENDING 0..=4 stay with the transaction.
     drop(conn);
@@ -841,7 +694,7 @@ async fn g3_case7_a_transaction_that_times_out_makes_its_staged_records_availabl
     let member_epoch = join(&mut conn, "m1").await;
     assert_eq!(
         acquire(&mut conn, topic_id, "m1", &[0]).await,
-        vec![(0, 0, 9)]
+        vec![(0, 0, 9, 1)]
     );
     let (pid, epoch) = init(&mut conn, 1000).await;
     let a = Ack {
@@ -896,17 +749,7 @@ async fn reset_and_delete_wait_for_the_transactions_holding_a_group() {
     .await;
     assert_eq!(codes(&r), (0, vec![0]));
     // The member leaves: the group has no member, but its records are staged.
-    let left = conn
-        .request(
-            1,
-            &ShareGroupHeartbeatRequest::default()
-                .with_group_id(GroupId(s(GROUP)))
-                .with_member_id(s("m1"))
-                .with_member_epoch(-1),
-        )
-        .await
-        .unwrap();
-    assert_eq!(left.error_code, 0);
+    heartbeat(&mut conn, "m1", -1).await;
     let alter = AlterShareGroupOffsetsRequest::default()
         .with_group_id(GroupId(s(GROUP)))
         .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()

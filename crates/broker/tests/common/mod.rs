@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod share;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
