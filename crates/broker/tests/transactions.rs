@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::log_cut::{cut_last_batch, cut_log_at, first_segment};
 use common::TestBroker;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -392,43 +393,6 @@ async fn offset_7_is_stable(conn: &mut Connection) -> bool {
     false
 }
 
-/// Cuts `segment` just before the batch at `offset` (`[i64 base offset][i32 length]` framing),
-/// as a crash that lost the page cache from there would leave it.
-fn cut_log_at(segment: &std::path::Path, offset: i64) {
-    let bytes = std::fs::read(segment).unwrap();
-    let mut at = 0;
-    while at + 12 <= bytes.len() {
-        let base = i64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
-        if base == offset {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .open(segment)
-                .unwrap();
-            file.set_len(at as u64).unwrap();
-            return;
-        }
-        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
-        at += 12 + len as usize;
-    }
-    panic!("no batch at offset {offset} in {segment:?}");
-}
-
-/// Cuts the last batch off `segment`; returns its base offset.
-fn cut_last_batch(segment: &std::path::Path) -> i64 {
-    let bytes = std::fs::read(segment).unwrap();
-    let (mut at, mut last) = (0, None);
-    while at + 12 <= bytes.len() {
-        let base = i64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
-        last = Some((at, base));
-        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
-        at += 12 + len as usize;
-    }
-    let (at, base) = last.expect("a batch to cut");
-    cut_log_at(segment, base);
-    assert_eq!(std::fs::metadata(segment).unwrap().len(), at as u64);
-    base
-}
-
 /// Lazy flushing: with no periodic flush running in these tests, nothing fsyncs a marker, so it
 /// stays listed in its transaction's Markers record and cutting it is a loss a crash could
 /// cause. (Where every write is fsynced, a marker is flushed in the background right after it
@@ -457,8 +421,7 @@ async fn a_lost_marker_on_the_offsets_topic_is_written_again_and_resolves_the_of
 
     // Group "g" lives in __consumer_offsets partition abs("g".hashCode()) % 3 = 103 % 3 = 1;
     // its last batch is the COMMIT marker, which the crash loses.
-    let segment = shoal_broker::topics::partition_dir(dir.path(), "__consumer_offsets", 1)
-        .join("00000000000000000000.log");
+    let segment = first_segment(dir.path(), "__consumer_offsets", 1);
     assert_eq!(
         cut_last_batch(&segment),
         1,
@@ -494,8 +457,7 @@ async fn a_marker_lost_in_a_crash_is_written_again_before_serving() {
     broker.crash().await;
 
     // The crash lost the marker: the partition now ends with the transaction's data.
-    let segment =
-        shoal_broker::topics::partition_dir(dir.path(), TOPIC, 0).join("00000000000000000000.log");
+    let segment = first_segment(dir.path(), TOPIC, 0);
     cut_log_at(&segment, 1);
 
     let broker = TestBroker::start_with(dir.path(), LAZY).await;
@@ -933,8 +895,7 @@ async fn crash_case(seed: u64) {
     // Lose a random suffix of each partition's unflushed tail, at a batch boundary.
     for (i, p) in partitions.iter().enumerate() {
         let flushed = p.lock().flushed_offset();
-        let segment = shoal_broker::topics::partition_dir(dir.path(), TOPIC_C, i as i32)
-            .join("00000000000000000000.log");
+        let segment = first_segment(dir.path(), TOPIC_C, i as i32);
         let bytes = std::fs::read(&segment).unwrap();
         let mut bases = Vec::new();
         for batch in split_batches(&bytes) {
@@ -1129,8 +1090,7 @@ async fn a_lost_marker_on_the_share_state_topic_is_written_again_and_handed_to_i
     broker.crash().await;
 
     // Nothing else was written to __share_group_state-0: the marker is its only batch.
-    let segment = shoal_broker::topics::partition_dir(dir.path(), SHARE_STATE, 0)
-        .join("00000000000000000000.log");
+    let segment = first_segment(dir.path(), SHARE_STATE, 0);
     assert_eq!(cut_last_batch(&segment), 0);
 
     let broker = TestBroker::start_with(dir.path(), LAZY).await;

@@ -8,6 +8,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::log_cut::{cut_last_batch, first_segment};
 use common::share::{
     ack_batch, acknowledge, acquired_ranges, heartbeat, setup_share_topic, share_fetch, ACCEPT,
     GROUP, REJECT, RELEASE, RENEW, TOPIC,
@@ -785,25 +786,6 @@ async fn reset_and_delete_wait_for_the_transactions_holding_a_group() {
     broker.stop().await;
 }
 
-/// Cuts the last batch off `segment`; returns its base offset.
-fn cut_last_batch(segment: &std::path::Path) -> i64 {
-    let bytes = std::fs::read(segment).unwrap();
-    let (mut at, mut last) = (0usize, None);
-    while at + 12 <= bytes.len() {
-        let base = i64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
-        last = Some((at, base));
-        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
-        at += 12 + len as usize;
-    }
-    let (at, base) = last.expect("a batch to cut");
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(segment)
-        .unwrap();
-    file.set_len(at as u64).unwrap();
-    base
-}
-
 /// g4 / case 13: the broker crashes after the transaction committed and the data partitions
 /// got their markers, but before the share-state partition's marker is durable. The start-up
 /// rewrite of lost markers (decision 0005) writes it again and it resolves the staging:
@@ -840,8 +822,7 @@ async fn g4_case13_a_lost_share_state_marker_is_written_again_and_resolves_the_s
     broker.crash().await;
 
     // The staging is the partition's first batch, the COMMIT marker its last.
-    let segment = shoal_broker::topics::partition_dir(dir.path(), "__share_group_state", n)
-        .join("00000000000000000000.log");
+    let segment = first_segment(dir.path(), "__share_group_state", n);
     assert!(cut_last_batch(&segment) > 0);
 
     let broker = TestBroker::start_with(dir.path(), &settings).await;

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod log_cut;
 pub mod share;
 
 use std::net::SocketAddr;
