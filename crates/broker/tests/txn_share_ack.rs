@@ -13,10 +13,9 @@ use common::share::{
     ack_batch, acknowledge, acquired_ranges, heartbeat, setup_share_topic, share_fetch, ACCEPT,
     GROUP, REJECT, RELEASE, RENEW, TOPIC,
 };
+use common::txn;
 use common::TestBroker;
-use kafka_protocol::messages::{
-    EndTxnRequest, GroupId, InitProducerIdRequest, ProducerId, TopicName, TransactionalId,
-};
+use kafka_protocol::messages::{GroupId, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
 use shoal_core::share_coordinator::{SharePartitionKey, TopicId};
@@ -68,44 +67,17 @@ async fn acquire(
     acquired_ranges(&r)
 }
 
-/// InitProducerId for `TID`: (producer id, epoch).
+/// InitProducerId v5 for `TID`: (producer id, epoch).
 async fn init(conn: &mut Connection, timeout_ms: i32) -> (i64, i16) {
-    let r = conn
-        .request(
-            5,
-            &InitProducerIdRequest::default()
-                .with_transactional_id(Some(TransactionalId(s(TID))))
-                .with_transaction_timeout_ms(timeout_ms)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.error_code, 0);
-    (r.producer_id.0, r.producer_epoch)
+    let (code, pid, epoch) = txn::init(conn, 5, TID, timeout_ms).await;
+    assert_eq!(code, 0);
+    (pid, epoch)
 }
 
-/// EndTxn v5 (transaction version 2), retrying CONCURRENT_TRANSACTIONS a bounded number of
-/// times; returns the error and the new epoch.
+/// EndTxn v5 (transaction version 2) for `TID`, retrying CONCURRENT_TRANSACTIONS a bounded
+/// number of times; returns the error and the new epoch.
 async fn end(conn: &mut Connection, pid: i64, epoch: i16, commit: bool) -> (i16, i16) {
-    for _ in 0..200 {
-        let r = conn
-            .request(
-                5,
-                &EndTxnRequest::default()
-                    .with_transactional_id(TransactionalId(s(TID)))
-                    .with_producer_id(ProducerId(pid))
-                    .with_producer_epoch(epoch)
-                    .with_committed(commit),
-            )
-            .await
-            .unwrap();
-        if r.error_code != ErrorCode::CONCURRENT_TRANSACTIONS.code() {
-            return (r.error_code, r.producer_epoch);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("transaction did not complete");
+    txn::end(conn, 5, TID, pid, epoch, commit).await
 }
 
 struct Ack {

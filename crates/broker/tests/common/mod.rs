@@ -2,8 +2,10 @@
 
 #![allow(dead_code)]
 
+pub mod features;
 pub mod log_cut;
 pub mod share;
+pub mod txn;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -145,4 +147,32 @@ pub async fn init_producer_id(conn: &mut Connection) -> (i64, i16) {
         .unwrap();
     assert_eq!(response.error_code, 0);
     (response.producer_id.0, response.producer_epoch)
+}
+
+/// One Produce (request `version`, acks=all) of `records` to `topic`-`partition`, as the
+/// transactional id `transactional_id` if any: (error, base offset).
+pub async fn produce_once(
+    conn: &mut Connection,
+    version: i16,
+    transactional_id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    records: bytes::Bytes,
+) -> (i16, i64) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
+    use kafka_protocol::protocol::StrBytes;
+    let name = |v: &str| StrBytes::from_string(v.to_string());
+    let request = ProduceRequest::default()
+        .with_transactional_id(transactional_id.map(|id| TransactionalId(name(id))))
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(name(topic)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])]);
+    let r = conn.request(version, &request).await.unwrap();
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
 }

@@ -5,9 +5,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    GroupId, IncrementalAlterConfigsRequest, ProduceRequest, ShareGroupHeartbeatRequest, TopicName,
+    GroupId, IncrementalAlterConfigsRequest, ShareGroupHeartbeatRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
@@ -77,23 +76,9 @@ pub async fn produce_values(
             ..BatchOptions::default()
         },
     ));
-    let r = conn
-        .request(
-            9,
-            &ProduceRequest::default()
-                .with_acks(-1)
-                .with_timeout_ms(5000)
-                .with_topic_data(vec![TopicProduceData::default()
-                    .with_name(TopicName(s(topic)))
-                    .with_partition_data(vec![PartitionProduceData::default()
-                        .with_index(partition)
-                        .with_records(Some(batch))])]),
-        )
-        .await
-        .unwrap();
-    let p = &r.responses[0].partition_responses[0];
-    assert_eq!(p.error_code, 0, "produce to {topic}-{partition}");
-    p.base_offset
+    let (code, base_offset) = super::produce_once(conn, 9, None, topic, partition, batch).await;
+    assert_eq!(code, 0, "produce to {topic}-{partition}");
+    base_offset
 }
 
 /// Sets `configs` on [`GROUP`] (IncrementalAlterConfigs, SET); panics unless it succeeded.

@@ -1,0 +1,221 @@
+//! Transactions over the wire for the integration tests, with raw requests: InitProducerId,
+//! transactional Produce, EndTxn, WriteTxnMarkers, and what a read_committed consumer sees.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{
+    EndTxnRequest, FetchRequest, InitProducerIdRequest, ProducerId, TopicName, TransactionalId,
+    WriteTxnMarkersRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use shoal_client::Connection;
+use shoal_protocol::ErrorCode;
+use shoal_storage::{encode_batch, BatchOptions};
+
+use super::TestBroker;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn tid(v: &str) -> TransactionalId {
+    TransactionalId(s(v))
+}
+
+/// Whether to try again after `code`: after CONCURRENT_TRANSACTIONS (the previous
+/// transaction's markers are still being written) it waits a little, as clients do, and says
+/// yes, a bounded number of times.
+async fn again(code: i16, tries: &mut u32) -> bool {
+    if code != ErrorCode::CONCURRENT_TRANSACTIONS.code() {
+        return false;
+    }
+    *tries += 1;
+    assert!(*tries < 200, "the transaction did not complete");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    true
+}
+
+/// One transactional batch of a single record `value` from producer `pid` at `epoch`, first
+/// sequence `seq`.
+pub fn txn_batch(pid: i64, epoch: i16, seq: i32, value: &str) -> Bytes {
+    Bytes::from(encode_batch(
+        &[(None, Some(value.as_bytes()))],
+        BatchOptions {
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            transactional: true,
+            timestamp_ms: shoal_broker::broker::now_ms(),
+            ..BatchOptions::default()
+        },
+    ))
+}
+
+/// InitProducerId (request `version`) for the transactional id `id`: (error, producer id,
+/// epoch).
+pub async fn init(
+    conn: &mut Connection,
+    version: i16,
+    id: &str,
+    timeout_ms: i32,
+) -> (i16, i64, i16) {
+    let r = conn
+        .request(
+            version,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(tid(id)))
+                .with_transaction_timeout_ms(timeout_ms)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        )
+        .await
+        .unwrap();
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+/// Produce (request `version`; 12 adds the partition to the transaction implicitly) of
+/// `records` to `topic`-`partition` as the transactional id `id`, retrying
+/// CONCURRENT_TRANSACTIONS: (error, base offset).
+pub async fn produce(
+    conn: &mut Connection,
+    version: i16,
+    id: &str,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+) -> (i16, i64) {
+    let mut tries = 0;
+    loop {
+        let r =
+            super::produce_once(conn, version, Some(id), topic, partition, records.clone()).await;
+        if !again(r.0, &mut tries).await {
+            return r;
+        }
+    }
+}
+
+/// EndTxn (request `version`; 5 is transaction version 2) for `id`, retrying
+/// CONCURRENT_TRANSACTIONS: (error, the producer epoch answered).
+pub async fn end(
+    conn: &mut Connection,
+    version: i16,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+) -> (i16, i16) {
+    let mut tries = 0;
+    loop {
+        let r = end_once(conn, version, id, pid, epoch, commit).await;
+        if !again(r.0, &mut tries).await {
+            return r;
+        }
+    }
+}
+
+/// One EndTxn, not retried: (error, the producer epoch answered).
+pub async fn end_once(
+    conn: &mut Connection,
+    version: i16,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+) -> (i16, i16) {
+    let r = conn
+        .request(
+            version,
+            &EndTxnRequest::default()
+                .with_transactional_id(tid(id))
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_committed(commit),
+        )
+        .await
+        .unwrap();
+    (r.error_code, r.producer_epoch)
+}
+
+/// WriteTxnMarkers v1 of one COMMIT (`commit`) or ABORT marker for producer `pid` at `epoch`
+/// to `topic`-`partition`: the partition's error.
+pub async fn write_marker(
+    conn: &mut Connection,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    topic: &str,
+    partition: i32,
+) -> i16 {
+    let request =
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_transaction_result(commit)
+            .with_coordinator_epoch(coordinator_epoch)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(TopicName(s(topic)))
+                .with_partition_indexes(vec![partition])])]);
+    let written = conn.request(1, &request).await.unwrap();
+    written.markers[0].topics[0].partitions[0].error_code
+}
+
+/// A read_committed Fetch v12 of `topic`-`partition` from offset 0: the partition's answer
+/// (last stable offset, records, aborted transactions).
+pub async fn read_committed(conn: &mut Connection, topic: &str, partition: i32) -> PartitionData {
+    let r = conn
+        .request(
+            12,
+            &FetchRequest::default()
+                .with_max_wait_ms(0)
+                .with_max_bytes(1 << 20)
+                .with_isolation_level(1)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(TopicName(s(topic)))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(partition)
+                        .with_fetch_offset(0)
+                        .with_partition_max_bytes(1 << 20)])]),
+        )
+        .await
+        .unwrap();
+    let p = r.responses[0].partitions[0].clone();
+    assert_eq!(p.error_code, 0, "fetch {topic}-{partition}");
+    p
+}
+
+/// Waits (bounded) until the read_committed view of `topic`-`partition` reaches `lso`:
+/// markers are written after EndTxn is answered.
+pub async fn wait_lso(conn: &mut Connection, topic: &str, partition: i32, lso: i64) {
+    for _ in 0..200 {
+        if read_committed(conn, topic, partition)
+            .await
+            .last_stable_offset
+            >= lso
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{topic}-{partition}: last stable offset did not reach {lso}");
+}
+
+/// Waits (bounded) until `id`'s transaction is CompleteCommit or CompleteAbort: its Complete
+/// record, and the Markers record before it, are then durable.
+pub async fn wait_complete(broker: &TestBroker, id: &str) {
+    for _ in 0..250 {
+        let described = broker.broker.txn.describe(vec![id.into()]).await.unwrap();
+        if described[0].state.starts_with("Complete") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{id}: the transaction did not complete");
+}
