@@ -10,7 +10,7 @@ use common::share::{
     RELEASE, TOPIC,
 };
 use common::TestBroker;
-use kafka_protocol::messages::{GroupId, TopicName};
+use kafka_protocol::messages::GroupId;
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
 use shoal_protocol::share::{AcknowledgementBatch, ShareFetchResponse};
@@ -311,11 +311,7 @@ async fn describe_offsets(conn: &mut Connection) -> (i64, i64, i16) {
 
 #[tokio::test]
 async fn share_group_offsets_are_described_altered_and_deleted() {
-    use kafka_protocol::messages::alter_share_group_offsets_request::{
-        AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
-    };
-    use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
-    use kafka_protocol::messages::{AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest};
+    use common::share::{alter_offsets, delete_offsets};
     let dir = tempfile::tempdir().unwrap();
     let broker = start(dir.path()).await;
     let mut conn = broker.connect().await;
@@ -340,17 +336,7 @@ async fn share_group_offsets_are_described_altered_and_deleted() {
     assert_eq!(ack_error(&r), 0);
     assert_eq!(describe_offsets(&mut conn).await, (4, 5, 0));
 
-    let alter = |offset: i64| {
-        AlterShareGroupOffsetsRequest::default()
-            .with_group_id(GroupId(s(GROUP)))
-            .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
-                .with_topic_name(TopicName(s(TOPIC)))
-                .with_partitions(vec![
-                    AlterShareGroupOffsetsRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_start_offset(offset),
-                ])])
-    };
+    let alter = alter_offsets;
     let r = conn.request(0, &alter(8)).await.unwrap();
     assert_eq!(r.error_code, ErrorCode::NON_EMPTY_GROUP.code());
     heartbeat(&mut conn, "m", -1).await;
@@ -373,16 +359,7 @@ async fn share_group_offsets_are_described_altered_and_deleted() {
     let r = fetch(&mut conn, topic_id, "m", -1, vec![], 0).await;
     assert_eq!(r.error_code, 0);
 
-    let r = conn
-        .request(
-            0,
-            &DeleteShareGroupOffsetsRequest::default()
-                .with_group_id(GroupId(s(GROUP)))
-                .with_topics(vec![DeleteShareGroupOffsetsRequestTopic::default()
-                    .with_topic_name(TopicName(s(TOPIC)))]),
-        )
-        .await
-        .unwrap();
+    let r = conn.request(0, &delete_offsets()).await.unwrap();
     assert_eq!((r.error_code, r.responses[0].error_code), (0, 0));
     assert_eq!(describe_offsets(&mut conn).await, (-1, -1, 0));
     // State gone: a new session starts over from share.auto.offset.reset (earliest).

@@ -13,12 +13,10 @@ use common::txn::{self, end, end_once, txn_batch, wait_complete};
 use common::TestBroker;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, CreateTopicsRequest, FetchRequest, FindCoordinatorRequest,
-    InitProducerIdRequest, ListTransactionsRequest, ProduceRequest, ProducerId, TopicName,
-    TransactionalId,
+    AddPartitionsToTxnRequest, CreateTopicsRequest, FindCoordinatorRequest, InitProducerIdRequest,
+    ListTransactionsRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
@@ -746,25 +744,7 @@ async fn crash_case(seed: u64) {
     let broker = TestBroker::start_with(dir.path(), LAZY).await;
     let mut conn = broker.connect().await;
     for partition in 0..PARTITIONS {
-        let r = conn
-            .request(
-                12,
-                &FetchRequest::default()
-                    .with_max_wait_ms(0)
-                    .with_max_bytes(1 << 22)
-                    .with_isolation_level(0)
-                    .with_session_epoch(-1)
-                    .with_topics(vec![FetchTopic::default()
-                        .with_topic(TopicName(s(TOPIC_C)))
-                        .with_partitions(vec![FetchPartition::default()
-                            .with_partition(partition)
-                            .with_fetch_offset(0)
-                            .with_partition_max_bytes(1 << 22)])]),
-            )
-            .await
-            .unwrap();
-        let p = &r.responses[0].partitions[0];
-        assert_eq!(p.error_code, 0);
+        let p = &txn::fetch(&mut conn, TOPIC_C, partition, 0).await;
         assert_eq!(
             p.last_stable_offset, p.high_watermark,
             "seed {seed} partition {partition}: a transaction was left open"

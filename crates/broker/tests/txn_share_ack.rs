@@ -11,11 +11,11 @@ use std::time::Duration;
 use common::log_cut::{cut_last_batch, first_segment};
 use common::share::{
     ack_batch, acknowledge, acquired_ranges, heartbeat, setup_share_topic, share_fetch, ACCEPT,
-    GROUP, REJECT, RELEASE, RENEW, TOPIC,
+    GAP, GROUP, REJECT, RELEASE, RENEW,
 };
 use common::txn;
 use common::TestBroker;
-use kafka_protocol::messages::{GroupId, ProducerId, TopicName, TransactionalId};
+use kafka_protocol::messages::{GroupId, ProducerId, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
 use shoal_core::share_coordinator::{SharePartitionKey, TopicId};
@@ -121,6 +121,26 @@ async fn txn_ack(
     .unwrap()
 }
 
+/// Stages `ack_type` for offsets `first..=last` of partition 0 as `a`; panics unless the
+/// broker staged them.
+async fn stage(
+    conn: &mut Connection,
+    a: &Ack,
+    topic_id: Uuid,
+    first: i64,
+    last: i64,
+    ack_type: i8,
+) {
+    let r = txn_ack(
+        conn,
+        a,
+        topic_id,
+        vec![(0, vec![ack_batch(first, last, vec![ack_type])])],
+    )
+    .await;
+    assert_eq!(codes(&r), (0, vec![0]), "staging {first}..={last}");
+}
+
 /// The top-level code and each partition's code.
 fn codes(r: &TxnShareAcknowledgeResponse) -> (i16, Vec<i16>) {
     (
@@ -173,15 +193,29 @@ async fn wait_resolved(broker: &TestBroker) {
     panic!("staged acknowledgements were never resolved");
 }
 
-/// A member holding offsets 0..=9 of partition 0 and a fresh transactional producer.
-async fn staged_setup(broker: &TestBroker, conn: &mut Connection) -> (Uuid, Ack) {
+/// Ends `a`'s transaction (COMMIT if `commit`), checks EndTxn succeeded and waits until its
+/// marker resolved every staging; returns the producer's new epoch.
+async fn resolve(broker: &TestBroker, conn: &mut Connection, a: &Ack, commit: bool) -> i16 {
+    let (code, epoch) = end(conn, a.pid, a.epoch, commit).await;
+    assert_eq!(code, 0, "EndTxn");
+    wait_resolved(broker).await;
+    epoch
+}
+
+/// A member holding offsets 0..=9 of partition 0 and a fresh transactional producer whose
+/// transactions time out after `txn_timeout_ms`.
+async fn staged_setup(
+    broker: &TestBroker,
+    conn: &mut Connection,
+    txn_timeout_ms: i32,
+) -> (Uuid, Ack) {
     let topic_id = setup(broker, conn, 1).await;
     let member_epoch = join(conn, "m1").await;
     assert_eq!(
         acquire(conn, topic_id, "m1", &[0]).await,
         vec![(0, 0, 9, 1)]
     );
-    let (pid, epoch) = init(conn, 60000).await;
+    let (pid, epoch) = init(conn, txn_timeout_ms).await;
     (
         topic_id,
         Ack {
@@ -193,12 +227,20 @@ async fn staged_setup(broker: &TestBroker, conn: &mut Connection) -> (Uuid, Ack)
     )
 }
 
-#[tokio::test]
-async fn g6_commit_acknowledges_staged_records_and_abort_makes_them_available() {
+/// A broker started in a fresh directory (see [`start`]), a connection to it, and on it the
+/// member m1 holding offsets 0..=9 of partition 0 and a fresh transactional producer (see
+/// [`staged_setup`]).
+async fn staged(txn_timeout_ms: i32) -> (tempfile::TempDir, TestBroker, Connection, Uuid, Ack) {
     let dir = tempfile::tempdir().unwrap();
     let broker = start(dir.path()).await;
     let mut conn = broker.connect().await;
-    let (topic_id, mut a) = staged_setup(&broker, &mut conn).await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn, txn_timeout_ms).await;
+    (dir, broker, conn, topic_id, a)
+}
+
+#[tokio::test]
+async fn g6_commit_acknowledges_staged_records_and_abort_makes_them_available() {
+    let (_dir, broker, mut conn, topic_id, mut a) = staged(60000).await;
 
     // Stage 0..=4 (ACCEPT, REJECT for 4) and commit.
     let r = txn_ack(
@@ -229,10 +271,7 @@ async fn g6_commit_acknowledges_staged_records_and_abort_makes_them_available() 
         persisted(&broker, topic_id, 0).await,
         vec![(0, 3, 5), (4, 4, 5)]
     );
-    let (code, epoch) = end(&mut conn, a.pid, a.epoch, true).await;
-    assert_eq!(code, 0);
-    a.epoch = epoch;
-    wait_resolved(&broker).await;
+    a.epoch = resolve(&broker, &mut conn, &a, true).await;
     // ACCEPT acknowledged, REJECT archived: the SPSO moves past them.
     assert_eq!(
         live(&broker, topic_id, 0).await,
@@ -270,17 +309,8 @@ async fn g6_commit_acknowledges_staged_records_and_abort_makes_them_available() 
     );
 
     // Stage 5..=9 and abort: available again, and redelivered to another member at once.
-    let r = txn_ack(
-        &mut conn,
-        &a,
-        topic_id,
-        vec![(0, vec![ack_batch(5, 9, vec![ACCEPT])])],
-    )
-    .await;
-    assert_eq!(codes(&r), (0, vec![0]));
-    let (code, _) = end(&mut conn, a.pid, a.epoch, false).await;
-    assert_eq!(code, 0);
-    wait_resolved(&broker).await;
+    stage(&mut conn, &a, topic_id, 5, 9, ACCEPT).await;
+    resolve(&broker, &mut conn, &a, false).await;
     assert_eq!(
         live(&broker, topic_id, 0).await,
         vec![(5, 9, RecordState::Available)]
@@ -296,18 +326,8 @@ async fn g6_commit_acknowledges_staged_records_and_abort_makes_them_available() 
 
 #[tokio::test]
 async fn g10_case1_case12_the_staging_survives_a_crash_and_the_outcome_resolves_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = start(dir.path()).await;
-    let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
-    let r = txn_ack(
-        &mut conn,
-        &a,
-        topic_id,
-        vec![(0, vec![ack_batch(0, 9, vec![ACCEPT])])],
-    )
-    .await;
-    assert_eq!(codes(&r), (0, vec![0]));
+    let (dir, broker, mut conn, topic_id, a) = staged(60000).await;
+    stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
     drop(conn);
     broker.crash().await;
 
@@ -319,9 +339,7 @@ async fn g10_case1_case12_the_staging_survives_a_crash_and_the_outcome_resolves_
     join(&mut conn, "m2").await;
     // Nothing to deliver: the records belong to the open transaction.
     assert_eq!(acquire(&mut conn, topic_id, "m2", &[0]).await, vec![]);
-    let (code, _) = end(&mut conn, a.pid, a.epoch, true).await;
-    assert_eq!(code, 0);
-    wait_resolved(&broker).await;
+    resolve(&broker, &mut conn, &a, true).await;
     assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 2)]);
     drop(conn);
     broker.stop().await;
@@ -335,10 +353,7 @@ async fn g10_case1_case12_the_staging_survives_a_crash_and_the_outcome_resolves_
 
 #[tokio::test]
 async fn case10_release_renew_and_unknown_types_are_refused_and_gap_is_staged() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = start(dir.path()).await;
-    let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
+    let (_dir, broker, mut conn, topic_id, a) = staged(60000).await;
     for t in [RELEASE, RENEW, 9, -1] {
         let r = txn_ack(
             &mut conn,
@@ -352,24 +367,14 @@ async fn case10_release_renew_and_unknown_types_are_refused_and_gap_is_staged() 
     }
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
     // GAP (0) has transactional meaning: staged like REJECT.
-    let r = txn_ack(
-        &mut conn,
-        &a,
-        topic_id,
-        vec![(0, vec![ack_batch(0, 0, vec![0])])],
-    )
-    .await;
-    assert_eq!(codes(&r), (0, vec![0]));
+    stage(&mut conn, &a, topic_id, 0, 0, GAP).await;
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 1);
     broker.stop().await;
 }
 
 #[tokio::test]
 async fn malformed_requests_are_invalid_request_and_stage_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = start(dir.path()).await;
-    let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
+    let (_dir, broker, mut conn, topic_id, a) = staged(60000).await;
     let invalid = ErrorCode::INVALID_REQUEST.code();
     for batches in [
         vec![ack_batch(3, 2, vec![ACCEPT])],
@@ -435,10 +440,7 @@ async fn malformed_requests_are_invalid_request_and_stage_nothing() {
 
 #[tokio::test]
 async fn case3_case8_case14_producer_and_member_checks_stage_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = start(dir.path()).await;
-    let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
+    let (_dir, broker, mut conn, topic_id, a) = staged(60000).await;
     let batches = || vec![(0, vec![ack_batch(0, 0, vec![ACCEPT])])];
     let cases = [
         (
@@ -609,18 +611,8 @@ async fn g9_case11_a_refused_partition_stages_nothing_anywhere() {
 
 #[tokio::test]
 async fn tx_pending_records_refuse_other_acknowledgements_and_outlive_their_member() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = start(dir.path()).await;
-    let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
-    let r = txn_ack(
-        &mut conn,
-        &a,
-        topic_id,
-        vec![(0, vec![ack_batch(0, 4, vec![ACCEPT])])],
-    )
-    .await;
-    assert_eq!(codes(&r), (0, vec![0]));
+    let (_dir, broker, mut conn, topic_id, a) = staged(60000).await;
+    stage(&mut conn, &a, topic_id, 0, 4, ACCEPT).await;
     let released = acknowledge(
         &mut conn,
         topic_id,
@@ -648,9 +640,7 @@ async fn tx_pending_records_refuse_other_acknowledgements_and_outlive_their_memb
     }
     assert!(released, "{:?}", live(&broker, topic_id, 0).await);
     let mut conn = broker.connect().await;
-    let (code, _) = end(&mut conn, a.pid, a.epoch, true).await;
-    assert_eq!(code, 0);
-    wait_resolved(&broker).await;
+    resolve(&broker, &mut conn, &a, true).await;
     assert_eq!(
         live(&broker, topic_id, 0).await,
         vec![(5, 9, RecordState::Available)]
@@ -660,30 +650,8 @@ async fn tx_pending_records_refuse_other_acknowledgements_and_outlive_their_memb
 
 #[tokio::test]
 async fn g3_case7_a_transaction_that_times_out_makes_its_staged_records_available() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = start(dir.path()).await;
-    let mut conn = broker.connect().await;
-    let topic_id = setup(&broker, &mut conn, 1).await;
-    let member_epoch = join(&mut conn, "m1").await;
-    assert_eq!(
-        acquire(&mut conn, topic_id, "m1", &[0]).await,
-        vec![(0, 0, 9, 1)]
-    );
-    let (pid, epoch) = init(&mut conn, 1000).await;
-    let a = Ack {
-        pid,
-        epoch,
-        member: "m1",
-        member_epoch,
-    };
-    let r = txn_ack(
-        &mut conn,
-        &a,
-        topic_id,
-        vec![(0, vec![ack_batch(0, 9, vec![ACCEPT])])],
-    )
-    .await;
-    assert_eq!(codes(&r), (0, vec![0]));
+    let (_dir, broker, mut conn, topic_id, a) = staged(1000).await;
+    stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
     // The coordinator aborts the abandoned transaction (transaction.timeout.ms = 1 s; its
     // timer is bounded by the wait below).
     for _ in 0..1000 {
@@ -702,41 +670,14 @@ async fn g3_case7_a_transaction_that_times_out_makes_its_staged_records_availabl
 
 #[tokio::test]
 async fn reset_and_delete_wait_for_the_transactions_holding_a_group() {
-    use kafka_protocol::messages::alter_share_group_offsets_request::{
-        AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
-    };
-    use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
-    use kafka_protocol::messages::{
-        AlterShareGroupOffsetsRequest, DeleteGroupsRequest, DeleteShareGroupOffsetsRequest,
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let broker = start(dir.path()).await;
-    let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
-    let r = txn_ack(
-        &mut conn,
-        &a,
-        topic_id,
-        vec![(0, vec![ack_batch(0, 4, vec![ACCEPT])])],
-    )
-    .await;
-    assert_eq!(codes(&r), (0, vec![0]));
+    use common::share::{alter_offsets, delete_offsets};
+    use kafka_protocol::messages::DeleteGroupsRequest;
+    let (_dir, broker, mut conn, topic_id, a) = staged(60000).await;
+    stage(&mut conn, &a, topic_id, 0, 4, ACCEPT).await;
     // The member leaves: the group has no member, but its records are staged.
     heartbeat(&mut conn, "m1", -1).await;
-    let alter = AlterShareGroupOffsetsRequest::default()
-        .with_group_id(GroupId(s(GROUP)))
-        .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
-            .with_topic_name(TopicName(s(TOPIC)))
-            .with_partitions(vec![
-                AlterShareGroupOffsetsRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_start_offset(0),
-            ])]);
-    let delete_offsets = DeleteShareGroupOffsetsRequest::default()
-        .with_group_id(GroupId(s(GROUP)))
-        .with_topics(vec![
-            DeleteShareGroupOffsetsRequestTopic::default().with_topic_name(TopicName(s(TOPIC)))
-        ]);
+    let alter = alter_offsets(0);
+    let delete_offsets = delete_offsets();
     let delete_group = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(GROUP))]);
     let non_empty = ErrorCode::NON_EMPTY_GROUP.code();
     assert_eq!(conn.request(0, &alter).await.unwrap().error_code, non_empty);
@@ -748,9 +689,7 @@ async fn reset_and_delete_wait_for_the_transactions_holding_a_group() {
     assert_eq!(deleted.results[0].error_code, non_empty);
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 5);
     // Once the transaction commits, the group is free.
-    let (code, _) = end(&mut conn, a.pid, a.epoch, true).await;
-    assert_eq!(code, 0);
-    wait_resolved(&broker).await;
+    resolve(&broker, &mut conn, &a, true).await;
     assert_eq!(persisted(&broker, topic_id, 0).await[0], (0, 4, 2));
     assert_eq!(conn.request(0, &alter).await.unwrap().error_code, 0);
     let deleted = conn.request(2, &delete_group).await.unwrap();
@@ -772,18 +711,9 @@ async fn g4_case13_a_lost_share_state_marker_is_written_again_and_resolves_the_s
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start_with(dir.path(), &settings).await;
     let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn).await;
-    let r = txn_ack(
-        &mut conn,
-        &a,
-        topic_id,
-        vec![(0, vec![ack_batch(0, 9, vec![ACCEPT])])],
-    )
-    .await;
-    assert_eq!(codes(&r), (0, vec![0]));
-    let (code, _) = end(&mut conn, a.pid, a.epoch, true).await;
-    assert_eq!(code, 0);
-    wait_resolved(&broker).await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn, 60000).await;
+    stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
+    resolve(&broker, &mut conn, &a, true).await;
     let partitions = broker
         .broker
         .topic("__share_group_state")

@@ -2,11 +2,16 @@
 //! group, the group's configs, membership (ShareGroupHeartbeat) and ShareFetch.
 
 use bytes::Bytes;
+use kafka_protocol::messages::alter_share_group_offsets_request::{
+    AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+};
+use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::{
-    GroupId, IncrementalAlterConfigsRequest, ShareGroupHeartbeatRequest, TopicName,
+    AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest, GroupId,
+    IncrementalAlterConfigsRequest, ShareGroupHeartbeatRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
@@ -237,4 +242,26 @@ pub fn ack_batch(first: i64, last: i64, types: Vec<i8>) -> AcknowledgementBatch 
         acknowledge_types: types,
         ..Default::default()
     }
+}
+
+/// AlterShareGroupOffsets of [`GROUP`]: [`TOPIC`]-0 restarts at `start_offset`.
+pub fn alter_offsets(start_offset: i64) -> AlterShareGroupOffsetsRequest {
+    AlterShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+            .with_topic_name(TopicName(s(TOPIC)))
+            .with_partitions(vec![
+                AlterShareGroupOffsetsRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_start_offset(start_offset),
+            ])])
+}
+
+/// DeleteShareGroupOffsets of [`GROUP`] for [`TOPIC`].
+pub fn delete_offsets() -> DeleteShareGroupOffsetsRequest {
+    DeleteShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(GROUP)))
+        .with_topics(vec![
+            DeleteShareGroupOffsetsRequestTopic::default().with_topic_name(TopicName(s(TOPIC)))
+        ])
 }

@@ -28,17 +28,22 @@ fn tid(v: &str) -> TransactionalId {
     TransactionalId(s(v))
 }
 
-/// Whether to try again after `code`: after CONCURRENT_TRANSACTIONS (the previous
-/// transaction's markers are still being written) it waits a little, as clients do, and says
-/// yes, a bounded number of times.
-async fn again(code: i16, tries: &mut u32) -> bool {
-    if code != ErrorCode::CONCURRENT_TRANSACTIONS.code() {
-        return false;
-    }
-    *tries += 1;
-    assert!(*tries < 200, "the transaction did not complete");
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    true
+/// Evaluates `$attempt` (an `(error, ..)` tuple) again while it answers
+/// CONCURRENT_TRANSACTIONS (the previous transaction's markers are still being written),
+/// waiting a little in between as clients do, a bounded number of times.
+macro_rules! retry_concurrent {
+    ($attempt:expr) => {{
+        let mut tries = 0;
+        loop {
+            let answer = $attempt;
+            if answer.0 != ErrorCode::CONCURRENT_TRANSACTIONS.code() {
+                break answer;
+            }
+            tries += 1;
+            assert!(tries < 200, "the transaction did not complete");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }};
 }
 
 /// One transactional batch of a single record `value` from producer `pid` at `epoch`, first
@@ -90,14 +95,9 @@ pub async fn produce(
     partition: i32,
     records: Bytes,
 ) -> (i16, i64) {
-    let mut tries = 0;
-    loop {
-        let r =
-            super::produce_once(conn, version, Some(id), topic, partition, records.clone()).await;
-        if !again(r.0, &mut tries).await {
-            return r;
-        }
-    }
+    retry_concurrent!(
+        super::produce_once(conn, version, Some(id), topic, partition, records.clone()).await
+    )
 }
 
 /// EndTxn (request `version`; 5 is transaction version 2) for `id`, retrying
@@ -110,13 +110,7 @@ pub async fn end(
     epoch: i16,
     commit: bool,
 ) -> (i16, i16) {
-    let mut tries = 0;
-    loop {
-        let r = end_once(conn, version, id, pid, epoch, commit).await;
-        if !again(r.0, &mut tries).await {
-            return r;
-        }
-    }
+    retry_concurrent!(end_once(conn, version, id, pid, epoch, commit).await)
 }
 
 /// One EndTxn, not retried: (error, the producer epoch answered).
@@ -166,29 +160,40 @@ pub async fn write_marker(
     written.markers[0].topics[0].partitions[0].error_code
 }
 
-/// A read_committed Fetch v12 of `topic`-`partition` from offset 0: the partition's answer
-/// (last stable offset, records, aborted transactions).
-pub async fn read_committed(conn: &mut Connection, topic: &str, partition: i32) -> PartitionData {
+/// A Fetch v12 of `topic`-`partition` from offset 0 at `isolation_level` (0
+/// read_uncommitted, 1 read_committed): the partition's answer (high watermark, last stable
+/// offset, records, aborted transactions).
+pub async fn fetch(
+    conn: &mut Connection,
+    topic: &str,
+    partition: i32,
+    isolation_level: i8,
+) -> PartitionData {
     let r = conn
         .request(
             12,
             &FetchRequest::default()
                 .with_max_wait_ms(0)
-                .with_max_bytes(1 << 20)
-                .with_isolation_level(1)
+                .with_max_bytes(1 << 22)
+                .with_isolation_level(isolation_level)
                 .with_session_epoch(-1)
                 .with_topics(vec![FetchTopic::default()
                     .with_topic(TopicName(s(topic)))
                     .with_partitions(vec![FetchPartition::default()
                         .with_partition(partition)
                         .with_fetch_offset(0)
-                        .with_partition_max_bytes(1 << 20)])]),
+                        .with_partition_max_bytes(1 << 22)])]),
         )
         .await
         .unwrap();
     let p = r.responses[0].partitions[0].clone();
     assert_eq!(p.error_code, 0, "fetch {topic}-{partition}");
     p
+}
+
+/// What a read_committed consumer fetching `topic`-`partition` from 0 is answered.
+pub async fn read_committed(conn: &mut Connection, topic: &str, partition: i32) -> PartitionData {
+    fetch(conn, topic, partition, 1).await
 }
 
 /// Waits (bounded) until the read_committed view of `topic`-`partition` reaches `lso`:
