@@ -1,241 +1,29 @@
 //! TxnShareAcknowledge (KIP-1289) over the wire: a transactional producer stages a share
 //! consumer's acknowledgements, the transaction's COMMIT acknowledges them and its ABORT makes
-//! them available again, the staging survives a crash, and every refusal stages nothing.
-//! Test names carry the proposal's corner case (`case_N`) or the spec's guarantee (`g_N`,
-//! spec §5) they check.
+//! them available again, locks and members do not move staged records, and every refusal
+//! stages nothing. Broker crashes are in `txn_share_ack_crash.rs`. Test names carry the
+//! proposal's corner case (`caseN`) or the spec's guarantee (`gN`, spec §5) they check.
 
 mod common;
 
 use std::time::Duration;
 
-use common::log_cut::{cut_last_batch, first_segment};
 use common::share::{
-    ack_batch, acknowledge, acquired_ranges, heartbeat, setup_share_topic, share_fetch, ACCEPT,
-    GAP, GROUP, REJECT, RELEASE, RENEW,
+    ack_batch, acknowledge, heartbeat, ACCEPT, GAP, GROUP, REJECT, RELEASE, RENEW,
 };
-use common::txn;
-use common::TestBroker;
+use common::txn_share::*;
 use kafka_protocol::messages::{GroupId, ProducerId, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
-use shoal_client::Connection;
-use shoal_core::share_coordinator::{SharePartitionKey, TopicId};
 use shoal_core::share_partition::RecordState;
 use shoal_protocol::share::txn_share_acknowledge::{
     TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest, TxnShareAcknowledgeTopic,
 };
-use shoal_protocol::share::{AcknowledgementBatch, TxnShareAcknowledgeResponse};
+use shoal_protocol::share::TxnShareAcknowledgeResponse;
 use shoal_protocol::ErrorCode;
 use uuid::Uuid;
 
-const TID: &str = "pipeline";
-
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
-}
-
-async fn start(dir: &std::path::Path) -> TestBroker {
-    TestBroker::start_with(dir, &[("group.share.min.record.lock.duration.ms", "1000")]).await
-}
-
-/// Creates `TOPIC` with `partitions` partitions holding 10 records each (one batch), and
-/// configures the group (earliest, 30 s locks, delivery limit 3); returns the topic id.
-async fn setup(broker: &TestBroker, conn: &mut Connection, partitions: i32) -> Uuid {
-    let configs = [
-        ("share.auto.offset.reset", "earliest"),
-        ("share.record.lock.duration.ms", "30000"),
-        ("share.delivery.count.limit", "3"),
-    ];
-    setup_share_topic(broker, conn, partitions, &[10], &configs).await
-}
-
-/// Joins the share group as `member`; returns its epoch.
-async fn join(conn: &mut Connection, member: &str) -> i32 {
-    heartbeat(conn, member, 0).await
-}
-
-/// Opens a share session for `member` on `partitions` and acquires what it can: the acquired
-/// (partition, first, last, delivery count) ranges.
-async fn acquire(
-    conn: &mut Connection,
-    topic_id: Uuid,
-    member: &str,
-    partitions: &[i32],
-) -> Vec<(i32, i64, i64, i16)> {
-    let partitions = partitions.iter().map(|&p| (p, Vec::new())).collect();
-    let r = share_fetch(conn, topic_id, member, 0, partitions, 2000, 1 << 20).await;
-    assert_eq!(r.error_code, 0);
-    acquired_ranges(&r)
-}
-
-/// InitProducerId v5 for `TID`: (producer id, epoch).
-async fn init(conn: &mut Connection, timeout_ms: i32) -> (i64, i16) {
-    let (code, pid, epoch) = txn::init(conn, 5, TID, timeout_ms).await;
-    assert_eq!(code, 0);
-    (pid, epoch)
-}
-
-/// EndTxn v5 (transaction version 2) for `TID`, retrying CONCURRENT_TRANSACTIONS a bounded
-/// number of times; returns the error and the new epoch.
-async fn end(conn: &mut Connection, pid: i64, epoch: i16, commit: bool) -> (i16, i16) {
-    txn::end(conn, 5, TID, pid, epoch, commit).await
-}
-
-struct Ack {
-    pid: i64,
-    epoch: i16,
-    member: &'static str,
-    member_epoch: i32,
-}
-
-async fn txn_ack(
-    conn: &mut Connection,
-    a: &Ack,
-    topic_id: Uuid,
-    partitions: Vec<(i32, Vec<AcknowledgementBatch>)>,
-) -> TxnShareAcknowledgeResponse {
-    conn.request(
-        0,
-        &TxnShareAcknowledgeRequest {
-            transactional_id: Some(TransactionalId(s(TID))),
-            group_id: Some(GroupId(s(GROUP))),
-            producer_id: ProducerId(a.pid),
-            producer_epoch: a.epoch,
-            member_id: Some(s(a.member)),
-            member_epoch: a.member_epoch,
-            topics: vec![TxnShareAcknowledgeTopic {
-                topic_id,
-                partitions: partitions
-                    .into_iter()
-                    .map(|(p, batches)| TxnShareAcknowledgePartition {
-                        partition_index: p,
-                        acknowledgement_batches: batches,
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap()
-}
-
-/// Stages `ack_type` for offsets `first..=last` of partition 0 as `a`; panics unless the
-/// broker staged them.
-async fn stage(
-    conn: &mut Connection,
-    a: &Ack,
-    topic_id: Uuid,
-    first: i64,
-    last: i64,
-    ack_type: i8,
-) {
-    let r = txn_ack(
-        conn,
-        a,
-        topic_id,
-        vec![(0, vec![ack_batch(first, last, vec![ack_type])])],
-    )
-    .await;
-    assert_eq!(codes(&r), (0, vec![0]), "staging {first}..={last}");
-}
-
-/// The top-level code and each partition's code.
-fn codes(r: &TxnShareAcknowledgeResponse) -> (i16, Vec<i16>) {
-    (
-        r.error_code,
-        r.responses
-            .iter()
-            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
-            .collect(),
-    )
-}
-
-fn key(topic_id: Uuid, partition: i32) -> SharePartitionKey {
-    SharePartitionKey::new(GROUP, TopicId(*topic_id.as_bytes()), partition)
-}
-
-/// The live states of a share partition: (first, last, state).
-async fn live(broker: &TestBroker, topic_id: Uuid, partition: i32) -> Vec<(i64, i64, RecordState)> {
-    broker
-        .broker
-        .share
-        .live_ranges(&key(topic_id, partition))
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| (r.first_offset, r.last_offset, r.state))
-        .collect()
-}
-
-/// The persisted batches of a share partition: (first, last, state id).
-async fn persisted(broker: &TestBroker, topic_id: Uuid, partition: i32) -> Vec<(i64, i64, i8)> {
-    broker
-        .broker
-        .share
-        .persisted_batches(&key(topic_id, partition))
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .map(|b| (b.first_offset, b.last_offset, b.delivery_state))
-        .collect()
-}
-
-/// Waits (bounded) until the broker holds no TX_PENDING offset (the markers were applied).
-async fn wait_resolved(broker: &TestBroker) {
-    for _ in 0..250 {
-        if broker.broker.share.tx_pending_records(None).await == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("staged acknowledgements were never resolved");
-}
-
-/// Ends `a`'s transaction (COMMIT if `commit`), checks EndTxn succeeded and waits until its
-/// marker resolved every staging; returns the producer's new epoch.
-async fn resolve(broker: &TestBroker, conn: &mut Connection, a: &Ack, commit: bool) -> i16 {
-    let (code, epoch) = end(conn, a.pid, a.epoch, commit).await;
-    assert_eq!(code, 0, "EndTxn");
-    wait_resolved(broker).await;
-    epoch
-}
-
-/// A member holding offsets 0..=9 of partition 0 and a fresh transactional producer whose
-/// transactions time out after `txn_timeout_ms`.
-async fn staged_setup(
-    broker: &TestBroker,
-    conn: &mut Connection,
-    txn_timeout_ms: i32,
-) -> (Uuid, Ack) {
-    let topic_id = setup(broker, conn, 1).await;
-    let member_epoch = join(conn, "m1").await;
-    assert_eq!(
-        acquire(conn, topic_id, "m1", &[0]).await,
-        vec![(0, 0, 9, 1)]
-    );
-    let (pid, epoch) = init(conn, txn_timeout_ms).await;
-    (
-        topic_id,
-        Ack {
-            pid,
-            epoch,
-            member: "m1",
-            member_epoch,
-        },
-    )
-}
-
-/// A broker started in a fresh directory (see [`start`]), a connection to it, and on it the
-/// member m1 holding offsets 0..=9 of partition 0 and a fresh transactional producer (see
-/// [`staged_setup`]).
-async fn staged(txn_timeout_ms: i32) -> (tempfile::TempDir, TestBroker, Connection, Uuid, Ack) {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = start(dir.path()).await;
-    let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn, txn_timeout_ms).await;
-    (dir, broker, conn, topic_id, a)
 }
 
 #[tokio::test]
@@ -283,14 +71,7 @@ async fn g6_commit_acknowledges_staged_records_and_abort_makes_them_available() 
     );
     // Observability: the staged and committed counters, the gauge back at 0, and the
     // time-in-TX_PENDING histogram observed once per resolved record.
-    let metrics = broker.broker.metrics.render(&broker.broker);
-    let value = |name: &str| -> Vec<String> {
-        metrics
-            .lines()
-            .filter(|l| l.starts_with(name))
-            .filter_map(|l| l.rsplit(' ').next().map(str::to_string))
-            .collect()
-    };
+    let value = |name: &str| metric(&broker, name);
     assert_eq!(
         value("shoal_share_partition_txn_staged_records_total"),
         vec!["5"]
@@ -321,33 +102,6 @@ async fn g6_commit_acknowledges_staged_records_and_abort_makes_them_available() 
         acquire(&mut other, topic_id, "m2", &[0]).await,
         vec![(0, 5, 9, 2)]
     );
-    broker.stop().await;
-}
-
-#[tokio::test]
-async fn g10_case1_case12_the_staging_survives_a_crash_and_the_outcome_resolves_it() {
-    let (dir, broker, mut conn, topic_id, a) = staged(60000).await;
-    stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
-    drop(conn);
-    broker.crash().await;
-
-    let broker = start(dir.path()).await;
-    // Replayed from __share_group_state: still TX_PENDING, staged by the producer.
-    assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 5)]);
-    assert_eq!(broker.broker.share.tx_pending_records(None).await, 10);
-    let mut conn = broker.connect().await;
-    join(&mut conn, "m2").await;
-    // Nothing to deliver: the records belong to the open transaction.
-    assert_eq!(acquire(&mut conn, topic_id, "m2", &[0]).await, vec![]);
-    resolve(&broker, &mut conn, &a, true).await;
-    assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 2)]);
-    drop(conn);
-    broker.stop().await;
-
-    // And the resolution replays the same way.
-    let broker = start(dir.path()).await;
-    assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 2)]);
-    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
     broker.stop().await;
 }
 
@@ -694,41 +448,5 @@ async fn reset_and_delete_wait_for_the_transactions_holding_a_group() {
     assert_eq!(conn.request(0, &alter).await.unwrap().error_code, 0);
     let deleted = conn.request(2, &delete_group).await.unwrap();
     assert_eq!(deleted.results[0].error_code, 0);
-    broker.stop().await;
-}
-
-/// g4 / case 13: the broker crashes after the transaction committed and the data partitions
-/// got their markers, but before the share-state partition's marker is durable. The start-up
-/// rewrite of lost markers (decision 0005) writes it again and it resolves the staging:
-/// without it the records would stay TX_PENDING (the assertions after the restart fail).
-#[tokio::test]
-async fn g4_case13_a_lost_share_state_marker_is_written_again_and_resolves_the_staging() {
-    // Lazy flushing: nothing fsyncs the marker, so cutting it is a loss a crash could cause.
-    let settings = [
-        ("group.share.min.record.lock.duration.ms", "1000"),
-        ("log.flush.interval.messages", "9223372036854775807"),
-    ];
-    let dir = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start_with(dir.path(), &settings).await;
-    let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn, 60000).await;
-    stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
-    resolve(&broker, &mut conn, &a, true).await;
-    let partitions = broker
-        .broker
-        .topic("__share_group_state")
-        .unwrap()
-        .partition_count() as u32;
-    let n = shoal_broker::share::state_partition(&key(topic_id, 0), partitions);
-    drop(conn);
-    broker.crash().await;
-
-    // The staging is the partition's first batch, the COMMIT marker its last.
-    let segment = first_segment(dir.path(), "__share_group_state", n);
-    assert!(cut_last_batch(&segment) > 0);
-
-    let broker = TestBroker::start_with(dir.path(), &settings).await;
-    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
-    assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 2)]);
     broker.stop().await;
 }

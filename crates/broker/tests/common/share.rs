@@ -6,12 +6,9 @@ use kafka_protocol::messages::alter_share_group_offsets_request::{
     AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
 };
 use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
-use kafka_protocol::messages::incremental_alter_configs_request::{
-    AlterConfigsResource, AlterableConfig,
-};
 use kafka_protocol::messages::{
     AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest, GroupId,
-    IncrementalAlterConfigsRequest, ShareGroupHeartbeatRequest, TopicName,
+    ShareGroupHeartbeatRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
@@ -88,29 +85,7 @@ pub async fn produce_values(
 
 /// Sets `configs` on [`GROUP`] (IncrementalAlterConfigs, SET); panics unless it succeeded.
 pub async fn configure_group(conn: &mut Connection, configs: &[(&str, &str)]) {
-    let r = conn
-        .request(
-            1,
-            &IncrementalAlterConfigsRequest::default().with_resources(vec![
-                AlterConfigsResource::default()
-                    .with_resource_type(32)
-                    .with_resource_name(s(GROUP))
-                    .with_configs(
-                        configs
-                            .iter()
-                            .map(|(k, v)| {
-                                AlterableConfig::default()
-                                    .with_name(s(k))
-                                    .with_config_operation(0)
-                                    .with_value(Some(s(v)))
-                            })
-                            .collect(),
-                    ),
-            ]),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.responses[0].error_code, 0, "{configs:?}");
+    super::alter_configs(conn, super::GROUP_RESOURCE, GROUP, configs).await;
 }
 
 /// ShareGroupHeartbeat of `member` in [`GROUP`] at `epoch` (0 joins, subscribed to [`TOPIC`];
