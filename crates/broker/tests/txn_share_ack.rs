@@ -14,7 +14,8 @@ use common::share::{
 use common::txn_share::*;
 use kafka_protocol::messages::{GroupId, ProducerId, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
-use shoal_core::share_partition::RecordState;
+use shoal_core::share_coordinator::StagedTxn;
+use shoal_core::share_partition::{RecordRange, RecordState};
 use shoal_protocol::share::txn_share_acknowledge::{
     TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest, TxnShareAcknowledgeTopic,
 };
@@ -448,5 +449,63 @@ async fn reset_and_delete_wait_for_the_transactions_holding_a_group() {
     assert_eq!(conn.request(0, &alter).await.unwrap().error_code, 0);
     let deleted = conn.request(2, &delete_group).await.unwrap();
     assert_eq!(deleted.results[0].error_code, 0);
+    broker.stop().await;
+}
+
+/// case 6: an acquisition lock does not expire TX_PENDING records (spec §2, "locks do not
+/// expire TX_PENDING"). m1 stages 0..=4 and keeps 5..=9 merely acquired, under 1 s locks. Once
+/// the lock deadline is past and the broker's lock timer has run, 5..=9 are AVAILABLE again
+/// (so the timer did run over this partition), while 0..=4 are still TX_PENDING in the
+/// transaction, held by no member under no deadline, and another member acquires only 5..=9.
+/// The transaction's COMMIT then acknowledges 0..=4.
+#[tokio::test]
+async fn case6_an_expired_lock_leaves_tx_pending_records_to_their_transaction() {
+    let (_dir, broker, mut conn, topic_id, a) = staged_locked(60000, 1000).await;
+    let deadline = ranges(&broker, topic_id, 0).await[0]
+        .lock_deadline_ms
+        .expect("m1 holds 0..=9 under a lock");
+    stage(&mut conn, &a, topic_id, 0, 4, ACCEPT).await;
+    let staged_txn = Some(StagedTxn {
+        producer_id: a.pid,
+        producer_epoch: a.epoch,
+        ack_type: ACCEPT,
+    });
+    sleep_past(deadline).await;
+    let tx_pending = RecordRange {
+        first_offset: 0,
+        last_offset: 4,
+        state: RecordState::TxPending,
+        delivery_count: 1,
+        member_id: None,
+        staged_txn,
+        lock_deadline_ms: None,
+    };
+    let expired = RecordRange {
+        first_offset: 5,
+        last_offset: 9,
+        state: RecordState::Available,
+        delivery_count: 1,
+        member_id: None,
+        staged_txn: None,
+        lock_deadline_ms: None,
+    };
+    assert_eq!(
+        ranges(&broker, topic_id, 0).await,
+        vec![tx_pending.clone(), expired]
+    );
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 5);
+    let mut other = broker.connect().await;
+    join(&mut other, "m2").await;
+    assert_eq!(
+        acquire(&mut other, topic_id, "m2", &[0]).await,
+        vec![(0, 5, 9, 2)]
+    );
+    assert_eq!(ranges(&broker, topic_id, 0).await[0], tx_pending);
+    resolve(&broker, &mut conn, &a, true).await;
+    assert_eq!(
+        live(&broker, topic_id, 0).await,
+        vec![(5, 9, RecordState::Acquired)]
+    );
+    assert_eq!(persisted(&broker, topic_id, 0).await[0], (0, 4, 2));
     broker.stop().await;
 }

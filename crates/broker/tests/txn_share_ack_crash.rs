@@ -53,7 +53,7 @@ async fn g4_case13_a_lost_share_state_marker_is_written_again_and_resolves_the_s
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start_with(dir.path(), LAZY_SETTINGS).await;
     let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn, 60000).await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn, 60000, 30_000).await;
     stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
     resolve(&broker, &mut conn, &a, true).await;
     let n = state_partition(&broker, topic_id, 0);

@@ -48,9 +48,20 @@ pub async fn start(dir: &std::path::Path) -> TestBroker {
 /// batch), and configures the group (earliest, 30 s locks, delivery limit 3); returns the
 /// topic id.
 pub async fn setup(broker: &TestBroker, conn: &mut Connection, partitions: i32) -> Uuid {
+    setup_locked(broker, conn, partitions, 30_000).await
+}
+
+/// [`setup`] with acquisition locks of `lock_ms`.
+pub async fn setup_locked(
+    broker: &TestBroker,
+    conn: &mut Connection,
+    partitions: i32,
+    lock_ms: i64,
+) -> Uuid {
+    let lock_ms = lock_ms.to_string();
     let configs = [
         ("share.auto.offset.reset", "earliest"),
-        ("share.record.lock.duration.ms", "30000"),
+        ("share.record.lock.duration.ms", lock_ms.as_str()),
         ("share.delivery.count.limit", "3"),
     ];
     setup_share_topic(broker, conn, partitions, &[10], &configs).await
@@ -256,14 +267,15 @@ pub async fn resolve(broker: &TestBroker, conn: &mut Connection, a: &Ack, commit
     epoch
 }
 
-/// A member holding offsets 0..=9 of partition 0 and a fresh transactional producer whose
-/// transactions time out after `txn_timeout_ms`.
+/// A member holding offsets 0..=9 of partition 0 under locks of `lock_ms`, and a fresh
+/// transactional producer whose transactions time out after `txn_timeout_ms`.
 pub async fn staged_setup(
     broker: &TestBroker,
     conn: &mut Connection,
     txn_timeout_ms: i32,
+    lock_ms: i64,
 ) -> (Uuid, Ack) {
-    let topic_id = setup(broker, conn, 1).await;
+    let topic_id = setup_locked(broker, conn, 1, lock_ms).await;
     let member_epoch = join(conn, "m1").await;
     assert_eq!(
         acquire(conn, topic_id, "m1", &[0]).await,
@@ -281,13 +293,29 @@ pub async fn staged_setup(
     )
 }
 
+/// What [`staged`] gives: the broker's directory, the broker, a connection, the topic id and
+/// who stages.
+pub type Staged = (tempfile::TempDir, TestBroker, Connection, Uuid, Ack);
+
 /// A broker started in a fresh directory (see [`start`]), a connection to it, and on it the
-/// member m1 holding offsets 0..=9 of partition 0 and a fresh transactional producer (see
-/// [`staged_setup`]).
-pub async fn staged(txn_timeout_ms: i32) -> (tempfile::TempDir, TestBroker, Connection, Uuid, Ack) {
+/// member m1 holding offsets 0..=9 of partition 0 (30 s locks) and a fresh transactional
+/// producer (see [`staged_setup`]).
+pub async fn staged(txn_timeout_ms: i32) -> Staged {
+    staged_locked(txn_timeout_ms, 30_000).await
+}
+
+/// [`staged`] with acquisition locks of `lock_ms`.
+pub async fn staged_locked(txn_timeout_ms: i32, lock_ms: i64) -> Staged {
     let dir = tempfile::tempdir().unwrap();
     let broker = start(dir.path()).await;
     let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn, txn_timeout_ms).await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn, txn_timeout_ms, lock_ms).await;
     (dir, broker, conn, topic_id, a)
+}
+
+/// Sleeps until the broker's acquisition-lock timer (it checks every 100 ms) has run after
+/// `deadline_ms`.
+pub async fn sleep_past(deadline_ms: i64) {
+    let wait = deadline_ms + 400 - shoal_broker::broker::now_ms();
+    tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
 }
