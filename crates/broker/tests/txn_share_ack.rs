@@ -15,7 +15,7 @@ use common::txn_share::*;
 use kafka_protocol::messages::{GroupId, ProducerId, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use shoal_core::share_coordinator::StagedTxn;
-use shoal_core::share_partition::{RecordRange, RecordState};
+use shoal_core::share_partition::RecordState;
 use shoal_protocol::share::txn_share_acknowledge::{
     TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest, TxnShareAcknowledgeTopic,
 };
@@ -471,24 +471,8 @@ async fn case6_an_expired_lock_leaves_tx_pending_records_to_their_transaction() 
         ack_type: ACCEPT,
     });
     sleep_past(deadline).await;
-    let tx_pending = RecordRange {
-        first_offset: 0,
-        last_offset: 4,
-        state: RecordState::TxPending,
-        delivery_count: 1,
-        member_id: None,
-        staged_txn,
-        lock_deadline_ms: None,
-    };
-    let expired = RecordRange {
-        first_offset: 5,
-        last_offset: 9,
-        state: RecordState::Available,
-        delivery_count: 1,
-        member_id: None,
-        staged_txn: None,
-        lock_deadline_ms: None,
-    };
+    let tx_pending = unheld(0, 4, RecordState::TxPending, 1, staged_txn);
+    let expired = unheld(5, 9, RecordState::Available, 1, None);
     assert_eq!(
         ranges(&broker, topic_id, 0).await,
         vec![tx_pending.clone(), expired]
@@ -507,5 +491,42 @@ async fn case6_an_expired_lock_leaves_tx_pending_records_to_their_transaction() 
         vec![(5, 9, RecordState::Acquired)]
     );
     assert_eq!(persisted(&broker, topic_id, 0).await[0], (0, 4, 2));
+    broker.stop().await;
+}
+
+/// g1, consumer crash before begin: m1 acquires records and dies before any transaction
+/// began: its connection drops and it never leaves the group. Nothing is lost or duplicated:
+/// once its 1 s acquisition lock is past, the records are AVAILABLE with m1's attempt
+/// counted, none is TX_PENDING, and another member gets every one of them exactly once more
+/// (delivery count 2). (Shoal ends a share session with its connection and releases what it
+/// held at once; the lock bounds the wait either way.)
+#[tokio::test]
+async fn g1_a_consumer_crash_before_begin_redelivers_its_records_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let topic_id = setup_locked(&broker, &mut conn, 1, 1000).await;
+    join(&mut conn, "m1").await;
+    assert_eq!(
+        acquire(&mut conn, topic_id, "m1", &[0]).await,
+        vec![(0, 0, 9, 1)]
+    );
+    let deadline = ranges(&broker, topic_id, 0).await[0]
+        .lock_deadline_ms
+        .expect("m1 holds 0..=9 under a lock");
+    drop(conn);
+    sleep_past(deadline).await;
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    assert_eq!(
+        ranges(&broker, topic_id, 0).await,
+        vec![unheld(0, 9, RecordState::Available, 1, None)]
+    );
+    let mut other = broker.connect().await;
+    join(&mut other, "m2").await;
+    assert_eq!(
+        acquire(&mut other, topic_id, "m2", &[0]).await,
+        vec![(0, 0, 9, 2)]
+    );
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
     broker.stop().await;
 }

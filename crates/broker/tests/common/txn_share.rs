@@ -8,7 +8,7 @@ use kafka_protocol::messages::{GroupId, ProducerId, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use shoal_broker::share::SHARE_GROUP_STATE;
 use shoal_client::Connection;
-use shoal_core::share_coordinator::{SharePartitionKey, StateBatch, TopicId};
+use shoal_core::share_coordinator::{SharePartitionKey, StagedTxn, StateBatch, TopicId};
 use shoal_core::share_partition::{RecordRange, RecordState};
 use shoal_protocol::share::txn_share_acknowledge::{
     TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest, TxnShareAcknowledgeTopic,
@@ -187,6 +187,26 @@ pub async fn ranges(broker: &TestBroker, topic_id: Uuid, partition: i32) -> Vec<
         .live_ranges(&key(topic_id, partition))
         .await
         .unwrap_or_default()
+}
+
+/// A live range no member holds and no lock deadline covers (AVAILABLE, or TX_PENDING in
+/// `staged_txn`).
+pub fn unheld(
+    first_offset: i64,
+    last_offset: i64,
+    state: RecordState,
+    delivery_count: i16,
+    staged_txn: Option<StagedTxn>,
+) -> RecordRange {
+    RecordRange {
+        first_offset,
+        last_offset,
+        state,
+        delivery_count,
+        member_id: None,
+        staged_txn,
+        lock_deadline_ms: None,
+    }
 }
 
 /// The live states of a share partition: (first, last, state).
