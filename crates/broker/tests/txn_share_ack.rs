@@ -530,3 +530,67 @@ async fn g1_a_consumer_crash_before_begin_redelivers_its_records_once() {
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
     broker.stop().await;
 }
+
+/// g5, zombie producer: instance A (producer and member m1) staged its records when instance
+/// B of the same transactional id starts. B's InitProducerId fences A and aborts A's
+/// transaction: the records are AVAILABLE with A's attempt counted. B's member acquires them,
+/// B stages and commits: acknowledged, once (10 committed, 10 aborted, nothing pending). A's
+/// late TxnShareAcknowledge and EndTxn are refused PRODUCER_FENCED and change nothing.
+#[tokio::test]
+async fn g5_a_zombie_producer_is_fenced_and_its_records_are_processed_once() {
+    let (_dir, broker, mut zombie, topic_id, a) = staged(60000).await;
+    stage(&mut zombie, &a, topic_id, 0, 9, ACCEPT).await;
+
+    let mut conn = broker.connect().await;
+    let (pid, epoch) = init(&mut conn, 60000).await;
+    assert_eq!(pid, a.pid);
+    assert!(epoch > a.epoch, "B's epoch {epoch} fences A's {}", a.epoch);
+    wait_resolved(&broker).await;
+    assert_eq!(
+        ranges(&broker, topic_id, 0).await,
+        vec![unheld(0, 9, RecordState::Available, 1, None)]
+    );
+    let member_epoch = join(&mut conn, "m2").await;
+    assert_eq!(
+        acquire(&mut conn, topic_id, "m2", &[0]).await,
+        vec![(0, 0, 9, 2)]
+    );
+    let b = Ack {
+        pid,
+        epoch,
+        member: "m2",
+        member_epoch,
+    };
+    stage(&mut conn, &b, topic_id, 0, 9, ACCEPT).await;
+    resolve(&broker, &mut conn, &b, true).await;
+    let acknowledged = vec![(0, 9, 2)];
+    assert_eq!(persisted(&broker, topic_id, 0).await, acknowledged);
+
+    // The zombie wakes up.
+    let fenced = ErrorCode::PRODUCER_FENCED.code();
+    let r = txn_ack(
+        &mut zombie,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(0, 9, vec![ACCEPT])])],
+    )
+    .await;
+    assert_eq!(codes(&r), (fenced, vec![fenced]));
+    assert_eq!(end(&mut zombie, a.pid, a.epoch, true).await.0, fenced);
+    assert_eq!(persisted(&broker, topic_id, 0).await, acknowledged);
+    assert_eq!(live(&broker, topic_id, 0).await, vec![]);
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    let counted = |name: &str| metric(&broker, name);
+    assert_eq!(
+        counted("shoal_share_partition_txn_committed_records_total"),
+        vec!["10"]
+    );
+    assert_eq!(
+        counted("shoal_share_partition_txn_aborted_records_total"),
+        vec!["10"]
+    );
+    let described = broker.broker.txn.describe(vec![TID.into()]).await.unwrap();
+    assert_eq!(described[0].state, "CompleteCommit");
+    assert!(described[0].producer_epoch > epoch);
+    broker.stop().await;
+}
