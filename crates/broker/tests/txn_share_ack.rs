@@ -8,6 +8,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::features::{advertised, api_versions, set_share_version, SAFE_DOWNGRADE, UPGRADE};
 use common::share::{
     ack_batch, acknowledge, heartbeat, ACCEPT, GAP, GROUP, REJECT, RELEASE, RENEW,
 };
@@ -16,6 +17,7 @@ use kafka_protocol::messages::{GroupId, ProducerId, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use shoal_core::share_coordinator::StagedTxn;
 use shoal_core::share_partition::RecordState;
+use shoal_protocol::messages::ApiKey;
 use shoal_protocol::share::txn_share_acknowledge::{
     TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest, TxnShareAcknowledgeTopic,
 };
@@ -592,5 +594,48 @@ async fn g5_a_zombie_producer_is_fenced_and_its_records_are_processed_once() {
     let described = broker.broker.txn.describe(vec![TID.into()]).await.unwrap();
     assert_eq!(described[0].state, "CompleteCommit");
     assert!(described[0].producer_epoch > epoch);
+    broker.stop().await;
+}
+
+/// case 9: `share.version` below 3, as on a cluster that has not finalized KIP-1289 (the
+/// draft's client then refuses before sending): ApiVersions does not list TxnShareAcknowledge,
+/// and one sent anyway, well formed, from a real member and producer, is answered
+/// UNSUPPORTED_VERSION with nothing staged and nothing added to the transaction. Back at 3 the
+/// same request stages.
+#[tokio::test]
+async fn case9_below_share_version_3_txn_share_acknowledge_is_unsupported() {
+    let (_dir, broker, mut conn, topic_id, a) = staged(60000).await;
+    set_share_version(&mut conn, 2, SAFE_DOWNGRADE).await;
+    let listed = |r| advertised(&r, ApiKey::TxnShareAcknowledge);
+    assert_eq!(listed(api_versions(&mut conn).await), None);
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(0, 9, vec![ACCEPT])])],
+    )
+    .await;
+    // The feature gate answers before the handler, at the top level only (what the draft's
+    // client reads first); no partition is reported staged.
+    let unsupported = ErrorCode::UNSUPPORTED_VERSION.code();
+    let (top, partitions) = codes(&r);
+    assert_eq!(top, unsupported);
+    assert!(
+        partitions.iter().all(|&c| c == unsupported),
+        "{partitions:?}"
+    );
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    assert_eq!(
+        live(&broker, topic_id, 0).await,
+        vec![(0, 9, RecordState::Acquired)]
+    );
+    assert_eq!(persisted(&broker, topic_id, 0).await, vec![]);
+    let described = broker.broker.txn.describe(vec![TID.into()]).await.unwrap();
+    assert_eq!(described[0].state, "Empty");
+
+    set_share_version(&mut conn, 3, UPGRADE).await;
+    assert_eq!(listed(api_versions(&mut conn).await), Some((0, 0)));
+    stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
+    assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 5)]);
     broker.stop().await;
 }
