@@ -15,8 +15,10 @@ use common::share::{
 use common::txn_share::*;
 use kafka_protocol::messages::{GroupId, ProducerId, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
+use shoal_broker::txn::TRANSACTION_STATE;
 use shoal_core::share_coordinator::StagedTxn;
 use shoal_core::share_partition::RecordState;
+use shoal_core::txn_coordinator::partition_for;
 use shoal_protocol::messages::ApiKey;
 use shoal_protocol::share::txn_share_acknowledge::{
     TxnShareAcknowledgePartition, TxnShareAcknowledgeRequest, TxnShareAcknowledgeTopic,
@@ -637,5 +639,39 @@ async fn case9_below_share_version_3_txn_share_acknowledge_is_unsupported() {
     assert_eq!(listed(api_versions(&mut conn).await), Some((0, 0)));
     stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
     assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 5)]);
+    broker.stop().await;
+}
+
+/// case 2: the transaction coordinator cannot register the share-state partition. Its log
+/// partition for the transactional id is shut down, as a clean shutdown leaves every log (and
+/// as a failing disk fails every append): the coordinator cannot persist the registration and
+/// so cannot answer it. TxnShareAcknowledge is answered COORDINATOR_NOT_AVAILABLE (retriable:
+/// the producer aborts and tries again) and nothing is staged: the records stay ACQUIRED by the
+/// member, nothing is persisted, and the transaction did not take the share-state partition.
+#[tokio::test]
+async fn case2_a_failed_coordinator_registration_stages_nothing() {
+    let (_dir, broker, mut conn, topic_id, a) = staged(60000).await;
+    let txn_state = broker.broker.topic(TRANSACTION_STATE).unwrap();
+    let owner = partition_for(TID, txn_state.partition_count() as u32) as i32;
+    txn_state.partition(owner).unwrap().shutdown().unwrap();
+    drop(txn_state);
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(0, 9, vec![ACCEPT])])],
+    )
+    .await;
+    let unavailable = ErrorCode::COORDINATOR_NOT_AVAILABLE.code();
+    assert_eq!(codes(&r), (unavailable, vec![unavailable]));
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    assert_eq!(
+        live(&broker, topic_id, 0).await,
+        vec![(0, 9, RecordState::Acquired)]
+    );
+    assert_eq!(persisted(&broker, topic_id, 0).await, vec![]);
+    let described = broker.broker.txn.describe(vec![TID.into()]).await.unwrap();
+    assert_eq!(described[0].state, "Empty");
+    assert!(described[0].partitions.is_empty());
     broker.stop().await;
 }
