@@ -12,6 +12,8 @@ use common::features::{advertised, api_versions, set_share_version, SAFE_DOWNGRA
 use common::share::{
     ack_batch, acknowledge, heartbeat, ACCEPT, GAP, GROUP, REJECT, RELEASE, RENEW,
 };
+use common::txn;
+use common::txn::{committed_values, txn_batch};
 use common::txn_share::*;
 use kafka_protocol::messages::{GroupId, ProducerId, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
@@ -26,6 +28,9 @@ use shoal_protocol::share::txn_share_acknowledge::{
 use shoal_protocol::share::TxnShareAcknowledgeResponse;
 use shoal_protocol::ErrorCode;
 use uuid::Uuid;
+
+/// The output topic of the read-process-write tests.
+const OUT: &str = "out";
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -673,5 +678,70 @@ async fn case2_a_failed_coordinator_registration_stages_nothing() {
     let described = broker.broker.txn.describe(vec![TID.into()]).await.unwrap();
     assert_eq!(described[0].state, "Empty");
     assert!(described[0].partitions.is_empty());
+    broker.stop().await;
+}
+
+/// g2, crash after produce, before commit: the application acquired its input, produced its
+/// output in a transaction (Produce v12 adds the partition) and then stopped dead before
+/// staging or committing, its consumer connection left open and silent. The coordinator
+/// aborts the transaction when its 1 s transaction.timeout.ms is past: a read_committed reader
+/// of the output is answered a last stable offset past the ABORT marker with the batch listed
+/// as aborted, so it reads nothing. The input's 1 s locks expire and the records go to another
+/// member as their second delivery; none was ever TX_PENDING.
+#[tokio::test]
+async fn g2_a_crash_after_produce_aborts_the_output_and_redelivers_the_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut consumer = broker.connect().await;
+    let topic_id = setup_locked(&broker, &mut consumer, 1, 1000).await;
+    common::create_topic(&mut consumer, OUT, 1).await;
+    join(&mut consumer, "m1").await;
+    assert_eq!(
+        acquire(&mut consumer, topic_id, "m1", &[0]).await,
+        vec![(0, 0, 9, 1)]
+    );
+    let deadline = ranges(&broker, topic_id, 0).await[0]
+        .lock_deadline_ms
+        .expect("m1 holds 0..=9 under a lock");
+    let mut producer = broker.connect().await;
+    let (pid, epoch) = init(&mut producer, 1000).await;
+    let output = txn_batch(pid, epoch, 0, "out-0");
+    assert_eq!(
+        txn::produce(&mut producer, 12, TID, OUT, 0, output).await,
+        (0, 0)
+    );
+    drop(producer);
+
+    txn::wait_complete(&broker, TID).await;
+    let described = broker.broker.txn.describe(vec![TID.into()]).await.unwrap();
+    assert_eq!(described[0].state, "CompleteAbort");
+    txn::wait_lso(&mut consumer, OUT, 0, 2).await;
+    let view = txn::read_committed(&mut consumer, OUT, 0).await;
+    assert_eq!((view.high_watermark, view.last_stable_offset), (2, 2));
+    let aborted: Vec<(i64, i64)> = view
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|t| (t.producer_id.0, t.first_offset))
+        .collect();
+    assert_eq!(aborted, vec![(pid, 0)]);
+    assert_eq!(committed_values(&view), Vec::<String>::new());
+    // The batch is there (read_uncommitted sees it); only its abort hides it.
+    let uncommitted = txn::fetch(&mut consumer, OUT, 0, 0).await;
+    assert_eq!(committed_values(&uncommitted), vec!["out-0"]);
+
+    sleep_past(deadline).await;
+    assert_eq!(
+        ranges(&broker, topic_id, 0).await,
+        vec![unheld(0, 9, RecordState::Available, 1, None)]
+    );
+    let mut other = broker.connect().await;
+    join(&mut other, "m2").await;
+    assert_eq!(
+        acquire(&mut other, topic_id, "m2", &[0]).await,
+        vec![(0, 0, 9, 2)]
+    );
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    drop(consumer);
     broker.stop().await;
 }

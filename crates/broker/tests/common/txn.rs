@@ -16,7 +16,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
 use shoal_protocol::ErrorCode;
-use shoal_storage::{encode_batch, BatchOptions};
+use shoal_storage::batch::split_batches;
+use shoal_storage::{decode_records, encode_batch, BatchOptions};
 
 use super::TestBroker;
 
@@ -223,4 +224,39 @@ pub async fn wait_complete(broker: &TestBroker, id: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("{id}: the transaction did not complete");
+}
+
+/// The values a read_committed consumer takes from a Fetch answer `p`, as Kafka's consumer
+/// filters it: control batches dropped, and every transactional batch of a producer from an
+/// aborted transaction's first offset (listed in AbortedTransactions) until its ABORT marker.
+pub fn committed_values(p: &PartitionData) -> Vec<String> {
+    let mut aborted: Vec<(i64, i64)> = p
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|a| (a.first_offset, a.producer_id.0))
+        .collect();
+    aborted.sort_unstable();
+    let mut aborted = aborted.into_iter().peekable();
+    let mut aborting = std::collections::HashSet::new();
+    let records = p.records.clone().unwrap_or_default();
+    let mut values = Vec::new();
+    for batch in split_batches(&records) {
+        let (header, range) = batch.unwrap();
+        while let Some((_, pid)) = aborted.next_if(|(first, _)| *first <= header.base_offset()) {
+            aborting.insert(pid);
+        }
+        if header.is_control() {
+            aborting.remove(&header.producer_id());
+            continue;
+        }
+        if header.is_transactional() && aborting.contains(&header.producer_id()) {
+            continue;
+        }
+        for record in decode_records(&records[range], 1 << 20).unwrap() {
+            let value = record.value.unwrap_or_default();
+            values.push(String::from_utf8(value.to_vec()).unwrap());
+        }
+    }
+    values
 }
