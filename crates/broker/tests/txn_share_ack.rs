@@ -745,3 +745,55 @@ async fn g2_a_crash_after_produce_aborts_the_output_and_redelivers_the_input() {
     drop(consumer);
     broker.stop().await;
 }
+
+/// g7, partial produce failure: the application staged its acknowledgements and produced its
+/// output to two partitions in one Produce; the broker takes the batch for one partition and
+/// refuses the other's (larger than the topic's max.message.bytes: MESSAGE_TOO_LARGE), so the
+/// client aborts. Everything rolls back: a read_committed reader finds no output on either
+/// partition, and the staged records are AVAILABLE again with their delivery count (1: the
+/// attempt counted), live and persisted.
+#[tokio::test]
+async fn g7_a_partial_produce_failure_rolls_back_output_and_acknowledgements() {
+    let (_dir, broker, mut conn, topic_id, a) = staged(60000).await;
+    common::create_topic(&mut conn, OUT, 2).await;
+    common::alter_configs(
+        &mut conn,
+        common::TOPIC_RESOURCE,
+        OUT,
+        &[("max.message.bytes", "1024")],
+    )
+    .await;
+    stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
+    let too_large = "x".repeat(4096);
+    let answers = common::produce_partitions(
+        &mut conn,
+        12,
+        Some(TID),
+        OUT,
+        vec![
+            (0, txn_batch(a.pid, a.epoch, 0, "out-0")),
+            (1, txn_batch(a.pid, a.epoch, 0, &too_large)),
+        ],
+    )
+    .await;
+    assert_eq!(answers[0], (0, 0));
+    assert_eq!(answers[1].0, ErrorCode::MESSAGE_TOO_LARGE.code());
+
+    resolve(&broker, &mut conn, &a, false).await;
+    txn::wait_lso(&mut conn, OUT, 0, 2).await;
+    for partition in [0, 1] {
+        let view = txn::read_committed(&mut conn, OUT, partition).await;
+        assert_eq!(view.last_stable_offset, view.high_watermark);
+        assert_eq!(committed_values(&view), Vec::<String>::new(), "{partition}");
+    }
+    let uncommitted = txn::fetch(&mut conn, OUT, 0, 0).await;
+    assert_eq!(committed_values(&uncommitted), vec!["out-0"]);
+    assert_eq!(
+        ranges(&broker, topic_id, 0).await,
+        vec![unheld(0, 9, RecordState::Available, 1, None)]
+    );
+    assert_eq!(persisted(&broker, topic_id, 0).await, vec![(0, 9, 0)]);
+    let batch = &persisted_batches(&broker, topic_id, 0).await[0];
+    assert_eq!((batch.delivery_count, batch.staged_txn), (1, None));
+    broker.stop().await;
+}
