@@ -17,7 +17,8 @@ use common::txn::{committed_values, txn_batch};
 use common::txn_share::*;
 use kafka_protocol::messages::{GroupId, ProducerId, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
-use shoal_broker::txn::TRANSACTION_STATE;
+use shoal_broker::share::SHARE_GROUP_STATE;
+use shoal_broker::txn::{COORDINATOR_EPOCH_FILE, TRANSACTION_STATE};
 use shoal_core::share_coordinator::StagedTxn;
 use shoal_core::share_partition::RecordState;
 use shoal_core::txn_coordinator::partition_for;
@@ -796,4 +797,91 @@ async fn g7_a_partial_produce_failure_rolls_back_output_and_acknowledgements() {
     let batch = &persisted_batches(&broker, topic_id, 0).await[0];
     assert_eq!((batch.delivery_count, batch.staged_txn), (1, None));
     broker.stop().await;
+}
+
+/// g8 / case 5, duplicate and late markers: once a COMMIT resolved a staging, the same marker
+/// delivered again to the share-state partition (a coordinator's retry, WriteTxnMarkers) is
+/// appended and handed to the share-state participant, which finds nothing TX_PENDING: the
+/// live and persisted states are unchanged. An ABORT at the staging's epoch, older than the
+/// producer's since the commit bumped it, is refused INVALID_PRODUCER_EPOCH. And when the
+/// producer's next transaction has staged more records, a late marker at the older epoch
+/// does not resolve them: they stay TX_PENDING until their own transaction commits.
+#[tokio::test]
+async fn g8_case5_duplicate_and_late_markers_change_nothing() {
+    let (dir, broker, mut conn, topic_id, mut a) = staged(60000).await;
+    let n = state_partition(&broker, topic_id, 0);
+    let states = || async {
+        (
+            ranges(&broker, topic_id, 0).await,
+            persisted_batches(&broker, topic_id, 0).await,
+        )
+    };
+    stage(&mut conn, &a, topic_id, 0, 4, ACCEPT).await;
+    let older = a.epoch;
+    a.epoch = resolve(&broker, &mut conn, &a, true).await;
+    let resolved = states().await;
+    assert_eq!(resolved.1.len(), 1, "{resolved:?}");
+    let commits = broker.broker.share.markers_applied().commits;
+
+    // The COMMIT again (transaction version 2 markers carry the bumped epoch).
+    let code = share_state_marker(&mut conn, dir.path(), n, a.pid, a.epoch, true).await;
+    assert_eq!(code, 0);
+    assert_eq!(broker.broker.share.markers_applied().commits, commits + 1);
+    assert_eq!(states().await, resolved);
+    // An ABORT of the resolved transaction, at its epoch.
+    let code = share_state_marker(&mut conn, dir.path(), n, a.pid, older, false).await;
+    assert_eq!(code, ErrorCode::INVALID_PRODUCER_EPOCH.code());
+    assert_eq!(states().await, resolved);
+
+    // The next transaction stages 5..=9; a late marker of the older epoch leaves them be.
+    stage(&mut conn, &a, topic_id, 5, 9, REJECT).await;
+    let pending = states().await;
+    let staging = StagedTxn {
+        producer_id: a.pid,
+        producer_epoch: a.epoch,
+        ack_type: REJECT,
+    };
+    assert_eq!(
+        pending.0,
+        vec![unheld(5, 9, RecordState::TxPending, 1, Some(staging))]
+    );
+    for commit in [true, false] {
+        let code = share_state_marker(&mut conn, dir.path(), n, a.pid, older, commit).await;
+        assert_eq!(code, ErrorCode::INVALID_PRODUCER_EPOCH.code());
+    }
+    assert_eq!(states().await, pending);
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 5);
+    // Their own COMMIT resolves them (REJECT: archived), and everything is terminal.
+    resolve(&broker, &mut conn, &a, true).await;
+    assert_eq!(live(&broker, topic_id, 0).await, vec![]);
+    assert_eq!(persisted(&broker, topic_id, 0).await, vec![(5, 9, 4)]);
+    broker.stop().await;
+}
+
+/// WriteTxnMarkers of a COMMIT (`commit`) or ABORT marker of producer `pid` at `epoch` to
+/// `__share_group_state`-`n`, at the coordinator epoch of the data directory `dir`'s current
+/// transaction coordinator: the partition's error.
+async fn share_state_marker(
+    conn: &mut shoal_client::Connection,
+    dir: &std::path::Path,
+    n: i32,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+) -> i16 {
+    let coordinator_epoch = std::fs::read_to_string(dir.join(COORDINATOR_EPOCH_FILE))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    txn::write_marker(
+        conn,
+        pid,
+        epoch,
+        commit,
+        coordinator_epoch,
+        SHARE_GROUP_STATE,
+        n,
+    )
+    .await
 }
