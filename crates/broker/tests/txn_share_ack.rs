@@ -30,9 +30,6 @@ use shoal_protocol::share::TxnShareAcknowledgeResponse;
 use shoal_protocol::ErrorCode;
 use uuid::Uuid;
 
-/// The output topic of the read-process-write tests.
-const OUT: &str = "out";
-
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }

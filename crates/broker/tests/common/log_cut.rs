@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use shoal_storage::batch::split_batches;
+use shoal_storage::{decode_records, BatchHeader, RecordView};
+
 /// The first segment of `topic`-`partition` in the data directory `dir` (the only one in
 /// these tests' small logs).
 pub fn first_segment(dir: &Path, topic: &str, partition: i32) -> PathBuf {
@@ -47,4 +50,16 @@ pub fn cut_last_batch(segment: &Path) -> i64 {
     cut_log_at(segment, base);
     assert_eq!(std::fs::metadata(segment).unwrap().len(), at as u64);
     base
+}
+
+/// The batches of `segment`, in log order: each one's header and its records (decoded).
+pub fn batches(segment: &Path) -> Vec<(BatchHeader, Vec<RecordView>)> {
+    let bytes = std::fs::read(segment).unwrap();
+    split_batches(&bytes)
+        .map(|batch| {
+            let (header, range) = batch.unwrap();
+            let records = decode_records(&bytes[range], 1 << 20).unwrap();
+            (header, records)
+        })
+        .collect()
 }

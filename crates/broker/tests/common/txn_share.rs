@@ -20,6 +20,9 @@ use super::share::{ack_batch, acquired_ranges, heartbeat, setup_share_topic, sha
 use super::txn;
 use super::TestBroker;
 
+/// The output topic of the read-process-write tests.
+pub const OUT: &str = "out";
+
 /// The transactional id of the tests' producer.
 pub const TID: &str = "pipeline";
 
