@@ -104,12 +104,8 @@ async fn g6_commit_acknowledges_staged_records_and_abort_makes_them_available() 
         live(&broker, topic_id, 0).await,
         vec![(5, 9, RecordState::Available)]
     );
-    let mut other = broker.connect().await;
-    join(&mut other, "m2").await;
-    assert_eq!(
-        acquire(&mut other, topic_id, "m2", &[0]).await,
-        vec![(0, 5, 9, 2)]
-    );
+    let (_m2, acquired) = newcomer(&broker, topic_id, "m2").await;
+    assert_eq!(acquired, vec![(0, 5, 9, 2)]);
     broker.stop().await;
 }
 
@@ -468,9 +464,7 @@ async fn reset_and_delete_wait_for_the_transactions_holding_a_group() {
 #[tokio::test]
 async fn case6_an_expired_lock_leaves_tx_pending_records_to_their_transaction() {
     let (_dir, broker, mut conn, topic_id, a) = staged_locked(60000, 1000).await;
-    let deadline = ranges(&broker, topic_id, 0).await[0]
-        .lock_deadline_ms
-        .expect("m1 holds 0..=9 under a lock");
+    let deadline = lock_deadline(&broker, topic_id).await;
     stage(&mut conn, &a, topic_id, 0, 4, ACCEPT).await;
     let staged_txn = Some(StagedTxn {
         producer_id: a.pid,
@@ -485,12 +479,8 @@ async fn case6_an_expired_lock_leaves_tx_pending_records_to_their_transaction() 
         vec![tx_pending.clone(), expired]
     );
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 5);
-    let mut other = broker.connect().await;
-    join(&mut other, "m2").await;
-    assert_eq!(
-        acquire(&mut other, topic_id, "m2", &[0]).await,
-        vec![(0, 5, 9, 2)]
-    );
+    let (_m2, acquired) = newcomer(&broker, topic_id, "m2").await;
+    assert_eq!(acquired, vec![(0, 5, 9, 2)]);
     assert_eq!(ranges(&broker, topic_id, 0).await[0], tx_pending);
     resolve(&broker, &mut conn, &a, true).await;
     assert_eq!(
@@ -512,15 +502,8 @@ async fn g1_a_consumer_crash_before_begin_redelivers_its_records_once() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start(dir.path()).await;
     let mut conn = broker.connect().await;
-    let topic_id = setup_locked(&broker, &mut conn, 1, 1000).await;
-    join(&mut conn, "m1").await;
-    assert_eq!(
-        acquire(&mut conn, topic_id, "m1", &[0]).await,
-        vec![(0, 0, 9, 1)]
-    );
-    let deadline = ranges(&broker, topic_id, 0).await[0]
-        .lock_deadline_ms
-        .expect("m1 holds 0..=9 under a lock");
+    let (topic_id, _) = acquired_setup(&broker, &mut conn, 1000).await;
+    let deadline = lock_deadline(&broker, topic_id).await;
     drop(conn);
     sleep_past(deadline).await;
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
@@ -528,12 +511,8 @@ async fn g1_a_consumer_crash_before_begin_redelivers_its_records_once() {
         ranges(&broker, topic_id, 0).await,
         vec![unheld(0, 9, RecordState::Available, 1, None)]
     );
-    let mut other = broker.connect().await;
-    join(&mut other, "m2").await;
-    assert_eq!(
-        acquire(&mut other, topic_id, "m2", &[0]).await,
-        vec![(0, 0, 9, 2)]
-    );
+    let (_m2, acquired) = newcomer(&broker, topic_id, "m2").await;
+    assert_eq!(acquired, vec![(0, 0, 9, 2)]);
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
     broker.stop().await;
 }
@@ -691,16 +670,9 @@ async fn g2_a_crash_after_produce_aborts_the_output_and_redelivers_the_input() {
     let dir = tempfile::tempdir().unwrap();
     let broker = start(dir.path()).await;
     let mut consumer = broker.connect().await;
-    let topic_id = setup_locked(&broker, &mut consumer, 1, 1000).await;
+    let (topic_id, _) = acquired_setup(&broker, &mut consumer, 1000).await;
+    let deadline = lock_deadline(&broker, topic_id).await;
     common::create_topic(&mut consumer, OUT, 1).await;
-    join(&mut consumer, "m1").await;
-    assert_eq!(
-        acquire(&mut consumer, topic_id, "m1", &[0]).await,
-        vec![(0, 0, 9, 1)]
-    );
-    let deadline = ranges(&broker, topic_id, 0).await[0]
-        .lock_deadline_ms
-        .expect("m1 holds 0..=9 under a lock");
     let mut producer = broker.connect().await;
     let (pid, epoch) = init(&mut producer, 1000).await;
     let output = txn_batch(pid, epoch, 0, "out-0");
@@ -733,12 +705,8 @@ async fn g2_a_crash_after_produce_aborts_the_output_and_redelivers_the_input() {
         ranges(&broker, topic_id, 0).await,
         vec![unheld(0, 9, RecordState::Available, 1, None)]
     );
-    let mut other = broker.connect().await;
-    join(&mut other, "m2").await;
-    assert_eq!(
-        acquire(&mut other, topic_id, "m2", &[0]).await,
-        vec![(0, 0, 9, 2)]
-    );
+    let (_m2, acquired) = newcomer(&broker, topic_id, "m2").await;
+    assert_eq!(acquired, vec![(0, 0, 9, 2)]);
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
     drop(consumer);
     broker.stop().await;

@@ -53,10 +53,7 @@ async fn g10_case1_case12_the_staging_survives_a_crash_and_the_outcome_resolves_
 /// without it the records would stay TX_PENDING (the assertions after the restart fail).
 #[tokio::test]
 async fn g4_case13_a_lost_share_state_marker_is_written_again_and_resolves_the_staging() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start_with(dir.path(), LAZY_SETTINGS).await;
-    let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn, 60000, 30_000).await;
+    let (dir, broker, mut conn, topic_id, a) = staged_with(LAZY_SETTINGS, 60000, 30_000).await;
     stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
     resolve(&broker, &mut conn, &a, true).await;
     let n = state_partition(&broker, topic_id, 0);
@@ -84,10 +81,7 @@ async fn g4_case13_a_lost_share_state_marker_is_written_again_and_resolves_the_s
 /// nothing is TX_PENDING.
 #[tokio::test]
 async fn g4_a_crash_after_prepare_commit_is_finished_by_the_coordinator() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = TestBroker::start_with(dir.path(), LAZY_SETTINGS).await;
-    let mut conn = broker.connect().await;
-    let (topic_id, a) = staged_setup(&broker, &mut conn, 60000, 30_000).await;
+    let (dir, broker, mut conn, topic_id, a) = staged_with(LAZY_SETTINGS, 60000, 30_000).await;
     common::create_topic(&mut conn, OUT, 1).await;
     stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
     let output = txn_batch(a.pid, a.epoch, 0, "out-0");

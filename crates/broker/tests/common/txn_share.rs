@@ -89,6 +89,20 @@ pub async fn acquire(
     acquired_ranges(&r)
 }
 
+/// A new connection on which `member` joins and acquires what it can of partition 0 of
+/// `topic_id`: the connection (its session holds what it acquired until it is dropped) and
+/// the acquired ranges.
+pub async fn newcomer(
+    broker: &TestBroker,
+    topic_id: Uuid,
+    member: &str,
+) -> (Connection, Vec<(i32, i64, i64, i16)>) {
+    let mut conn = broker.connect().await;
+    join(&mut conn, member).await;
+    let acquired = acquire(&mut conn, topic_id, member, &[0]).await;
+    (conn, acquired)
+}
+
 /// InitProducerId v5 for `TID`: (producer id, epoch).
 pub async fn init(conn: &mut Connection, timeout_ms: i32) -> (i64, i16) {
     let (code, pid, epoch) = txn::init(conn, 5, TID, timeout_ms).await;
@@ -290,20 +304,38 @@ pub async fn resolve(broker: &TestBroker, conn: &mut Connection, a: &Ack, commit
     epoch
 }
 
-/// A member holding offsets 0..=9 of partition 0 under locks of `lock_ms`, and a fresh
-/// transactional producer whose transactions time out after `txn_timeout_ms`.
-pub async fn staged_setup(
+/// Creates the share topic (see [`setup_locked`]) and has the member m1 join and acquire
+/// offsets 0..=9 of partition 0 under locks of `lock_ms`: the topic id and m1's epoch.
+pub async fn acquired_setup(
     broker: &TestBroker,
     conn: &mut Connection,
-    txn_timeout_ms: i32,
     lock_ms: i64,
-) -> (Uuid, Ack) {
+) -> (Uuid, i32) {
     let topic_id = setup_locked(broker, conn, 1, lock_ms).await;
     let member_epoch = join(conn, "m1").await;
     assert_eq!(
         acquire(conn, topic_id, "m1", &[0]).await,
         vec![(0, 0, 9, 1)]
     );
+    (topic_id, member_epoch)
+}
+
+/// When the lock on the first live range of `topic_id`-0 expires; panics if it has none.
+pub async fn lock_deadline(broker: &TestBroker, topic_id: Uuid) -> i64 {
+    ranges(broker, topic_id, 0).await[0]
+        .lock_deadline_ms
+        .expect("the first records are held under a lock")
+}
+
+/// [`acquired_setup`], and a fresh transactional producer whose transactions time out after
+/// `txn_timeout_ms`.
+pub async fn staged_setup(
+    broker: &TestBroker,
+    conn: &mut Connection,
+    txn_timeout_ms: i32,
+    lock_ms: i64,
+) -> (Uuid, Ack) {
+    let (topic_id, member_epoch) = acquired_setup(broker, conn, lock_ms).await;
     let (pid, epoch) = init(conn, txn_timeout_ms).await;
     (
         topic_id,
@@ -329,8 +361,13 @@ pub async fn staged(txn_timeout_ms: i32) -> Staged {
 
 /// [`staged`] with acquisition locks of `lock_ms`.
 pub async fn staged_locked(txn_timeout_ms: i32, lock_ms: i64) -> Staged {
+    staged_with(SETTINGS, txn_timeout_ms, lock_ms).await
+}
+
+/// [`staged_locked`] on a broker started with `settings`.
+pub async fn staged_with(settings: &[(&str, &str)], txn_timeout_ms: i32, lock_ms: i64) -> Staged {
     let dir = tempfile::tempdir().unwrap();
-    let broker = start(dir.path()).await;
+    let broker = TestBroker::start_with(dir.path(), settings).await;
     let mut conn = broker.connect().await;
     let (topic_id, a) = staged_setup(&broker, &mut conn, txn_timeout_ms, lock_ms).await;
     (dir, broker, conn, topic_id, a)
