@@ -471,13 +471,15 @@ async fn case6_an_expired_lock_leaves_tx_pending_records_to_their_transaction() 
         producer_epoch: a.epoch,
         ack_type: ACCEPT,
     });
-    sleep_past(deadline).await;
     let tx_pending = unheld(0, 4, RecordState::TxPending, 1, staged_txn);
     let expired = unheld(5, 9, RecordState::Available, 1, None);
-    assert_eq!(
-        ranges(&broker, topic_id, 0).await,
-        vec![tx_pending.clone(), expired]
-    );
+    wait_ranges_after(
+        &broker,
+        topic_id,
+        deadline,
+        vec![tx_pending.clone(), expired],
+    )
+    .await;
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 5);
     let (_m2, acquired) = newcomer(&broker, topic_id, "m2").await;
     assert_eq!(acquired, vec![(0, 5, 9, 2)]);
@@ -505,12 +507,9 @@ async fn g1_a_consumer_crash_before_begin_redelivers_its_records_once() {
     let (topic_id, _) = acquired_setup(&broker, &mut conn, 1000).await;
     let deadline = lock_deadline(&broker, topic_id).await;
     drop(conn);
-    sleep_past(deadline).await;
+    let released = unheld(0, 9, RecordState::Available, 1, None);
+    wait_ranges_after(&broker, topic_id, deadline, vec![released]).await;
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
-    assert_eq!(
-        ranges(&broker, topic_id, 0).await,
-        vec![unheld(0, 9, RecordState::Available, 1, None)]
-    );
     let (_m2, acquired) = newcomer(&broker, topic_id, "m2").await;
     assert_eq!(acquired, vec![(0, 0, 9, 2)]);
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
@@ -700,11 +699,8 @@ async fn g2_a_crash_after_produce_aborts_the_output_and_redelivers_the_input() {
     let uncommitted = txn::fetch(&mut consumer, OUT, 0, 0).await;
     assert_eq!(committed_values(&uncommitted), vec!["out-0"]);
 
-    sleep_past(deadline).await;
-    assert_eq!(
-        ranges(&broker, topic_id, 0).await,
-        vec![unheld(0, 9, RecordState::Available, 1, None)]
-    );
+    let expired = unheld(0, 9, RecordState::Available, 1, None);
+    wait_ranges_after(&broker, topic_id, deadline, vec![expired]).await;
     let (_m2, acquired) = newcomer(&broker, topic_id, "m2").await;
     assert_eq!(acquired, vec![(0, 0, 9, 2)]);
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);

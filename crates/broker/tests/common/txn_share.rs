@@ -373,9 +373,22 @@ pub async fn staged_with(settings: &[(&str, &str)], txn_timeout_ms: i32, lock_ms
     (dir, broker, conn, topic_id, a)
 }
 
-/// Sleeps until the broker's acquisition-lock timer (it checks every 100 ms) has run after
-/// `deadline_ms`.
-pub async fn sleep_past(deadline_ms: i64) {
-    let wait = deadline_ms + 400 - shoal_broker::broker::now_ms();
+/// Waits until the lock `deadline_ms` is past and then (bounded: the broker's lock timer runs
+/// every 100 ms, but the machine may be busy) until the live ranges of `topic_id`-0 are
+/// `expected`; panics with what they are if they never become it.
+pub async fn wait_ranges_after(
+    broker: &TestBroker,
+    topic_id: Uuid,
+    deadline_ms: i64,
+    expected: Vec<RecordRange>,
+) {
+    let wait = deadline_ms + 100 - shoal_broker::broker::now_ms();
     tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+    for _ in 0..250 {
+        if ranges(broker, topic_id, 0).await == expected {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(ranges(broker, topic_id, 0).await, expected);
 }
