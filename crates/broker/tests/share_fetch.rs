@@ -5,33 +5,18 @@
 
 mod common;
 
-use bytes::Bytes;
+use common::share::{
+    ack_batch, acknowledge, heartbeat, setup_share_topic, share_fetch, ACCEPT, GROUP, REJECT,
+    RELEASE, TOPIC,
+};
 use common::TestBroker;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::incremental_alter_configs_request::{
-    AlterConfigsResource, AlterableConfig,
-};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    CreateTopicsRequest, GroupId, IncrementalAlterConfigsRequest, ProduceRequest, TopicName,
-};
+use kafka_protocol::messages::GroupId;
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
-use shoal_protocol::share::share_acknowledge::{
-    AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest,
-};
-use shoal_protocol::share::share_fetch::{FetchPartition, FetchTopic, ShareFetchRequest};
 use shoal_protocol::share::{AcknowledgementBatch, ShareFetchResponse};
 use shoal_protocol::ErrorCode;
 use shoal_storage::batch::split_batches;
-use shoal_storage::{encode_batch, BatchOptions};
 use uuid::Uuid;
-
-const TOPIC: &str = "queue";
-const GROUP: &str = "workers";
-const ACCEPT: i8 = 1;
-const RELEASE: i8 = 2;
-const REJECT: i8 = 3;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -44,82 +29,16 @@ async fn start(dir: &std::path::Path) -> TestBroker {
 /// Creates the topic, produces 10 records in batches of 4, 3 and 3, and configures the group
 /// (earliest, 1 s locks, delivery limit 4); returns the topic id.
 async fn setup(broker: &TestBroker, conn: &mut Connection) -> Uuid {
-    let created = conn
-        .request(
-            7,
-            &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
-                .with_name(TopicName(s(TOPIC)))
-                .with_num_partitions(1)
-                .with_replication_factor(-1)]),
-        )
-        .await
-        .unwrap();
-    assert_eq!(created.topics[0].error_code, 0);
-    for (first, count) in [(0, 4), (4, 3), (7, 3)] {
-        let values: Vec<String> = (first..first + count).map(|i| format!("r{i}")).collect();
-        let records: Vec<shoal_storage::batch::KeyValue<'_>> =
-            values.iter().map(|v| (None, Some(v.as_bytes()))).collect();
-        let batch = Bytes::from(encode_batch(
-            &records,
-            BatchOptions {
-                timestamp_ms: shoal_broker::broker::now_ms(),
-                ..BatchOptions::default()
-            },
-        ));
-        let r = conn
-            .request(
-                9,
-                &ProduceRequest::default()
-                    .with_acks(-1)
-                    .with_timeout_ms(5000)
-                    .with_topic_data(vec![TopicProduceData::default()
-                        .with_name(TopicName(s(TOPIC)))
-                        .with_partition_data(vec![PartitionProduceData::default()
-                            .with_index(0)
-                            .with_records(Some(batch))])]),
-            )
-            .await
-            .unwrap();
-        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
-    }
     let configs = [
         ("share.auto.offset.reset", "earliest"),
         ("share.record.lock.duration.ms", "1000"),
         ("share.delivery.count.limit", "4"),
     ];
-    let r = conn
-        .request(
-            1,
-            &IncrementalAlterConfigsRequest::default().with_resources(vec![
-                AlterConfigsResource::default()
-                    .with_resource_type(32)
-                    .with_resource_name(s(GROUP))
-                    .with_configs(
-                        configs
-                            .iter()
-                            .map(|(k, v)| {
-                                AlterableConfig::default()
-                                    .with_name(s(k))
-                                    .with_config_operation(0)
-                                    .with_value(Some(s(v)))
-                            })
-                            .collect(),
-                    ),
-            ]),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.responses[0].error_code, 0);
-    broker.broker.topic(TOPIC).unwrap().id
+    setup_share_topic(broker, conn, 1, &[4, 3, 3], &configs).await
 }
 
 fn batch(first: i64, last: i64, ack_type: i8) -> AcknowledgementBatch {
-    AcknowledgementBatch {
-        first_offset: first,
-        last_offset: last,
-        acknowledge_types: vec![ack_type],
-        ..Default::default()
-    }
+    ack_batch(first, last, vec![ack_type])
 }
 
 async fn fetch(
@@ -142,67 +61,16 @@ async fn fetch_max_bytes(
     max_wait_ms: i32,
     max_bytes: i32,
 ) -> ShareFetchResponse {
-    conn.request(
-        2,
-        &ShareFetchRequest {
-            group_id: Some(GroupId(s(GROUP))),
-            member_id: Some(s(member)),
-            share_session_epoch: epoch,
-            max_wait_ms,
-            min_bytes: 1,
-            max_bytes,
-            max_records: 500,
-            batch_size: 500,
-            topics: vec![FetchTopic {
-                topic_id,
-                partitions: vec![FetchPartition {
-                    partition_index: 0,
-                    acknowledgement_batches: acks,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        },
+    share_fetch(
+        conn,
+        topic_id,
+        member,
+        epoch,
+        vec![(0, acks)],
+        max_wait_ms,
+        max_bytes,
     )
     .await
-    .unwrap()
-}
-
-async fn acknowledge(
-    conn: &mut Connection,
-    topic_id: Uuid,
-    member: &str,
-    epoch: i32,
-    acks: Vec<AcknowledgementBatch>,
-) -> (i16, i16) {
-    let r = conn
-        .request(
-            2,
-            &ShareAcknowledgeRequest {
-                group_id: Some(GroupId(s(GROUP))),
-                member_id: Some(s(member)),
-                share_session_epoch: epoch,
-                topics: vec![AcknowledgeTopic {
-                    topic_id,
-                    partitions: vec![AcknowledgePartition {
-                        partition_index: 0,
-                        acknowledgement_batches: acks,
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }],
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    let partition = r
-        .responses
-        .first()
-        .and_then(|t| t.partitions.first())
-        .map_or(-1, |p| p.error_code);
-    (r.error_code, partition)
 }
 
 /// `(first, last, delivery count)` of every acquired range, and the offsets of the batches.
@@ -415,23 +283,6 @@ async fn pruned_share_state_replays_to_the_same_state() {
     broker.stop().await;
 }
 
-async fn heartbeat(conn: &mut Connection, member: &str, epoch: i32) -> i32 {
-    use kafka_protocol::messages::ShareGroupHeartbeatRequest;
-    let r = conn
-        .request(
-            1,
-            &ShareGroupHeartbeatRequest::default()
-                .with_group_id(GroupId(s(GROUP)))
-                .with_member_id(s(member))
-                .with_member_epoch(epoch)
-                .with_subscribed_topic_names((epoch == 0).then(|| vec![TopicName(s(TOPIC))])),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
-    r.member_epoch
-}
-
 /// `(start offset, lag, error)` of partition 0 from DescribeShareGroupOffsets v1.
 async fn describe_offsets(conn: &mut Connection) -> (i64, i64, i16) {
     use shoal_protocol::share::describe_share_group_offsets::{
@@ -460,11 +311,7 @@ async fn describe_offsets(conn: &mut Connection) -> (i64, i64, i16) {
 
 #[tokio::test]
 async fn share_group_offsets_are_described_altered_and_deleted() {
-    use kafka_protocol::messages::alter_share_group_offsets_request::{
-        AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
-    };
-    use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
-    use kafka_protocol::messages::{AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest};
+    use common::share::{alter_offsets, delete_offsets};
     let dir = tempfile::tempdir().unwrap();
     let broker = start(dir.path()).await;
     let mut conn = broker.connect().await;
@@ -489,17 +336,7 @@ async fn share_group_offsets_are_described_altered_and_deleted() {
     assert_eq!(ack_error(&r), 0);
     assert_eq!(describe_offsets(&mut conn).await, (4, 5, 0));
 
-    let alter = |offset: i64| {
-        AlterShareGroupOffsetsRequest::default()
-            .with_group_id(GroupId(s(GROUP)))
-            .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
-                .with_topic_name(TopicName(s(TOPIC)))
-                .with_partitions(vec![
-                    AlterShareGroupOffsetsRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_start_offset(offset),
-                ])])
-    };
+    let alter = alter_offsets;
     let r = conn.request(0, &alter(8)).await.unwrap();
     assert_eq!(r.error_code, ErrorCode::NON_EMPTY_GROUP.code());
     heartbeat(&mut conn, "m", -1).await;
@@ -522,16 +359,7 @@ async fn share_group_offsets_are_described_altered_and_deleted() {
     let r = fetch(&mut conn, topic_id, "m", -1, vec![], 0).await;
     assert_eq!(r.error_code, 0);
 
-    let r = conn
-        .request(
-            0,
-            &DeleteShareGroupOffsetsRequest::default()
-                .with_group_id(GroupId(s(GROUP)))
-                .with_topics(vec![DeleteShareGroupOffsetsRequestTopic::default()
-                    .with_topic_name(TopicName(s(TOPIC)))]),
-        )
-        .await
-        .unwrap();
+    let r = conn.request(0, &delete_offsets()).await.unwrap();
     assert_eq!((r.error_code, r.responses[0].error_code), (0, 0));
     assert_eq!(describe_offsets(&mut conn).await, (-1, -1, 0));
     // State gone: a new session starts over from share.auto.offset.reset (earliest).

@@ -8,23 +8,21 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::log_cut::{cut_last_batch, cut_log_at, first_segment};
+use common::txn::{self, end, end_once, txn_batch, wait_complete};
 use common::TestBroker;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, CreateTopicsRequest, EndTxnRequest, FetchRequest,
-    FindCoordinatorRequest, InitProducerIdRequest, ListTransactionsRequest, ProduceRequest,
-    ProducerId, TopicName, TransactionalId,
+    AddPartitionsToTxnRequest, CreateTopicsRequest, FindCoordinatorRequest, InitProducerIdRequest,
+    ListTransactionsRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
 use shoal_protocol::ErrorCode;
 use shoal_storage::batch::split_batches;
-use shoal_storage::{
-    control_record_type, decode_records, encode_batch, BatchOptions, ControlRecordType,
-};
+use shoal_storage::{control_record_type, decode_records, ControlRecordType};
 
 const TOPIC: &str = "out";
 
@@ -34,20 +32,6 @@ fn s(v: &str) -> StrBytes {
 
 fn tid(v: &str) -> TransactionalId {
     TransactionalId(s(v))
-}
-
-fn txn_batch(pid: i64, epoch: i16, seq: i32, value: &str) -> Bytes {
-    Bytes::from(encode_batch(
-        &[(None, Some(value.as_bytes()))],
-        BatchOptions {
-            producer_id: pid,
-            producer_epoch: epoch,
-            base_sequence: seq,
-            transactional: true,
-            timestamp_ms: shoal_broker::broker::now_ms(),
-            ..BatchOptions::default()
-        },
-    ))
 }
 
 async fn setup(conn: &mut Connection) {
@@ -65,18 +49,7 @@ async fn setup(conn: &mut Connection) {
 }
 
 async fn init(conn: &mut Connection, id: &str, timeout_ms: i32) -> (i16, i64, i16) {
-    let r = conn
-        .request(
-            4,
-            &InitProducerIdRequest::default()
-                .with_transactional_id(Some(tid(id)))
-                .with_transaction_timeout_ms(timeout_ms)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-        )
-        .await
-        .unwrap();
-    (r.error_code, r.producer_id.0, r.producer_epoch)
+    txn::init(conn, 4, id, timeout_ms).await
 }
 
 async fn add(conn: &mut Connection, id: &str, pid: i64, epoch: i16) -> i16 {
@@ -96,112 +69,27 @@ async fn add(conn: &mut Connection, id: &str, pid: i64, epoch: i16) -> i16 {
     r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
 }
 
-/// Produce, retrying CONCURRENT_TRANSACTIONS (the previous transaction's markers are still
-/// being written) as clients do, a bounded number of times.
+/// Produce of `records` to TOPIC-0, retrying CONCURRENT_TRANSACTIONS.
 async fn produce(conn: &mut Connection, version: i16, id: &str, records: Bytes) -> (i16, i64) {
-    for _ in 0..200 {
-        let result = produce_once(conn, version, id, records.clone()).await;
-        if result.0 != ErrorCode::CONCURRENT_TRANSACTIONS.code() {
-            return result;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("transaction did not complete");
+    txn::produce(conn, version, id, TOPIC, 0, records).await
 }
 
 async fn produce_once(conn: &mut Connection, version: i16, id: &str, records: Bytes) -> (i16, i64) {
-    let request = ProduceRequest::default()
-        .with_transactional_id(Some(tid(id)))
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(s(TOPIC)))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(records))])]);
-    let r = conn.request(version, &request).await.unwrap();
-    let p = &r.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
+    common::produce_once(conn, version, Some(id), TOPIC, 0, records).await
 }
 
-/// EndTxn, retrying CONCURRENT_TRANSACTIONS (markers still being written) as clients do, a
-/// bounded number of times.
-async fn end(
-    conn: &mut Connection,
-    version: i16,
-    id: &str,
-    pid: i64,
-    epoch: i16,
-    commit: bool,
-) -> (i16, i16) {
-    for _ in 0..200 {
-        let result = end_once(conn, version, id, pid, epoch, commit).await;
-        if result.0 != ErrorCode::CONCURRENT_TRANSACTIONS.code() {
-            return result;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("transaction did not complete");
-}
-
-async fn end_once(
-    conn: &mut Connection,
-    version: i16,
-    id: &str,
-    pid: i64,
-    epoch: i16,
-    commit: bool,
-) -> (i16, i16) {
-    let r = conn
-        .request(
-            version,
-            &EndTxnRequest::default()
-                .with_transactional_id(tid(id))
-                .with_producer_id(ProducerId(pid))
-                .with_producer_epoch(epoch)
-                .with_committed(commit),
-        )
-        .await
-        .unwrap();
-    (r.error_code, r.producer_epoch)
-}
-
-/// read_committed fetch from 0: (last stable offset, bytes of records).
+/// read_committed fetch of TOPIC-0 from 0: (last stable offset, bytes of records).
 async fn committed_view(conn: &mut Connection) -> (i64, usize) {
-    let r = conn
-        .request(
-            12,
-            &FetchRequest::default()
-                .with_max_wait_ms(0)
-                .with_max_bytes(1 << 20)
-                .with_isolation_level(1)
-                .with_session_epoch(-1)
-                .with_topics(vec![FetchTopic::default()
-                    .with_topic(TopicName(s(TOPIC)))
-                    .with_partitions(vec![FetchPartition::default()
-                        .with_partition(0)
-                        .with_fetch_offset(0)
-                        .with_partition_max_bytes(1 << 20)])]),
-        )
-        .await
-        .unwrap();
-    let p = &r.responses[0].partitions[0];
+    let p = txn::read_committed(conn, TOPIC, 0).await;
     (
         p.last_stable_offset,
         p.records.as_ref().map_or(0, |r| r.len()),
     )
 }
 
-/// Waits (bounded) until the read_committed view reaches `lso`: markers are written after
-/// EndTxn is answered.
+/// Waits (bounded) until the read_committed view of TOPIC-0 reaches `lso`.
 async fn wait_lso(conn: &mut Connection, lso: i64) {
-    for _ in 0..200 {
-        if committed_view(conn).await.0 >= lso {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("last stable offset did not reach {lso}");
+    txn::wait_lso(conn, TOPIC, 0, lso).await;
 }
 
 #[tokio::test]
@@ -334,19 +222,6 @@ async fn classic_flow_with_verification_and_errors() {
     broker.stop().await;
 }
 
-/// Waits (bounded) until `id`'s transaction is CompleteCommit or CompleteAbort: its Complete
-/// record, and the Markers record before it, are then durable.
-async fn wait_complete(broker: &TestBroker, id: &str) {
-    for _ in 0..250 {
-        let described = broker.broker.txn.describe(vec![id.into()]).await.unwrap();
-        if described[0].state.starts_with("Complete") {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{id}: the transaction did not complete");
-}
-
 /// TxnOffsetCommit of offset 7 of TOPIC-0 for group "g".
 fn txn_offset_commit(
     id: &str,
@@ -392,43 +267,6 @@ async fn offset_7_is_stable(conn: &mut Connection) -> bool {
     false
 }
 
-/// Cuts `segment` just before the batch at `offset` (`[i64 base offset][i32 length]` framing),
-/// as a crash that lost the page cache from there would leave it.
-fn cut_log_at(segment: &std::path::Path, offset: i64) {
-    let bytes = std::fs::read(segment).unwrap();
-    let mut at = 0;
-    while at + 12 <= bytes.len() {
-        let base = i64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
-        if base == offset {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .open(segment)
-                .unwrap();
-            file.set_len(at as u64).unwrap();
-            return;
-        }
-        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
-        at += 12 + len as usize;
-    }
-    panic!("no batch at offset {offset} in {segment:?}");
-}
-
-/// Cuts the last batch off `segment`; returns its base offset.
-fn cut_last_batch(segment: &std::path::Path) -> i64 {
-    let bytes = std::fs::read(segment).unwrap();
-    let (mut at, mut last) = (0, None);
-    while at + 12 <= bytes.len() {
-        let base = i64::from_be_bytes(bytes[at..at + 8].try_into().unwrap());
-        last = Some((at, base));
-        let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap());
-        at += 12 + len as usize;
-    }
-    let (at, base) = last.expect("a batch to cut");
-    cut_log_at(segment, base);
-    assert_eq!(std::fs::metadata(segment).unwrap().len(), at as u64);
-    base
-}
-
 /// Lazy flushing: with no periodic flush running in these tests, nothing fsyncs a marker, so it
 /// stays listed in its transaction's Markers record and cutting it is a loss a crash could
 /// cause. (Where every write is fsynced, a marker is flushed in the background right after it
@@ -457,8 +295,7 @@ async fn a_lost_marker_on_the_offsets_topic_is_written_again_and_resolves_the_of
 
     // Group "g" lives in __consumer_offsets partition abs("g".hashCode()) % 3 = 103 % 3 = 1;
     // its last batch is the COMMIT marker, which the crash loses.
-    let segment = shoal_broker::topics::partition_dir(dir.path(), "__consumer_offsets", 1)
-        .join("00000000000000000000.log");
+    let segment = first_segment(dir.path(), "__consumer_offsets", 1);
     assert_eq!(
         cut_last_batch(&segment),
         1,
@@ -494,8 +331,7 @@ async fn a_marker_lost_in_a_crash_is_written_again_before_serving() {
     broker.crash().await;
 
     // The crash lost the marker: the partition now ends with the transaction's data.
-    let segment =
-        shoal_broker::topics::partition_dir(dir.path(), TOPIC, 0).join("00000000000000000000.log");
+    let segment = first_segment(dir.path(), TOPIC, 0);
     cut_log_at(&segment, 1);
 
     let broker = TestBroker::start_with(dir.path(), LAZY).await;
@@ -700,10 +536,6 @@ async fn txn_offset_commit_needs_the_offsets_partition_in_the_transaction() {
 /// of waiting into the client's timeout.
 #[tokio::test]
 async fn requests_held_for_a_marker_that_cannot_be_written_are_answered() {
-    use kafka_protocol::messages::write_txn_markers_request::{
-        WritableTxnMarker, WritableTxnMarkerTopic,
-    };
-    use kafka_protocol::messages::WriteTxnMarkersRequest;
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
@@ -716,16 +548,8 @@ async fn requests_held_for_a_marker_that_cannot_be_written_are_answered() {
     );
     // A marker at a newer epoch (an admin tool, or a zombie coordinator) ends the transaction
     // on the partition and moves the producer's epoch there past the coordinator's.
-    let newer = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-        .with_producer_id(ProducerId(pid))
-        .with_producer_epoch(epoch + 1)
-        .with_transaction_result(false)
-        .with_coordinator_epoch(i32::MAX)
-        .with_topics(vec![WritableTxnMarkerTopic::default()
-            .with_name(TopicName(s(TOPIC)))
-            .with_partition_indexes(vec![0])])]);
-    let written = conn.request(1, &newer).await.unwrap();
-    assert_eq!(written.markers[0].topics[0].partitions[0].error_code, 0);
+    let newer = txn::write_marker(&mut conn, pid, epoch + 1, false, i32::MAX, TOPIC, 0).await;
+    assert_eq!(newer, 0);
     // The coordinator's COMMIT marker (at `epoch`) is now refused on every attempt.
     assert_eq!(end_once(&mut conn, 3, "stuck", pid, epoch, true).await.0, 0);
     let answered = tokio::time::timeout(
@@ -748,10 +572,6 @@ async fn requests_held_for_a_marker_that_cannot_be_written_are_answered() {
 
 #[tokio::test]
 async fn write_txn_markers_aborts_a_hanging_transaction() {
-    use kafka_protocol::messages::write_txn_markers_request::{
-        WritableTxnMarker, WritableTxnMarkerTopic,
-    };
-    use kafka_protocol::messages::WriteTxnMarkersRequest;
     let dir = tempfile::tempdir().unwrap();
     // Without the coordinator's check (KIP-890 verification off, as a Kafka broker can run) a
     // transactional batch the coordinator never heard of leaves a transaction open that no
@@ -803,16 +623,8 @@ async fn write_txn_markers_aborts_a_hanging_transaction() {
     );
 
     // What kafka-transactions abort does: an ABORT marker for that producer.
-    let abort = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-        .with_producer_id(ProducerId(pid))
-        .with_producer_epoch(epoch)
-        .with_transaction_result(false)
-        .with_coordinator_epoch(0)
-        .with_topics(vec![WritableTxnMarkerTopic::default()
-            .with_name(TopicName(s(TOPIC)))
-            .with_partition_indexes(vec![0])])]);
-    let written = conn.request(1, &abort).await.unwrap();
-    assert_eq!(written.markers[0].topics[0].partitions[0].error_code, 0);
+    let abort = txn::write_marker(&mut conn, pid, epoch, false, 0, TOPIC, 0).await;
+    assert_eq!(abort, 0);
     let (lso, bytes) = committed_view(&mut conn).await;
     assert_eq!(lso, 2, "record + ABORT marker, nothing open");
     assert!(
@@ -820,11 +632,8 @@ async fn write_txn_markers_aborts_a_hanging_transaction() {
         "the aborted batch is returned with AbortedTransactions"
     );
     // A marker for a partition that does not exist is refused per partition.
-    let mut missing = abort.clone();
-    missing.markers[0].topics[0].partition_indexes = vec![9];
-    let written = conn.request(1, &missing).await.unwrap();
     assert_eq!(
-        written.markers[0].topics[0].partitions[0].error_code,
+        txn::write_marker(&mut conn, pid, epoch, false, 0, TOPIC, 9).await,
         ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
     );
     broker.stop().await;
@@ -843,27 +652,10 @@ impl Rng {
 }
 
 /// Produce v12 (transaction version 2: the partition is added implicitly) of one batch to
-/// `topic`-`partition`, retrying CONCURRENT_TRANSACTIONS a bounded number of times.
+/// `topic`-`partition`; panics unless it succeeded.
 async fn produce_to(conn: &mut Connection, id: &str, topic: &str, partition: i32, records: Bytes) {
-    for _ in 0..200 {
-        let request = ProduceRequest::default()
-            .with_transactional_id(Some(tid(id)))
-            .with_acks(-1)
-            .with_timeout_ms(5000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(TopicName(s(topic)))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(partition)
-                    .with_records(Some(records.clone()))])]);
-        let r = conn.request(12, &request).await.unwrap();
-        let code = r.responses[0].partition_responses[0].error_code;
-        if code != ErrorCode::CONCURRENT_TRANSACTIONS.code() {
-            assert_eq!(code, 0, "produce to {topic}-{partition}");
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("transaction did not complete");
+    let (code, _) = txn::produce(conn, 12, id, topic, partition, records).await;
+    assert_eq!(code, 0, "produce to {topic}-{partition}");
 }
 
 /// Random transactions, then a crash that loses a random part of every data partition's
@@ -933,8 +725,7 @@ async fn crash_case(seed: u64) {
     // Lose a random suffix of each partition's unflushed tail, at a batch boundary.
     for (i, p) in partitions.iter().enumerate() {
         let flushed = p.lock().flushed_offset();
-        let segment = shoal_broker::topics::partition_dir(dir.path(), TOPIC_C, i as i32)
-            .join("00000000000000000000.log");
+        let segment = first_segment(dir.path(), TOPIC_C, i as i32);
         let bytes = std::fs::read(&segment).unwrap();
         let mut bases = Vec::new();
         for batch in split_batches(&bytes) {
@@ -953,25 +744,7 @@ async fn crash_case(seed: u64) {
     let broker = TestBroker::start_with(dir.path(), LAZY).await;
     let mut conn = broker.connect().await;
     for partition in 0..PARTITIONS {
-        let r = conn
-            .request(
-                12,
-                &FetchRequest::default()
-                    .with_max_wait_ms(0)
-                    .with_max_bytes(1 << 22)
-                    .with_isolation_level(0)
-                    .with_session_epoch(-1)
-                    .with_topics(vec![FetchTopic::default()
-                        .with_topic(TopicName(s(TOPIC_C)))
-                        .with_partitions(vec![FetchPartition::default()
-                            .with_partition(partition)
-                            .with_fetch_offset(0)
-                            .with_partition_max_bytes(1 << 22)])]),
-            )
-            .await
-            .unwrap();
-        let p = &r.responses[0].partitions[0];
-        assert_eq!(p.error_code, 0);
+        let p = &txn::fetch(&mut conn, TOPIC_C, partition, 0).await;
         assert_eq!(
             p.last_stable_offset, p.high_watermark,
             "seed {seed} partition {partition}: a transaction was left open"
@@ -1129,8 +902,7 @@ async fn a_lost_marker_on_the_share_state_topic_is_written_again_and_handed_to_i
     broker.crash().await;
 
     // Nothing else was written to __share_group_state-0: the marker is its only batch.
-    let segment = shoal_broker::topics::partition_dir(dir.path(), SHARE_STATE, 0)
-        .join("00000000000000000000.log");
+    let segment = first_segment(dir.path(), SHARE_STATE, 0);
     assert_eq!(cut_last_batch(&segment), 0);
 
     let broker = TestBroker::start_with(dir.path(), LAZY).await;
@@ -1151,23 +923,11 @@ async fn a_lost_marker_on_the_share_state_topic_is_written_again_and_handed_to_i
 /// for `__share_group_state`-0 is appended there and handed to the share-state participant.
 #[tokio::test]
 async fn write_txn_markers_on_the_share_state_topic_reach_its_participant() {
-    use kafka_protocol::messages::write_txn_markers_request::{
-        WritableTxnMarker, WritableTxnMarkerTopic,
-    };
-    use kafka_protocol::messages::WriteTxnMarkersRequest;
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
-    let abort = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-        .with_producer_id(ProducerId(4242))
-        .with_producer_epoch(0)
-        .with_transaction_result(false)
-        .with_coordinator_epoch(0)
-        .with_topics(vec![WritableTxnMarkerTopic::default()
-            .with_name(TopicName(s(SHARE_STATE)))
-            .with_partition_indexes(vec![0])])]);
-    let written = conn.request(1, &abort).await.unwrap();
-    assert_eq!(written.markers[0].topics[0].partitions[0].error_code, 0);
+    let abort = txn::write_marker(&mut conn, 4242, 0, false, 0, SHARE_STATE, 0).await;
+    assert_eq!(abort, 0);
     assert_eq!(share_state_markers(&broker), vec![(0, 4242, false)]);
     assert_eq!(share_markers_applied(&broker), (0, 1));
     drop(conn);

@@ -2,6 +2,12 @@
 
 #![allow(dead_code)]
 
+pub mod features;
+pub mod log_cut;
+pub mod share;
+pub mod txn;
+pub mod txn_share;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -142,4 +148,106 @@ pub async fn init_producer_id(conn: &mut Connection) -> (i64, i16) {
         .unwrap();
     assert_eq!(response.error_code, 0);
     (response.producer_id.0, response.producer_epoch)
+}
+
+/// One Produce (request `version`, acks=all) of `records` to `topic`-`partition`, as the
+/// transactional id `transactional_id` if any: (error, base offset).
+pub async fn produce_once(
+    conn: &mut Connection,
+    version: i16,
+    transactional_id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    records: bytes::Bytes,
+) -> (i16, i64) {
+    let answers = produce_partitions(
+        conn,
+        version,
+        transactional_id,
+        topic,
+        vec![(partition, records)],
+    )
+    .await;
+    answers[0]
+}
+
+/// One Produce (request `version`, acks=all) of a record set to each of `batches`'
+/// partitions of `topic`, as the transactional id `transactional_id` if any: per partition,
+/// in request order, (error, base offset).
+pub async fn produce_partitions(
+    conn: &mut Connection,
+    version: i16,
+    transactional_id: Option<&str>,
+    topic: &str,
+    batches: Vec<(i32, bytes::Bytes)>,
+) -> Vec<(i16, i64)> {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
+    let request = ProduceRequest::default()
+        .with_transactional_id(transactional_id.map(|id| TransactionalId(str_bytes(id))))
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(str_bytes(topic)))
+            .with_partition_data(
+                batches
+                    .into_iter()
+                    .map(|(index, records)| {
+                        PartitionProduceData::default()
+                            .with_index(index)
+                            .with_records(Some(records))
+                    })
+                    .collect(),
+            )]);
+    let r = conn.request(version, &request).await.unwrap();
+    r.responses[0]
+        .partition_responses
+        .iter()
+        .map(|p| (p.error_code, p.base_offset))
+        .collect()
+}
+
+/// Kafka's config resource types (DescribeConfigs, IncrementalAlterConfigs).
+pub const TOPIC_RESOURCE: i8 = 2;
+pub const GROUP_RESOURCE: i8 = 32;
+
+/// Sets `configs` on the resource `name` of `resource_type` (IncrementalAlterConfigs, SET);
+/// panics unless it succeeded.
+pub async fn alter_configs(
+    conn: &mut Connection,
+    resource_type: i8,
+    name: &str,
+    configs: &[(&str, &str)],
+) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    let r = conn
+        .request(
+            1,
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(resource_type)
+                    .with_resource_name(str_bytes(name))
+                    .with_configs(
+                        configs
+                            .iter()
+                            .map(|(k, v)| {
+                                AlterableConfig::default()
+                                    .with_name(str_bytes(k))
+                                    .with_config_operation(0)
+                                    .with_value(Some(str_bytes(v)))
+                            })
+                            .collect(),
+                    ),
+            ]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.responses[0].error_code, 0, "{name}: {configs:?}");
+}
+
+fn str_bytes(v: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(v.to_string())
 }
