@@ -27,7 +27,10 @@
 //!    transactional batch under the producer's id and epoch, fsynced) before the answer.
 //!
 //! Errors of steps 1–6 and failures of the whole write are top-level, with every partition
-//! carrying the same code. A partition's own refusal (steps 7–8) is its ErrorCode with a
+//! carrying the same code — except below `share.version` 3, where the request never reaches
+//! this handler: the connection answers every feature-gated API with UNSUPPORTED_VERSION at
+//! the top level and no partitions (`api_versions::disabled_by_feature`), which is what the
+//! draft client reads first. A partition's own refusal (steps 7–8) is its ErrorCode with a
 //! message; since nothing of the request is then staged, the top-level ErrorCode carries the
 //! same code and the other partitions carry it too (a client reading any of them sees that
 //! nothing was staged).
