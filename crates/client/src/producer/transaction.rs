@@ -377,15 +377,7 @@ impl TransactionManager {
             }
             return Ok(self.admit(op));
         }
-        match self.state {
-            TxnState::InTransaction => {}
-            TxnState::AbortableError => {
-                return Err(self.last_error.clone().unwrap_or_else(|| {
-                    TxnError::illegal(self.state, "the transaction must be aborted")
-                }))
-            }
-            s => return Err(TxnError::illegal(s, "no transaction in progress")),
-        }
+        self.require_open_transaction("no transaction in progress")?;
         if op == Operation::ShareAcknowledgements && !self.v2 {
             return Err(TxnError {
                 kind: TxnErrorKind::Unsupported(
@@ -459,15 +451,8 @@ impl TransactionManager {
         }
         let api = op.api();
         let class = classify(api, code);
-        if let Handling::Retry {
-            find_coordinator,
-            refresh_metadata,
-        } = class
-        {
-            return Next::Retry {
-                find_coordinator,
-                refresh_metadata,
-            };
+        if let Some(retry) = retry(class) {
+            return retry;
         }
         self.in_flight.remove(&id);
         self.offsets_added.remove(&id);
@@ -488,15 +473,7 @@ impl TransactionManager {
     /// transaction can only be aborted).
     pub fn begin_commit(&mut self) -> Result<Completion, TxnError> {
         self.refuse_if_fatal()?;
-        match self.state {
-            TxnState::InTransaction => {}
-            TxnState::AbortableError => {
-                return Err(self.last_error.clone().unwrap_or_else(|| {
-                    TxnError::illegal(self.state, "the transaction must be aborted")
-                }))
-            }
-            s => return Err(TxnError::illegal(s, "no transaction to commit")),
-        }
+        self.require_open_transaction("no transaction to commit")?;
         self.state = TxnState::Committing;
         Ok(self.complete(true))
     }
@@ -625,18 +602,12 @@ impl TransactionManager {
 
     fn retry_or_fail(&mut self, request: CoordinatorRequest, api: TxnApi, code: ErrorCode) -> Next {
         let class = classify(api, code);
-        match class {
-            Handling::Retry {
-                find_coordinator,
-                refresh_metadata,
-            } => {
+        match retry(class) {
+            Some(retry) => {
                 self.outstanding = Some(request);
-                Next::Retry {
-                    find_coordinator,
-                    refresh_metadata,
-                }
+                retry
             }
-            _ => self.fail(
+            None => self.fail(
                 TxnErrorKind::Broker {
                     api,
                     code,
@@ -737,23 +708,17 @@ impl TransactionManager {
             // The abort goes on whatever the partitions that failed to join.
             return Next::Continue;
         }
-        match class {
-            Handling::Retry {
-                find_coordinator,
-                refresh_metadata,
-            } => {
+        match retry(class) {
+            Some(retry) => {
                 self.to_add.extend(
                     answered
                         .into_iter()
                         .filter(|(_, c)| !c.is_ok())
                         .map(|(tp, _)| tp),
                 );
-                Next::Retry {
-                    find_coordinator,
-                    refresh_metadata,
-                }
+                retry
             }
-            _ => self.fail(
+            None => self.fail(
                 TxnErrorKind::Broker {
                     api: TxnApi::AddPartitionsToTxn,
                     code,
@@ -778,16 +743,9 @@ impl TransactionManager {
             return Next::Continue;
         }
         let class = classify(TxnApi::AddOffsetsToTxn, code);
-        if let Handling::Retry {
-            find_coordinator,
-            refresh_metadata,
-        } = class
-        {
-            // Still first in line: handed out again (unless the transaction aborts first).
-            return Next::Retry {
-                find_coordinator,
-                refresh_metadata,
-            };
+        // Still first in line: handed out again (unless the transaction aborts first).
+        if let Some(retry) = retry(class) {
+            return retry;
         }
         // Its TxnOffsetCommit will never be sent.
         let (id, _) = self.offsets_to_add.remove(0);
@@ -901,6 +859,18 @@ impl TransactionManager {
 
     // ---- errors ----
 
+    /// Ok in `InTransaction`; after an abortable error, that error (the transaction can only
+    /// be aborted); otherwise an illegal-state error saying `reason`.
+    fn require_open_transaction(&self, reason: &'static str) -> Result<(), TxnError> {
+        match self.state {
+            TxnState::InTransaction => Ok(()),
+            TxnState::AbortableError => Err(self.last_error.clone().unwrap_or_else(|| {
+                TxnError::illegal(self.state, "the transaction must be aborted")
+            })),
+            s => Err(TxnError::illegal(s, reason)),
+        }
+    }
+
     fn refuse_if_fatal(&self) -> Result<(), TxnError> {
         if self.state == TxnState::FatalError {
             return Err(self.last_error.clone().unwrap_or_else(|| {
@@ -947,6 +917,20 @@ impl TransactionManager {
         self.end_due = None;
         self.last_error = Some(error.clone());
         Next::Failed(error)
+    }
+}
+
+/// The [`Next::Retry`] of a retriable handling.
+fn retry(handling: Handling) -> Option<Next> {
+    match handling {
+        Handling::Retry {
+            find_coordinator,
+            refresh_metadata,
+        } => Some(Next::Retry {
+            find_coordinator,
+            refresh_metadata,
+        }),
+        _ => None,
     }
 }
 

@@ -114,6 +114,16 @@ impl Run {
         }
     }
 
+    /// Operations the model holds open that the manager dropped.
+    fn dropped(&self) -> Vec<OperationId> {
+        self.txn
+            .open
+            .keys()
+            .copied()
+            .filter(|id| !self.tm.is_in_flight(*id))
+            .collect()
+    }
+
     fn snapshot(&self) -> (TxnState, usize, Option<ProducerIdEpoch>) {
         (self.tm.state(), self.tm.in_flight(), self.tm.producer())
     }
@@ -176,13 +186,7 @@ impl Run {
                 self.check_refusal(before, &r);
                 if r.is_ok() {
                     // What the abort dropped can never have been sent.
-                    let dropped: Vec<OperationId> = self
-                        .txn
-                        .open
-                        .keys()
-                        .copied()
-                        .filter(|id| !self.tm.is_in_flight(*id))
-                        .collect();
+                    let dropped = self.dropped();
                     for id in dropped {
                         let op = self.txn.open.remove(&id).unwrap();
                         if let Operation::Produce(tp) = &op {
@@ -373,13 +377,7 @@ impl Run {
                 } else if !classify(TxnApi::AddOffsetsToTxn, code).is_retry() {
                     self.txn.failed = true;
                     // Its TxnOffsetCommit will never be sent.
-                    let dropped: Vec<OperationId> = self
-                        .txn
-                        .open
-                        .keys()
-                        .copied()
-                        .filter(|id| !self.tm.is_in_flight(*id))
-                        .collect();
+                    let dropped = self.dropped();
                     for id in dropped {
                         self.txn.open.remove(&id);
                         self.txn.lost += 1;

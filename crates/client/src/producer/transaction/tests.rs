@@ -36,6 +36,16 @@ fn ready(v2: bool) -> TransactionManager {
     tm
 }
 
+/// A version 2 manager committing a transaction of one successful produce (EndTxn due).
+fn committing() -> TransactionManager {
+    let mut tm = ready(true);
+    tm.begin().unwrap();
+    let op = tm.start_operation(Operation::Produce(tp(0))).unwrap();
+    tm.finish_operation(op, ErrorCode::NONE);
+    assert_eq!(tm.begin_commit(), Ok(Completion::Pending));
+    tm
+}
+
 fn end(commit: bool, producer: ProducerIdEpoch) -> Option<CoordinatorRequest> {
     Some(CoordinatorRequest::EndTxn {
         transactional_id: "tid".into(),
@@ -328,11 +338,7 @@ fn misuse_is_an_illegal_state_and_changes_nothing() {
 
 #[test]
 fn coordinator_errors_are_retried_with_the_same_request() {
-    let mut tm = ready(true);
-    tm.begin().unwrap();
-    let op = tm.start_operation(Operation::Produce(tp(0))).unwrap();
-    tm.finish_operation(op, ErrorCode::NONE);
-    tm.begin_commit().unwrap();
+    let mut tm = committing();
     assert_eq!(tm.poll_request(), end(true, PID));
     assert_eq!(
         tm.on_response(CoordinatorResponse::EndTxn(Err(ErrorCode::NOT_COORDINATOR))),
@@ -363,11 +369,7 @@ fn answers_that_cannot_be_right_are_fatal() {
         Some(ProducerIdEpoch { id: 7, epoch: 9 }),
         Some(ProducerIdEpoch { id: 8, epoch: -1 }),
     ] {
-        let mut tm = ready(true);
-        tm.begin().unwrap();
-        let op = tm.start_operation(Operation::Produce(tp(0))).unwrap();
-        tm.finish_operation(op, ErrorCode::NONE);
-        tm.begin_commit().unwrap();
+        let mut tm = committing();
         tm.poll_request();
         let next = tm.on_response(CoordinatorResponse::EndTxn(Ok(answer)));
         assert!(
@@ -377,11 +379,7 @@ fn answers_that_cannot_be_right_are_fatal() {
         assert_eq!(tm.state(), TxnState::FatalError);
     }
     // A new producer id (the epoch ran out) is fine.
-    let mut tm = ready(true);
-    tm.begin().unwrap();
-    let op = tm.start_operation(Operation::Produce(tp(0))).unwrap();
-    tm.finish_operation(op, ErrorCode::NONE);
-    tm.begin_commit().unwrap();
+    let mut tm = committing();
     tm.poll_request();
     let fresh = ProducerIdEpoch { id: 8, epoch: 0 };
     tm.on_response(CoordinatorResponse::EndTxn(Ok(Some(fresh))));
