@@ -481,6 +481,29 @@ impl TransactionManager {
         )
     }
 
+    /// An admitted operation that ended for good without success even though its last
+    /// error was retriable (a produce batch past `delivery.timeout.ms`, an offset commit out
+    /// of time): the transaction must abort, unless the code is fatal.
+    pub fn fail_operation(&mut self, id: OperationId, code: ErrorCode) -> Next {
+        let Some(op) = self.in_flight.remove(&id) else {
+            return Next::Continue;
+        };
+        self.offsets_added.remove(&id);
+        let api = op.api();
+        let handling = match classify(api, code) {
+            Handling::Fatal => Handling::Fatal,
+            _ => Handling::Abort,
+        };
+        self.fail(
+            TxnErrorKind::Broker {
+                api,
+                code,
+                handling,
+            },
+            handling,
+        )
+    }
+
     /// Commits the open transaction.
     ///
     /// # Errors
