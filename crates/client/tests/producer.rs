@@ -461,3 +461,133 @@ async fn send_waits_for_buffer_memory_up_to_max_block_ms() {
     })
     .await;
 }
+
+/// The group's committed offset of `topic`-0 (OffsetFetch, require_stable), -1 for none.
+async fn committed_offset(cluster: &shoal_client::Cluster, group: &str, topic: &str) -> i64 {
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+    };
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let request = OffsetFetchRequest::default()
+        .with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.into())))
+            .with_member_epoch(-1)
+            .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partition_indexes(vec![0])]))])
+        .with_require_stable(true);
+    let response = cluster
+        .retry(|| {
+            cluster.send_to_coordinator_at_most(
+                shoal_client::CoordinatorType::Group,
+                group,
+                Some(9),
+                &request,
+            )
+        })
+        .await
+        .unwrap();
+    let g = &response.groups[0];
+    assert_eq!(g.error_code, 0);
+    g.topics
+        .iter()
+        .filter(|t| t.name.0.as_str() == topic)
+        .flat_map(|t| &t.partitions)
+        .find(|p| p.partition_index == 0)
+        .map_or(-1, |p| p.committed_offset)
+}
+
+/// Commit and abort with records and consumer offsets, as the consume-transform-produce
+/// loop does.
+async fn records_and_offsets_commit_and_abort_together(broker: &Broker, tid: &str) -> bool {
+    use shoal_client::producer::{ConsumerGroupMetadata, TopicPartition};
+    let producer = Producer::new(config(broker, &[("transactional.id", tid)]))
+        .await
+        .unwrap();
+    producer.init_transactions().await.unwrap();
+    let group = ConsumerGroupMetadata::new(format!("{tid}-group"));
+    let out = format!("{tid}-out");
+    let src = TopicPartition::new(format!("{tid}-src"), 0);
+    // Offsets are committed only for partitions that exist.
+    create_topic(producer.cluster(), &src.topic, 1).await;
+    for (round, commit) in [(0i64, true), (1, false), (2, true), (3, false)] {
+        producer.begin_transaction().unwrap();
+        let record = ProducerRecord::new(out.clone(), format!("r{round}")).with_partition(0);
+        let delivered = producer.send(record).await.unwrap();
+        producer
+            .send_offsets_to_transaction(&[(src.clone(), 10 * (round + 1))], &group)
+            .await
+            .unwrap();
+        if commit {
+            producer.commit_transaction().await.unwrap();
+            delivered.await.unwrap();
+        } else {
+            producer.abort_transaction().await.unwrap();
+        }
+        let expected = if commit { 10 * (round + 1) } else { 10 * round };
+        let mut got = committed_offset(producer.cluster(), &group.group_id, &src.topic).await;
+        for _ in 0..20 {
+            if got == expected {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            got = committed_offset(producer.cluster(), &group.group_id, &src.topic).await;
+        }
+        assert_eq!(got, expected, "round {round} (commit {commit})");
+    }
+    let log = fetch_all(producer.cluster(), &out, 0, true).await;
+    let got: Vec<_> = log
+        .records
+        .iter()
+        .map(|r| r.value.clone().unwrap())
+        .collect();
+    assert_eq!(got, [Bytes::from("r0"), Bytes::from("r2")]);
+    let v2 = producer.transaction_v2();
+    producer.close().await;
+    v2
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_commit_with_the_transaction_version_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    bounded(secs(60), async {
+        let v2 = records_and_offsets_commit_and_abort_together(&broker, "offsets-v2").await;
+        assert!(v2, "transaction.version 2 is finalized by default");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_version_1_adds_partitions_and_offsets_explicitly() {
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    use kafka_protocol::messages::UpdateFeaturesRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    bounded(secs(60), async {
+        let admin = shoal_client::Cluster::connect(config(&broker, &[]).client().clone())
+            .await
+            .unwrap();
+        let request = UpdateFeaturesRequest::default()
+            .with_timeout_ms(10_000)
+            .with_feature_updates(vec![FeatureUpdateKey::default()
+                .with_feature(StrBytes::from_static_str("transaction.version"))
+                .with_max_version_level(1)
+                .with_upgrade_type(2)]);
+        let response = admin.send_any(&request).await;
+        let response = match response {
+            Ok(r) => r,
+            Err(e) => panic!("UpdateFeatures: {e:?}"),
+        };
+        assert_eq!(response.error_code, 0, "{response:?}");
+        for r in &response.results {
+            assert_eq!(r.error_code, 0, "{r:?}");
+        }
+        admin.close().await;
+        let v2 = records_and_offsets_commit_and_abort_together(&broker, "offsets-v1").await;
+        assert!(!v2, "transaction.version 1 after the downgrade");
+    })
+    .await;
+}

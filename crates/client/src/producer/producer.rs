@@ -213,15 +213,15 @@ impl Shared {
         self.epoch.elapsed().as_millis() as i64
     }
 
-    /// Waits until `check` answers, at most `timeout`; `check` runs under the lock after
-    /// every change.
+    /// Waits until `check` answers, at most `timeout` (`None`: as long as it takes);
+    /// `check` runs under the lock after every change.
     pub async fn wait_until<T>(
         &self,
         what: &str,
-        timeout: Duration,
+        timeout: Option<Duration>,
         mut check: impl FnMut(&mut State) -> Option<T>,
     ) -> Result<T, Error> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         loop {
             let notified = self.progress.notified();
             tokio::pin!(notified);
@@ -229,11 +229,16 @@ impl Shared {
             if let Some(done) = check(&mut self.lock()) {
                 return Ok(done);
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(Error::Timeout {
-                    what: what.into(),
-                    after: timeout,
-                });
+            match (deadline, timeout) {
+                (Some(deadline), Some(after)) => {
+                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                        return Err(Error::Timeout {
+                            what: what.into(),
+                            after,
+                        });
+                    }
+                }
+                _ => notified.await,
             }
         }
     }
@@ -337,7 +342,7 @@ impl Producer {
         if s.config.idempotence() && s.config.transactional_id().is_none() {
             s.lock().txn.init_transactions().map_err(txn_error)?;
             s.wake.notify_one();
-            s.wait_until("InitProducerId", s.config.max_block(), |st| {
+            s.wait_until("InitProducerId", Some(s.config.max_block()), |st| {
                 settled(st, TxnState::Initializing)
             })
             .await??;
@@ -505,7 +510,7 @@ impl Producer {
         let s = self.shared();
         s.lock().acc.begin_flush();
         s.wake.notify_one();
-        s.wait_until("flush", Duration::MAX / 4, |st| {
+        s.wait_until("flush", None, |st| {
             if st.acc.flush_done() {
                 Some(Ok(()))
             } else if st.stopped {
@@ -565,7 +570,7 @@ impl Producer {
             st.txn.init_transactions().map_err(txn_error)?;
         }
         s.wake.notify_one();
-        s.wait_until("init_transactions", s.config.max_block(), |st| {
+        s.wait_until("init_transactions", Some(s.config.max_block()), |st| {
             settled(st, TxnState::Initializing)
         })
         .await?
@@ -629,7 +634,7 @@ impl Producer {
             return Ok(());
         }
         s.wake.notify_one();
-        s.wait_until(what, s.config.max_block(), |st| settled(st, pending))
+        s.wait_until(what, Some(s.config.max_block()), |st| settled(st, pending))
             .await?
     }
 
@@ -656,7 +661,7 @@ impl Producer {
             .map_err(txn_error)?;
         s.wake.notify_one();
         let waited = s
-            .wait_until("AddOffsetsToTxn", max_block, |st| {
+            .wait_until("AddOffsetsToTxn", Some(max_block), |st| {
                 if st.txn.operation_ready(id) {
                     Some(Ok(()))
                 } else if !st.txn.is_in_flight(id) {

@@ -38,7 +38,8 @@ use super::accumulator::{BatchId, SendResult};
 use super::config::Acks;
 use super::producer::{Shared, State};
 use super::transaction::{
-    CoordinatorRequest, CoordinatorResponse, Next, ProducerIdEpoch, TopicPartition,
+    CoordinatorRequest, CoordinatorResponse, Next, ProducerIdEpoch, TopicPartition, TxnErrorKind,
+    TxnState,
 };
 use crate::cluster::CoordinatorType;
 use crate::error::Error;
@@ -279,6 +280,14 @@ async fn produce_round(shared: &Shared) -> Option<i64> {
         let st = &mut *guard;
         for c in st.acc.expire(now) {
             st.finish(c);
+        }
+        if st.txn.state() == TxnState::FatalError {
+            // Nothing of this producer can be written any more: fail what waits at once
+            // rather than at its delivery timeout.
+            let code = fatal_code(st);
+            for c in st.acc.abort_waiting(code) {
+                st.finish(c);
+            }
         }
         let (ready, next) = st.acc.ready(now);
         for tp in ready {
@@ -544,6 +553,14 @@ fn apply(shared: &Shared, outgoing: Vec<Outgoing>, answer: Result<Option<Produce
     drop(st);
     if refresh {
         shared.cluster.invalidate_metadata();
+    }
+}
+
+/// The code a fatal transaction error gives the batches it fails.
+fn fatal_code(st: &State) -> ErrorCode {
+    match st.txn.last_error().map(|e| &e.kind) {
+        Some(TxnErrorKind::Broker { code, .. }) => *code,
+        _ => ErrorCode::INVALID_TXN_STATE,
     }
 }
 
