@@ -591,3 +591,51 @@ async fn transaction_version_1_adds_partitions_and_offsets_explicitly() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_with_a_failed_send_cannot_commit_and_aborts() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    bounded(secs(60), async {
+        let producer = Producer::new(config(&broker, &[("transactional.id", "failing")]))
+            .await
+            .unwrap();
+        producer.init_transactions().await.unwrap();
+        producer.begin_transaction().unwrap();
+        let fine = producer
+            .send(ProducerRecord::new("failing", "fine").with_partition(0))
+            .await
+            .unwrap();
+        // Above the broker's message.max.bytes (1 MiB by default): the broker refuses it.
+        let huge = producer
+            .send(ProducerRecord::new("failing", vec![b'x'; 2 << 20]).with_partition(0))
+            .await
+            .unwrap();
+        let err = huge.await.unwrap_err();
+        println!("the oversized record failed with {err}");
+        let err = producer.commit_transaction().await.unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Abortable, "{err:?}");
+        // The producer lives on: sends are refused until the abort.
+        assert!(producer
+            .send(ProducerRecord::new("failing", "refused").with_partition(0))
+            .await
+            .is_err());
+        producer.abort_transaction().await.unwrap();
+        let _ = fine.await;
+        producer.begin_transaction().unwrap();
+        producer
+            .send(ProducerRecord::new("failing", "after").with_partition(0))
+            .await
+            .unwrap();
+        producer.commit_transaction().await.unwrap();
+        let log = fetch_all(producer.cluster(), "failing", 0, true).await;
+        let got: Vec<_> = log
+            .records
+            .iter()
+            .map(|r| r.value.clone().unwrap())
+            .collect();
+        assert_eq!(got, [Bytes::from("after")]);
+        producer.close().await;
+    })
+    .await;
+}
