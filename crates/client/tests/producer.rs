@@ -639,3 +639,38 @@ async fn a_transaction_with_a_failed_send_cannot_commit_and_aborts() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_fail_with_request_timed_out_after_delivery_timeout_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path());
+    bounded(secs(60), async {
+        let producer = Producer::new(config(
+            &broker,
+            &[
+                ("request.timeout.ms", "500"),
+                ("delivery.timeout.ms", "1500"),
+            ],
+        ))
+        .await
+        .unwrap();
+        producer
+            .send(ProducerRecord::new("expiring", "warm").with_partition(0))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        broker.kill();
+        let mut futures = Vec::new();
+        for i in 0..10 {
+            let record = ProducerRecord::new("expiring", value(i)).with_partition(0);
+            futures.push(producer.send(record).await.unwrap());
+        }
+        for f in futures {
+            let err = f.await.unwrap_err();
+            assert_eq!(err.code(), ErrorCode::REQUEST_TIMED_OUT, "{err:?}");
+        }
+        producer.close().await;
+    })
+    .await;
+}
