@@ -281,10 +281,14 @@ async fn produce_round(shared: &Shared) -> Option<i64> {
         for c in st.acc.expire(now) {
             st.finish(c);
         }
-        if st.txn.state() == TxnState::FatalError {
-            // Nothing of this producer can be written any more: fail what waits at once
-            // rather than at its delivery timeout.
-            let code = fatal_code(st);
+        if matches!(
+            st.txn.state(),
+            TxnState::FatalError | TxnState::AbortableError
+        ) {
+            // Nothing more of this transaction (or, fatal, of this producer) can be
+            // written: fail what waits at once rather than at its delivery timeout, as the
+            // Java client's sender aborts undrained batches.
+            let code = failure_code(st);
             for c in st.acc.abort_waiting(code) {
                 st.finish(c);
             }
@@ -303,7 +307,9 @@ async fn produce_round(shared: &Shared) -> Option<i64> {
             }
             match drain_and_encode(shared, st, &tp, now) {
                 Some(Ok(out)) => per_leader.entry(leader).or_default().push(out),
-                Some(Err((batch, e))) => {
+                Some(Err(batch)) => {
+                    // A batch that does not encode (a codec failing) can never be sent:
+                    // its records fail rather than block the partition.
                     let failed = st.acc.complete(
                         &tp,
                         batch,
@@ -311,7 +317,6 @@ async fn produce_round(shared: &Shared) -> Option<i64> {
                         false,
                         now,
                     );
-                    eprintln!("shoal-client: encoding a batch for {tp:?}: {e}");
                     if let Some(c) = failed {
                         st.finish(c);
                     }
@@ -346,7 +351,7 @@ fn drain_and_encode(
     st: &mut State,
     tp: &TopicPartition,
     now: i64,
-) -> Option<Result<Outgoing, (BatchId, String)>> {
+) -> Option<Result<Outgoing, BatchId>> {
     let idempotent = shared.config.idempotence();
     let producer = st.txn.producer();
     let State {
@@ -359,7 +364,7 @@ fn drain_and_encode(
         acc.drain(tp, now, None)?
     };
     let Some(batch) = batches.get_mut(&drained.batch) else {
-        return Some(Err((drained.batch, "records of the batch missing".into())));
+        return Some(Err(drained.batch));
     };
     let transactional = st.txn.is_transactional();
     let base_sequence = drained.base_sequence.unwrap_or(-1);
@@ -388,7 +393,7 @@ fn drain_and_encode(
             batch: drained.batch,
             bytes: buf.freeze(),
         }),
-        Err(e) => Err((drained.batch, e.to_string())),
+        Err(_) => Err(drained.batch),
     })
 }
 
@@ -431,7 +436,7 @@ async fn send_all(shared: &Shared, per_leader: HashMap<i32, Vec<Outgoing>>) {
     // Without transaction version 2, Produce v12+ would mean implicit partition adds.
     let version_max = (transactional_id.is_some() && !v2).then_some(PRODUCE_V1_MAX);
     let timeout_ms = shared.config.client().request_timeout().as_millis() as i32;
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = Vec::with_capacity(per_leader.len());
     for (leader, outgoing) in per_leader {
         let mut topics: Vec<TopicProduceData> = Vec::new();
         let metadata = shared.cluster.metadata();
@@ -461,8 +466,8 @@ async fn send_all(shared: &Shared, per_leader: HashMap<i32, Vec<Outgoing>>) {
             .with_timeout_ms(timeout_ms)
             .with_topic_data(topics);
         let cluster = shared.cluster.clone();
-        tasks.spawn(async move {
-            let answer = if acks == Acks::None {
+        let task = tokio::spawn(async move {
+            if acks == Acks::None {
                 cluster
                     .send_without_response(leader, version_max, &request)
                     .await
@@ -472,14 +477,18 @@ async fn send_all(shared: &Shared, per_leader: HashMap<i32, Vec<Outgoing>>) {
                     .send_at_most(leader, version_max, &request)
                     .await
                     .map(Some)
-            };
-            (outgoing, answer)
+            }
         });
+        tasks.push((outgoing, task));
     }
-    while let Some(joined) = tasks.join_next().await {
-        let Ok((outgoing, answer)) = joined else {
-            continue;
-        };
+    // The tasks run concurrently; their answers are applied in turn. A task that did not
+    // finish (a panic) counts as a lost connection, so its batches are retried.
+    for (outgoing, task) in tasks {
+        let answer = task.await.unwrap_or_else(|_| {
+            Err(Error::ConnectionClosed {
+                addr: String::new(),
+            })
+        });
         apply(shared, outgoing, answer);
     }
     shared.progress.notify_waiters();
@@ -556,8 +565,8 @@ fn apply(shared: &Shared, outgoing: Vec<Outgoing>, answer: Result<Option<Produce
     }
 }
 
-/// The code a fatal transaction error gives the batches it fails.
-fn fatal_code(st: &State) -> ErrorCode {
+/// The code a transaction's error gives the batches it fails.
+fn failure_code(st: &State) -> ErrorCode {
     match st.txn.last_error().map(|e| &e.kind) {
         Some(TxnErrorKind::Broker { code, .. }) => *code,
         _ => ErrorCode::INVALID_TXN_STATE,
