@@ -483,23 +483,40 @@ async fn send_all(shared: &Shared, per_leader: HashMap<i32, Vec<Outgoing>>) {
     }
     // The tasks run concurrently; their answers are applied in turn. A task that did not
     // finish (a panic) counts as a lost connection, so its batches are retried.
+    let mut stale: Vec<String> = Vec::new();
     for (outgoing, task) in tasks {
         let answer = task.await.unwrap_or_else(|_| {
             Err(Error::ConnectionClosed {
                 addr: String::new(),
             })
         });
-        apply(shared, outgoing, answer);
+        for topic in apply(shared, outgoing, answer) {
+            if !stale.contains(&topic) {
+                stale.push(topic);
+            }
+        }
+    }
+    // A leader moved or a topic is unknown where we sent: fetch metadata before the retry
+    // (which waits its backoff anyway), as the Java client's sender does.
+    if !stale.is_empty() {
+        shared.cluster.invalidate_metadata();
+        for topic in &stale {
+            let _ = shared.cluster.try_topic(topic).await;
+        }
     }
     shared.progress.notify_waiters();
 }
 
-/// Applies one ProduceRequest's answer (or failure) to its batches.
-fn apply(shared: &Shared, outgoing: Vec<Outgoing>, answer: Result<Option<ProduceResponse>, Error>) {
+/// Applies one ProduceRequest's answer (or failure) to its batches. Returns the topics
+/// whose metadata the answer says is stale.
+fn apply(
+    shared: &Shared,
+    outgoing: Vec<Outgoing>,
+    answer: Result<Option<ProduceResponse>, Error>,
+) -> Vec<String> {
     let idempotent = shared.config.idempotence();
     let metadata = shared.cluster.metadata();
     let now = shared.now_ms();
-    let mut refresh = false;
     let mut st = shared.lock();
     let mut codes: HashMap<(String, i32), (ErrorCode, i64)> = HashMap::new();
     let failure = match answer {
@@ -525,7 +542,9 @@ fn apply(shared: &Shared, outgoing: Vec<Outgoing>, answer: Result<Option<Produce
         Ok(None) => None,
         Err(e) => Some(e),
     };
+    let mut stale = Vec::new();
     for o in outgoing {
+        let mut refresh = false;
         let (result, retriable) = match (&failure, acks_none(shared)) {
             (Some(e), _) => {
                 refresh |= e.requires_metadata_refresh();
@@ -555,14 +574,14 @@ fn apply(shared: &Shared, outgoing: Vec<Outgoing>, answer: Result<Option<Produce
                 None => (SendResult::Err(ErrorCode::NETWORK_EXCEPTION), true),
             },
         };
+        if refresh {
+            stale.push(o.tp.topic.clone());
+        }
         if let Some(c) = st.acc.complete(&o.tp, o.batch, result, retriable, now) {
             st.finish(c);
         }
     }
-    drop(st);
-    if refresh {
-        shared.cluster.invalidate_metadata();
-    }
+    stale
 }
 
 /// The code a transaction's error gives the batches it fails.
