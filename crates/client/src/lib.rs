@@ -69,6 +69,10 @@
 //! only retriable errors and refreshes metadata on NOT_LEADER_OR_FOLLOWER,
 //! UNKNOWN_TOPIC_OR_PARTITION and UNKNOWN_TOPIC_ID ([`Error::requires_metadata_refresh`]).
 //! An api the broker lacks is [`Error::UnsupportedVersion`] before anything is sent.
+//! The producer's transaction errors are [`Error::Transaction`], fatal (fenced: close the
+//! producer) or abortable (abort the transaction and go on); a record that failed is
+//! [`Error::Kafka`] with the partition's code (REQUEST_TIMED_OUT after
+//! `delivery.timeout.ms`).
 //!
 //! # Untrusted responses
 //!

@@ -394,6 +394,26 @@ mod tests {
     }
 
     #[test]
+    fn the_builder_takes_a_client_config_and_typed_settings() {
+        let client = ClientConfig::builder(["h:1"]).build().unwrap();
+        let c = ProducerConfig::builder(client.clone())
+            .compression(Compression::Lz4)
+            .linger(Duration::from_millis(50))
+            .transactional_id("t")
+            .build()
+            .unwrap();
+        assert_eq!(c.client(), &client);
+        assert_eq!(c.compression(), Compression::Lz4);
+        assert_eq!(c.accumulator().linger_ms, 50);
+        assert_eq!(c.transactional_id(), Some("t"));
+        assert!(c.idempotence());
+        // Client keys belong to the ClientConfig given.
+        let mut b = ProducerConfig::builder(client);
+        assert!(matches!(b.set("client.id", "x"), Err(Error::Config { .. })));
+        assert!(b.acks(Acks::Leader).idempotence(true).build().is_err());
+    }
+
+    #[test]
     fn contradictions_and_out_of_range_values_are_typed_errors() {
         assert_eq!(key_of(props(&[("acks", "2")])), "acks");
         assert_eq!(
