@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::log::{create_topic, fetch_all};
+use common::log::{create_topic, fetch_all, fetch_committed};
 use common::{bounded, target, Broker, Target};
 use shoal_client::producer::partitioner::partition_for_key;
 use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
@@ -252,7 +252,7 @@ async fn committed_transactions_are_visible_and_aborted_ones_are_not() {
             // It had been sent before the abort: aborted, invisible all the same.
         }
 
-        let committed = fetch_all(producer.cluster(), "txn", 0, true).await;
+        let committed = fetch_committed(producer.cluster(), "txn", 0, expected.len()).await;
         let got: Vec<String> = committed
             .records
             .iter()
@@ -330,7 +330,7 @@ async fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
             .unwrap_err();
         assert!(again.is_fatal(), "{again:?}");
 
-        let log = fetch_all(second.cluster(), "fenced", 0, true).await;
+        let log = fetch_committed(second.cluster(), "fenced", 0, 1).await;
         let got: Vec<_> = log
             .records
             .iter()
@@ -536,7 +536,7 @@ async fn records_and_offsets_commit_and_abort_together(broker: &Broker, tid: &st
         }
         assert_eq!(got, expected, "round {round} (commit {commit})");
     }
-    let log = fetch_all(producer.cluster(), &out, 0, true).await;
+    let log = fetch_committed(producer.cluster(), &out, 0, 2).await;
     let got: Vec<_> = log
         .records
         .iter()
@@ -628,7 +628,7 @@ async fn a_transaction_with_a_failed_send_cannot_commit_and_aborts() {
             .await
             .unwrap();
         producer.commit_transaction().await.unwrap();
-        let log = fetch_all(producer.cluster(), "failing", 0, true).await;
+        let log = fetch_committed(producer.cluster(), "failing", 0, 1).await;
         let got: Vec<_> = log
             .records
             .iter()
@@ -670,6 +670,59 @@ async fn records_fail_with_request_timed_out_after_delivery_timeout_ms() {
             let err = f.await.unwrap_err();
             assert_eq!(err.code(), ErrorCode::REQUEST_TIMED_OUT, "{err:?}");
         }
+        producer.close().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_producer_goes_on_after_a_failed_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    bounded(secs(60), async {
+        let producer = Producer::new(config(
+            &broker,
+            &[
+                ("request.timeout.ms", "1000"),
+                ("delivery.timeout.ms", "5000"),
+            ],
+        ))
+        .await
+        .unwrap();
+        let before = producer.producer_id_epoch().unwrap();
+        producer
+            .send(ProducerRecord::new("gap", "first").with_partition(0))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        // Refused by the broker (message.max.bytes): its sequence was never written, so
+        // the partition's next sequence would leave a gap the broker refuses.
+        let err = producer
+            .send(ProducerRecord::new("gap", vec![b'x'; 2 << 20]).with_partition(0))
+            .await
+            .unwrap()
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::MESSAGE_TOO_LARGE, "{err:?}");
+        let md = producer
+            .send(ProducerRecord::new("gap", "after").with_partition(0))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        assert_eq!(md.offset, 1);
+        // InitProducerId without a transactional id answers a new producer id (Kafka's
+        // coordinator always does) or a bumped epoch: either restarts the sequences.
+        let after = producer.producer_id_epoch().unwrap();
+        assert_ne!(after, before);
+        let log = fetch_all(producer.cluster(), "gap", 0, false).await;
+        let got: Vec<_> = log
+            .records
+            .iter()
+            .map(|r| r.value.clone().unwrap())
+            .collect();
+        assert_eq!(got, [Bytes::from("first"), Bytes::from("after")]);
         producer.close().await;
     })
     .await;

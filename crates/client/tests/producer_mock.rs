@@ -1,7 +1,8 @@
 //! The producer's sender against a scripted loopback broker, for answers a real broker gives
 //! only in rare moments: NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION on a Produce
-//! refresh metadata before the retry, and the retried batch keeps its producer id, epoch and
-//! base sequence (so the broker can recognise a duplicate).
+//! refresh metadata before the retry, the retried batch keeps its producer id, epoch and
+//! base sequence (so the broker can recognise a duplicate), and a batch that failed for good
+//! makes an idempotent producer bump its epoch.
 
 mod common;
 
@@ -101,9 +102,14 @@ async fn serve(mut stream: TcpStream, addr: SocketAddr, script: Script) {
                             .with_isr_nodes(vec![BrokerId(1)])])])
                     .into()
             }
-            Request::InitProducerId(_) => InitProducerIdResponse::default()
+            // A bump (KIP-360) names the current id and epoch and gets the next epoch.
+            Request::InitProducerId(r) => InitProducerIdResponse::default()
                 .with_producer_id(ProducerId(42))
-                .with_producer_epoch(3)
+                .with_producer_epoch(if r.producer_id.0 >= 0 {
+                    r.producer_epoch + 1
+                } else {
+                    3
+                })
                 .into(),
             Request::Produce(p) => {
                 let data = &p.topic_data[0].partition_data[0];
@@ -230,7 +236,13 @@ async fn a_non_retriable_produce_error_fails_only_that_batch() {
             .await
             .unwrap();
         assert_eq!(ok.offset, 0);
-        assert_eq!(script.produced.lock().unwrap().len(), 2);
+        // The failed batch's sequence would leave a gap: the producer bumped its epoch and
+        // started the partition's sequences again.
+        assert_eq!(
+            script.produced.lock().unwrap().clone(),
+            [(0, 42, 3, 1), (0, 42, 4, 1)]
+        );
+        assert_eq!(producer.producer_id_epoch(), Some((42, 4)));
         producer.close().await;
     })
     .await;

@@ -185,6 +185,10 @@ impl State {
                 Completed::Written { .. } => self.txn.finish_operation(op, ErrorCode::NONE),
                 Completed::Failed { code } => self.txn.fail_operation(op, code),
             };
+        } else if matches!(c.outcome, Completed::Failed { .. }) && self.txn.producer().is_some() {
+            // An idempotent producer's failed batch may leave a sequence gap; a no-op for
+            // other producers and while a bump is under way.
+            let _ = self.txn.bump_idempotent_epoch();
         }
     }
 }

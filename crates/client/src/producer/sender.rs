@@ -58,7 +58,9 @@ pub(super) async fn run(shared: Arc<Shared>) {
         let next_ms = produce_round(&shared).await;
         if shared.closing.load(Ordering::Acquire) {
             let mut st = shared.lock();
-            let due = st.txn.poll_request().is_some();
+            // A transaction's due request (EndTxn) is waited for; an idempotent producer's
+            // epoch bump is not needed once nothing is left to send.
+            let due = st.txn.is_transactional() && st.txn.poll_request().is_some();
             if st.acc.incomplete() == 0 && !due {
                 st.stopped = true;
                 drop(st);
@@ -354,6 +356,10 @@ fn drain_and_encode(
 ) -> Option<Result<Outgoing, BatchId>> {
     let idempotent = shared.config.idempotence();
     let producer = st.txn.producer();
+    if idempotent && !st.txn.is_transactional() && st.txn.state() != TxnState::Ready {
+        // An epoch bump is under way: the batch waits for the new epoch's sequences.
+        return None;
+    }
     let State {
         acc, txn, batches, ..
     } = st;

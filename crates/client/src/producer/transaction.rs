@@ -336,6 +336,27 @@ impl TransactionManager {
         Ok(())
     }
 
+    /// An idempotent producer (no transactional id) whose batch failed for good: the
+    /// partition's next sequence would leave a gap the broker refuses
+    /// (OUT_OF_ORDER_SEQUENCE_NUMBER for ever), so the producer bumps its epoch (KIP-360:
+    /// InitProducerId with the current id and epoch) and sequences restart at 0.
+    ///
+    /// # Errors
+    /// IllegalState unless an idempotent producer in `Ready` with a producer id; nothing
+    /// changes then.
+    pub fn bump_idempotent_epoch(&mut self) -> Result<(), TxnError> {
+        self.refuse_if_fatal()?;
+        if self.is_transactional() || self.state != TxnState::Ready || self.producer.is_none() {
+            return Err(TxnError::illegal(
+                self.state,
+                "only a ready idempotent producer bumps its own epoch",
+            ));
+        }
+        self.bump_due = true;
+        self.state = TxnState::Initializing;
+        Ok(())
+    }
+
     /// # Errors
     /// IllegalState unless transactional and `Ready`.
     pub fn begin(&mut self) -> Result<(), TxnError> {

@@ -158,3 +158,22 @@ fn decompress(input: &mut Bytes, codec: Compression) -> anyhow::Result<Bytes> {
     }
     Ok(Bytes::from(out))
 }
+
+/// [`fetch_all`] with read_committed, again until at least `count` records are visible or
+/// ten seconds have passed: a commit's markers are written after EndTxn answers (in Kafka
+/// as in Shoal), so the last stable offset can lag the commit briefly.
+pub async fn fetch_committed(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    count: usize,
+) -> Fetched {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let fetched = fetch_all(cluster, topic, partition, true).await;
+        if fetched.records.len() >= count || std::time::Instant::now() >= deadline {
+            return fetched;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
