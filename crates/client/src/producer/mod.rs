@@ -13,7 +13,10 @@
 //! Delivery: with idempotence (the default; `acks=all`, at most five requests in flight) a
 //! record is written once, in order, through retries and broker restarts; an acknowledged
 //! record was written (Shoal: fsynced). Without it, retries may duplicate. A transaction
-//! commits only if every record sent in it was written.
+//! commits only if every record sent in it was written. After a batch of an idempotent
+//! producer fails for good, its sequence would leave a gap the broker refuses, so the
+//! producer takes a new producer id or epoch (KIP-360) and restarts its sequences; a batch
+//! being retried across that restart may then be written twice, as with the Java client.
 //!
 //! Limitations now: one Produce request in flight per broker (the cluster layer keeps one
 //! request in flight per connection); header keys of a record are unique; `flush` waits
