@@ -214,6 +214,71 @@ impl BrokerConnection {
         }
     }
 
+    /// The version to send `R` at: the negotiated one, or `version_max` when that is lower
+    /// (a producer without transaction version 2 must not send Produce v12+ or EndTxn v5+).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedVersion`] when `version_max` is below what both sides can send.
+    pub fn version_at_most<R: Request>(&self, version_max: Option<i16>) -> Result<i16, Error> {
+        let api = api_key::<R>()?;
+        let negotiated = self.versions.version(api)?;
+        let Some(max) = version_max.filter(|max| *max < negotiated) else {
+            return Ok(negotiated);
+        };
+        let (client_min, _) = client_range(api).unwrap_or((0, 0));
+        let broker_range = self.versions.broker_range(api);
+        let floor = broker_range.map_or(client_min, |(min, _)| min.max(client_min));
+        if max >= floor {
+            Ok(max)
+        } else {
+            Err(Error::UnsupportedVersion {
+                node_id: self.versions.node_id(),
+                api,
+                client_min,
+                client_max: max,
+                broker_range,
+            })
+        }
+    }
+
+    /// Writes `request` at `version` and does not wait for an answer: for the requests the
+    /// broker never answers (Produce with `acks=0`). Bounded by `request.timeout.ms`.
+    ///
+    /// # Errors
+    /// [`Error::Io`], [`Error::ConnectionClosed`], [`Error::Timeout`]; each breaks the
+    /// connection.
+    pub async fn send_without_response_at<R: Request>(
+        &mut self,
+        version: i16,
+        request: &R,
+    ) -> Result<(), Error> {
+        if self.broken {
+            return Err(Error::ConnectionClosed {
+                addr: self.addr.clone(),
+            });
+        }
+        let api = api_key::<R>()?;
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1) & i32::MAX;
+        let frame = encode::<R>(api, version, correlation_id, &self.client_id, request)?;
+        self.broken = true;
+        let timeout = self.request_timeout;
+        match tokio::time::timeout(timeout, self.stream.write_all(&frame)).await {
+            Ok(Ok(())) => {
+                self.broken = false;
+                Ok(())
+            }
+            Ok(Err(source)) => Err(Error::Io {
+                addr: self.addr.clone(),
+                source,
+            }),
+            Err(_) => Err(Error::Timeout {
+                what: format!("{api:?} v{version} to {}", self.addr),
+                after: timeout,
+            }),
+        }
+    }
+
     async fn round_trip<R: Request>(
         &mut self,
         version: i16,

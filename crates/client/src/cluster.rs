@@ -456,15 +456,8 @@ impl Cluster {
         key: &str,
         request: &R,
     ) -> Result<R::Response, Error> {
-        self.check_open()?;
-        let node_id = self.coordinator(kind, key).await?;
-        let result = self.send_on(SlotKey::Coordinator(node_id), request).await;
-        if let Err(e) = &result {
-            if e.requires_coordinator_lookup() {
-                self.invalidate_coordinator(kind, key);
-            }
-        }
-        result
+        self.send_to_coordinator_at_most(kind, key, None, request)
+            .await
     }
 
     async fn find_coordinator(
@@ -557,10 +550,80 @@ impl Cluster {
 
     /// One attempt on one slot's connection.
     async fn send_on<R: Request>(&self, key: SlotKey, request: &R) -> Result<R::Response, Error> {
+        self.send_on_at_most(key, None, request).await
+    }
+
+    async fn send_on_at_most<R: Request>(
+        &self,
+        key: SlotKey,
+        version_max: Option<i16>,
+        request: &R,
+    ) -> Result<R::Response, Error> {
         let mut guard = self.connection(key).await?;
         let conn = guard.conn.as_mut().ok_or(Error::Closed)?;
-        let result = conn.send(request).await;
+        let version = conn.version_at_most::<R>(version_max)?;
+        let result = conn.send_at(version, request).await;
         drop_if_broken(&mut guard);
+        result
+    }
+
+    /// As [`Cluster::send`], at no higher version than `version_max` (see
+    /// [`BrokerConnection::version_at_most`]).
+    ///
+    /// # Errors
+    /// As [`Cluster::send`].
+    pub async fn send_at_most<R: Request>(
+        &self,
+        node_id: i32,
+        version_max: Option<i16>,
+        request: &R,
+    ) -> Result<R::Response, Error> {
+        self.check_open()?;
+        self.send_on_at_most(SlotKey::Broker(node_id), version_max, request)
+            .await
+    }
+
+    /// Sends a request the broker does not answer (Produce with `acks=0`) to broker
+    /// `node_id`, at no higher version than `version_max`.
+    ///
+    /// # Errors
+    /// As [`Cluster::send`], except that no answer is awaited.
+    pub async fn send_without_response<R: Request>(
+        &self,
+        node_id: i32,
+        version_max: Option<i16>,
+        request: &R,
+    ) -> Result<(), Error> {
+        self.check_open()?;
+        let mut guard = self.connection(SlotKey::Broker(node_id)).await?;
+        let conn = guard.conn.as_mut().ok_or(Error::Closed)?;
+        let version = conn.version_at_most::<R>(version_max)?;
+        let result = conn.send_without_response_at(version, request).await;
+        drop_if_broken(&mut guard);
+        result
+    }
+
+    /// As [`Cluster::send_to_coordinator`], at no higher version than `version_max`.
+    ///
+    /// # Errors
+    /// As [`Cluster::send_to_coordinator`].
+    pub async fn send_to_coordinator_at_most<R: Request>(
+        &self,
+        kind: CoordinatorType,
+        key: &str,
+        version_max: Option<i16>,
+        request: &R,
+    ) -> Result<R::Response, Error> {
+        self.check_open()?;
+        let node_id = self.coordinator(kind, key).await?;
+        let result = self
+            .send_on_at_most(SlotKey::Coordinator(node_id), version_max, request)
+            .await;
+        if let Err(e) = &result {
+            if e.requires_coordinator_lookup() {
+                self.invalidate_coordinator(kind, key);
+            }
+        }
         result
     }
 

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use shoal_protocol::{ApiKey, ErrorCode};
 
+use crate::producer::transaction::TxnErrorKind;
+
 /// What a caller can do after an [`Error`] (Java client: `RetriableException`,
 /// `TransactionAbortableException` and the abortable errors of `TransactionManager`, and the
 /// fatal ones after which the producer must be closed).
@@ -91,6 +93,10 @@ pub enum Error {
     /// The operation was attempted after [`crate::Cluster::close`].
     #[error("the client is closed")]
     Closed,
+    /// A transactional (or idempotent) producer's operation failed or was not allowed; the
+    /// error says whether the producer is unusable (fatal) or the transaction must abort.
+    #[error("transaction: {0}")]
+    Transaction(crate::producer::transaction::TxnError),
 }
 
 /// The error codes the Java client treats as fatal for a producer (it must be closed):
@@ -164,6 +170,12 @@ impl Error {
             | Error::UnknownBroker { .. } => ErrorCode::NETWORK_EXCEPTION,
             Error::Config { .. } => ErrorCode::INVALID_CONFIG,
             Error::Encode { .. } | Error::Closed => ErrorCode::UNKNOWN_SERVER_ERROR,
+            Error::Transaction(e) => match &e.kind {
+                TxnErrorKind::Broker { code, .. } => *code,
+                TxnErrorKind::IllegalState { .. } => ErrorCode::INVALID_TXN_STATE,
+                TxnErrorKind::Unsupported(_) => ErrorCode::UNSUPPORTED_VERSION,
+                TxnErrorKind::InvalidResponse(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
+            },
         }
     }
 
@@ -184,6 +196,9 @@ impl Error {
             Error::UnsupportedVersion { .. } | Error::Config { .. } | Error::Closed => {
                 ErrorClass::Fatal
             }
+            // Misuse (begin twice, commit outside a transaction) costs only that call.
+            Error::Transaction(e) if e.fatal => ErrorClass::Fatal,
+            Error::Transaction(_) => ErrorClass::Abortable,
         }
     }
 

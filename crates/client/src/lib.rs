@@ -11,7 +11,7 @@
 //!   (sans-IO)          │   bookkeeping (sans-IO)  │       │
 //!        └─────────────┴─────────┴────────────────┴───────┘
 //!                                │
-//!                             Cluster  ── this crate today
+//!                             Cluster
 //!        bootstrap · metadata · one BrokerConnection per broker and per coordinator ·
 //!        ApiVersions negotiation · timeouts · retries with backoff · reconnection
 //!                                │
@@ -27,19 +27,29 @@
 //!   exhaustively without a broker: version negotiation ([`versions`]), backoff and retry
 //!   budgets ([`backoff`]), the metadata cache and its refresh rules ([`metadata`]).
 //!   The async shells ([`cluster`], [`broker`]) only read clocks, sleep and move bytes.
-//! - **Producer** (next): the sans-IO parts are in [`producer`] — the transaction manager
-//!   ([`producer::transaction`]), the per-request error handling of transactional requests
-//!   ([`producer::errors`], a refinement of [`ErrorClass`]), the partitioner
-//!   ([`producer::partitioner`]) and the record accumulator ([`producer::accumulator`]) —
-//!   driven by a sender task that uses [`Cluster::send`] to partition leaders. The transaction manager
-//!   (`Uninitialized → Ready → InTransaction → Committing/Aborting → Ready`, plus
-//!   `AbortableError` and `FatalError`) owns the producer id and epoch and what the open
-//!   transaction holds: partitions, consumer-group offsets (`send_offsets_to_transaction`)
-//!   and — for KIP-1289 — share acknowledgements, each an *operation* admitted only in
-//!   `InTransaction` and only with `transaction.version` 2 (read from
-//!   [`ApiVersions::finalized_feature`]). `send_share_acknowledgements_to_transaction`
-//!   sends one TxnShareAcknowledge per share partition to that partition's leader, as the
-//!   draft client does, and no commit is sent while one is unanswered or after one failed.
+//! - **Producer** ([`Producer`], [`producer`]): an async handle, cheap to clone, over one
+//!   sender task. `send` puts a record into the record accumulator
+//!   ([`producer::accumulator`]: batching by `batch.size` and `linger.ms`, `buffer.memory`
+//!   back-pressure bounded by `max.block.ms`, ordered retries, `delivery.timeout.ms`) at the
+//!   partition the partitioner picks ([`producer::partitioner`]: Java's murmur2 for keys,
+//!   sticky without), and returns a future of its [`RecordMetadata`]. The sender drains
+//!   ready batches, encodes them with `compression.type`, sends one ProduceRequest per
+//!   leader with [`Cluster::send`] and reports each partition's answer back. The transaction
+//!   manager ([`producer::transaction`], sans-IO: `Uninitialized → Ready → InTransaction →
+//!   Committing/Aborting → Ready`, plus `AbortableError` and `FatalError`) owns the producer
+//!   id and epoch, the sequences of idempotent batches (idempotence is on by default) and
+//!   what the open transaction holds: partitions, consumer-group offsets
+//!   (`send_offsets_to_transaction`, TxnOffsetCommit to the group coordinator) and — for
+//!   KIP-1289 — share acknowledgements, each an *operation* admitted only in
+//!   `InTransaction`; the sender sends its coordinator requests (InitProducerId,
+//!   AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) to [`CoordinatorType::Transaction`].
+//!   Transaction version 2 (KIP-890: partitions added by Produce v12+, the epoch bumped at
+//!   every EndTxn) is used when the cluster finalizes `transaction.version` ≥ 2 (read from
+//!   [`ApiVersions::finalized_feature`]), version 1 otherwise. Errors keep the Java
+//!   client's classes ([`producer::errors`]). `send_share_acknowledgements_to_transaction`
+//!   (issue 12) is one more operation (`Operation::ShareAcknowledgements`) plus one
+//!   TxnShareAcknowledge per share partition to that partition's leader, as the draft
+//!   client does; no commit is sent while one is unanswered or after one failed.
 //!   `TransactionalShareAcknowledger` is the same machine without a record accumulator.
 //! - **ShareConsumer** (next): membership over ShareGroupHeartbeat on the group coordinator's
 //!   connection, share sessions per leader, and the sans-IO acknowledgement book
@@ -59,6 +69,10 @@
 //! only retriable errors and refreshes metadata on NOT_LEADER_OR_FOLLOWER,
 //! UNKNOWN_TOPIC_OR_PARTITION and UNKNOWN_TOPIC_ID ([`Error::requires_metadata_refresh`]).
 //! An api the broker lacks is [`Error::UnsupportedVersion`] before anything is sent.
+//! The producer's transaction errors are [`Error::Transaction`], fatal (fenced: close the
+//! producer) or abortable (abort the transaction and go on); a record that failed is
+//! [`Error::Kafka`] with the partition's code (REQUEST_TIMED_OUT after
+//! `delivery.timeout.ms`).
 //!
 //! # Untrusted responses
 //!
@@ -79,6 +93,45 @@
 //! negotiation or retries. The broker's integration tests use it to send exact bytes.
 //!
 //! # Quick start
+//!
+//! A producer (idempotent by default) and a transaction:
+//!
+//! ```no_run
+//! use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
+//!
+//! # async fn run() -> Result<(), shoal_client::Error> {
+//! let config = ProducerConfig::from_properties([
+//!     ("bootstrap.servers", "127.0.0.1:9092"),
+//!     ("linger.ms", "5"),
+//!     ("compression.type", "zstd"),
+//! ])?;
+//! let producer = Producer::new(config).await?;
+//! // `send` waits for room in the buffer; the future it returns, for the broker's answer.
+//! let delivery = producer.send(ProducerRecord::new("orders", "hello").with_key("id-1")).await?;
+//! let written = delivery.await?;
+//! println!("{}-{} at offset {}", written.topic, written.partition, written.offset);
+//! producer.close().await;
+//!
+//! let config = ProducerConfig::from_properties([
+//!     ("bootstrap.servers", "127.0.0.1:9092"),
+//!     ("transactional.id", "orders-enricher"),
+//! ])?;
+//! let producer = Producer::new(config).await?;
+//! producer.init_transactions().await?; // fences older producers with this id
+//! producer.begin_transaction()?;
+//! producer.send(ProducerRecord::new("orders", "a")).await?;
+//! producer.send(ProducerRecord::new("orders", "b")).await?;
+//! match producer.commit_transaction().await {
+//!     Ok(()) => {}
+//!     Err(e) if e.requires_abort() => producer.abort_transaction().await?,
+//!     Err(e) => return Err(e), // fatal: fenced, unsupported, not authorized
+//! }
+//! producer.close().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The cluster layer on its own:
 //!
 //! ```no_run
 //! use shoal_client::{ClientConfig, Cluster};
@@ -115,4 +168,5 @@ pub use cluster::{Cluster, ClusterStats, CoordinatorType};
 pub use config::{ClientConfig, ClientConfigBuilder};
 pub use connection::{correlation_id, ClientError, Connection, RESPONSE_BYTES_MAX};
 pub use error::{Error, ErrorClass};
+pub use producer::{Producer, ProducerConfig, ProducerRecord, RecordMetadata};
 pub use versions::ApiVersions;

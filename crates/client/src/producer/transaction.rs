@@ -336,6 +336,27 @@ impl TransactionManager {
         Ok(())
     }
 
+    /// An idempotent producer (no transactional id) whose batch failed for good: the
+    /// partition's next sequence would leave a gap the broker refuses
+    /// (OUT_OF_ORDER_SEQUENCE_NUMBER for ever), so the producer bumps its epoch (KIP-360:
+    /// InitProducerId with the current id and epoch) and sequences restart at 0.
+    ///
+    /// # Errors
+    /// IllegalState unless an idempotent producer in `Ready` with a producer id; nothing
+    /// changes then.
+    pub fn bump_idempotent_epoch(&mut self) -> Result<(), TxnError> {
+        self.refuse_if_fatal()?;
+        if self.is_transactional() || self.state != TxnState::Ready || self.producer.is_none() {
+            return Err(TxnError::illegal(
+                self.state,
+                "only a ready idempotent producer bumps its own epoch",
+            ));
+        }
+        self.bump_due = true;
+        self.state = TxnState::Initializing;
+        Ok(())
+    }
+
     /// # Errors
     /// IllegalState unless transactional and `Ready`.
     pub fn begin(&mut self) -> Result<(), TxnError> {
@@ -463,6 +484,29 @@ impl TransactionManager {
                 handling: class,
             },
             class,
+        )
+    }
+
+    /// An admitted operation that ended for good without success even though its last
+    /// error was retriable (a produce batch past `delivery.timeout.ms`, an offset commit out
+    /// of time): the transaction must abort, unless the code is fatal.
+    pub fn fail_operation(&mut self, id: OperationId, code: ErrorCode) -> Next {
+        let Some(op) = self.in_flight.remove(&id) else {
+            return Next::Continue;
+        };
+        self.offsets_added.remove(&id);
+        let api = op.api();
+        let handling = match classify(api, code) {
+            Handling::Fatal => Handling::Fatal,
+            _ => Handling::Abort,
+        };
+        self.fail(
+            TxnErrorKind::Broker {
+                api,
+                code,
+                handling,
+            },
+            handling,
         )
     }
 

@@ -12,6 +12,8 @@
 
 #![allow(dead_code)]
 
+pub mod log;
+
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

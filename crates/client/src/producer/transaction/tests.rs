@@ -471,3 +471,48 @@ fn sequences_wrap_past_i32_max_to_zero() {
     assert_eq!(tm.next_sequence(&p, 5), i32::MAX - 2);
     assert_eq!(tm.next_sequence(&p, 1), 2);
 }
+
+#[test]
+fn an_idempotent_producer_bumps_its_epoch_and_restarts_sequences() {
+    let mut tm = TransactionManager::new(
+        TxnConfig {
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
+        },
+        true,
+    );
+    assert!(tm.bump_idempotent_epoch().is_err(), "no producer id yet");
+    tm.init_transactions().unwrap();
+    assert!(tm.poll_request().is_some());
+    let first = ProducerIdEpoch { id: 7, epoch: 0 };
+    assert_eq!(
+        tm.on_response(CoordinatorResponse::InitProducerId(Ok(first))),
+        Next::Continue
+    );
+    let tp = TopicPartition::new("t", 0);
+    assert_eq!(tm.next_sequence(&tp, 3), 0);
+    assert_eq!(tm.next_sequence(&tp, 1), 3);
+    tm.bump_idempotent_epoch().unwrap();
+    assert_eq!(tm.state(), TxnState::Initializing);
+    assert!(tm.bump_idempotent_epoch().is_err(), "one bump at a time");
+    match tm.poll_request() {
+        Some(CoordinatorRequest::InitProducerId {
+            transactional_id: None,
+            producer: Some(p),
+            ..
+        }) => assert_eq!(p, first),
+        other => panic!("{other:?}"),
+    }
+    let bumped = ProducerIdEpoch { id: 7, epoch: 1 };
+    assert_eq!(
+        tm.on_response(CoordinatorResponse::InitProducerId(Ok(bumped))),
+        Next::Continue
+    );
+    assert_eq!(tm.state(), TxnState::Ready);
+    assert_eq!(tm.producer(), Some(bumped));
+    assert_eq!(
+        tm.next_sequence(&tp, 1),
+        0,
+        "sequences restart with the new epoch"
+    );
+}

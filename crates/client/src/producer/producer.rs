@@ -1,0 +1,844 @@
+//! [`Producer`]: the async handle applications hold. It puts records into the accumulator
+//! (waiting up to `max.block.ms` for metadata and for `buffer.memory`), hands back a
+//! [`DeliveryFuture`] per record, and runs the transaction calls by changing the
+//! [`TransactionManager`]'s state and waiting for the sender task ([`super::sender`]) to
+//! drive the coordinator requests.
+//!
+//! Shared state is one `std::sync::Mutex<State>` (accumulator, records of each batch,
+//! transaction manager, partitioner), never held across an await; the sender task is the
+//! only one that does network I/O for produce and transaction-coordinator requests.
+//! TxnOffsetCommit goes from the calling task to the group coordinator.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{
+    GroupId, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{Record, TimestampType};
+use shoal_protocol::{ApiKey, ErrorCode};
+use tokio::sync::{oneshot, Notify};
+use tokio::task::JoinHandle;
+
+use super::accumulator::{Accumulator, AppendError, BatchId, Completed, Completion};
+use super::config::ProducerConfig;
+use super::partitioner::StickyPartitioner;
+use super::transaction::{
+    Completion as TxnCompletion, Next, Operation, OperationId, TopicPartition, TransactionManager,
+    TxnConfig, TxnError, TxnErrorKind, TxnState,
+};
+use crate::cluster::{Cluster, CoordinatorType};
+use crate::error::Error;
+
+/// A record to send. `partition: None` lets the partitioner choose (murmur2 of the key,
+/// sticky without one); `timestamp: None` is the time of `send` (CreateTime).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProducerRecord {
+    pub topic: String,
+    pub partition: Option<i32>,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    /// Header keys are unique within a record (a later duplicate replaces an earlier one).
+    pub headers: Vec<(String, Option<Bytes>)>,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp: Option<i64>,
+}
+
+impl ProducerRecord {
+    pub fn new(topic: impl Into<String>, value: impl Into<Bytes>) -> ProducerRecord {
+        ProducerRecord {
+            topic: topic.into(),
+            value: Some(value.into()),
+            ..ProducerRecord::default()
+        }
+    }
+    pub fn with_key(mut self, key: impl Into<Bytes>) -> ProducerRecord {
+        self.key = Some(key.into());
+        self
+    }
+    pub fn with_partition(mut self, partition: i32) -> ProducerRecord {
+        self.partition = Some(partition);
+        self
+    }
+    pub fn with_header(
+        mut self,
+        key: impl Into<String>,
+        value: impl Into<Bytes>,
+    ) -> ProducerRecord {
+        self.headers.push((key.into(), Some(value.into())));
+        self
+    }
+    pub fn with_timestamp(mut self, ms: i64) -> ProducerRecord {
+        self.timestamp = Some(ms);
+        self
+    }
+}
+
+/// Where a record was written. `offset` is -1 with `acks=0` (the broker does not answer)
+/// and when the broker reported the batch as a duplicate of one it already had.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordMetadata {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    /// The record's timestamp (the broker's LogAppendTime when the topic uses it).
+    pub timestamp: i64,
+}
+
+/// The outcome of one sent record; resolves when its batch is written or has failed for
+/// good. Dropping it does not cancel the send.
+#[derive(Debug)]
+pub struct DeliveryFuture {
+    rx: oneshot::Receiver<Result<RecordMetadata, Error>>,
+}
+
+impl Future for DeliveryFuture {
+    type Output = Result<RecordMetadata, Error>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(Error::Closed)))
+    }
+}
+
+/// A consumer group's identity for `send_offsets_to_transaction` (Java's
+/// `ConsumerGroupMetadata`): a group id alone (generation -1) skips the broker's fencing of
+/// stale group members.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerGroupMetadata {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+}
+
+impl ConsumerGroupMetadata {
+    pub fn new(group_id: impl Into<String>) -> ConsumerGroupMetadata {
+        ConsumerGroupMetadata {
+            group_id: group_id.into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+        }
+    }
+}
+
+/// One batch's records and the futures of their senders.
+#[derive(Debug)]
+pub(super) struct PendingBatch {
+    pub records: Vec<Record>,
+    pub waiters: Vec<oneshot::Sender<Result<RecordMetadata, Error>>>,
+    /// The transaction operation it belongs to (transactional producers).
+    pub op: Option<OperationId>,
+}
+
+#[derive(Debug)]
+pub(super) struct State {
+    pub acc: Accumulator<TopicPartition>,
+    pub batches: HashMap<BatchId, PendingBatch>,
+    pub txn: TransactionManager,
+    pub partitioner: StickyPartitioner,
+    /// The sender task has stopped.
+    pub stopped: bool,
+}
+
+impl State {
+    /// Resolves a finished batch's futures and reports it to the transaction manager.
+    pub fn finish(&mut self, c: Completion<TopicPartition>) {
+        let Some(batch) = self.batches.remove(&c.batch) else {
+            return;
+        };
+        let tp = &c.partition;
+        for (i, (waiter, record)) in batch.waiters.into_iter().zip(&batch.records).enumerate() {
+            let result = match &c.outcome {
+                Completed::Written { base_offset } => Ok(RecordMetadata {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    offset: if *base_offset >= 0 {
+                        base_offset + i as i64
+                    } else {
+                        -1
+                    },
+                    timestamp: record.timestamp,
+                }),
+                Completed::Failed { code } => Err(Error::Kafka {
+                    code: *code,
+                    api: ApiKey::Produce,
+                    message: Some(format!("{}-{}", tp.topic, tp.partition)),
+                }),
+            };
+            let _ = waiter.send(result);
+        }
+        if let Some(op) = batch.op {
+            match c.outcome {
+                Completed::Written { .. } => self.txn.finish_operation(op, ErrorCode::NONE),
+                Completed::Failed { code } => self.txn.fail_operation(op, code),
+            };
+        } else if matches!(c.outcome, Completed::Failed { .. }) && self.txn.producer().is_some() {
+            // An idempotent producer's failed batch may leave a sequence gap; a no-op for
+            // other producers and while a bump is under way.
+            let _ = self.txn.bump_idempotent_epoch();
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub cluster: Cluster,
+    pub config: ProducerConfig,
+    pub state: Mutex<State>,
+    /// Wakes the sender (a batch may be ready, a coordinator request is due, closing).
+    pub wake: Notify,
+    /// Wakes every caller waiting on the state (memory freed, batch done, txn state).
+    pub progress: Notify,
+    pub closing: AtomicBool,
+    epoch: Instant,
+}
+
+impl Shared {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update under the lock leaves a consistent state before anything can panic.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The accumulator's clock: milliseconds since the producer started.
+    pub fn now_ms(&self) -> i64 {
+        self.epoch.elapsed().as_millis() as i64
+    }
+
+    /// Waits until `check` answers, at most `timeout` (`None`: as long as it takes);
+    /// `check` runs under the lock after every change.
+    pub async fn wait_until<T>(
+        &self,
+        what: &str,
+        timeout: Option<Duration>,
+        mut check: impl FnMut(&mut State) -> Option<T>,
+    ) -> Result<T, Error> {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        loop {
+            let notified = self.progress.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(done) = check(&mut self.lock()) {
+                return Ok(done);
+            }
+            match (deadline, timeout) {
+                (Some(deadline), Some(after)) => {
+                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                        return Err(Error::Timeout {
+                            what: what.into(),
+                            after,
+                        });
+                    }
+                }
+                _ => notified.await,
+            }
+        }
+    }
+}
+
+fn txn_error(e: TxnError) -> Error {
+    Error::Transaction(e)
+}
+
+/// Waits on the transaction state after a commit, abort or init: `Ready` is success,
+/// an error state the failure.
+fn settled(state: &State, pending: TxnState) -> Option<Result<(), Error>> {
+    let txn = &state.txn;
+    match txn.state() {
+        s if s == pending => None,
+        TxnState::Ready => Some(Ok(())),
+        TxnState::AbortableError | TxnState::FatalError => Some(Err(txn_error(
+            txn.last_error().cloned().unwrap_or(TxnError {
+                kind: TxnErrorKind::IllegalState {
+                    state: txn.state(),
+                    reason: "the transaction failed",
+                },
+                fatal: txn.state() == TxnState::FatalError,
+                abortable: txn.state() == TxnState::AbortableError,
+            }),
+        ))),
+        _ => None,
+    }
+}
+
+#[derive(Debug)]
+struct Handle {
+    shared: Arc<Shared>,
+    sender: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.begin_close();
+    }
+}
+
+impl Shared {
+    fn begin_close(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.lock().acc.close();
+        self.wake.notify_one();
+    }
+}
+
+/// A Kafka producer: idempotent by default, transactional with a `transactional.id`.
+/// Cheap to clone (clones share one sender task and one cluster connection layer), `Send +
+/// Sync`. The last clone dropped stops the sender after what is buffered; call
+/// [`Producer::close`] to wait for that.
+#[derive(Debug, Clone)]
+pub struct Producer {
+    inner: Arc<Handle>,
+}
+
+impl Producer {
+    /// Connects and starts the sender. An idempotent producer also gets its producer id
+    /// (InitProducerId) here; a transactional one in [`Producer::init_transactions`].
+    ///
+    /// # Errors
+    /// The cluster layer's connection errors; InitProducerId's error.
+    pub async fn new(config: ProducerConfig) -> Result<Producer, Error> {
+        let cluster = Cluster::connect(config.client().clone()).await?;
+        let txn = TransactionManager::new(
+            TxnConfig {
+                transactional_id: config.transactional_id().map(str::to_owned),
+                transaction_timeout_ms: config.transaction_timeout().as_millis() as i32,
+            },
+            false,
+        );
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                acc: Accumulator::new(*config.accumulator()),
+                batches: HashMap::new(),
+                txn,
+                partitioner: StickyPartitioner::new(seed),
+                stopped: false,
+            }),
+            cluster,
+            config,
+            wake: Notify::new(),
+            progress: Notify::new(),
+            closing: AtomicBool::new(false),
+            epoch: Instant::now(),
+        });
+        let sender = tokio::spawn(super::sender::run(shared.clone()));
+        let producer = Producer {
+            inner: Arc::new(Handle {
+                shared,
+                sender: Mutex::new(Some(sender)),
+            }),
+        };
+        let s = producer.shared();
+        if s.config.idempotence() && s.config.transactional_id().is_none() {
+            s.lock().txn.init_transactions().map_err(txn_error)?;
+            s.wake.notify_one();
+            s.wait_until("InitProducerId", Some(s.config.max_block()), |st| {
+                settled(st, TxnState::Initializing)
+            })
+            .await??;
+        }
+        Ok(producer)
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    /// The cluster layer this producer uses (metadata, raw requests).
+    pub fn cluster(&self) -> &Cluster {
+        &self.shared().cluster
+    }
+
+    /// The producer id and epoch in use (idempotent and transactional producers).
+    pub fn producer_id_epoch(&self) -> Option<(i64, i16)> {
+        self.shared().lock().txn.producer().map(|p| (p.id, p.epoch))
+    }
+
+    /// Puts `record` into its partition's batch and returns the future of its delivery.
+    /// Waits up to `max.block.ms` for the topic's metadata and for room in `buffer.memory`.
+    /// Records of one partition are written in the order `send` returned for them.
+    ///
+    /// Cancellation-safe: a future dropped before it returns has sent nothing.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] after `max.block.ms`; MESSAGE_TOO_LARGE for a record larger than
+    /// `buffer.memory`; UNKNOWN_TOPIC_OR_PARTITION for a partition the topic lacks;
+    /// [`Error::Transaction`] outside a transaction (transactional producers) or after a
+    /// fatal error; [`Error::Closed`] once closing.
+    pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, Error> {
+        let s = self.shared();
+        if s.closing.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let max_block = s.config.max_block();
+        let deadline = tokio::time::Instant::now() + max_block;
+        let info = tokio::time::timeout_at(deadline, s.cluster.topic(&record.topic))
+            .await
+            .map_err(|_| Error::Timeout {
+                what: format!("metadata of topic {}", record.topic),
+                after: max_block,
+            })??;
+        let partitions = info.partitions.len() as i32;
+        if let Some(p) = record.partition {
+            if !(0..partitions).contains(&p) {
+                return Err(Error::Kafka {
+                    code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                    api: ApiKey::Produce,
+                    message: Some(format!("{} has {partitions} partitions", record.topic)),
+                });
+            }
+        }
+        let size = record_size(&record);
+        let timestamp = record.timestamp.unwrap_or_else(now_unix_ms);
+        let mut record = Some(record);
+        loop {
+            let notified = s.progress.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match self.try_append(&mut record, size, timestamp, partitions)? {
+                Some(future) => return Ok(future),
+                None => {
+                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                        return Err(Error::Timeout {
+                            what: "room in buffer.memory".into(),
+                            after: max_block,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// One attempt to append: `None` when `buffer.memory` is full.
+    fn try_append(
+        &self,
+        record: &mut Option<ProducerRecord>,
+        size: usize,
+        timestamp: i64,
+        partitions: i32,
+    ) -> Result<Option<DeliveryFuture>, Error> {
+        let s = self.shared();
+        let now = s.now_ms();
+        let mut guard = s.lock();
+        let st = &mut *guard;
+        let r = record.as_ref().ok_or(Error::Closed)?;
+        let partition = match r.partition {
+            Some(p) => p,
+            None => st
+                .partitioner
+                .partition(&r.topic, r.key.as_deref(), partitions, &[]),
+        };
+        let tp = TopicPartition::new(r.topic.clone(), partition);
+        let transactional = st.txn.is_transactional();
+        let op = if transactional {
+            Some(
+                st.txn
+                    .start_operation(Operation::Produce(tp.clone()))
+                    .map_err(txn_error)?,
+            )
+        } else {
+            if st.txn.state() == TxnState::FatalError {
+                let e = st.txn.last_error().cloned();
+                return Err(e.map(txn_error).unwrap_or(Error::Closed));
+            }
+            None
+        };
+        let appended = st.acc.append(&tp, size, now);
+        let (appended, closed) = match appended {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some(op) = op {
+                    st.txn.finish_operation(op, ErrorCode::NONE);
+                }
+                return match e {
+                    AppendError::BufferFull { .. } => Ok(None),
+                    AppendError::RecordTooLarge { size, max } => Err(Error::Kafka {
+                        code: ErrorCode::MESSAGE_TOO_LARGE,
+                        api: ApiKey::Produce,
+                        message: Some(format!("record of {size} bytes, buffer.memory {max}")),
+                    }),
+                    AppendError::Closed => Err(Error::Closed),
+                };
+            }
+        };
+        let r = record.take().ok_or(Error::Closed)?;
+        let (tx, rx) = oneshot::channel();
+        let batch = st
+            .batches
+            .entry(appended.batch)
+            .or_insert_with(|| PendingBatch {
+                records: Vec::new(),
+                waiters: Vec::new(),
+                op: None,
+            });
+        if batch.op.is_none() {
+            batch.op = op;
+        } else if let Some(op) = op {
+            // The record joined a batch that already belongs to the transaction.
+            st.txn.finish_operation(op, ErrorCode::NONE);
+        }
+        let batch = st.batches.get_mut(&appended.batch).expect("inserted above");
+        batch.records.push(to_record(r, timestamp));
+        batch.waiters.push(tx);
+        if closed.is_some() {
+            st.partitioner
+                .batch_closed(&tp.topic, tp.partition, partitions, &[]);
+            s.wake.notify_one();
+        } else if appended.index == 0 {
+            s.wake.notify_one();
+        }
+        Ok(Some(DeliveryFuture { rx }))
+    }
+
+    /// Sends everything buffered without lingering and waits until every batch has
+    /// completed (written or failed; see each record's [`DeliveryFuture`]). Records sent
+    /// meanwhile by other tasks are waited for too.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] when the sender stopped with records left.
+    pub async fn flush(&self) -> Result<(), Error> {
+        let s = self.shared();
+        s.lock().acc.begin_flush();
+        s.wake.notify_one();
+        s.wait_until("flush", None, |st| {
+            if st.acc.flush_done() {
+                Some(Ok(()))
+            } else if st.stopped {
+                Some(Err(Error::Closed))
+            } else {
+                None
+            }
+        })
+        .await?
+    }
+
+    /// Sends what is buffered, stops the sender and closes the connections. Later calls on
+    /// any clone fail with [`Error::Closed`].
+    pub async fn close(&self) {
+        let s = self.shared();
+        s.begin_close();
+        let sender = self
+            .inner
+            .sender
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(sender) = sender {
+            let _ = sender.await;
+        }
+        s.cluster.close().await;
+    }
+
+    // ---- transactions ----
+
+    /// Gets the producer id of `transactional.id`, fencing older producers with it, and
+    /// completes or aborts what they left open. Uses transaction version 2 when the
+    /// cluster finalizes `transaction.version` ≥ 2.
+    ///
+    /// # Errors
+    /// [`Error::Config`] without a `transactional.id`; [`Error::Transaction`] when called
+    /// twice or refused by the coordinator; [`Error::Timeout`] after `max.block.ms`.
+    pub async fn init_transactions(&self) -> Result<(), Error> {
+        let s = self.shared();
+        let Some(tid) = s.config.transactional_id() else {
+            return Err(Error::Config {
+                key: "transactional.id".into(),
+                reason: "init_transactions needs one".into(),
+            });
+        };
+        let node = s
+            .cluster
+            .coordinator(CoordinatorType::Transaction, tid)
+            .await?;
+        let versions = s.cluster.api_versions(node).await?;
+        let v2 = versions
+            .finalized_feature("transaction.version")
+            .is_some_and(|v| v >= 2);
+        {
+            let mut st = s.lock();
+            st.txn.set_transaction_v2(v2);
+            st.txn.init_transactions().map_err(txn_error)?;
+        }
+        s.wake.notify_one();
+        s.wait_until("init_transactions", Some(s.config.max_block()), |st| {
+            settled(st, TxnState::Initializing)
+        })
+        .await?
+    }
+
+    /// Whether transactions use version 2 (KIP-890), as found by `init_transactions`.
+    pub fn transaction_v2(&self) -> bool {
+        self.shared().lock().txn.transaction_v2()
+    }
+
+    /// Begins a transaction: every record sent until commit or abort belongs to it.
+    ///
+    /// # Errors
+    /// [`Error::Transaction`] unless initialized and between transactions.
+    pub fn begin_transaction(&self) -> Result<(), Error> {
+        self.shared().lock().txn.begin().map_err(txn_error)
+    }
+
+    /// Flushes, then commits (EndTxn). A transaction in which a send or an offset commit
+    /// failed cannot commit: the error says so, and the transaction must be aborted.
+    ///
+    /// # Errors
+    /// [`Error::Transaction`]: abortable (abort, then go on) or fatal (close the producer);
+    /// [`Error::Timeout`] after `max.block.ms` waiting for the coordinator.
+    pub async fn commit_transaction(&self) -> Result<(), Error> {
+        let s = self.shared();
+        self.flush().await?;
+        let completion = s.lock().txn.begin_commit().map_err(txn_error)?;
+        self.complete(completion, TxnState::Committing, "commit_transaction")
+            .await
+    }
+
+    /// Aborts the transaction: the records not yet sent fail (TRANSACTION_ABORTABLE), those
+    /// in flight are waited for, then EndTxn(abort). Also the way out of an abortable error.
+    ///
+    /// # Errors
+    /// As [`Producer::commit_transaction`].
+    pub async fn abort_transaction(&self) -> Result<(), Error> {
+        let s = self.shared();
+        let completion = {
+            let mut st = s.lock();
+            let completion = st.txn.begin_abort().map_err(txn_error)?;
+            for c in st.acc.abort_waiting(ErrorCode::TRANSACTION_ABORTABLE) {
+                st.finish(c);
+            }
+            completion
+        };
+        s.progress.notify_waiters();
+        self.complete(completion, TxnState::Aborting, "abort_transaction")
+            .await
+    }
+
+    async fn complete(
+        &self,
+        completion: TxnCompletion,
+        pending: TxnState,
+        what: &str,
+    ) -> Result<(), Error> {
+        let s = self.shared();
+        if completion == TxnCompletion::Done {
+            return Ok(());
+        }
+        s.wake.notify_one();
+        s.wait_until(what, Some(s.config.max_block()), |st| settled(st, pending))
+            .await?
+    }
+
+    /// Commits a consumer group's offsets in the open transaction (TxnOffsetCommit to the
+    /// group coordinator; with transaction version 1, AddOffsetsToTxn first). `offsets` are
+    /// the next offsets to consume.
+    ///
+    /// # Errors
+    /// [`Error::Transaction`] outside a transaction or when the commit failed (abortable:
+    /// the group's generation moved on; fatal: fenced).
+    pub async fn send_offsets_to_transaction(
+        &self,
+        offsets: &[(TopicPartition, i64)],
+        group: &ConsumerGroupMetadata,
+    ) -> Result<(), Error> {
+        let s = self.shared();
+        let max_block = s.config.max_block();
+        let id = s
+            .lock()
+            .txn
+            .start_operation(Operation::OffsetCommit {
+                group_id: group.group_id.clone(),
+            })
+            .map_err(txn_error)?;
+        s.wake.notify_one();
+        let waited = s
+            .wait_until("AddOffsetsToTxn", Some(max_block), |st| {
+                if st.txn.operation_ready(id) {
+                    Some(Ok(()))
+                } else if !st.txn.is_in_flight(id) {
+                    Some(Err(st.txn.last_error().cloned().map(txn_error)))
+                } else {
+                    None
+                }
+            })
+            .await;
+        match waited {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e.unwrap_or(Error::Closed)),
+            Err(timeout) => {
+                s.lock()
+                    .txn
+                    .fail_operation(id, ErrorCode::REQUEST_TIMED_OUT);
+                return Err(timeout);
+            }
+        }
+        let result = self.txn_offset_commit(id, offsets, group).await;
+        s.wake.notify_one();
+        s.progress.notify_waiters();
+        result
+    }
+
+    async fn txn_offset_commit(
+        &self,
+        id: OperationId,
+        offsets: &[(TopicPartition, i64)],
+        group: &ConsumerGroupMetadata,
+    ) -> Result<(), Error> {
+        let s = self.shared();
+        let (producer, v2) = {
+            let st = s.lock();
+            (st.txn.producer(), st.txn.transaction_v2())
+        };
+        let producer = producer.ok_or(Error::Closed)?;
+        let mut topics: Vec<TxnOffsetCommitRequestTopic> = Vec::new();
+        for (tp, offset) in offsets {
+            let partition = TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(tp.partition)
+                .with_committed_offset(*offset)
+                .with_committed_leader_epoch(-1);
+            match topics.iter_mut().find(|t| t.name.0.as_str() == tp.topic) {
+                Some(t) => t.partitions.push(partition),
+                None => topics.push(
+                    TxnOffsetCommitRequestTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_partitions(vec![partition]),
+                ),
+            }
+        }
+        let request = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                s.config.transactional_id().unwrap_or_default().to_owned(),
+            )))
+            .with_group_id(GroupId(StrBytes::from_string(group.group_id.clone())))
+            .with_producer_id(ProducerId(producer.id))
+            .with_producer_epoch(producer.epoch)
+            .with_generation_id(group.generation_id)
+            .with_member_id(StrBytes::from_string(group.member_id.clone()))
+            .with_group_instance_id(group.group_instance_id.clone().map(StrBytes::from_string))
+            .with_topics(topics);
+        // Transaction version 1 must not send the version 2 request (v5+).
+        let version_max = (!v2).then_some(4);
+        let deadline = Instant::now() + s.config.max_block();
+        loop {
+            let answer = s
+                .cluster
+                .send_to_coordinator_at_most(
+                    CoordinatorType::Group,
+                    &group.group_id,
+                    version_max,
+                    &request,
+                )
+                .await;
+            let code = match answer {
+                Ok(r) => r
+                    .topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .map(|p| ErrorCode(p.error_code))
+                    .find(|c| !c.is_ok())
+                    .unwrap_or(ErrorCode::NONE),
+                Err(e) if e.is_retriable() && Instant::now() < deadline => {
+                    tokio::time::sleep(s.config.client().retry_backoff()).await;
+                    continue;
+                }
+                Err(e) => e.code(),
+            };
+            let next = if Instant::now() >= deadline && !code.is_ok() {
+                s.lock().txn.fail_operation(id, code)
+            } else {
+                s.lock().txn.finish_operation(id, code)
+            };
+            match next {
+                Next::Continue => return Ok(()),
+                Next::Failed(e) => return Err(txn_error(e)),
+                Next::Retry {
+                    find_coordinator, ..
+                } => {
+                    if find_coordinator {
+                        s.cluster
+                            .invalidate_coordinator(CoordinatorType::Group, &group.group_id);
+                    }
+                    tokio::time::sleep(s.config.client().retry_backoff()).await;
+                }
+            }
+        }
+    }
+}
+
+fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A record's size in a batch, about: Kafka's record overhead (at most 21 bytes of varints
+/// and attributes) plus key, value and headers.
+fn record_size(r: &ProducerRecord) -> usize {
+    let bytes = |b: &Option<Bytes>| b.as_ref().map_or(0, Bytes::len);
+    21 + bytes(&r.key)
+        + bytes(&r.value)
+        + r.headers
+            .iter()
+            .map(|(k, v)| 10 + k.len() + bytes(v))
+            .sum::<usize>()
+}
+
+fn to_record(r: ProducerRecord, timestamp: i64) -> Record {
+    let mut headers = IndexMap::new();
+    for (k, v) in r.headers {
+        headers.insert(StrBytes::from_string(k), v);
+    }
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp,
+        key: r.key,
+        value: r.value,
+        headers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_and_futures_are_send_and_sync() {
+        fn send_sync<T: Send + Sync + Clone + std::fmt::Debug>() {}
+        send_sync::<Producer>();
+        fn spawnable<F: Future + Send>(_: F) {}
+        fn check(p: &Producer, config: ProducerConfig) {
+            spawnable(Producer::new(config));
+            spawnable(p.send(ProducerRecord::new("t", "v")));
+            spawnable(p.flush());
+            spawnable(p.close());
+            spawnable(p.init_transactions());
+            spawnable(p.commit_transaction());
+            spawnable(p.abort_transaction());
+            spawnable(p.send_offsets_to_transaction(&[], &ConsumerGroupMetadata::new("g")));
+        }
+        let _ = check;
+        fn send<T: Send>() {}
+        send::<DeliveryFuture>();
+    }
+}

@@ -1,0 +1,249 @@
+//! The producer's sender against a scripted loopback broker, for answers a real broker gives
+//! only in rare moments: NOT_LEADER_OR_FOLLOWER and UNKNOWN_TOPIC_OR_PARTITION on a Produce
+//! refresh metadata before the retry, the retried batch keeps its producer id, epoch and
+//! base sequence (so the broker can recognise a duplicate), and a batch that failed for good
+//! makes an idempotent producer bump its epoch.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use common::bounded;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    ApiVersionsResponse, BrokerId, InitProducerIdResponse, MetadataResponse, ProduceResponse,
+    ProducerId, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::RecordBatchDecoder;
+use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
+use shoal_protocol::response::encode_response;
+use shoal_protocol::{decode_request, ApiKey, ErrorCode, Request, Response};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[global_allocator]
+static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
+
+/// What one Produce carried: (base sequence, producer id, epoch, records).
+type Batch = (i32, i64, i16, usize);
+
+#[derive(Clone, Default)]
+struct Script {
+    /// Error codes for the next Produce answers, then NONE.
+    produce_errors: Arc<Mutex<VecDeque<ErrorCode>>>,
+    produced: Arc<Mutex<Vec<Batch>>>,
+    metadata_requests: Arc<Mutex<u32>>,
+}
+
+async fn start_mock(script: Script) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(serve(stream, addr, script.clone()));
+        }
+    });
+    addr
+}
+
+fn range(api: ApiKey, min: i16, max: i16) -> ApiVersion {
+    ApiVersion::default()
+        .with_api_key(api as i16)
+        .with_min_version(min)
+        .with_max_version(max)
+}
+
+async fn serve(mut stream: TcpStream, addr: SocketAddr, script: Script) {
+    let mut next_offset = 0i64;
+    loop {
+        let mut size = [0u8; 4];
+        if stream.read_exact(&mut size).await.is_err() {
+            return;
+        }
+        let mut frame = vec![0u8; i32::from_be_bytes(size) as usize];
+        if stream.read_exact(&mut frame).await.is_err() {
+            return;
+        }
+        let request = decode_request(Bytes::from(frame)).unwrap();
+        let response: Response = match &request.body {
+            Request::ApiVersions(_) => ApiVersionsResponse::default()
+                .with_api_keys(vec![
+                    range(ApiKey::ApiVersions, 0, 3),
+                    range(ApiKey::Metadata, 10, 12),
+                    range(ApiKey::InitProducerId, 0, 5),
+                    range(ApiKey::Produce, 3, 11),
+                ])
+                .into(),
+            Request::Metadata(_) => {
+                *script.metadata_requests.lock().unwrap() += 1;
+                MetadataResponse::default()
+                    .with_brokers(vec![MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(1))
+                        .with_host(StrBytes::from_static_str("127.0.0.1"))
+                        .with_port(addr.port() as i32)])
+                    .with_cluster_id(Some(StrBytes::from_static_str("mock")))
+                    .with_controller_id(BrokerId(1))
+                    .with_topics(vec![MetadataResponseTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
+                        .with_topic_id(shoal_protocol::uuid::Uuid::from_u128(7))
+                        .with_partitions(vec![MetadataResponsePartition::default()
+                            .with_partition_index(0)
+                            .with_leader_id(BrokerId(1))
+                            .with_leader_epoch(0)
+                            .with_replica_nodes(vec![BrokerId(1)])
+                            .with_isr_nodes(vec![BrokerId(1)])])])
+                    .into()
+            }
+            // A bump (KIP-360) names the current id and epoch and gets the next epoch.
+            Request::InitProducerId(r) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(42))
+                .with_producer_epoch(if r.producer_id.0 >= 0 {
+                    r.producer_epoch + 1
+                } else {
+                    3
+                })
+                .into(),
+            Request::Produce(p) => {
+                let data = &p.topic_data[0].partition_data[0];
+                let mut records = data.records.clone().unwrap();
+                let set = RecordBatchDecoder::decode(&mut records).unwrap();
+                let first = &set.records[0];
+                script.produced.lock().unwrap().push((
+                    first.sequence,
+                    first.producer_id,
+                    first.producer_epoch,
+                    set.records.len(),
+                ));
+                let code = script
+                    .produce_errors
+                    .lock()
+                    .unwrap()
+                    .pop_front()
+                    .unwrap_or(ErrorCode::NONE);
+                let base_offset = if code.is_ok() { next_offset } else { -1 };
+                if code.is_ok() {
+                    next_offset += set.records.len() as i64;
+                }
+                ProduceResponse::default()
+                    .with_responses(vec![TopicProduceResponse::default()
+                        .with_name(TopicName(StrBytes::from_static_str("t")))
+                        .with_partition_responses(vec![PartitionProduceResponse::default()
+                            .with_index(0)
+                            .with_error_code(code.0)
+                            .with_base_offset(base_offset)])])
+                    .into()
+            }
+            _ => return,
+        };
+        let mut out = BytesMut::new();
+        encode_response(
+            &mut out,
+            request.correlation_id(),
+            request.version(),
+            &response,
+        )
+        .unwrap();
+        if stream.write_all(&out).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn config(addr: SocketAddr) -> ProducerConfig {
+    let bootstrap = addr.to_string();
+    ProducerConfig::from_properties([
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("request.timeout.ms", "2000"),
+        ("default.api.timeout.ms", "5000"),
+        ("retry.backoff.ms", "10"),
+        ("retry.backoff.max.ms", "50"),
+        ("linger.ms", "0"),
+    ])
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_leader_answers_refresh_metadata_and_retry_with_the_same_sequence() {
+    bounded(30, async {
+        let script = Script::default();
+        script.produce_errors.lock().unwrap().extend([
+            ErrorCode::NOT_LEADER_OR_FOLLOWER,
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+        ]);
+        let addr = start_mock(script.clone()).await;
+        let producer = Producer::new(config(addr)).await.unwrap();
+        assert_eq!(producer.producer_id_epoch(), Some((42, 3)));
+        let first = producer
+            .send(ProducerRecord::new("t", "a").with_partition(0))
+            .await
+            .unwrap();
+        let metadata_before = *script.metadata_requests.lock().unwrap();
+        let md = first.await.unwrap();
+        assert_eq!(md.offset, 0);
+        let metadata_after = *script.metadata_requests.lock().unwrap();
+        assert!(
+            metadata_after >= metadata_before + 2,
+            "each stale-leader answer refreshes metadata ({metadata_before} → {metadata_after})"
+        );
+        // The next batch follows the first one's sequence.
+        let second = producer
+            .send(ProducerRecord::new("t", "b").with_partition(0))
+            .await
+            .unwrap();
+        assert_eq!(second.await.unwrap().offset, 1);
+        let produced = script.produced.lock().unwrap().clone();
+        assert_eq!(
+            produced,
+            [(0, 42, 3, 1), (0, 42, 3, 1), (0, 42, 3, 1), (1, 42, 3, 1)],
+            "the retried batch kept its base sequence, the next one followed it"
+        );
+        producer.close().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_retriable_produce_error_fails_only_that_batch() {
+    bounded(30, async {
+        let script = Script::default();
+        script
+            .produce_errors
+            .lock()
+            .unwrap()
+            .push_back(ErrorCode::RECORD_LIST_TOO_LARGE);
+        let addr = start_mock(script.clone()).await;
+        let producer = Producer::new(config(addr)).await.unwrap();
+        let err = producer
+            .send(ProducerRecord::new("t", "a").with_partition(0))
+            .await
+            .unwrap()
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), ErrorCode::RECORD_LIST_TOO_LARGE, "{err:?}");
+        assert!(err.requires_abort() || !err.is_retriable(), "{err:?}");
+        let ok = producer
+            .send(ProducerRecord::new("t", "b").with_partition(0))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        assert_eq!(ok.offset, 0);
+        // The failed batch's sequence would leave a gap: the producer bumped its epoch and
+        // started the partition's sequences again.
+        assert_eq!(
+            script.produced.lock().unwrap().clone(),
+            [(0, 42, 3, 1), (0, 42, 4, 1)]
+        );
+        assert_eq!(producer.producer_id_epoch(), Some((42, 4)));
+        producer.close().await;
+    })
+    .await;
+}
