@@ -1,5 +1,6 @@
 //! `shoal transactions`: list and describe transactions, show a partition's producers, and abort
-//! a hanging transaction — what Kafka's `kafka-transactions` tool does.
+//! a hanging transaction — what Kafka's `kafka-transactions` tool does. Listing and describing
+//! go through the client's [`shoal_client::Admin`].
 
 use std::net::SocketAddr;
 
@@ -10,11 +11,11 @@ use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{
-    DescribeProducersRequest, DescribeTransactionsRequest, ListTransactionsRequest, ProducerId,
-    TopicName, TransactionalId, WriteTxnMarkersRequest,
+    DescribeProducersRequest, ProducerId, TopicName, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use shoal_client::Connection;
+use shoal_client::admin::ListTransactionsFilter;
+use shoal_client::{Connection, Error};
 
 #[derive(Subcommand, Debug)]
 pub enum TransactionsCommand {
@@ -98,61 +99,62 @@ async fn producers(
 /// # Errors
 /// Connection failures, Kafka errors in the response, or no transaction to abort.
 pub async fn run(bootstrap: SocketAddr, command: TransactionsCommand) -> anyhow::Result<()> {
-    let mut conn = Connection::connect(bootstrap)
-        .await
-        .with_context(|| format!("cannot connect to {bootstrap}"))?;
+    // DescribeProducers and WriteTxnMarkers are not the Admin client's (yet): those two
+    // commands keep their own connection to the bootstrap broker.
+    let connect = || async {
+        Connection::connect(bootstrap)
+            .await
+            .with_context(|| format!("cannot connect to {bootstrap}"))
+    };
     match command {
         TransactionsCommand::List => {
-            let r = conn.request(1, &ListTransactionsRequest::default()).await?;
+            let admin = crate::admin::connect(bootstrap).await?;
+            let listed = admin
+                .list_transactions(&ListTransactionsFilter::default())
+                .await;
+            admin.close().await;
+            let listed = listed?;
             println!("{:<40} {:>12} State", "TransactionalId", "ProducerId");
-            for t in r.transaction_states {
+            for t in listed {
                 println!(
                     "{:<40} {:>12} {}",
-                    t.transactional_id.0.as_str(),
-                    t.producer_id.0,
-                    t.transaction_state.as_str()
+                    t.transactional_id, t.producer_id, t.state
                 );
             }
         }
         TransactionsCommand::Describe { transactional_ids } => {
-            let request = DescribeTransactionsRequest::default().with_transactional_ids(
-                transactional_ids
-                    .iter()
-                    .map(|t| TransactionalId(s(t)))
-                    .collect(),
-            );
-            let r = conn.request(0, &request).await?;
-            for t in r.transaction_states {
-                if t.error_code != 0 {
-                    println!(
-                        "{}: error {}",
-                        t.transactional_id.0.as_str(),
-                        shoal_protocol::ErrorCode(t.error_code)
-                    );
-                    continue;
-                }
+            let admin = crate::admin::connect(bootstrap).await?;
+            let described = admin.describe_transactions(&transactional_ids).await;
+            admin.close().await;
+            for (id, result) in described? {
+                let t = match result {
+                    Ok(t) => t,
+                    // No answer for the id: nothing to say about it.
+                    Err(Error::IncompleteResponse { .. }) => continue,
+                    Err(e @ Error::Kafka { .. }) => {
+                        println!("{id}: error {}", e.code());
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
                 let partitions: Vec<String> = t
-                    .topics
+                    .partitions
                     .iter()
-                    .flat_map(|tp| {
-                        tp.partitions
-                            .iter()
-                            .map(move |p| format!("{}-{p}", tp.topic.0.as_str()))
-                    })
+                    .map(|(tp, p)| format!("{tp}-{p}"))
                     .collect();
                 println!(
-                    "{} producer {} epoch {} state {} timeout {} ms started {} partitions [{}]",
-                    t.transactional_id.0.as_str(),
-                    t.producer_id.0,
+                    "{id} producer {} epoch {} state {} timeout {} ms started {} partitions [{}]",
+                    t.producer_id,
                     t.producer_epoch,
-                    t.transaction_state.as_str(),
-                    t.transaction_timeout_ms,
-                    t.transaction_start_time_ms,
+                    t.state,
+                    t.timeout.as_millis(),
+                    t.start_time_ms.unwrap_or(-1),
                     partitions.join(", ")
                 );
             }
         }
         TransactionsCommand::DescribeProducers { topic, partition } => {
+            let mut conn = connect().await?;
             println!(
                 "{:>12} {:>6} CurrentTransactionStartOffset",
                 "ProducerId", "Epoch"
@@ -169,6 +171,7 @@ pub async fn run(bootstrap: SocketAddr, command: TransactionsCommand) -> anyhow:
             producer_epoch,
             coordinator_epoch,
         } => {
+            let mut conn = connect().await?;
             let (pid, epoch, coordinator_epoch) = match (start_offset, producer_id, producer_epoch)
             {
                 (Some(offset), _, _) => {
