@@ -51,8 +51,11 @@ pub const CLIENT_APIS: &[(ApiKey, i16)] = &[
     // v1: the upgrade type (safe and unsafe downgrades); v0 has only AllowDowngrade.
     (ApiKey::UpdateFeatures, 1),
     (ApiKey::DescribeCluster, 0),
+    (ApiKey::DescribeProducers, 0),
     (ApiKey::DescribeTransactions, 0),
     (ApiKey::ListTransactions, 0),
+    // What `Admin::abort_transaction` sends to a partition leader (v1+: Kafka 4 serves no v0).
+    (ApiKey::WriteTxnMarkers, 1),
     (ApiKey::ShareGroupHeartbeat, 1),
     (ApiKey::ShareGroupDescribe, 1),
     (ApiKey::ShareFetch, 1),

@@ -580,6 +580,17 @@ async fn transactions_are_listed_and_described() {
             described[1].1.as_ref().unwrap_err().code(),
             ErrorCode::TRANSACTIONAL_ID_NOT_FOUND
         );
+
+        // No record was produced: the partition knows no producer (the CLI's tests abort a
+        // real hanging transaction through describe_producers and abort_transaction).
+        let created = admin
+            .create_topics(&[NewTopic::new("quiet").partitions(1)], Mode::Apply)
+            .await
+            .unwrap();
+        assert!(created[0].1.is_ok(), "{created:?}");
+        let producers = admin.describe_producers("quiet", &[0]).await.unwrap();
+        assert_eq!(producers.len(), 1);
+        assert_eq!(producers[0].1.as_ref().unwrap(), &Vec::new());
         admin.close().await;
     })
     .await;

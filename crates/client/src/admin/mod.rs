@@ -20,7 +20,8 @@
 //! Retries, as Kafka's admin client does them: transport failures and retriable request-level
 //! errors retry the whole request within [`Cluster::retry`]'s budget; an item whose error says
 //! the broker was the wrong one or was not ready (NOT_CONTROLLER, NOT_COORDINATOR,
-//! COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS) is sent again, the others are
+//! COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, and for requests to partition
+//! leaders NOT_LEADER_OR_FOLLOWER and LEADER_NOT_AVAILABLE) is sent again, the others are
 //! final (an unknown topic is not waited for).
 //!
 //! ```no_run
@@ -66,7 +67,10 @@ pub use share_groups::{GroupListing, ShareGroupDescription, ShareMember, SharePa
 pub use topics::{
     CreatedTopic, NewTopic, OffsetSpec, PartitionDescription, TopicDescription, TopicListing,
 };
-pub use transactions::{ListTransactionsFilter, TransactionDescription, TransactionListing};
+pub use transactions::{
+    AbortTransaction, ListTransactionsFilter, ProducerState, TransactionDescription,
+    TransactionListing,
+};
 
 /// One result per item asked about, in the order asked.
 pub type ItemResults<K, T> = Vec<(K, Result<T, Error>)>;
@@ -88,8 +92,11 @@ impl Mode {
 }
 
 /// The codes after which an item is sent again: the broker asked was the wrong one or not
-/// ready yet. Kafka's admin retries these; every other item error is final.
+/// ready yet (for a partition's leader, after metadata is refreshed: [`Cluster::retry`] does
+/// that for these codes). Kafka's admin retries these; every other item error is final.
 const ITEM_RETRY_CODES: &[ErrorCode] = &[
+    ErrorCode::NOT_LEADER_OR_FOLLOWER,
+    ErrorCode::LEADER_NOT_AVAILABLE,
     ErrorCode::NOT_CONTROLLER,
     ErrorCode::NOT_COORDINATOR,
     ErrorCode::COORDINATOR_NOT_AVAILABLE,
@@ -384,6 +391,7 @@ mod tests {
     fn only_wrong_broker_and_loading_errors_resend_an_item() {
         let e = |code: i16| Error::from_code(ApiKey::DescribeConfigs, code, None).unwrap();
         assert!(retry_item(&e(ErrorCode::NOT_CONTROLLER.0)));
+        assert!(retry_item(&e(ErrorCode::NOT_LEADER_OR_FOLLOWER.0)));
         assert!(retry_item(&e(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.0)));
         assert!(retry_item(&e(ErrorCode::NOT_COORDINATOR.0)));
         assert!(!retry_item(&e(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0)));

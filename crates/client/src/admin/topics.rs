@@ -4,9 +4,10 @@
 //!
 //! CreateTopics, DeleteTopics and CreatePartitions go to the controller (in KRaft, a broker that
 //! forwards); Metadata to any broker, read fresh rather than from the cache, whose topics are the
-//! ones the client works with; ListOffsets to each partition's leader.
+//! ones the client works with; ListOffsets to each partition's leader ([`Admin::per_leader`],
+//! which the transactions' DescribeProducers shares).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
@@ -18,6 +19,7 @@ use kafka_protocol::messages::{
     CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, ListOffsetsRequest,
     ListOffsetsResponse, MetadataRequest, MetadataResponse, TopicName,
 };
+use kafka_protocol::protocol::Request;
 use shoal_protocol::uuid::Uuid;
 use shoal_protocol::ApiKey;
 
@@ -314,14 +316,8 @@ impl Admin {
         partitions: &[i32],
         spec: OffsetSpec,
     ) -> Result<ItemResults<i32, i64>, Error> {
-        let mut by_leader: BTreeMap<i32, BTreeSet<i32>> = BTreeMap::new();
-        for p in partitions {
-            let leader = self.cluster.leader(topic, *p).await?;
-            by_leader.entry(leader).or_default().insert(*p);
-        }
-        let mut answers = Vec::new();
-        for (leader, asked) in by_leader {
-            let request = ListOffsetsRequest::default()
+        let build = |asked: &[i32]| {
+            ListOffsetsRequest::default()
                 .with_replica_id(BrokerId(-1))
                 .with_topics(vec![ListOffsetsTopic::default()
                     .with_name(TopicName(s(topic)))
@@ -335,14 +331,52 @@ impl Admin {
                                     .with_timestamp(spec.timestamp())
                             })
                             .collect(),
-                    )]);
-            let response = self
-                .cluster
-                .retry(|| self.cluster.send(leader, &request))
-                .await?;
-            answers.extend(offsets_listed(topic, response));
-        }
-        Ok(in_order(ApiKey::ListOffsets, partitions, answers))
+                    )])
+        };
+        self.per_leader(ApiKey::ListOffsets, topic, partitions, build, |r| {
+            offsets_listed(topic, r)
+        })
+        .await
+    }
+}
+
+impl Admin {
+    /// Sends one request per leader of `partitions` of `topic` (`build` makes it for the
+    /// partitions that leader has) and maps each answer with `map`. A partition whose leader
+    /// moved (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE) is sent again after metadata is
+    /// refreshed, as Kafka's admin client does for requests to partition leaders.
+    ///
+    /// # Errors
+    /// The topic's metadata error (UNKNOWN_TOPIC_OR_PARTITION after retries), or a leader
+    /// that could not be reached.
+    pub(crate) async fn per_leader<R, T, B, M>(
+        &self,
+        api: ApiKey,
+        topic: &str,
+        partitions: &[i32],
+        build: B,
+        map: M,
+    ) -> Result<ItemResults<i32, T>, Error>
+    where
+        R: Request,
+        B: Fn(&[i32]) -> R,
+        M: Fn(R::Response) -> Vec<(i32, Result<T, Error>)>,
+    {
+        let (build, map) = (&build, &map);
+        self.per_item(partitions, move |open| async move {
+            let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+            for p in &open {
+                let leader = self.cluster.try_leader(topic, *p).await?;
+                by_leader.entry(leader).or_default().push(*p);
+            }
+            let mut answers = Vec::new();
+            for (leader, asked) in by_leader {
+                let response = self.cluster.send(leader, &build(&asked)).await?;
+                answers.extend(map(response));
+            }
+            Ok(in_order(api, &open, answers))
+        })
+        .await
     }
 }
 

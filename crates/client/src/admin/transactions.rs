@@ -1,11 +1,19 @@
-//! Transactions: list (ListTransactions on every broker, with Kafka's filters) and describe
-//! (DescribeTransactions to each transactional id's coordinator).
+//! Transactions: list (ListTransactions on every broker, with Kafka's filters), describe
+//! (DescribeTransactions to each transactional id's coordinator), and for hanging
+//! transactions what Kafka's `kafka-transactions` tool uses: the producers a partition leader
+//! knows (DescribeProducers) and aborting one producer's open transaction on one partition
+//! (WriteTxnMarkers to the leader, as Kafka's `Admin.abortTransaction` does).
 
 use std::time::Duration;
 
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
 use kafka_protocol::messages::{
-    DescribeTransactionsRequest, DescribeTransactionsResponse, ListTransactionsRequest, ProducerId,
-    TransactionalId,
+    DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
+    DescribeTransactionsResponse, ListTransactionsRequest, ProducerId, TopicName, TransactionalId,
+    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use shoal_protocol::ApiKey;
 
@@ -47,6 +55,30 @@ pub struct TransactionDescription {
     pub partitions: Vec<(String, i32)>,
     /// The coordinator that answered.
     pub coordinator_id: i32,
+}
+
+/// A producer a partition's leader knows, in [`Admin::describe_producers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerState {
+    pub producer_id: i64,
+    pub producer_epoch: i32,
+    pub last_sequence: i32,
+    pub last_timestamp_ms: i64,
+    /// The coordinator epoch of the producer's last marker (-1 without one).
+    pub coordinator_epoch: i32,
+    /// The first offset of the producer's open transaction on the partition, `None` without.
+    pub current_txn_start_offset: Option<i64>,
+}
+
+/// The open transaction [`Admin::abort_transaction`] aborts: one producer's, on one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AbortTransaction {
+    pub topic: String,
+    pub partition: i32,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// The coordinator epoch of the producer's last marker ([`ProducerState`], -1 without one).
+    pub coordinator_epoch: i32,
 }
 
 impl Admin {
@@ -115,6 +147,115 @@ impl Admin {
     }
 }
 
+impl Admin {
+    /// The producers each of `partitions` of `topic` knows (DescribeProducers to each
+    /// partition's leader), one result per partition.
+    ///
+    /// # Errors
+    /// The topic's metadata error or a leader not reached; per partition, the leader's error
+    /// (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION...).
+    pub async fn describe_producers(
+        &self,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Result<ItemResults<i32, Vec<ProducerState>>, Error> {
+        let build = |asked: &[i32]| {
+            DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                .with_name(TopicName(s(topic)))
+                .with_partition_indexes(asked.to_vec())])
+        };
+        self.per_leader(ApiKey::DescribeProducers, topic, partitions, build, |r| {
+            producers_described(topic, r)
+        })
+        .await
+    }
+
+    /// Aborts a producer's open transaction on one partition by writing the abort marker
+    /// there (WriteTxnMarkers to the partition's leader): for a transaction its coordinator
+    /// will never finish (Kafka's `kafka-transactions abort`).
+    ///
+    /// # Errors
+    /// The partition's error (NOT_LEADER_OR_FOLLOWER after retries, TRANSACTION_COORDINATOR_FENCED
+    /// for a stale coordinator epoch, CLUSTER_AUTHORIZATION_FAILED...).
+    pub async fn abort_transaction(&self, abort: &AbortTransaction) -> Result<(), Error> {
+        let request =
+            WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+                .with_producer_id(ProducerId(abort.producer_id))
+                .with_producer_epoch(abort.producer_epoch)
+                .with_transaction_result(false)
+                .with_coordinator_epoch(abort.coordinator_epoch)
+                .with_topics(vec![WritableTxnMarkerTopic::default()
+                    .with_name(TopicName(s(&abort.topic)))
+                    .with_partition_indexes(vec![abort.partition])])]);
+        self.cluster
+            .retry(|| async {
+                let leader = self
+                    .cluster
+                    .try_leader(&abort.topic, abort.partition)
+                    .await?;
+                let response = self.cluster.send(leader, &request).await?;
+                marker_written(abort, response)
+            })
+            .await
+    }
+}
+
+fn producers_described(
+    topic: &str,
+    response: DescribeProducersResponse,
+) -> Vec<(i32, Result<Vec<ProducerState>, Error>)> {
+    response
+        .topics
+        .into_iter()
+        .filter(|t| t.name.0.as_str() == topic)
+        .flat_map(|t| t.partitions)
+        .map(|p| {
+            let result = check(
+                ApiKey::DescribeProducers,
+                p.error_code,
+                p.error_message.as_ref(),
+            )
+            .map(|()| {
+                p.active_producers
+                    .into_iter()
+                    .map(|a| ProducerState {
+                        producer_id: a.producer_id.0,
+                        producer_epoch: a.producer_epoch,
+                        last_sequence: a.last_sequence,
+                        last_timestamp_ms: a.last_timestamp,
+                        coordinator_epoch: a.coordinator_epoch,
+                        current_txn_start_offset: (a.current_txn_start_offset >= 0)
+                            .then_some(a.current_txn_start_offset),
+                    })
+                    .collect()
+            });
+            (p.partition_index, result)
+        })
+        .collect()
+}
+
+/// The partition's result in a WriteTxnMarkers answer; a leader error that says metadata is
+/// stale is retriable, and [`crate::Cluster::retry`] refreshes metadata before trying again.
+fn marker_written(
+    abort: &AbortTransaction,
+    response: WriteTxnMarkersResponse,
+) -> Result<(), Error> {
+    let code = response
+        .markers
+        .into_iter()
+        .filter(|m| m.producer_id.0 == abort.producer_id)
+        .flat_map(|m| m.topics)
+        .filter(|t| t.name.0.as_str() == abort.topic)
+        .flat_map(|t| t.partitions)
+        .find(|p| p.partition_index == abort.partition)
+        .map(|p| p.error_code)
+        .ok_or_else(|| Error::IncompleteResponse {
+            api: ApiKey::WriteTxnMarkers,
+            item: format!("{}-{}", abort.topic, abort.partition),
+        })?;
+    check(ApiKey::WriteTxnMarkers, code, None)
+}
+
 fn transaction_described(
     id: &str,
     coordinator_id: i32,
@@ -159,8 +300,88 @@ fn transaction_described(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kafka_protocol::messages::describe_producers_response::{
+        PartitionResponse, ProducerState as WireProducer, TopicResponse,
+    };
+    use kafka_protocol::messages::write_txn_markers_response::{
+        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+    };
+
+    #[test]
+    fn producers_read_no_open_transaction_as_none_and_keep_partition_errors() {
+        let response =
+            DescribeProducersResponse::default().with_topics(vec![TopicResponse::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![
+                    PartitionResponse::default()
+                        .with_partition_index(0)
+                        .with_active_producers(vec![
+                            WireProducer::default()
+                                .with_producer_id(ProducerId(7))
+                                .with_current_txn_start_offset(-1),
+                            WireProducer::default()
+                                .with_producer_id(ProducerId(8))
+                                .with_current_txn_start_offset(42),
+                        ]),
+                    PartitionResponse::default()
+                        .with_partition_index(1)
+                        .with_error_code(ErrorCode::NOT_LEADER_OR_FOLLOWER.0),
+                ])]);
+        let results = in_order(
+            ApiKey::DescribeProducers,
+            &[0, 1, 2],
+            producers_described("t", response),
+        );
+        let producers = results[0].1.as_ref().unwrap();
+        assert_eq!(producers[0].current_txn_start_offset, None);
+        assert_eq!(producers[1].current_txn_start_offset, Some(42));
+        assert!(results[1]
+            .1
+            .as_ref()
+            .unwrap_err()
+            .requires_metadata_refresh());
+        assert!(matches!(
+            results[2].1,
+            Err(Error::IncompleteResponse { .. })
+        ));
+    }
+
+    #[test]
+    fn an_abort_reads_its_own_partition_s_result() {
+        let abort = AbortTransaction {
+            topic: "t".into(),
+            partition: 1,
+            producer_id: 7,
+            producer_epoch: 0,
+            coordinator_epoch: -1,
+        };
+        let answer = |pid: i64, partition: i32, code: i16| {
+            WriteTxnMarkersResponse::default().with_markers(vec![WritableTxnMarkerResult::default(
+            )
+            .with_producer_id(ProducerId(pid))
+            .with_topics(vec![WritableTxnMarkerTopicResult::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![WritableTxnMarkerPartitionResult::default()
+                    .with_partition_index(partition)
+                    .with_error_code(code)])])])
+        };
+        assert!(marker_written(&abort, answer(7, 1, 0)).is_ok());
+        let e = marker_written(
+            &abort,
+            answer(7, 1, ErrorCode::TRANSACTION_COORDINATOR_FENCED.0),
+        );
+        assert_eq!(
+            e.unwrap_err().code(),
+            ErrorCode::TRANSACTION_COORDINATOR_FENCED
+        );
+        for other in [answer(8, 1, 0), answer(7, 0, 0)] {
+            assert!(matches!(
+                marker_written(&abort, other),
+                Err(Error::IncompleteResponse { .. })
+            ));
+        }
+    }
     use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
-    use kafka_protocol::messages::TopicName;
     use shoal_protocol::ErrorCode;
 
     #[test]
