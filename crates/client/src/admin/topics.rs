@@ -4,8 +4,8 @@
 //!
 //! CreateTopics, DeleteTopics and CreatePartitions go to the controller (in KRaft, a broker that
 //! forwards); Metadata to any broker, read fresh rather than from the cache, whose topics are the
-//! ones the client works with; ListOffsets to each partition's leader ([`Admin::per_leader`],
-//! which the transactions' DescribeProducers shares).
+//! ones the client works with; ListOffsets to each partition's leader (the same path as the
+//! transactions' DescribeProducers), sent again to a new leader when the partition moved.
 
 use std::collections::BTreeMap;
 
