@@ -1,6 +1,6 @@
 //! `shoal features`: show the supported and finalized feature levels, and upgrade, downgrade
 //! or disable one — what Kafka's `kafka-features` tool does, over the same requests
-//! (ApiVersions for describe, UpdateFeatures for changes). `share.version` 3 is
+//! (ApiVersions for describe, UpdateFeatures for changes) through the client's [`Admin`]. `share.version` 3 is
 //! transactional acknowledgements; the broker refuses to leave it while share-group records
 //! are TX_PENDING.
 
@@ -9,14 +9,9 @@ use std::net::SocketAddr;
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
-use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
-use kafka_protocol::messages::{ApiVersionsRequest, UpdateFeaturesRequest};
-use kafka_protocol::protocol::StrBytes;
-use shoal_broker::features::{
-    METADATA_VERSION, METADATA_VERSION_LEVEL, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE,
-};
-use shoal_client::Connection;
-use shoal_protocol::ErrorCode;
+use shoal_broker::features::{METADATA_VERSION, METADATA_VERSION_LEVEL};
+use shoal_client::admin::{FeatureUpdate, Mode, UpgradeType};
+use shoal_client::{Admin, Error};
 
 /// Kafka's release name of [`METADATA_VERSION_LEVEL`], the only `metadata.version` Shoal has.
 const METADATA_VERSION_RELEASE: &str = "4.4-IV2";
@@ -114,72 +109,60 @@ fn describe_lines(
         .collect()
 }
 
-async fn describe(conn: &mut Connection) -> anyhow::Result<()> {
-    // v4: below it a broker leaves out the supported features whose minimum level is 0.
-    let r = conn.request(4, &ApiVersionsRequest::default()).await?;
-    if r.error_code != 0 {
-        bail!("ApiVersions: {}", ErrorCode(r.error_code));
-    }
-    let supported = r
-        .supported_features
-        .iter()
-        .map(|f| (f.name.to_string(), (f.min_version, f.max_version)))
-        .collect();
-    let finalized = r
-        .finalized_features
-        .iter()
-        .map(|f| (f.name.to_string(), f.max_version_level))
-        .collect();
-    for line in describe_lines(&supported, &finalized, r.finalized_features_epoch) {
+async fn describe(admin: &Admin) -> anyhow::Result<()> {
+    let features = admin
+        .describe_features()
+        .await
+        .map_err(|e| crate::admin::failed("ApiVersions", e))?;
+    let epoch = features.finalized_epoch.unwrap_or(-1);
+    for line in describe_lines(&features.supported, &features.finalized, epoch) {
         println!("{line}");
     }
     Ok(())
 }
 
-/// Sends the changes in one UpdateFeatures (v1: a result per feature) and prints one line per
-/// feature; fails if any was refused (the broker then applied none).
+/// Sends the changes in one UpdateFeatures and prints one line per feature; fails if any was
+/// refused (the broker then applied none).
 async fn update(
-    conn: &mut Connection,
+    admin: &Admin,
     op: &str,
     levels: BTreeMap<String, i16>,
-    upgrade_type: i8,
+    upgrade_type: UpgradeType,
     dry_run: bool,
 ) -> anyhow::Result<()> {
-    let request = UpdateFeaturesRequest::default()
-        .with_timeout_ms(60_000)
-        .with_validate_only(dry_run)
-        .with_feature_updates(
-            levels
-                .iter()
-                .map(|(name, level)| {
-                    FeatureUpdateKey::default()
-                        .with_feature(StrBytes::from_string(name.clone()))
-                        .with_max_version_level(*level)
-                        .with_upgrade_type(upgrade_type)
-                })
-                .collect(),
-        );
-    let r = conn.request(1, &request).await?;
-    if r.error_code != 0 {
-        bail!(
-            "UpdateFeatures: {}{}",
-            ErrorCode(r.error_code),
-            r.error_message
-                .as_ref()
-                .map(|m| format!(": {m}"))
-                .unwrap_or_default()
-        );
-    }
+    let updates = levels
+        .iter()
+        .map(|(name, level)| {
+            let update = FeatureUpdate {
+                level: *level,
+                upgrade_type,
+            };
+            (name.clone(), update)
+        })
+        .collect();
+    let mode = if dry_run {
+        Mode::ValidateOnly
+    } else {
+        Mode::Apply
+    };
+    let results = match admin.update_features(&updates, mode).await {
+        Ok(results) => results,
+        Err(Error::Kafka { code, message, .. }) => bail!(
+            "UpdateFeatures: {code}{}",
+            message.map(|m| format!(": {m}")).unwrap_or_default()
+        ),
+        Err(e) => return Err(e.into()),
+    };
     let mut failed = 0;
-    for (name, level) in &levels {
+    for (name, result) in &results {
+        let level = levels.get(name).copied().unwrap_or_default();
         let what = if op == "disable" {
             name.clone()
         } else {
             format!("{name} to {level}")
         };
-        let result = r.results.iter().find(|f| f.feature.as_str() == name);
         match result {
-            Some(f) if f.error_code == 0 => {
+            Ok(()) => {
                 let done = if op == "disable" {
                     "disabled".to_string()
                 } else {
@@ -188,16 +171,15 @@ async fn update(
                 let verb = if dry_run { "can be" } else { "was" };
                 println!("{name} {verb} {done}.");
             }
-            Some(f) => {
+            Err(Error::Kafka { code, message, .. }) => {
                 failed += 1;
                 println!(
-                    "{} {op} {what}. {}: {}",
+                    "{} {op} {what}. {code}: {}",
                     if dry_run { "Can not" } else { "Could not" },
-                    ErrorCode(f.error_code),
-                    f.error_message.as_deref().unwrap_or("no message")
+                    message.as_deref().unwrap_or("no message")
                 );
             }
-            None => {
+            Err(_) => {
                 failed += 1;
                 println!("Could not {op} {what}: the broker did not answer for it.");
             }
@@ -210,27 +192,19 @@ async fn update(
 }
 
 pub async fn run(bootstrap: SocketAddr, command: FeaturesCommand) -> anyhow::Result<()> {
-    let mut conn = Connection::connect(bootstrap)
-        .await
-        .with_context(|| format!("cannot connect to {bootstrap}"))?;
+    let admin = crate::admin::connect(bootstrap).await?;
     let downgrade_type = |unsafe_downgrade: bool| {
         if unsafe_downgrade {
-            UNSAFE_DOWNGRADE
+            UpgradeType::UnsafeDowngrade
         } else {
-            SAFE_DOWNGRADE
+            UpgradeType::SafeDowngrade
         }
     };
-    match command {
-        FeaturesCommand::Describe => describe(&mut conn).await,
+    let result = match command {
+        FeaturesCommand::Describe => describe(&admin).await,
         FeaturesCommand::Upgrade { features, dry_run } => {
-            update(
-                &mut conn,
-                "upgrade",
-                parse_levels(&features)?,
-                UPGRADE,
-                dry_run,
-            )
-            .await
+            let levels = parse_levels(&features)?;
+            update(&admin, "upgrade", levels, UpgradeType::Upgrade, dry_run).await
         }
         FeaturesCommand::Downgrade {
             features,
@@ -238,14 +212,8 @@ pub async fn run(bootstrap: SocketAddr, command: FeaturesCommand) -> anyhow::Res
             dry_run,
         } => {
             let levels = parse_levels(&features)?;
-            update(
-                &mut conn,
-                "downgrade",
-                levels,
-                downgrade_type(unsafe_downgrade),
-                dry_run,
-            )
-            .await
+            let kind = downgrade_type(unsafe_downgrade);
+            update(&admin, "downgrade", levels, kind, dry_run).await
         }
         FeaturesCommand::Disable {
             features,
@@ -258,16 +226,12 @@ pub async fn run(bootstrap: SocketAddr, command: FeaturesCommand) -> anyhow::Res
                     bail!("feature {name} given more than once");
                 }
             }
-            update(
-                &mut conn,
-                "disable",
-                levels,
-                downgrade_type(unsafe_downgrade),
-                dry_run,
-            )
-            .await
+            let kind = downgrade_type(unsafe_downgrade);
+            update(&admin, "disable", levels, kind, dry_run).await
         }
-    }
+    };
+    admin.close().await;
+    result
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use shoal_broker::config::{env_key, parse_properties};
 use shoal_broker::{Broker, BrokerConfig, BrokerOptions};
 use tracing::{info, warn};
 
+mod admin;
 mod features;
 mod perf;
 mod share_groups;

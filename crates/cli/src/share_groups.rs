@@ -1,29 +1,20 @@
 //! `shoal share-groups`: list share groups, describe one (members, assignment, start offset and
 //! lag per share partition), and reset a group's start offsets — what Kafka's
-//! `kafka-share-groups` tool does, over the Kafka protocol. With `--metrics`, describe adds what
-//! no Kafka API carries, read from the broker's Prometheus endpoint: the in-flight window, the
-//! TX_PENDING records and transactional acknowledgements (KIP-1289) of each share partition,
-//! and the broker-wide time-in-TX_PENDING summary.
+//! `kafka-share-groups` tool does, over the Kafka protocol through the client's [`Admin`].
+//! With `--metrics`, describe adds what no Kafka API carries, read from the broker's
+//! Prometheus endpoint: the in-flight window, the TX_PENDING records and transactional
+//! acknowledgements (KIP-1289) of each share partition, and the broker-wide
+//! time-in-TX_PENDING summary.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
-use kafka_protocol::messages::alter_share_group_offsets_request::{
-    AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
-};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::{
-    AlterShareGroupOffsetsRequest, BrokerId, GroupId, ListGroupsRequest, ListOffsetsRequest,
-    MetadataRequest, ShareGroupDescribeRequest, TopicName,
-};
-use kafka_protocol::protocol::StrBytes;
-use shoal_client::Connection;
-use shoal_protocol::share::describe_share_group_offsets::{
-    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequestGroup,
-};
-use shoal_protocol::ErrorCode;
+use shoal_client::admin::OffsetSpec;
+use shoal_client::{Admin, Error};
+
+use crate::admin::failed;
 
 #[derive(Subcommand, Debug)]
 pub enum ShareGroupsCommand {
@@ -60,69 +51,6 @@ pub enum ShareGroupsCommand {
         #[arg(long, conflicts_with_all = ["to_earliest", "to_latest"])]
         to_offset: Option<i64>,
     },
-}
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-fn check(code: i16, what: &str) -> anyhow::Result<()> {
-    if code != 0 {
-        bail!("{what}: {}", ErrorCode(code));
-    }
-    Ok(())
-}
-
-/// Partition count of `topic`.
-async fn partitions(conn: &mut Connection, topic: &str) -> anyhow::Result<Vec<i32>> {
-    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-    let r = conn
-        .request(
-            12,
-            &MetadataRequest::default().with_topics(Some(vec![
-                MetadataRequestTopic::default().with_name(Some(TopicName(s(topic))))
-            ])),
-        )
-        .await?;
-    let t = r.topics.first().context("empty metadata response")?;
-    check(t.error_code, topic)?;
-    Ok(t.partitions.iter().map(|p| p.partition_index).collect())
-}
-
-/// ListOffsets at `timestamp` (-2 earliest, -1 latest) for each partition.
-async fn list_offsets(
-    conn: &mut Connection,
-    topic: &str,
-    partitions: &[i32],
-    timestamp: i64,
-) -> anyhow::Result<BTreeMap<i32, i64>> {
-    let r = conn
-        .request(
-            7,
-            &ListOffsetsRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_topics(vec![ListOffsetsTopic::default()
-                    .with_name(TopicName(s(topic)))
-                    .with_partitions(
-                        partitions
-                            .iter()
-                            .map(|p| {
-                                ListOffsetsPartition::default()
-                                    .with_partition_index(*p)
-                                    .with_timestamp(timestamp)
-                            })
-                            .collect(),
-                    )]),
-        )
-        .await?;
-    let mut out = BTreeMap::new();
-    for t in r.topics {
-        for p in t.partitions {
-            check(p.error_code, &format!("{topic}-{}", p.partition_index))?;
-            out.insert(p.partition_index, p.offset);
-        }
-    }
-    Ok(out)
 }
 
 /// What a broker's Prometheus endpoint says about one share partition of a group. A field is
@@ -292,134 +220,11 @@ fn parse_tx_pending_time(body: &str) -> TxPendingTime {
 /// # Errors
 /// Connection failures or Kafka errors in the responses.
 pub async fn run(bootstrap: SocketAddr, command: ShareGroupsCommand) -> anyhow::Result<()> {
-    let mut conn = Connection::connect(bootstrap)
-        .await
-        .with_context(|| format!("cannot connect to {bootstrap}"))?;
-    match command {
-        ShareGroupsCommand::List => {
-            let r = conn
-                .request(
-                    5,
-                    &ListGroupsRequest::default().with_types_filter(vec![s("share")]),
-                )
-                .await?;
-            check(r.error_code, "ListGroups")?;
-            println!("{:<40} State", "GroupId");
-            for g in r.groups {
-                println!("{:<40} {}", g.group_id.0.as_str(), g.group_state.as_str());
-            }
-        }
+    let admin = crate::admin::connect(bootstrap).await?;
+    let result = match command {
+        ShareGroupsCommand::List => list(&admin).await,
         ShareGroupsCommand::Describe { group, metrics } => {
-            let d = conn
-                .request(
-                    1,
-                    &ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(&group))]),
-                )
-                .await?;
-            let g = d
-                .groups
-                .first()
-                .context("empty ShareGroupDescribe response")?;
-            check(g.error_code, &group)?;
-            println!(
-                "group {group}: state {}, epoch {}, assignor {}, {} member(s)",
-                g.group_state.as_str(),
-                g.group_epoch,
-                g.assignor_name.as_str(),
-                g.members.len()
-            );
-            println!("{:<38} {:<24} Assignment", "MemberId", "ClientId");
-            for m in &g.members {
-                let assignment: Vec<String> = m
-                    .assignment
-                    .topic_partitions
-                    .iter()
-                    .map(|t| format!("{}:{:?}", t.topic_name.0.as_str(), t.partitions))
-                    .collect();
-                println!(
-                    "{:<38} {:<24} {}",
-                    m.member_id.as_str(),
-                    m.client_id.as_str(),
-                    assignment.join(" ")
-                );
-            }
-            let o = conn
-                .request(
-                    1,
-                    &DescribeShareGroupOffsetsRequest {
-                        groups: vec![DescribeShareGroupOffsetsRequestGroup {
-                            group_id: GroupId(s(&group)),
-                            topics: None,
-                            ..Default::default()
-                        }],
-                        ..Default::default()
-                    },
-                )
-                .await?;
-            let og = o
-                .groups
-                .first()
-                .context("empty DescribeShareGroupOffsets response")?;
-            check(og.error_code, &group)?;
-            let (scraped, tx_time) = match &metrics {
-                Some(addr) => {
-                    let (partitions, time) = share_metrics(addr, &group)?;
-                    (partitions, Some(time))
-                }
-                None => (BTreeMap::new(), None),
-            };
-            print!(
-                "{:<30} {:>9} {:>14} {:>10}",
-                "Topic", "Partition", "StartOffset", "Lag"
-            );
-            if metrics.is_some() {
-                print!(
-                    " {:>9} {:>9} {:>9} {:>10} {:>9} {:>12} {:>10}",
-                    "InFlight",
-                    "Acquired",
-                    "Available",
-                    "TX_PENDING",
-                    "TxnStaged",
-                    "TxnCommitted",
-                    "TxnAborted"
-                );
-            }
-            println!();
-            let cell = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-            for t in &og.topics {
-                for p in &t.partitions {
-                    print!(
-                        "{:<30} {:>9} {:>14} {:>10}",
-                        t.topic_name.0.as_str(),
-                        p.partition_index,
-                        p.start_offset,
-                        p.lag
-                    );
-                    if metrics.is_some() {
-                        let key = (t.topic_name.0.to_string(), p.partition_index);
-                        let m = scraped.get(&key).copied().unwrap_or_default();
-                        print!(
-                            " {:>9} {:>9} {:>9} {:>10} {:>9} {:>12} {:>10}",
-                            cell(m.in_flight),
-                            cell(m.acquired),
-                            cell(m.available),
-                            cell(m.tx_pending),
-                            cell(m.staged),
-                            cell(m.committed),
-                            cell(m.aborted)
-                        );
-                    }
-                    println!();
-                }
-            }
-            match tx_time {
-                Some(time) => println!("{}", time.summary()),
-                // DescribeShareGroupOffsets is Kafka's schema and carries no TX_PENDING count;
-                // the broker's metrics endpoint is where it is.
-                None => println!(
-                    "(TX_PENDING counts and transactional acknowledgements: add --metrics HOST:PORT)"
-                ),
-            }
+            describe(&admin, &group, metrics.as_deref()).await
         }
         ShareGroupsCommand::Reset {
             group,
@@ -429,49 +234,186 @@ pub async fn run(bootstrap: SocketAddr, command: ShareGroupsCommand) -> anyhow::
             to_latest,
             to_offset,
         } => {
-            let all = partitions(&mut conn, &topic).await?;
-            let chosen: Vec<i32> = match partition {
-                Some(p) if all.contains(&p) => vec![p],
-                Some(p) => bail!("{topic} has no partition {p}"),
-                None => all,
+            let to = match (to_earliest, to_latest, to_offset) {
+                (true, _, _) => ResetTo::Spec(OffsetSpec::Earliest),
+                (_, true, _) => ResetTo::Spec(OffsetSpec::Latest),
+                (_, _, Some(o)) => ResetTo::Offset(o),
+                _ => ResetTo::Unset,
             };
-            let offsets: BTreeMap<i32, i64> = match (to_earliest, to_latest, to_offset) {
-                (true, _, _) => list_offsets(&mut conn, &topic, &chosen, -2).await?,
-                (_, true, _) => list_offsets(&mut conn, &topic, &chosen, -1).await?,
-                (_, _, Some(o)) => chosen.iter().map(|p| (*p, o)).collect(),
-                _ => bail!("give --to-earliest, --to-latest or --to-offset"),
-            };
-            let r = conn
-                .request(
-                    0,
-                    &AlterShareGroupOffsetsRequest::default()
-                        .with_group_id(GroupId(s(&group)))
-                        .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
-                            .with_topic_name(TopicName(s(&topic)))
-                            .with_partitions(
-                                offsets
-                                    .iter()
-                                    .map(|(p, o)| {
-                                        AlterShareGroupOffsetsRequestPartition::default()
-                                            .with_partition_index(*p)
-                                            .with_start_offset(*o)
-                                    })
-                                    .collect(),
-                            )]),
-                )
-                .await?;
-            check(r.error_code, &group)?;
-            for t in r.responses {
-                for p in t.partitions {
-                    check(p.error_code, &format!("{topic}-{}", p.partition_index))?;
-                    println!(
-                        "{group}: {topic}-{} starts at {}",
-                        p.partition_index,
-                        offsets.get(&p.partition_index).copied().unwrap_or(-1)
-                    );
-                }
-            }
+            reset(&admin, &group, &topic, partition, to).await
         }
+    };
+    admin.close().await;
+    result
+}
+
+async fn list(admin: &Admin) -> anyhow::Result<()> {
+    let groups = admin
+        .list_share_groups()
+        .await
+        .map_err(|e| failed("ListGroups", e))?;
+    println!("{:<40} State", "GroupId");
+    for g in groups {
+        println!("{:<40} {}", g.group_id, g.state);
+    }
+    Ok(())
+}
+
+async fn describe(admin: &Admin, group: &str, metrics: Option<&str>) -> anyhow::Result<()> {
+    let described = admin.describe_share_groups(&[group]).await?;
+    let g = match described.into_iter().next().map(|(_, r)| r) {
+        Some(Ok(g)) => g,
+        Some(Err(Error::IncompleteResponse { .. })) | None => {
+            bail!("empty ShareGroupDescribe response")
+        }
+        Some(Err(e)) => return Err(failed(group, e)),
+    };
+    println!(
+        "group {group}: state {}, epoch {}, assignor {}, {} member(s)",
+        g.state,
+        g.epoch,
+        g.assignor,
+        g.members.len()
+    );
+    println!("{:<38} {:<24} Assignment", "MemberId", "ClientId");
+    for m in &g.members {
+        let assignment: Vec<String> = m
+            .assignment
+            .iter()
+            .map(|(topic, _, partitions)| format!("{topic}:{partitions:?}"))
+            .collect();
+        println!(
+            "{:<38} {:<24} {}",
+            m.member_id,
+            m.client_id,
+            assignment.join(" ")
+        );
+    }
+    let offsets = match admin.describe_share_group_offsets(group, None).await {
+        Ok(offsets) => offsets,
+        Err(Error::IncompleteResponse { .. }) => {
+            bail!("empty DescribeShareGroupOffsets response")
+        }
+        Err(e) => return Err(failed(group, e)),
+    };
+    let (scraped, tx_time) = match metrics {
+        Some(addr) => {
+            let (partitions, time) = share_metrics(addr, group)?;
+            (partitions, Some(time))
+        }
+        None => (BTreeMap::new(), None),
+    };
+    print!(
+        "{:<30} {:>9} {:>14} {:>10}",
+        "Topic", "Partition", "StartOffset", "Lag"
+    );
+    if metrics.is_some() {
+        print!(
+            " {:>9} {:>9} {:>9} {:>10} {:>9} {:>12} {:>10}",
+            "InFlight",
+            "Acquired",
+            "Available",
+            "TX_PENDING",
+            "TxnStaged",
+            "TxnCommitted",
+            "TxnAborted"
+        );
+    }
+    println!();
+    let cell = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    for ((topic, partition), offset) in &offsets {
+        // A share partition the coordinator could not read: no offset to show.
+        let (start, lag) = match offset {
+            Ok(o) => (Some(o.start_offset), Some(o.lag)),
+            Err(_) => (None, None),
+        };
+        print!(
+            "{:<30} {:>9} {:>14} {:>10}",
+            topic,
+            partition,
+            cell(start),
+            cell(lag)
+        );
+        if metrics.is_some() {
+            let m = scraped
+                .get(&(topic.clone(), *partition))
+                .copied()
+                .unwrap_or_default();
+            print!(
+                " {:>9} {:>9} {:>9} {:>10} {:>9} {:>12} {:>10}",
+                cell(m.in_flight),
+                cell(m.acquired),
+                cell(m.available),
+                cell(m.tx_pending),
+                cell(m.staged),
+                cell(m.committed),
+                cell(m.aborted)
+            );
+        }
+        println!();
+    }
+    match tx_time {
+        Some(time) => println!("{}", time.summary()),
+        // DescribeShareGroupOffsets is Kafka's schema and carries no TX_PENDING count;
+        // the broker's metrics endpoint is where it is.
+        None => println!(
+            "(TX_PENDING counts and transactional acknowledgements: add --metrics HOST:PORT)"
+        ),
+    }
+    Ok(())
+}
+
+/// Where `reset` moves the start offsets to.
+enum ResetTo {
+    Spec(OffsetSpec),
+    Offset(i64),
+    Unset,
+}
+
+async fn reset(
+    admin: &Admin,
+    group: &str,
+    topic: &str,
+    partition: Option<i32>,
+    to: ResetTo,
+) -> anyhow::Result<()> {
+    let described = admin.describe_topics(&[topic]).await?;
+    let all: Vec<i32> = match described.into_iter().next().map(|(_, r)| r) {
+        Some(Ok(t)) => t.partitions.iter().map(|p| p.partition).collect(),
+        Some(Err(e)) => return Err(failed(topic, e)),
+        None => bail!("empty metadata response"),
+    };
+    let chosen: Vec<i32> = match partition {
+        Some(p) if all.contains(&p) => vec![p],
+        Some(p) => bail!("{topic} has no partition {p}"),
+        None => all,
+    };
+    let offsets: BTreeMap<i32, i64> = match to {
+        ResetTo::Spec(spec) => {
+            let mut offsets = BTreeMap::new();
+            for (p, offset) in admin.list_offsets(topic, &chosen, spec).await? {
+                let offset = offset.map_err(|e| failed(&format!("{topic}-{p}"), e))?;
+                offsets.insert(p, offset);
+            }
+            offsets
+        }
+        ResetTo::Offset(o) => chosen.iter().map(|p| (*p, o)).collect(),
+        ResetTo::Unset => bail!("give --to-earliest, --to-latest or --to-offset"),
+    };
+    let request: Vec<((String, i32), i64)> = offsets
+        .iter()
+        .map(|(p, o)| ((topic.to_owned(), *p), *o))
+        .collect();
+    let altered = admin
+        .alter_share_group_offsets(group, &request)
+        .await
+        .map_err(|e| failed(group, e))?;
+    for ((_, p), result) in altered {
+        result.map_err(|e| failed(&format!("{topic}-{p}"), e))?;
+        println!(
+            "{group}: {topic}-{p} starts at {}",
+            offsets.get(&p).copied().unwrap_or(-1)
+        );
     }
     Ok(())
 }

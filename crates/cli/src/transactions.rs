@@ -1,20 +1,13 @@
 //! `shoal transactions`: list and describe transactions, show a partition's producers, and abort
-//! a hanging transaction — what Kafka's `kafka-transactions` tool does.
+//! a hanging transaction — what Kafka's `kafka-transactions` tool does, through the client's
+//! [`Admin`].
 
 use std::net::SocketAddr;
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
-use kafka_protocol::messages::describe_producers_request::TopicRequest;
-use kafka_protocol::messages::write_txn_markers_request::{
-    WritableTxnMarker, WritableTxnMarkerTopic,
-};
-use kafka_protocol::messages::{
-    DescribeProducersRequest, DescribeTransactionsRequest, ListTransactionsRequest, ProducerId,
-    TopicName, TransactionalId, WriteTxnMarkersRequest,
-};
-use kafka_protocol::protocol::StrBytes;
-use shoal_client::Connection;
+use shoal_client::admin::{AbortTransaction, ListTransactionsFilter};
+use shoal_client::{Admin, Error};
 
 #[derive(Subcommand, Debug)]
 pub enum TransactionsCommand {
@@ -52,42 +45,32 @@ pub enum TransactionsCommand {
     },
 }
 
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
+/// The producers `topic`-`partition` knows, as (producer id, epoch, open transaction's start
+/// offset or -1, coordinator epoch).
 async fn producers(
-    conn: &mut Connection,
+    admin: &Admin,
     topic: &str,
     partition: i32,
-) -> anyhow::Result<Vec<(i64, i16, i64, i32)>> {
-    let r = conn
-        .request(
-            0,
-            &DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
-                .with_name(TopicName(s(topic)))
-                .with_partition_indexes(vec![partition])]),
-        )
-        .await?;
-    let p = r
-        .topics
-        .first()
-        .and_then(|t| t.partitions.first())
-        .context("empty DescribeProducers response")?;
-    if p.error_code != 0 {
-        bail!(
-            "{topic}-{partition}: error {}",
-            shoal_protocol::ErrorCode(p.error_code)
-        );
-    }
-    Ok(p.active_producers
+) -> anyhow::Result<Vec<(i64, i32, i64, i32)>> {
+    let described = admin.describe_producers(topic, &[partition]).await?;
+    let producers = match described.into_iter().next().map(|(_, r)| r) {
+        Some(Ok(producers)) => producers,
+        Some(Err(e @ Error::Kafka { .. })) => {
+            bail!("{topic}-{partition}: error {}", e.code())
+        }
+        Some(Err(Error::IncompleteResponse { .. })) | None => {
+            bail!("empty DescribeProducers response")
+        }
+        Some(Err(e)) => return Err(e.into()),
+    };
+    Ok(producers
         .iter()
-        .map(|a| {
+        .map(|p| {
             (
-                a.producer_id.0,
-                a.producer_epoch as i16,
-                a.current_txn_start_offset,
-                a.coordinator_epoch,
+                p.producer_id,
+                p.producer_epoch,
+                p.current_txn_start_offset.unwrap_or(-1),
+                p.coordinator_epoch,
             )
         })
         .collect())
@@ -98,56 +81,50 @@ async fn producers(
 /// # Errors
 /// Connection failures, Kafka errors in the response, or no transaction to abort.
 pub async fn run(bootstrap: SocketAddr, command: TransactionsCommand) -> anyhow::Result<()> {
-    let mut conn = Connection::connect(bootstrap)
-        .await
-        .with_context(|| format!("cannot connect to {bootstrap}"))?;
+    let admin = crate::admin::connect(bootstrap).await?;
+    let result = run_on(&admin, command).await;
+    admin.close().await;
+    result
+}
+
+async fn run_on(admin: &Admin, command: TransactionsCommand) -> anyhow::Result<()> {
     match command {
         TransactionsCommand::List => {
-            let r = conn.request(1, &ListTransactionsRequest::default()).await?;
+            let listed = admin
+                .list_transactions(&ListTransactionsFilter::default())
+                .await?;
             println!("{:<40} {:>12} State", "TransactionalId", "ProducerId");
-            for t in r.transaction_states {
+            for t in listed {
                 println!(
                     "{:<40} {:>12} {}",
-                    t.transactional_id.0.as_str(),
-                    t.producer_id.0,
-                    t.transaction_state.as_str()
+                    t.transactional_id, t.producer_id, t.state
                 );
             }
         }
         TransactionsCommand::Describe { transactional_ids } => {
-            let request = DescribeTransactionsRequest::default().with_transactional_ids(
-                transactional_ids
-                    .iter()
-                    .map(|t| TransactionalId(s(t)))
-                    .collect(),
-            );
-            let r = conn.request(0, &request).await?;
-            for t in r.transaction_states {
-                if t.error_code != 0 {
-                    println!(
-                        "{}: error {}",
-                        t.transactional_id.0.as_str(),
-                        shoal_protocol::ErrorCode(t.error_code)
-                    );
-                    continue;
-                }
+            for (id, result) in admin.describe_transactions(&transactional_ids).await? {
+                let t = match result {
+                    Ok(t) => t,
+                    // No answer for the id: nothing to say about it.
+                    Err(Error::IncompleteResponse { .. }) => continue,
+                    Err(e @ Error::Kafka { .. }) => {
+                        println!("{id}: error {}", e.code());
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
                 let partitions: Vec<String> = t
-                    .topics
+                    .partitions
                     .iter()
-                    .flat_map(|tp| {
-                        tp.partitions
-                            .iter()
-                            .map(move |p| format!("{}-{p}", tp.topic.0.as_str()))
-                    })
+                    .map(|(tp, p)| format!("{tp}-{p}"))
                     .collect();
                 println!(
-                    "{} producer {} epoch {} state {} timeout {} ms started {} partitions [{}]",
-                    t.transactional_id.0.as_str(),
-                    t.producer_id.0,
+                    "{id} producer {} epoch {} state {} timeout {} ms started {} partitions [{}]",
+                    t.producer_id,
                     t.producer_epoch,
-                    t.transaction_state.as_str(),
-                    t.transaction_timeout_ms,
-                    t.transaction_start_time_ms,
+                    t.state,
+                    t.timeout.as_millis(),
+                    t.start_time_ms.unwrap_or(-1),
                     partitions.join(", ")
                 );
             }
@@ -157,7 +134,7 @@ pub async fn run(bootstrap: SocketAddr, command: TransactionsCommand) -> anyhow:
                 "{:>12} {:>6} CurrentTransactionStartOffset",
                 "ProducerId", "Epoch"
             );
-            for (pid, epoch, start, _) in producers(&mut conn, &topic, partition).await? {
+            for (pid, epoch, start, _) in producers(admin, &topic, partition).await? {
                 println!("{pid:>12} {epoch:>6} {start}");
             }
         }
@@ -172,35 +149,30 @@ pub async fn run(bootstrap: SocketAddr, command: TransactionsCommand) -> anyhow:
             let (pid, epoch, coordinator_epoch) = match (start_offset, producer_id, producer_epoch)
             {
                 (Some(offset), _, _) => {
-                    let found = producers(&mut conn, &topic, partition).await?;
+                    let found = producers(admin, &topic, partition).await?;
                     let (pid, epoch, _, coordinator_epoch) = found
                         .into_iter()
                         .find(|(_, _, start, _)| *start == offset)
                         .with_context(|| format!("no open transaction starts at offset {offset} of {topic}-{partition}"))?;
                     (pid, epoch, coordinator_epoch)
                 }
-                (None, Some(pid), Some(epoch)) => (pid, epoch, coordinator_epoch),
+                (None, Some(pid), Some(epoch)) => (pid, i32::from(epoch), coordinator_epoch),
                 _ => bail!("give --start-offset, or --producer-id and --producer-epoch"),
             };
-            let request =
-                WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-                    .with_producer_id(ProducerId(pid))
-                    .with_producer_epoch(epoch)
-                    .with_transaction_result(false)
-                    .with_coordinator_epoch(coordinator_epoch)
-                    .with_topics(vec![WritableTxnMarkerTopic::default()
-                        .with_name(TopicName(s(&topic)))
-                        .with_partition_indexes(vec![partition])])]);
-            let r = conn.request(1, &request).await?;
-            let code = r
-                .markers
-                .first()
-                .and_then(|m| m.topics.first())
-                .and_then(|t| t.partitions.first())
-                .map(|p| p.error_code)
-                .context("empty WriteTxnMarkers response")?;
-            if code != 0 {
-                bail!("abort failed: {}", shoal_protocol::ErrorCode(code));
+            let epoch = i16::try_from(epoch)
+                .with_context(|| format!("producer epoch {epoch} is not a 16-bit integer"))?;
+            let abort = AbortTransaction {
+                topic: topic.clone(),
+                partition,
+                producer_id: pid,
+                producer_epoch: epoch,
+                coordinator_epoch,
+            };
+            match admin.abort_transaction(&abort).await {
+                Ok(()) => {}
+                Err(e @ Error::Kafka { .. }) => bail!("abort failed: {}", e.code()),
+                Err(Error::IncompleteResponse { .. }) => bail!("empty WriteTxnMarkers response"),
+                Err(e) => return Err(e.into()),
             }
             println!(
                 "aborted the transaction of producer {pid} (epoch {epoch}) on {topic}-{partition}"

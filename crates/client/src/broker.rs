@@ -37,8 +37,8 @@ use crate::versions::{client_range, ApiVersions};
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// The client software name and version sent in ApiVersions v3+ (KIP-511).
-const SOFTWARE_NAME: &str = "shoal-client";
-const SOFTWARE_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const SOFTWARE_NAME: &str = "shoal-client";
+pub(crate) const SOFTWARE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// One connection, after a successful ApiVersions exchange.
 #[derive(Debug)]
@@ -322,7 +322,7 @@ impl BrokerConnection {
     }
 }
 
-fn api_key<R: Request>() -> Result<ApiKey, Error> {
+pub(crate) fn api_key<R: Request>() -> Result<ApiKey, Error> {
     ApiKey::try_from(R::KEY).map_err(|_| Error::Encode {
         api: ApiKey::ApiVersions,
         version: -1,

@@ -90,6 +90,11 @@ pub enum Error {
     /// Metadata names no broker with this id (it left the cluster, or metadata is stale).
     #[error("broker {node_id} is not in the cluster metadata")]
     UnknownBroker { node_id: i32 },
+    /// A response that decodes but leaves out an item the request asked about (a topic, a
+    /// resource, a group): the broker's answer for that item is unknown. Not retried, as
+    /// Kafka's admin client fails such an item at once.
+    #[error("{api:?} response has no result for {item}")]
+    IncompleteResponse { api: ApiKey, item: String },
     /// The operation was attempted after [`crate::Cluster::close`].
     #[error("the client is closed")]
     Closed,
@@ -169,7 +174,9 @@ impl Error {
             | Error::NoBrokerAvailable { .. }
             | Error::UnknownBroker { .. } => ErrorCode::NETWORK_EXCEPTION,
             Error::Config { .. } => ErrorCode::INVALID_CONFIG,
-            Error::Encode { .. } | Error::Closed => ErrorCode::UNKNOWN_SERVER_ERROR,
+            Error::Encode { .. } | Error::IncompleteResponse { .. } | Error::Closed => {
+                ErrorCode::UNKNOWN_SERVER_ERROR
+            }
             Error::Transaction(e) => match &e.kind {
                 TxnErrorKind::Broker { code, .. } => *code,
                 TxnErrorKind::IllegalState { .. } => ErrorCode::INVALID_TXN_STATE,
@@ -192,7 +199,7 @@ impl Error {
             | Error::MalformedResponse { .. }
             | Error::NoBrokerAvailable { .. }
             | Error::UnknownBroker { .. } => ErrorClass::Retriable,
-            Error::Encode { .. } => ErrorClass::Abortable,
+            Error::Encode { .. } | Error::IncompleteResponse { .. } => ErrorClass::Abortable,
             Error::UnsupportedVersion { .. } | Error::Config { .. } | Error::Closed => {
                 ErrorClass::Fatal
             }

@@ -59,8 +59,13 @@
 //!   transaction*, which the consumer never sends itself (not on fetch, not on close) and
 //!   which `acknowledgements_for_transaction()` hands to the producer as a
 //!   `ShareAcknowledgements` value with the group's `ShareGroupMetadata`.
-//! - **Admin** (next): request builders over [`Cluster::send_any`], [`Cluster::send`] and
-//!   [`Cluster::send_to_coordinator`].
+//! - [`Admin`] ([`admin`]): topics, configs (topic, broker, GROUP), share groups, features
+//!   and transactions over [`Cluster::send`], [`Cluster::send_any`] and
+//!   [`Cluster::send_to_coordinator`], each answer mapped to typed results in Kafka's
+//!   per-item shape ([`admin::ItemResults`]: one `Result` per topic, resource or group asked,
+//!   in the order asked; a missing item is [`Error::IncompleteResponse`]). Whole requests
+//!   are retried per [`ErrorClass`]; single items on NOT_CONTROLLER, NOT_COORDINATOR and
+//!   COORDINATOR_LOAD_IN_PROGRESS, as Kafka's admin client retries them.
 //!
 //! # Errors
 //!
@@ -147,6 +152,7 @@
 //! # }
 //! ```
 
+pub mod admin;
 pub mod backoff;
 pub mod broker;
 pub mod cluster;
@@ -163,6 +169,7 @@ pub mod versions;
 #[global_allocator]
 static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
 
+pub use admin::Admin;
 pub use broker::BrokerConnection;
 pub use cluster::{Cluster, ClusterStats, CoordinatorType};
 pub use config::{ClientConfig, ClientConfigBuilder};

@@ -7,39 +7,14 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{bounded, target, Broker, Target};
+use common::{bounded, config, secs, Broker, Target};
 use kafka_protocol::messages::MetadataRequest;
 use shoal_client::versions::{client_range, highest_common, CLIENT_APIS};
-use shoal_client::{ClientConfig, Cluster, CoordinatorType, Error};
+use shoal_client::{Cluster, CoordinatorType, Error};
 use shoal_protocol::{ApiKey, ErrorCode};
 
 #[global_allocator]
 static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
-
-/// Test time bounds: a JVM broker starts and restarts in seconds, not milliseconds.
-fn secs(shoal_secs: u64) -> u64 {
-    match target() {
-        Target::Shoal => shoal_secs,
-        Target::Kafka => shoal_secs * 3,
-    }
-}
-
-fn config(shoal: &Broker, extra: &[(&str, &str)]) -> ClientConfig {
-    let bootstrap = shoal.addr.to_string();
-    let api_timeout = (secs(20) * 1000).to_string();
-    let mut props = vec![
-        ("bootstrap.servers", bootstrap.as_str()),
-        ("client.id", "shoal-client-test"),
-        ("request.timeout.ms", "5000"),
-        ("default.api.timeout.ms", api_timeout.as_str()),
-        ("retry.backoff.ms", "20"),
-        ("retry.backoff.max.ms", "200"),
-        ("reconnect.backoff.ms", "20"),
-        ("reconnect.backoff.max.ms", "200"),
-    ];
-    props.extend_from_slice(extra);
-    ClientConfig::from_properties(props).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bootstrap_fetches_metadata_with_topic_ids_and_negotiates_versions() {

@@ -20,6 +20,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use shoal_client::ClientConfig;
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -218,4 +220,29 @@ pub async fn bounded<F: std::future::Future>(secs: u64, f: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(secs), f)
         .await
         .expect("test took too long")
+}
+
+/// Test time bounds: a JVM broker starts and restarts in seconds, not milliseconds.
+pub fn secs(shoal_secs: u64) -> u64 {
+    match target() {
+        Target::Shoal => shoal_secs,
+        Target::Kafka => shoal_secs * 3,
+    }
+}
+
+pub fn config(shoal: &Broker, extra: &[(&str, &str)]) -> ClientConfig {
+    let bootstrap = shoal.addr.to_string();
+    let api_timeout = (secs(20) * 1000).to_string();
+    let mut props = vec![
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("client.id", "shoal-client-test"),
+        ("request.timeout.ms", "5000"),
+        ("default.api.timeout.ms", api_timeout.as_str()),
+        ("retry.backoff.ms", "20"),
+        ("retry.backoff.max.ms", "200"),
+        ("reconnect.backoff.ms", "20"),
+        ("reconnect.backoff.max.ms", "200"),
+    ];
+    props.extend_from_slice(extra);
+    ClientConfig::from_properties(props).unwrap()
 }
