@@ -24,6 +24,7 @@ TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_CONFIG = 40
+INVALID_REPLICA_ASSIGNMENT = 39
 
 
 def result_code(fut):
@@ -193,6 +194,38 @@ def test_create_partitions(broker):
     missing = uniq("nope")
     fs = a.create_partitions([NewPartitions(missing, 4)], operation_timeout=OP_TIMEOUT)
     assert result_code(fs[missing]) == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_create_partitions_with_manual_assignments(broker):
+    """Manual assignments of the new partitions, as Kafka's controller checks them: one per
+    added partition, every broker registered, none twice, the topic's replication factor."""
+    a = admin(broker)
+    name = create_topic(broker, uniq("adm-assign"), 2)
+    node = next(iter(a.list_topics(timeout=OP_TIMEOUT).brokers))
+
+    def grow(count, assignment):
+        fs = a.create_partitions([NewPartitions(name, count, replica_assignment=assignment)],
+                                 operation_timeout=OP_TIMEOUT, request_timeout=OP_TIMEOUT)
+        try:
+            fs[name].result(timeout=OP_TIMEOUT)
+            return None, None
+        except KafkaException as e:
+            return e.args[0].code(), e.args[0].str()
+
+    assert grow(3, [[node]]) == (None, None)
+    wait_topic_ready(broker, name, 3)
+    code, message = grow(5, [[node]])
+    assert code == INVALID_REPLICA_ASSIGNMENT
+    assert "Attempted to add 2 additional partition(s), but only 1 assignment(s) were " \
+        "specified." in message
+    code, message = grow(4, [[node + 100]])
+    assert code == INVALID_REPLICA_ASSIGNMENT
+    assert f"includes broker {node + 100}, but no such broker is registered" in message
+    code, message = grow(4, [[node, node]])
+    assert code == INVALID_REPLICA_ASSIGNMENT
+    assert f"includes the broker {node} more than once" in message
+    # Nothing of the refused requests was applied.
+    assert [p.id for p in describe_topic(a, name).partitions] == [0, 1, 2]
 
 
 # --------------------------------------------------------------- configs

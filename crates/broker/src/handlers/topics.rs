@@ -1,5 +1,6 @@
 //! CreateTopics, DeleteTopics and CreatePartitions.
 
+use shoal_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use shoal_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use shoal_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -234,6 +235,64 @@ pub async fn delete_topics(
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
+/// Manual assignments of the new partitions, checked as Kafka's controller checks them once
+/// the topic exists and the count is an increase (those refusals come from the broker's
+/// `create_partitions`): one assignment per added partition, none empty, no broker twice,
+/// every broker registered (here: this node), and the topic's replication factor (1).
+fn check_assignments(broker: &Broker, t: &CreatePartitionsTopic) -> Result<(), AdminError> {
+    let Some(assignments) = t.assignments.as_ref() else {
+        return Ok(());
+    };
+    let Some(existing) = broker.topic(t.name.0.as_str()).map(|x| x.partition_count()) else {
+        return Ok(());
+    };
+    let Some(added) = usize::try_from(t.count).ok().filter(|c| *c > existing) else {
+        return Ok(());
+    };
+    let added = added - existing;
+    let refuse = |message: String| {
+        Err(AdminError::new(
+            ErrorCode::INVALID_REPLICA_ASSIGNMENT,
+            message,
+        ))
+    };
+    if assignments.len() != added {
+        return refuse(format!(
+            "Attempted to add {added} additional partition(s), but only {} assignment(s) were specified.",
+            assignments.len()
+        ));
+    }
+    for a in assignments {
+        if a.broker_ids.is_empty() {
+            return refuse(
+                "The manual partition assignment includes an empty replica list.".into(),
+            );
+        }
+        // In broker id order, as Kafka's controller looks at them.
+        let mut ids: Vec<i32> = a.broker_ids.iter().map(|id| id.0).collect();
+        ids.sort_unstable();
+        for (i, id) in ids.iter().enumerate() {
+            if *id != broker.node_id {
+                return refuse(format!(
+                    "The manual partition assignment includes broker {id}, but no such broker is registered."
+                ));
+            }
+            if i > 0 && ids[i - 1] == *id {
+                return refuse(format!(
+                    "The manual partition assignment includes the broker {id} more than once."
+                ));
+            }
+        }
+        if ids.len() != 1 {
+            return refuse(format!(
+                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have 1 replica(s).",
+                ids.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub async fn create_partitions(
     broker: &Broker,
     request: &CreatePartitionsRequest,
@@ -241,20 +300,20 @@ pub async fn create_partitions(
     let mut results = Vec::with_capacity(request.topics.len());
     for t in &request.topics {
         let mut result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-        let outcome = if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
-            Err(AdminError::new(
-                ErrorCode::INVALID_REQUEST,
-                "Manual replica assignments are not supported on a single node.",
-            ))
-        } else if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&t.count) {
+        let outcome = if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&t.count) {
             Err(AdminError::new(
                 ErrorCode::INVALID_PARTITIONS,
                 format!("Number of partitions must be between 1 and {PARTITIONS_PER_TOPIC_MAX}."),
             ))
         } else {
-            broker
-                .create_partitions(t.name.0.as_str(), t.count as u32, request.validate_only)
-                .await
+            match check_assignments(broker, t) {
+                Err(e) => Err(e),
+                Ok(()) => {
+                    broker
+                        .create_partitions(t.name.0.as_str(), t.count as u32, request.validate_only)
+                        .await
+                }
+            }
         };
         if let Err(e) = outcome {
             result.error_code = e.code.code();
