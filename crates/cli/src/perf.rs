@@ -1162,10 +1162,10 @@ async fn verify(
     }
 
     // The COMMIT markers resolve the staged acknowledgements. DescribeShareGroupOffsets
-    // answers from the persisted share state, whose start offset a marker leaves as it is
-    // (the next state write moves it) while it counts the newly terminal records as delivery
-    // complete: lag = high watermark - start offset - delivery complete. Lag 0 is "every input
-    // record acknowledged or archived" (TX_PENDING is not delivery complete). Bounded wait.
+    // answers from the persisted share state, whose start offset a marker moves past the
+    // acknowledged records: every input record acknowledged is start offset = input records
+    // (the input topic starts at 0) and lag 0 (TX_PENDING is not delivery complete). Bounded
+    // wait.
     let deadline = Instant::now() + Duration::from_secs(30);
     let (start_offset, lag) = loop {
         let r = admin
@@ -1199,13 +1199,13 @@ async fn verify(
             }
             None => (-1, -1),
         };
-        if start >= 0 && lag == 0 {
+        if start == input_records as i64 && lag == 0 {
             break (start, lag);
         }
         if Instant::now() >= deadline {
             bail!(
-                "share group start offset {start}, lag {lag} (expected lag 0): not every \
-                 staged acknowledgement was committed"
+                "share group start offset {start}, lag {lag} (expected {input_records} and 0): \
+                 not every staged acknowledgement was committed"
             );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -720,6 +720,10 @@ fn perf_txn_acks_runs_both_kinds_or_says_unsupported() {
             stdout.contains("18 of 18 input records acknowledged"),
             "{stdout}"
         );
+        assert!(
+            stdout.contains("(share group lag 0, persisted start offset 18)"),
+            "{stdout}"
+        );
         let (ok, json, stderr) = perf(&["--json"]);
         assert!(ok, "{json}{stderr}");
         assert!(json.trim_start().starts_with('{'), "{json}");
