@@ -222,7 +222,9 @@ async fn share_group_membership_over_the_wire() {
                     .with_timeout_ms(5000)
                     .with_topics(vec![CreatePartitionsTopic::default()
                         .with_name(TopicName(s("queue")))
-                        .with_count(4)]),
+                        .with_count(4)
+                        // No manual assignment (an empty list is one, and is refused).
+                        .with_assignments(None)]),
             )
             .await
             .unwrap();
