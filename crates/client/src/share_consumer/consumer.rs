@@ -380,19 +380,48 @@ impl ShareConsumer {
                 ),
             });
         }
-        let mut sent: Vec<(TopicIdPartition, Vec<AckBatch>)> = Vec::new();
+        let keys: BTreeSet<TopicIdPartition> = partitions.union(&acking).copied().collect();
+        let (request, sent) = self.fetch_request(session.epoch, version, wait, &keys, &forgotten);
+        let response = match self.cluster.send(leader, &request).await {
+            Ok(r) => r,
+            Err(e) => {
+                // The answer is lost: whether the acknowledgements landed is unknown.
+                for (key, batches) in &sent {
+                    self.book.on_sent(key, batches, e.code().0);
+                }
+                self.session_lost(leader, &mut session);
+                if e.is_retriable() {
+                    return Ok(true);
+                }
+                return Err(e);
+            }
+        };
+        self.on_fetch_response(leader, &mut session, response, sent, keys, out)
+    }
+
+    /// A ShareFetch on a session at `epoch` for `keys` (each with its pending
+    /// acknowledgements taken from the book), forgetting `forgotten`.
+    fn fetch_request(
+        &mut self,
+        epoch: i32,
+        version: i16,
+        wait: Duration,
+        keys: &BTreeSet<TopicIdPartition>,
+        forgotten: &[TopicIdPartition],
+    ) -> (ShareFetchRequest, BTreeMap<TopicIdPartition, Vec<AckBatch>>) {
+        let mut sent: BTreeMap<TopicIdPartition, Vec<AckBatch>> = BTreeMap::new();
         let mut topics: BTreeMap<Uuid, Vec<FetchPartition>> = BTreeMap::new();
-        for key in partitions.union(&acking) {
+        for key in keys {
             let batches = self.book.take(key);
             topics.entry(key.0).or_default().push(FetchPartition {
                 partition_index: key.1,
                 acknowledgement_batches: wire_batches(&batches),
                 ..Default::default()
             });
-            sent.push((*key, batches));
+            sent.insert(*key, batches);
         }
         let mut forgotten_topics: BTreeMap<Uuid, Vec<i32>> = BTreeMap::new();
-        for (t, p) in &forgotten {
+        for (t, p) in forgotten {
             forgotten_topics.entry(*t).or_default().push(*p);
         }
         let request = ShareFetchRequest {
@@ -402,7 +431,7 @@ impl ShareConsumer {
             member_id: Some(StrBytes::from_string(
                 lock(&self.shared.membership).member_id().to_owned(),
             )),
-            share_session_epoch: session.epoch,
+            share_session_epoch: epoch,
             max_wait_ms: i32::try_from(wait.as_millis()).unwrap_or(i32::MAX),
             min_bytes: i32::try_from(self.config.fetch_min_bytes()).unwrap_or(i32::MAX),
             max_bytes: i32::try_from(self.config.fetch_max_bytes()).unwrap_or(i32::MAX),
@@ -413,7 +442,7 @@ impl ShareConsumer {
             } else {
                 0
             },
-            is_renew_ack: sent.iter().any(|(_, b)| has_renew(b)),
+            is_renew_ack: sent.values().any(|b| has_renew(b)),
             topics: topics
                 .into_iter()
                 .map(|(topic_id, partitions)| FetchTopic {
@@ -432,26 +461,26 @@ impl ShareConsumer {
                 .collect(),
             ..Default::default()
         };
-        let response = match self.cluster.send(leader, &request).await {
-            Ok(r) => r,
-            Err(e) => {
-                // The answer is lost: whether the acknowledgements landed is unknown.
-                for (key, batches) in &sent {
-                    self.book.on_sent(key, batches, e.code().0);
-                }
-                self.session_lost(leader, &mut session);
-                if e.is_retriable() {
-                    return Ok(true);
-                }
-                return Err(e);
-            }
-        };
+        (request, sent)
+    }
+
+    /// Applies a ShareFetch answer: the acknowledgements' outcomes to the book, the session's
+    /// epoch, the acquired records delivered into `out`.
+    fn on_fetch_response(
+        &mut self,
+        leader: i32,
+        session: &mut Session,
+        response: shoal_protocol::share::ShareFetchResponse,
+        sent: BTreeMap<TopicIdPartition, Vec<AckBatch>>,
+        keys: BTreeSet<TopicIdPartition>,
+        out: &mut Vec<ShareRecord>,
+    ) -> Result<bool, Error> {
         if response.error_code != 0 {
             for (key, batches) in &sent {
                 self.book.on_sent(key, batches, response.error_code);
             }
             if session_lost(response.error_code) {
-                self.session_lost(leader, &mut session);
+                self.session_lost(leader, session);
                 return Ok(true);
             }
             let e = Error::from_code(
@@ -466,14 +495,14 @@ impl ShareConsumer {
             return if e.is_retriable() { Ok(true) } else { Err(e) };
         }
         session.advance();
-        session.partitions = partitions.union(&acking).copied().collect();
+        session.partitions = keys;
         let mut answered: BTreeSet<TopicIdPartition> = BTreeSet::new();
         let lock_timeout =
             Duration::from_millis(u64::try_from(response.acquisition_lock_timeout_ms).unwrap_or(0));
         for topic in &response.responses {
             for p in &topic.partitions {
                 let key = (topic.topic_id, p.partition_index);
-                if let Some((_, batches)) = sent.iter().find(|(k, _)| *k == key) {
+                if let Some(batches) = sent.get(&key) {
                     if answered.insert(key) {
                         self.book.on_sent(&key, batches, p.acknowledge_error_code);
                     }
@@ -785,4 +814,51 @@ async fn acknowledge(
         out.push((key, batches, code));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync + std::fmt::Debug>() {}
+        check::<ShareConsumer>();
+        check::<ShareRecord>();
+        check::<ShareAcknowledgements>();
+    }
+
+    #[test]
+    fn session_epochs_open_at_zero_and_wrap_to_one() {
+        let session = Session::new(1);
+        let mut s = session.try_lock().unwrap();
+        assert_eq!(s.epoch, 0);
+        s.advance();
+        assert_eq!(s.epoch, 1);
+        s.epoch = i32::MAX;
+        s.advance();
+        assert_eq!(s.epoch, 1);
+        s.partitions.insert((Uuid::nil(), 0));
+        s.reset();
+        assert_eq!((s.epoch, s.partitions.len()), (0, 0));
+    }
+
+    #[test]
+    fn acknowledgements_go_on_the_wire_as_batches() {
+        let batches = [AckBatch {
+            first_offset: 3,
+            last_offset: 5,
+            types: vec![
+                AcknowledgeType::Accept,
+                AcknowledgeType::Release,
+                AcknowledgeType::Renew,
+            ],
+        }];
+        let wire = wire_batches(&batches);
+        assert_eq!((wire[0].first_offset, wire[0].last_offset), (3, 5));
+        assert_eq!(wire[0].acknowledge_types, [1, 2, 4]);
+        assert!(has_renew(&batches));
+        assert!(session_lost(ErrorCode::INVALID_SHARE_SESSION_EPOCH.0));
+        assert!(!session_lost(0));
+    }
 }
