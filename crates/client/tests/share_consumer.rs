@@ -250,3 +250,27 @@ async fn close_releases_unacknowledged_records_to_another_consumer() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renew_keeps_a_record_for_a_later_accept() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    bounded(secs(90), async {
+        setup(&broker, "renewing", 1, 1, "g-renewing").await;
+        let mut c = consumer(&broker, "g-renewing", "explicit", "renewing").await;
+        let held = poll_until(&mut c, 1, Duration::from_secs(secs(30))).await;
+        assert_eq!(held.len(), 1, "{held:?}");
+        c.acknowledge(&held[0], AcknowledgeType::Renew).unwrap();
+        // The renewal goes with this poll's fetch; the record is not delivered again.
+        let none = poll_until(&mut c, 1, Duration::from_secs(1)).await;
+        assert!(none.is_empty(), "{none:?}");
+        c.acknowledge(&held[0], AcknowledgeType::Accept).unwrap();
+        c.commit_sync().await.unwrap();
+        c.close().await;
+        let mut other = consumer(&broker, "g-renewing", "explicit", "renewing").await;
+        let none = poll_until(&mut other, 1, Duration::from_secs(2)).await;
+        assert!(none.is_empty(), "accepted after a renewal: {none:?}");
+        other.close().await;
+    })
+    .await;
+}

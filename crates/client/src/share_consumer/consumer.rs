@@ -424,6 +424,16 @@ impl ShareConsumer {
         for (t, p) in forgotten {
             forgotten_topics.entry(*t).or_default().push(*p);
         }
+        // A fetch carrying RENEW acknowledges only and fetches nothing (KIP-1222): its
+        // limits must be zero, as the Java client sends them.
+        let renewing = sent.values().any(|b| has_renew(b));
+        let limit = |n: usize| {
+            if renewing {
+                0
+            } else {
+                i32::try_from(n).unwrap_or(i32::MAX)
+            }
+        };
         let request = ShareFetchRequest {
             group_id: Some(GroupId(StrBytes::from_string(
                 self.config.group_id().into(),
@@ -432,17 +442,17 @@ impl ShareConsumer {
                 lock(&self.shared.membership).member_id().to_owned(),
             )),
             share_session_epoch: epoch,
-            max_wait_ms: i32::try_from(wait.as_millis()).unwrap_or(i32::MAX),
-            min_bytes: i32::try_from(self.config.fetch_min_bytes()).unwrap_or(i32::MAX),
-            max_bytes: i32::try_from(self.config.fetch_max_bytes()).unwrap_or(i32::MAX),
-            max_records: i32::try_from(self.config.max_poll_records()).unwrap_or(i32::MAX),
+            max_wait_ms: limit(wait.as_millis() as usize),
+            min_bytes: limit(self.config.fetch_min_bytes()),
+            max_bytes: limit(self.config.fetch_max_bytes()),
+            max_records: limit(self.config.max_poll_records()),
             batch_size: i32::try_from(self.config.max_poll_records()).unwrap_or(i32::MAX),
             share_acquire_mode: if version >= 2 {
                 self.config.acquire_mode().wire()
             } else {
                 0
             },
-            is_renew_ack: sent.values().any(|b| has_renew(b)),
+            is_renew_ack: renewing,
             topics: topics
                 .into_iter()
                 .map(|(topic_id, partitions)| FetchTopic {
