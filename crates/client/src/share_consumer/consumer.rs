@@ -1,10 +1,10 @@
 //! [`ShareConsumer`]: the async shell over the share consumer's sans-IO parts. It owns the
-//! heartbeat task ([`membership`](super::membership)), one share session per partition
+//! heartbeat task ([`membership`]), one share session per partition
 //! leader, and the acknowledgement book ([`acknowledgements`](super::acknowledgements)).
 //!
 //! A poll takes the book's pending acknowledgements of each partition and piggybacks them on
 //! that leader's ShareFetch (session epoch 0 opens the session, then 1, 2, ...), decodes the
-//! acquired records ([`records`](super::records)) and delivers them into the book.
+//! acquired records ([`records`]) and delivers them into the book.
 //! `commit_sync` and `commit_async` send ShareAcknowledge on the same sessions; `close`
 //! sends the book's closing acknowledgements with epoch -1 (closing each session), then
 //! leaves the group with member epoch -1.
