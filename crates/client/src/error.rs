@@ -102,6 +102,11 @@ pub enum Error {
     /// error says whether the producer is unusable (fatal) or the transaction must abort.
     #[error("transaction: {0}")]
     Transaction(crate::producer::transaction::TxnError),
+    /// A share consumer's call the acknowledgement book refused (an acknowledgement in
+    /// implicit mode, a poll with records of the last one unacknowledged in explicit mode, a
+    /// record not waiting); nothing changed.
+    #[error("share acknowledgement: {0}")]
+    ShareAcknowledgement(crate::share_consumer::acknowledgements::AckError),
 }
 
 /// The error codes the Java client treats as fatal for a producer (it must be closed):
@@ -177,6 +182,7 @@ impl Error {
             Error::Encode { .. } | Error::IncompleteResponse { .. } | Error::Closed => {
                 ErrorCode::UNKNOWN_SERVER_ERROR
             }
+            Error::ShareAcknowledgement(_) => ErrorCode::INVALID_RECORD_STATE,
             Error::Transaction(e) => match &e.kind {
                 TxnErrorKind::Broker { code, .. } => *code,
                 TxnErrorKind::IllegalState { .. } => ErrorCode::INVALID_TXN_STATE,
@@ -206,6 +212,8 @@ impl Error {
             // Misuse (begin twice, commit outside a transaction) costs only that call.
             Error::Transaction(e) if e.fatal => ErrorClass::Fatal,
             Error::Transaction(_) => ErrorClass::Abortable,
+            // Misuse costs only that call; the consumer lives on.
+            Error::ShareAcknowledgement(_) => ErrorClass::Abortable,
         }
     }
 

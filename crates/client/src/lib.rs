@@ -51,14 +51,23 @@
 //!   TxnShareAcknowledge per share partition to that partition's leader, as the draft
 //!   client does; no commit is sent while one is unanswered or after one failed.
 //!   `TransactionalShareAcknowledger` is the same machine without a record accumulator.
-//! - **ShareConsumer** (next): membership over ShareGroupHeartbeat on the group coordinator's
-//!   connection, share sessions per leader, and the sans-IO acknowledgement book
+//! - **ShareConsumer** ([`ShareConsumer`], [`share_consumer`]): membership over
+//!   ShareGroupHeartbeat on the group coordinator's connection, from a heartbeat task
+//!   ([`share_consumer::membership`], sans-IO: a client-generated member id, epoch,
+//!   assignment by topic id, rejoin with epoch 0 after FENCED_MEMBER_EPOCH or
+//!   UNKNOWN_MEMBER_ID, leave with -1); one share session per leader (ShareFetch epochs 0,
+//!   1, 2, ... and -1 to close), each behind an async mutex so every request carries the
+//!   session's next epoch; and the sans-IO acknowledgement book
 //!   ([`share_consumer::acknowledgements`]): per topic-partition, the records delivered and
-//!   not yet acknowledged, the acknowledgements pending (to piggyback on the next ShareFetch
-//!   or send in ShareAcknowledge), and — for KIP-1289 — acknowledgements *drained for a
-//!   transaction*, which the consumer never sends itself (not on fetch, not on close) and
-//!   which `acknowledgements_for_transaction()` hands to the producer as a
-//!   `ShareAcknowledgements` value with the group's `ShareGroupMetadata`.
+//!   not yet acknowledged, the acknowledgements pending (piggybacked on the next ShareFetch
+//!   to the partition's leader, or sent by `commit_sync` / `commit_async` in
+//!   ShareAcknowledge, or by `close` with epoch -1), and — for KIP-1289 — acknowledgements
+//!   *drained for a transaction*, which the consumer never sends itself (not on fetch, not
+//!   on close) and which `acknowledgements_for_transaction()` hands to the producer as a
+//!   [`share_consumer::ShareAcknowledgements`] value with the group's
+//!   [`share_consumer::ShareGroupMetadata`]. Fetched batches are decoded bounded
+//!   ([`share_consumer::records`]); each [`share_consumer::ShareRecord`] carries its
+//!   delivery count and the acquisition-lock timeout of the answer it came in.
 //! - [`Admin`] ([`admin`]): topics, configs (topic, broker, GROUP), share groups, features
 //!   and transactions over [`Cluster::send`], [`Cluster::send_any`] and
 //!   [`Cluster::send_to_coordinator`], each answer mapped to typed results in Kafka's
@@ -77,7 +86,9 @@
 //! The producer's transaction errors are [`Error::Transaction`], fatal (fenced: close the
 //! producer) or abortable (abort the transaction and go on); a record that failed is
 //! [`Error::Kafka`] with the partition's code (REQUEST_TIMED_OUT after
-//! `delivery.timeout.ms`).
+//! `delivery.timeout.ms`). A share consumer call the acknowledgement book refuses (an
+//! acknowledgement in implicit mode, a poll with the last poll's records unacknowledged in
+//! explicit mode) is [`Error::ShareAcknowledgement`], and changes nothing.
 //!
 //! # Untrusted responses
 //!
@@ -136,6 +147,30 @@
 //! # }
 //! ```
 //!
+//! A share consumer in explicit mode (every record of a poll acknowledged before the next):
+//!
+//! ```no_run
+//! use shoal_client::share_consumer::{AcknowledgeType, ShareConsumer, ShareConsumerConfig};
+//!
+//! # async fn run() -> Result<(), shoal_client::Error> {
+//! let config = ShareConsumerConfig::from_properties([
+//!     ("bootstrap.servers", "127.0.0.1:9092"),
+//!     ("group.id", "order-workers"),
+//!     ("share.acknowledgement.mode", "explicit"),
+//! ])?;
+//! let mut consumer = ShareConsumer::new(config).await?;
+//! consumer.subscribe(["orders"]);
+//! for record in consumer.poll(std::time::Duration::from_secs(1)).await? {
+//!     println!("{}-{}@{} delivery {}", record.topic, record.partition, record.offset,
+//!              record.delivery_count);
+//!     consumer.acknowledge(&record, AcknowledgeType::Accept)?;
+//! }
+//! consumer.commit_sync().await?; // or let the next poll carry the acknowledgements
+//! consumer.close().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! The cluster layer on its own:
 //!
 //! ```no_run
@@ -176,4 +211,5 @@ pub use config::{ClientConfig, ClientConfigBuilder};
 pub use connection::{correlation_id, ClientError, Connection, RESPONSE_BYTES_MAX};
 pub use error::{Error, ErrorClass};
 pub use producer::{Producer, ProducerConfig, ProducerRecord, RecordMetadata};
+pub use share_consumer::{ShareConsumer, ShareConsumerConfig};
 pub use versions::ApiVersions;

@@ -1,4 +1,4 @@
-//! The `produce` and `transactional_produce` examples with tiny counts against a started
+//! The `produce`, `transactional_produce` and `share_consume` examples with tiny counts against a started
 //! broker: they run, exit 0 and print their one summary line.
 
 mod common;
@@ -47,6 +47,22 @@ fn the_produce_examples_print_one_summary_line() {
     );
     assert!(
         line.starts_with("committed 2500 records to example-txn in 3 transactions"),
+        "{line}"
+    );
+}
+
+#[test]
+fn the_share_consume_example_accepts_what_produce_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    let addr = broker.addr.to_string();
+    run("produce", &[&addr, "example-share", "300"]);
+    let line = run(
+        "share_consume",
+        &[&addr, "example-share", "example-group", "300"],
+    );
+    assert!(
+        line.starts_with("consumed 300 records from example-share in share group example-group"),
         "{line}"
     );
 }

@@ -1,0 +1,276 @@
+//! The share consumer against the real `shoal` binary over loopback (or Apache Kafka 4.4 with
+//! `SHOAL_CLIENT_TARGET=kafka`, see `common`): records written by our producer, consumed in
+//! implicit mode once each; explicit ACCEPT / RELEASE / REJECT with delivery counts; two
+//! consumers of one group sharing a partition; close releasing what a consumer held.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::log::create_topic;
+use common::{bounded, config, secs, Broker};
+use shoal_client::admin::{AlterConfigOp, ConfigResource, Mode};
+use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
+use shoal_client::share_consumer::{
+    AcknowledgeType, ShareConsumer, ShareConsumerConfig, ShareRecord,
+};
+use shoal_client::{Admin, Error};
+
+#[global_allocator]
+static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
+
+/// Creates `topic`, writes `count` records (`value-i`, keyed `ki`) and sets the group to start from the earliest offset (share groups start at the
+/// latest by default).
+async fn setup(broker: &Broker, topic: &str, partitions: i32, count: usize, group: &str) {
+    let admin = Admin::connect(config(broker, &[])).await.unwrap();
+    create_topic(admin.cluster(), topic, partitions).await;
+    let set = admin
+        .incremental_alter_configs(
+            &[(
+                ConfigResource::group(group),
+                vec![AlterConfigOp::Set {
+                    name: "share.auto.offset.reset".into(),
+                    value: "earliest".into(),
+                }],
+            )],
+            Mode::Apply,
+        )
+        .await
+        .unwrap();
+    assert!(set[0].1.is_ok(), "{:?}", set[0]);
+    admin.close().await;
+    let producer = Producer::new(
+        ProducerConfig::builder(config(broker, &[]))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    // Ten records a batch at most (waiting for each ten), so that a fetch can take part of
+    // a partition: the broker acquires whole batches.
+    for chunk in (0..count).collect::<Vec<_>>().chunks(10) {
+        let mut deliveries = Vec::new();
+        for i in chunk {
+            let record = ProducerRecord::new(topic, format!("value-{i}")).with_key(format!("k{i}"));
+            deliveries.push(producer.send(record).await.unwrap());
+        }
+        for d in deliveries {
+            d.await.unwrap();
+        }
+    }
+    producer.close().await;
+}
+
+async fn consumer(broker: &Broker, group: &str, mode: &str, topic: &str) -> ShareConsumer {
+    consumer_with(broker, group, mode, topic, &[]).await
+}
+
+async fn consumer_with(
+    broker: &Broker,
+    group: &str,
+    mode: &str,
+    topic: &str,
+    extra: &[(&str, &str)],
+) -> ShareConsumer {
+    let bootstrap = broker.addr.to_string();
+    let mut props = vec![
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("group.id", group),
+        ("share.acknowledgement.mode", mode),
+        ("request.timeout.ms", "5000"),
+        ("retry.backoff.ms", "20"),
+        ("retry.backoff.max.ms", "200"),
+        ("fetch.max.wait.ms", "200"),
+    ];
+    props.extend_from_slice(extra);
+    let c = ShareConsumerConfig::from_properties(props).unwrap();
+    let mut consumer = ShareConsumer::new(c).await.unwrap();
+    consumer.subscribe([topic]);
+    consumer
+}
+
+/// Polls until `count` records came or `within` passed.
+async fn poll_until(c: &mut ShareConsumer, count: usize, within: Duration) -> Vec<ShareRecord> {
+    let deadline = Instant::now() + within;
+    let mut out = Vec::new();
+    while out.len() < count && Instant::now() < deadline {
+        out.extend(c.poll(Duration::from_millis(500)).await.unwrap());
+    }
+    out
+}
+
+fn value(r: &ShareRecord) -> String {
+    String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn implicit_mode_delivers_every_record_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    bounded(secs(90), async {
+        let n = 60;
+        setup(&broker, "implicit", 2, n, "g-implicit").await;
+        let mut c = consumer(&broker, "g-implicit", "implicit", "implicit").await;
+        let records = poll_until(&mut c, n, Duration::from_secs(secs(30))).await;
+        let values: BTreeSet<String> = records.iter().map(value).collect();
+        assert_eq!(records.len(), n, "{values:?}");
+        assert_eq!(values.len(), n);
+        for r in &records {
+            assert_eq!(r.delivery_count, 1, "{r:?}");
+            assert_eq!(r.topic, "implicit");
+            assert!(r.acquisition_lock_timeout > Duration::ZERO);
+            assert!(r.key.is_some());
+        }
+        let md = c.share_group_metadata();
+        assert_eq!(md.group_id, "g-implicit");
+        assert_eq!(md.member_id.len(), 22);
+        assert!(md.member_epoch > 0);
+        // Accepted by the next polls: nothing comes again.
+        let again = poll_until(&mut c, 1, Duration::from_secs(2)).await;
+        assert!(again.is_empty(), "{again:?}");
+        c.commit_sync().await.unwrap();
+        c.close().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explicit_accept_release_reject_with_delivery_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    bounded(secs(90), async {
+        setup(&broker, "explicit", 1, 3, "g-explicit").await;
+        let mut c = consumer(&broker, "g-explicit", "explicit", "explicit").await;
+        let records = poll_until(&mut c, 3, Duration::from_secs(secs(30))).await;
+        assert_eq!(records.len(), 3, "{records:?}");
+        // A poll with records unacknowledged is refused, and changes nothing.
+        let refused = c.poll(Duration::ZERO).await.unwrap_err();
+        assert!(
+            matches!(refused, Error::ShareAcknowledgement(_)),
+            "{refused}"
+        );
+        let by_value: BTreeMap<String, &ShareRecord> =
+            records.iter().map(|r| (value(r), r)).collect();
+        c.acknowledge(by_value["value-0"], AcknowledgeType::Accept)
+            .unwrap();
+        c.acknowledge(by_value["value-1"], AcknowledgeType::Release)
+            .unwrap();
+        c.acknowledge(by_value["value-2"], AcknowledgeType::Reject)
+            .unwrap();
+        // A record is acknowledged once.
+        assert!(c
+            .acknowledge(by_value["value-0"], AcknowledgeType::Reject)
+            .is_err());
+        let again = poll_until(&mut c, 1, Duration::from_secs(secs(10))).await;
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert_eq!(value(&again[0]), "value-1");
+        assert_eq!(again[0].delivery_count, 2);
+        assert_eq!(again[0].offset, by_value["value-1"].offset);
+        c.acknowledge(&again[0], AcknowledgeType::Accept).unwrap();
+        c.commit_sync().await.unwrap();
+        // Accepted and rejected records never come back.
+        let none = poll_until(&mut c, 1, Duration::from_secs(2)).await;
+        assert!(none.is_empty(), "{none:?}");
+        c.close().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_consumers_share_one_partition_without_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    bounded(secs(120), async {
+        let n = 300;
+        setup(&broker, "shared", 1, n, "g-shared").await;
+        // Small fetches, so that neither consumer takes the whole partition at once.
+        let small = [("max.poll.records", "10")];
+        let mut a = consumer_with(&broker, "g-shared", "explicit", "shared", &small).await;
+        let mut b = consumer_with(&broker, "g-shared", "explicit", "shared", &small).await;
+        let mut accepted: BTreeMap<i64, usize> = BTreeMap::new();
+        let mut per_consumer = [0usize; 2];
+        let deadline = Instant::now() + Duration::from_secs(secs(60));
+        while accepted.len() < n && Instant::now() < deadline {
+            for (i, c) in [&mut a, &mut b].into_iter().enumerate() {
+                for r in c.poll(Duration::from_millis(200)).await.unwrap() {
+                    c.acknowledge(&r, AcknowledgeType::Accept).unwrap();
+                    *accepted.entry(r.offset).or_default() += 1;
+                    per_consumer[i] += 1;
+                }
+                if i == 0 {
+                    c.commit_async().await;
+                } else {
+                    c.commit_sync().await.unwrap();
+                }
+            }
+        }
+        assert_eq!(accepted.len(), n, "consumers got {per_consumer:?}");
+        let twice: Vec<_> = accepted.iter().filter(|(_, k)| **k > 1).collect();
+        assert!(twice.is_empty(), "accepted twice: {twice:?}");
+        assert!(per_consumer.iter().all(|n| *n > 0), "{per_consumer:?}");
+        a.close().await;
+        b.close().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_releases_unacknowledged_records_to_another_consumer() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    bounded(secs(90), async {
+        let n = 5;
+        setup(&broker, "closing", 1, n, "g-closing").await;
+        let mut a = consumer(&broker, "g-closing", "explicit", "closing").await;
+        let held = poll_until(&mut a, n, Duration::from_secs(secs(30))).await;
+        assert_eq!(held.len(), n, "{held:?}");
+        let txn = a.acknowledgements_for_transaction().unwrap();
+        assert!(txn.batches.is_empty(), "nothing acknowledged yet");
+        assert_eq!(txn.metadata, a.share_group_metadata());
+        a.close().await;
+        // Well within the acquisition lock (30 s by default): only the release explains it.
+        let started = Instant::now();
+        let mut b = consumer(&broker, "g-closing", "explicit", "closing").await;
+        let again = poll_until(&mut b, n, Duration::from_secs(secs(15))).await;
+        assert_eq!(again.len(), n, "{again:?}");
+        assert!(again.iter().all(|r| r.delivery_count == 2), "{again:?}");
+        assert!(started.elapsed() < again[0].acquisition_lock_timeout);
+        for r in &again {
+            b.acknowledge(r, AcknowledgeType::Accept).unwrap();
+        }
+        let txn = b.acknowledgements_for_transaction().unwrap();
+        let batches: Vec<_> = txn.batches.values().flatten().collect();
+        assert_eq!(batches.len(), 1, "{batches:?}");
+        assert_eq!(
+            batches[0].last_offset - batches[0].first_offset + 1,
+            n as i64
+        );
+        b.close().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renew_keeps_a_record_for_a_later_accept() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    bounded(secs(90), async {
+        setup(&broker, "renewing", 1, 1, "g-renewing").await;
+        let mut c = consumer(&broker, "g-renewing", "explicit", "renewing").await;
+        let held = poll_until(&mut c, 1, Duration::from_secs(secs(30))).await;
+        assert_eq!(held.len(), 1, "{held:?}");
+        c.acknowledge(&held[0], AcknowledgeType::Renew).unwrap();
+        // The renewal goes with this poll's fetch; the record is not delivered again.
+        let none = poll_until(&mut c, 1, Duration::from_secs(1)).await;
+        assert!(none.is_empty(), "{none:?}");
+        c.acknowledge(&held[0], AcknowledgeType::Accept).unwrap();
+        c.commit_sync().await.unwrap();
+        c.close().await;
+        let mut other = consumer(&broker, "g-renewing", "explicit", "renewing").await;
+        let none = poll_until(&mut other, 1, Duration::from_secs(2)).await;
+        assert!(none.is_empty(), "accepted after a renewal: {none:?}");
+        other.close().await;
+    })
+    .await;
+}
