@@ -420,7 +420,9 @@ impl<P: Ord + Clone> Accumulator<P> {
         let mut out = Vec::new();
         let keys: Vec<P> = self.queues.keys().cloned().collect();
         for p in keys {
-            let q = self.queues.get_mut(&p).expect("key just listed");
+            let Some(q) = self.queues.get_mut(&p) else {
+                continue;
+            };
             let (keep, gone): (VecDeque<Batch>, VecDeque<Batch>) = q
                 .waiting
                 .drain(..)

@@ -493,12 +493,13 @@ impl ShareConsumer {
                 self.session_lost(leader, session);
                 return Ok(true);
             }
-            let e = Error::from_code(
+            let Some(e) = Error::from_code(
                 ApiKey::ShareFetch,
                 response.error_code,
                 response.error_message.as_deref(),
-            )
-            .expect("a non-zero code");
+            ) else {
+                return Ok(true);
+            };
             if e.requires_metadata_refresh() {
                 self.cluster.invalidate_metadata();
             }

@@ -24,6 +24,11 @@ pub const BATCH_RECORDS_MAX: i32 = 1 << 20;
 ///
 /// # Errors
 /// A description of the first batch that does not decode or breaks a limit.
+/// The big-endian i32 at `at` (the caller checked `bytes` holds a batch header).
+fn be_i32(bytes: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
 pub fn decode(
     mut bytes: Bytes,
     acquired: &[Acquired],
@@ -31,15 +36,11 @@ pub fn decode(
 ) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     while bytes.len() >= BATCH_HEADER_BYTES {
-        let count = i32::from_be_bytes(
-            bytes[RECORD_COUNT_AT..RECORD_COUNT_AT + 4]
-                .try_into()
-                .expect("four bytes"),
-        );
+        let count = be_i32(&bytes, RECORD_COUNT_AT);
         if !(0..=BATCH_RECORDS_MAX).contains(&count) {
             return Err(format!("a batch claims {count} records"));
         }
-        let length = i32::from_be_bytes(bytes[8..12].try_into().expect("four bytes"));
+        let length = be_i32(&bytes, 8);
         if usize::try_from(length).map_or(true, |l| bytes.len() < 12 + l) {
             // A partial batch at the end, cut by `max.bytes`: the next fetch returns it.
             break;
