@@ -1,23 +1,31 @@
-//! [`BrokerConnection`]: one negotiated connection to one broker.
+//! [`BrokerConnection`]: one negotiated, pipelined connection to one broker.
 //!
 //! Opening it connects (within `socket.connection.setup.timeout.ms`) and sends ApiVersions
 //! first; every later request goes out at the version [`ApiVersions::version`] picks, or not
-//! at all. One request is in flight at a time; each waits at most `request.timeout.ms`.
+//! at all. Requests are pipelined: any number may be in flight at once (the callers bound
+//! how many: the producer's `max.in.flight.requests.per.connection`), each waits at most
+//! `request.timeout.ms` for its answer, and one reader task hands each response frame to the
+//! request with its correlation id. Kafka brokers answer a connection's requests in the order
+//! they were sent, so a partition's Produce requests are written in order.
 //!
 //! Responses are untrusted input. A frame's size prefix above `receive.message.max.bytes` (or
 //! negative) is refused before any allocation; below it, the buffer grows with the bytes that
-//! actually arrive, never with what the prefix claims. Decoding errors, a wrong correlation id
-//! and a panic inside the decoder all become [`Error::MalformedResponse`].
+//! actually arrive, never with what the prefix claims. A frame whose correlation id matches no
+//! request in flight, a body that does not decode and a panic inside the decoder all become
+//! [`Error::MalformedResponse`].
 //!
-//! After any failure the connection is *broken*: the stream may be out of step with the broker
-//! (a timed-out response can still arrive), so the owner drops it and connects again, as
-//! Kafka's clients do.
+//! After any failure the connection is *broken*: every request in flight on it fails, and
+//! the owner drops it and connects again, as Kafka's clients do. A request that times out
+//! breaks it too (its answer could still arrive, out of step).
 //!
-//! Cancellation: [`BrokerConnection::send`] is not cancellation-safe; a dropped future breaks
-//! the connection (detected on the next call, which then fails with
-//! [`Error::ConnectionClosed`]).
+//! Cancellation: dropping a request's future once its frame is written is harmless (the
+//! answer is read and discarded); dropping it while the frame is being written breaks the
+//! connection, since the broker would read half a request.
 
+use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -26,8 +34,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use shoal_protocol::ApiKey;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::config::ClientConfig;
 use crate::error::Error;
@@ -36,21 +48,230 @@ use crate::versions::{client_range, ApiVersions};
 /// Initial read buffer; it grows as bytes arrive, up to the frame's size.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
+/// Where the correlation id sits in an encoded request frame: after the size (4 bytes), the
+/// api key (2) and the api version (2), in every request header version.
+const CORRELATION_ID_AT: usize = 8;
+
 /// The client software name and version sent in ApiVersions v3+ (KIP-511).
 pub(crate) const SOFTWARE_NAME: &str = "shoal-client";
 pub(crate) const SOFTWARE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Why a connection broke; every request in flight fails with an error made from it.
+#[derive(Debug, Clone)]
+enum Broken {
+    Closed,
+    Io(std::io::ErrorKind, String),
+    TooLarge { size: usize, max: usize },
+    Malformed(String),
+    TimedOut { what: String, after: Duration },
+}
+
+impl Broken {
+    /// The error a request of `api` at `version` fails with.
+    fn error(&self, addr: &str, api: ApiKey, version: i16) -> Error {
+        match self {
+            Broken::Closed => Error::ConnectionClosed { addr: addr.into() },
+            Broken::Io(kind, message) => Error::Io {
+                addr: addr.into(),
+                source: std::io::Error::new(*kind, message.clone()),
+            },
+            Broken::TooLarge { size, max } => Error::ResponseTooLarge {
+                addr: addr.into(),
+                size: *size,
+                max: *max,
+            },
+            Broken::Malformed(reason) => Error::MalformedResponse {
+                addr: addr.into(),
+                api,
+                version,
+                reason: reason.clone(),
+            },
+            Broken::TimedOut { what, after } => Error::Timeout {
+                what: what.clone(),
+                after: *after,
+            },
+        }
+    }
+
+    fn from_error(e: &Error) -> Broken {
+        match e {
+            Error::Io { source, .. } => Broken::Io(source.kind(), source.to_string()),
+            Error::ResponseTooLarge { size, max, .. } => Broken::TooLarge {
+                size: *size,
+                max: *max,
+            },
+            Error::MalformedResponse { reason, .. } => Broken::Malformed(reason.clone()),
+            Error::Timeout { what, after } => Broken::TimedOut {
+                what: what.clone(),
+                after: *after,
+            },
+            _ => Broken::Closed,
+        }
+    }
+}
+
+/// A request in flight: where its answer goes, and what it was (for the errors).
+#[derive(Debug)]
+struct Waiter {
+    api: ApiKey,
+    version: i16,
+    answer: oneshot::Sender<Result<Bytes, Error>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next_correlation_id: i32,
+    in_flight: HashMap<i32, Waiter>,
+    broken: Option<Broken>,
+}
+
+/// The part of a connection its reader task shares.
+#[derive(Debug)]
+struct Shared {
+    addr: String,
+    state: Mutex<State>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update is a single insert, remove or assignment: a panic elsewhere leaves a
+        // consistent value.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks the connection broken (the first reason wins) and fails every request in flight.
+    fn break_with(&self, why: Broken) {
+        let waiters: Vec<Waiter> = {
+            let mut st = self.lock();
+            if st.broken.is_none() {
+                st.broken = Some(why);
+            }
+            st.in_flight.drain().map(|(_, w)| w).collect()
+        };
+        let why = self.lock().broken.clone().unwrap_or(Broken::Closed);
+        for w in waiters {
+            let _ = w.answer.send(Err(why.error(&self.addr, w.api, w.version)));
+        }
+    }
+
+    fn broken_error(&self, api: ApiKey, version: i16) -> Option<Error> {
+        self.lock()
+            .broken
+            .as_ref()
+            .map(|b| b.error(&self.addr, api, version))
+    }
+}
+
+/// Breaks the connection when dropped before [`WriteGuard::done`]: a frame written in part.
+struct WriteGuard<'a>(Option<&'a Shared>);
+
+impl WriteGuard<'_> {
+    fn done(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0 {
+            shared.break_with(Broken::Closed);
+        }
+    }
+}
+
 /// One connection, after a successful ApiVersions exchange.
 #[derive(Debug)]
 pub struct BrokerConnection {
-    addr: String,
-    stream: TcpStream,
+    shared: Arc<Shared>,
+    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    reader: JoinHandle<()>,
     client_id: StrBytes,
-    next_correlation_id: i32,
     versions: ApiVersions,
     request_timeout: Duration,
-    frame_bytes_max: usize,
-    broken: bool,
+}
+
+impl Drop for BrokerConnection {
+    fn drop(&mut self) {
+        self.reader.abort();
+        self.shared.break_with(Broken::Closed);
+    }
+}
+
+/// A request whose frame is written and whose answer is awaited with
+/// [`PendingResponse::response`].
+#[derive(Debug)]
+#[must_use = "a pending response does nothing unless awaited"]
+pub struct PendingResponse<R: Request> {
+    shared: Arc<Shared>,
+    answer: oneshot::Receiver<Result<Bytes, Error>>,
+    correlation_id: i32,
+    version: i16,
+    deadline: Instant,
+    timeout: Duration,
+    request: PhantomData<fn() -> R>,
+}
+
+impl<R: Request> PendingResponse<R> {
+    /// Waits for the answer, until `request.timeout.ms` after the request was written.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] (which breaks the connection), [`Error::ConnectionClosed`],
+    /// [`Error::Io`], [`Error::ResponseTooLarge`], [`Error::MalformedResponse`].
+    pub async fn response(self) -> Result<R::Response, Error> {
+        let api = api_key::<R>()?;
+        let body = wait(
+            &self.shared,
+            self.answer,
+            self.deadline,
+            self.timeout,
+            api,
+            self.version,
+        )
+        .await?;
+        decode_or_break::<R>(&self.shared, api, self.version, self.correlation_id, body)
+    }
+}
+
+async fn wait(
+    shared: &Shared,
+    answer: oneshot::Receiver<Result<Bytes, Error>>,
+    deadline: Instant,
+    timeout: Duration,
+    api: ApiKey,
+    version: i16,
+) -> Result<Bytes, Error> {
+    match tokio::time::timeout_at(deadline, answer).await {
+        Ok(Ok(answer)) => answer,
+        // The reader dropped the waiter without an answer: the connection is gone.
+        Ok(Err(_)) => Err(shared
+            .broken_error(api, version)
+            .unwrap_or(Error::ConnectionClosed {
+                addr: shared.addr.clone(),
+            })),
+        Err(_) => {
+            let why = Broken::TimedOut {
+                what: format!("{api:?} v{version} to {}", shared.addr),
+                after: timeout,
+            };
+            let e = why.error(&shared.addr, api, version);
+            shared.break_with(why);
+            Err(e)
+        }
+    }
+}
+
+fn decode_or_break<R: Request>(
+    shared: &Shared,
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: Bytes,
+) -> Result<R::Response, Error> {
+    decode::<R>(&shared.addr, api, version, correlation_id, body).inspect_err(|e| {
+        // The frame was read whole, but a peer that sends what we cannot decode is not to
+        // be trusted with the next one either.
+        shared.break_with(Broken::from_error(e));
+    })
 }
 
 impl BrokerConnection {
@@ -77,31 +298,41 @@ impl BrokerConnection {
             addr: addr.into(),
             source,
         })?;
-        let mut conn = BrokerConnection {
+        let (read, write) = stream.into_split();
+        let shared = Arc::new(Shared {
             addr: addr.into(),
-            stream,
+            state: Mutex::new(State::default()),
+        });
+        let reader = tokio::spawn(read_loop(
+            read,
+            shared.clone(),
+            config.receive_message_max_bytes(),
+        ));
+        let mut conn = BrokerConnection {
+            shared,
+            writer: tokio::sync::Mutex::new(write),
+            reader,
             client_id: StrBytes::from_string(config.client_id().to_owned()),
-            next_correlation_id: 0,
             versions: ApiVersions::default(),
             request_timeout: config.request_timeout(),
-            frame_bytes_max: config.receive_message_max_bytes(),
-            broken: false,
         };
-        tokio::time::timeout(setup, conn.negotiate(node_id))
+        let versions = tokio::time::timeout(setup, conn.negotiate(node_id))
             .await
             .map_err(|_| Error::Timeout {
                 what: format!("ApiVersions with {addr}"),
                 after: setup,
             })??;
+        conn.versions = versions;
         Ok(conn)
     }
 
-    async fn negotiate(&mut self, node_id: i32) -> Result<(), Error> {
+    async fn negotiate(&self, node_id: i32) -> Result<ApiVersions, Error> {
         let (_, ours) = client_range(ApiKey::ApiVersions).ok_or(Error::Encode {
             api: ApiKey::ApiVersions,
             version: -1,
             reason: "no codec".into(),
         })?;
+        let api = ApiKey::ApiVersions;
         // ApiVersions v3+ carries our name; older brokers answer UNSUPPORTED_VERSION in a v0
         // body listing their range, and we ask again once at the highest common version.
         let mut version = ours.min(3);
@@ -109,57 +340,64 @@ impl BrokerConnection {
             let request = ApiVersionsRequest::default()
                 .with_client_software_name(StrBytes::from_static_str(SOFTWARE_NAME))
                 .with_client_software_version(StrBytes::from_static_str(SOFTWARE_VERSION));
-            let (correlation_id, body) = self.exchange(version, &request).await?;
+            let (correlation_id, answer) = self.write(api, version, &request, true).await?;
+            let deadline = Instant::now() + self.request_timeout;
+            let answer = answer.ok_or(Error::Closed)?;
+            let body = wait(
+                &self.shared,
+                answer,
+                deadline,
+                self.request_timeout,
+                api,
+                version,
+            )
+            .await?;
             // A broker that does not serve `version` answers in a v0 body (Kafka's rule).
+            let addr = &self.shared.addr;
             let response: ApiVersionsResponse = match decode::<ApiVersionsRequest>(
-                &self.addr,
-                ApiKey::ApiVersions,
+                addr,
+                api,
                 version,
                 correlation_id,
                 body.clone(),
             ) {
                 Ok(response) => response,
-                Err(e) => match decode::<ApiVersionsRequest>(
-                    &self.addr,
-                    ApiKey::ApiVersions,
-                    0,
-                    correlation_id,
-                    body,
-                ) {
+                Err(e) => match decode::<ApiVersionsRequest>(addr, api, 0, correlation_id, body) {
                     Ok(v0) if ApiVersions::retry_version(&v0).is_some() => v0,
-                    _ => return Err(e),
+                    _ => {
+                        self.shared.break_with(Broken::from_error(&e));
+                        return Err(e);
+                    }
                 },
             };
-            self.broken = false;
             if let Some(retry) = ApiVersions::retry_version(&response) {
                 if retry < version {
                     version = retry;
                     continue;
                 }
             }
-            if let Some(e) = Error::from_code(ApiKey::ApiVersions, response.error_code, None) {
+            if let Some(e) = Error::from_code(api, response.error_code, None) {
                 return Err(e);
             }
-            self.versions = ApiVersions::from_response(node_id, &response).map_err(|reason| {
+            return ApiVersions::from_response(node_id, &response).map_err(|reason| {
                 Error::MalformedResponse {
-                    addr: self.addr.clone(),
-                    api: ApiKey::ApiVersions,
+                    addr: addr.clone(),
+                    api,
                     version,
                     reason,
                 }
-            })?;
-            return Ok(());
+            });
         }
         Err(Error::MalformedResponse {
-            addr: self.addr.clone(),
-            api: ApiKey::ApiVersions,
+            addr: self.shared.addr.clone(),
+            api,
             version,
             reason: "UNSUPPORTED_VERSION at the version the broker listed".into(),
         })
     }
 
     pub fn addr(&self) -> &str {
-        &self.addr
+        &self.shared.addr
     }
 
     /// The versions negotiated with this broker.
@@ -169,7 +407,7 @@ impl BrokerConnection {
 
     /// Whether a failure left the stream unusable; the owner must drop it.
     pub fn is_broken(&self) -> bool {
-        self.broken
+        self.shared.lock().broken.is_some() || self.reader.is_finished()
     }
 
     /// Sends `request` at the highest version both sides support and waits for the response
@@ -178,7 +416,7 @@ impl BrokerConnection {
     /// # Errors
     /// [`Error::UnsupportedVersion`] (nothing sent) when the broker lacks the api at every
     /// version we can send; otherwise the errors of [`Self::send_at`].
-    pub async fn send<R>(&mut self, request: &R) -> Result<R::Response, Error>
+    pub async fn send<R>(&self, request: &R) -> Result<R::Response, Error>
     where
         R: Request,
     {
@@ -192,26 +430,35 @@ impl BrokerConnection {
     /// # Errors
     /// [`Error::Io`], [`Error::ConnectionClosed`], [`Error::Timeout`],
     /// [`Error::ResponseTooLarge`], [`Error::MalformedResponse`]; each breaks the connection.
-    pub async fn send_at<R>(&mut self, version: i16, request: &R) -> Result<R::Response, Error>
+    pub async fn send_at<R>(&self, version: i16, request: &R) -> Result<R::Response, Error>
     where
         R: Request,
     {
-        if self.broken {
-            return Err(Error::ConnectionClosed {
-                addr: self.addr.clone(),
-            });
-        }
-        let timeout = self.request_timeout;
-        match tokio::time::timeout(timeout, self.round_trip(version, request)).await {
-            Ok(result) => result,
-            Err(_) => {
-                self.broken = true;
-                Err(Error::Timeout {
-                    what: format!("{:?} v{version} to {}", api_key::<R>()?, self.addr),
-                    after: timeout,
-                })
-            }
-        }
+        self.submit_at(version, request).await?.response().await
+    }
+
+    /// Writes `request` at `version` and returns once it is written, without waiting for the
+    /// answer: the way to keep several requests in flight on this connection.
+    ///
+    /// # Errors
+    /// [`Error::Io`], [`Error::ConnectionClosed`], [`Error::Timeout`] (the write); each
+    /// breaks the connection.
+    pub async fn submit_at<R: Request>(
+        &self,
+        version: i16,
+        request: &R,
+    ) -> Result<PendingResponse<R>, Error> {
+        let api = api_key::<R>()?;
+        let (correlation_id, answer) = self.write(api, version, request, true).await?;
+        Ok(PendingResponse {
+            shared: self.shared.clone(),
+            answer: answer.ok_or(Error::Closed)?,
+            correlation_id,
+            version,
+            deadline: Instant::now() + self.request_timeout,
+            timeout: self.request_timeout,
+            request: PhantomData,
+        })
     }
 
     /// The version to send `R` at: the negotiated one, or `version_max` when that is lower
@@ -248,77 +495,118 @@ impl BrokerConnection {
     /// [`Error::Io`], [`Error::ConnectionClosed`], [`Error::Timeout`]; each breaks the
     /// connection.
     pub async fn send_without_response_at<R: Request>(
-        &mut self,
+        &self,
         version: i16,
         request: &R,
     ) -> Result<(), Error> {
-        if self.broken {
-            return Err(Error::ConnectionClosed {
-                addr: self.addr.clone(),
-            });
-        }
         let api = api_key::<R>()?;
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id = self.next_correlation_id.wrapping_add(1) & i32::MAX;
-        let frame = encode::<R>(api, version, correlation_id, &self.client_id, request)?;
-        self.broken = true;
-        let timeout = self.request_timeout;
-        match tokio::time::timeout(timeout, self.stream.write_all(&frame)).await {
-            Ok(Ok(())) => {
-                self.broken = false;
-                Ok(())
-            }
-            Ok(Err(source)) => Err(Error::Io {
-                addr: self.addr.clone(),
-                source,
-            }),
-            Err(_) => Err(Error::Timeout {
-                what: format!("{api:?} v{version} to {}", self.addr),
-                after: timeout,
-            }),
-        }
+        self.write(api, version, request, false).await.map(|_| ())
     }
 
-    async fn round_trip<R: Request>(
-        &mut self,
+    /// Encodes and writes one request frame; with `answered`, registers it as in flight
+    /// (before the write, so the reader can never see its answer first).
+    async fn write<R: Request>(
+        &self,
+        api: ApiKey,
         version: i16,
         request: &R,
-    ) -> Result<R::Response, Error> {
-        let (correlation_id, body) = self.exchange(version, request).await?;
-        let response = decode::<R>(&self.addr, api_key::<R>()?, version, correlation_id, body)?;
-        self.broken = false;
-        Ok(response)
-    }
-
-    /// Writes the request and reads its response frame. The connection stays marked broken
-    /// until the caller has decoded the response: an early return or a dropped future leaves
-    /// it so.
-    async fn exchange<R: Request>(
-        &mut self,
-        version: i16,
-        request: &R,
-    ) -> Result<(i32, Bytes), Error> {
-        self.broken = true;
-        let api = api_key::<R>()?;
-        let correlation_id = self.next_correlation_id;
-        self.next_correlation_id = self.next_correlation_id.wrapping_add(1) & i32::MAX;
-        let frame = encode::<R>(api, version, correlation_id, &self.client_id, request)?;
-        self.stream
-            .write_all(&frame)
+        answered: bool,
+    ) -> Result<(i32, Option<oneshot::Receiver<Result<Bytes, Error>>>), Error> {
+        let mut frame = encode::<R>(api, version, 0, &self.client_id, request)?;
+        let deadline = Instant::now() + self.request_timeout;
+        let what = || format!("writing {api:?} v{version} to {}", self.shared.addr);
+        let mut writer = tokio::time::timeout_at(deadline, self.writer.lock())
             .await
-            .map_err(|source| Error::Io {
-                addr: self.addr.clone(),
-                source,
+            .map_err(|_| Error::Timeout {
+                what: what(),
+                after: self.request_timeout,
             })?;
-        let body = read_frame(
-            &mut self.stream,
-            &self.addr,
-            self.frame_bytes_max,
-            api,
-            version,
-        )
-        .await?;
-        Ok((correlation_id, body))
+        let (correlation_id, answer) = {
+            let mut st = self.shared.lock();
+            if let Some(b) = &st.broken {
+                return Err(b.error(&self.shared.addr, api, version));
+            }
+            let id = st.next_correlation_id;
+            st.next_correlation_id = id.wrapping_add(1) & i32::MAX;
+            let answer = answered.then(|| {
+                let (tx, rx) = oneshot::channel();
+                st.in_flight.insert(
+                    id,
+                    Waiter {
+                        api,
+                        version,
+                        answer: tx,
+                    },
+                );
+                rx
+            });
+            (id, answer)
+        };
+        frame[CORRELATION_ID_AT..CORRELATION_ID_AT + 4]
+            .copy_from_slice(&correlation_id.to_be_bytes());
+        let guard = WriteGuard(Some(&self.shared));
+        match tokio::time::timeout_at(deadline, writer.write_all(&frame)).await {
+            Ok(Ok(())) => {
+                guard.done();
+                Ok((correlation_id, answer))
+            }
+            Ok(Err(source)) => {
+                guard.done();
+                let e = Error::Io {
+                    addr: self.shared.addr.clone(),
+                    source,
+                };
+                self.shared.break_with(Broken::from_error(&e));
+                Err(e)
+            }
+            Err(_) => {
+                guard.done();
+                let why = Broken::TimedOut {
+                    what: what(),
+                    after: self.request_timeout,
+                };
+                let e = why.error(&self.shared.addr, api, version);
+                self.shared.break_with(why);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The reader task: one response frame at a time, to the request with its correlation id.
+/// Ends at the first failure, which breaks the connection.
+async fn read_loop(mut read: OwnedReadHalf, shared: Arc<Shared>, frame_bytes_max: usize) {
+    loop {
+        let body = match read_frame(&mut read, frame_bytes_max).await {
+            Ok(body) => body,
+            Err(why) => {
+                shared.break_with(why);
+                return;
+            }
+        };
+        let Some(id) = body
+            .get(..4)
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        else {
+            shared.break_with(Broken::Malformed(format!(
+                "a {}-byte response frame",
+                body.len()
+            )));
+            return;
+        };
+        let waiter = shared.lock().in_flight.remove(&id);
+        match waiter {
+            // A dropped receiver (a caller that gave up) just discards the answer.
+            Some(w) => {
+                let _ = w.answer.send(Ok(body));
+            }
+            None => {
+                shared.break_with(Broken::Malformed(format!(
+                    "correlation id {id} matches no request in flight"
+                )));
+                return;
+            }
+        }
     }
 }
 
@@ -336,7 +624,7 @@ fn encode<R: Request>(
     correlation_id: i32,
     client_id: &StrBytes,
     request: &R,
-) -> Result<Bytes, Error> {
+) -> Result<BytesMut, Error> {
     let bad = |reason: String| Error::Encode {
         api,
         version,
@@ -357,42 +645,25 @@ fn encode<R: Request>(
         .map_err(|e| bad(e.to_string()))?;
     let size = i32::try_from(buf.len() - 4).map_err(|_| bad("request over 2 GiB".into()))?;
     buf[..4].copy_from_slice(&size.to_be_bytes());
-    Ok(buf.freeze())
+    Ok(buf)
 }
 
 /// Reads one frame, refusing sizes above `max` and growing the buffer only as bytes arrive.
-async fn read_frame(
-    stream: &mut TcpStream,
-    addr: &str,
-    max: usize,
-    api: ApiKey,
-    version: i16,
-) -> Result<Bytes, Error> {
+async fn read_frame<S: AsyncRead + Unpin>(stream: &mut S, max: usize) -> Result<Bytes, Broken> {
     let io = |source: std::io::Error| {
         if source.kind() == std::io::ErrorKind::UnexpectedEof {
-            Error::ConnectionClosed { addr: addr.into() }
+            Broken::Closed
         } else {
-            Error::Io {
-                addr: addr.into(),
-                source,
-            }
+            Broken::Io(source.kind(), source.to_string())
         }
     };
     let mut prefix = [0u8; 4];
     stream.read_exact(&mut prefix).await.map_err(io)?;
     let size = i32::from_be_bytes(prefix);
-    let size = usize::try_from(size).map_err(|_| Error::MalformedResponse {
-        addr: addr.into(),
-        api,
-        version,
-        reason: format!("negative frame size {size}"),
-    })?;
+    let size = usize::try_from(size)
+        .map_err(|_| Broken::Malformed(format!("negative frame size {size}")))?;
     if size > max {
-        return Err(Error::ResponseTooLarge {
-            addr: addr.into(),
-            size,
-            max,
-        });
+        return Err(Broken::TooLarge { size, max });
     }
     let mut buf = Vec::with_capacity(size.min(READ_CHUNK_BYTES));
     let mut limited = (&mut *stream).take(size as u64);
@@ -400,7 +671,7 @@ async fn read_frame(
         buf.reserve((size - buf.len()).min(READ_CHUNK_BYTES.max(buf.len())));
         let n = limited.read_buf(&mut buf).await.map_err(io)?;
         if n == 0 {
-            return Err(Error::ConnectionClosed { addr: addr.into() });
+            return Err(Broken::Closed);
         }
     }
     Ok(Bytes::from(buf))

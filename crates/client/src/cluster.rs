@@ -11,8 +11,10 @@
 //! [`crate::metadata`]); this module reads the clock, sleeps and owns the sockets.
 //!
 //! Locks: `std::sync::Mutex` for the caches (never held across an await); one
-//! `tokio::sync::Mutex` per connection slot, held for one request, which is what keeps one
-//! request in flight per connection.
+//! `tokio::sync::Mutex` per connection slot, held only while it connects (so concurrent
+//! callers share one connection attempt). Connections are pipelined: requests on one
+//! connection do not wait for each other's answers ([`Cluster::submit_at_most`] returns once
+//! the request is written).
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
@@ -20,18 +22,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest, TopicName};
-use kafka_protocol::protocol::{Request, StrBytes};
-use shoal_protocol::{ApiKey, ErrorCode};
-use tokio::sync::OwnedMutexGuard;
-
 use crate::backoff::{Backoff, Decision, Jitter, RetryBudget};
-use crate::broker::BrokerConnection;
+use crate::broker::{BrokerConnection, PendingResponse};
 use crate::config::ClientConfig;
 use crate::error::Error;
 use crate::metadata::{Metadata, TopicInfo, TOPICS_MAX};
 use crate::versions::ApiVersions;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest, TopicName};
+use kafka_protocol::protocol::{Request, StrBytes};
+use shoal_protocol::{ApiKey, ErrorCode};
 
 /// The coordinator kinds of FindCoordinator's `key_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -74,7 +74,7 @@ enum SlotKey {
 
 #[derive(Debug, Default)]
 struct Slot {
-    conn: Option<BrokerConnection>,
+    conn: Option<Arc<BrokerConnection>>,
     failures: u32,
     retry_at: Option<Instant>,
 }
@@ -415,12 +415,8 @@ impl Cluster {
     /// As [`Cluster::send`].
     pub async fn api_versions(&self, node_id: i32) -> Result<ApiVersions, Error> {
         self.check_open()?;
-        let guard = self.connection(SlotKey::Broker(node_id)).await?;
-        guard
-            .conn
-            .as_ref()
-            .map(|c| c.versions().clone())
-            .ok_or(Error::UnknownBroker { node_id })
+        let conn = self.connection(SlotKey::Broker(node_id)).await?;
+        Ok(conn.versions().clone())
     }
 
     /// The coordinator's node id for `key`, from the cache or FindCoordinator (retried).
@@ -471,15 +467,12 @@ impl Cluster {
             .with_coordinator_keys(vec![StrBytes::from_string(key.to_owned())]);
         let mut last = None;
         for slot in self.metadata_candidates() {
-            let mut guard = match self.connection(slot).await {
-                Ok(g) => g,
+            let conn = match self.connection(slot).await {
+                Ok(conn) => conn,
                 Err(e) => {
                     last = Some(e);
                     continue;
                 }
-            };
-            let Some(conn) = guard.conn.as_mut() else {
-                continue;
             };
             let addr = conn.addr().to_owned();
             let version = conn.versions().version(ApiKey::FindCoordinator)?;
@@ -490,9 +483,7 @@ impl Cluster {
             } else {
                 request.coordinator_keys.clear();
             }
-            let result = conn.send_at(version, &request).await;
-            drop_if_broken(&mut guard);
-            let response = match result {
+            let response = match conn.send_at(version, &request).await {
                 Ok(r) => r,
                 Err(e) if e.is_retriable() => {
                     last = Some(e);
@@ -559,12 +550,28 @@ impl Cluster {
         version_max: Option<i16>,
         request: &R,
     ) -> Result<R::Response, Error> {
-        let mut guard = self.connection(key).await?;
-        let conn = guard.conn.as_mut().ok_or(Error::Closed)?;
+        let conn = self.connection(key).await?;
         let version = conn.version_at_most::<R>(version_max)?;
-        let result = conn.send_at(version, request).await;
-        drop_if_broken(&mut guard);
-        result
+        conn.send_at(version, request).await
+    }
+
+    /// Writes `request` to broker `node_id` (at no higher version than `version_max`) and
+    /// returns once it is written: the answer is awaited with [`PendingResponse::response`],
+    /// while later requests go out on the same connection. Requests submitted one after the
+    /// other to one broker reach it, and are answered, in that order.
+    ///
+    /// # Errors
+    /// As [`Cluster::send`], for the write.
+    pub async fn submit_at_most<R: Request>(
+        &self,
+        node_id: i32,
+        version_max: Option<i16>,
+        request: &R,
+    ) -> Result<PendingResponse<R>, Error> {
+        self.check_open()?;
+        let conn = self.connection(SlotKey::Broker(node_id)).await?;
+        let version = conn.version_at_most::<R>(version_max)?;
+        conn.submit_at(version, request).await
     }
 
     /// As [`Cluster::send`], at no higher version than `version_max` (see
@@ -595,12 +602,9 @@ impl Cluster {
         request: &R,
     ) -> Result<(), Error> {
         self.check_open()?;
-        let mut guard = self.connection(SlotKey::Broker(node_id)).await?;
-        let conn = guard.conn.as_mut().ok_or(Error::Closed)?;
+        let conn = self.connection(SlotKey::Broker(node_id)).await?;
         let version = conn.version_at_most::<R>(version_max)?;
-        let result = conn.send_without_response_at(version, request).await;
-        drop_if_broken(&mut guard);
-        result
+        conn.send_without_response_at(version, request).await
     }
 
     /// As [`Cluster::send_to_coordinator`], at no higher version than `version_max`.
@@ -658,13 +662,16 @@ impl Cluster {
         }
     }
 
-    /// The slot's connection, connected (again) if needed, after the reconnect backoff of
-    /// earlier failures.
-    async fn connection(&self, key: SlotKey) -> Result<OwnedMutexGuard<Slot>, Error> {
-        let mut guard = self.slot(&key).lock_owned().await;
+    /// The slot's connection, connected (again) if needed — when there is none or it broke —
+    /// after the reconnect backoff of earlier failures.
+    async fn connection(&self, key: SlotKey) -> Result<Arc<BrokerConnection>, Error> {
+        let slot = self.slot(&key);
+        let mut guard = slot.lock().await;
         self.check_open()?;
-        if guard.conn.is_some() {
-            return Ok(guard);
+        match &guard.conn {
+            Some(conn) if !conn.is_broken() => return Ok(conn.clone()),
+            Some(_) => guard.conn = None,
+            None => {}
         }
         if let Some(at) = guard.retry_at {
             tokio::time::sleep_until(at.into()).await;
@@ -675,10 +682,11 @@ impl Cluster {
             .fetch_add(1, Ordering::Relaxed);
         match BrokerConnection::connect(&addr, node_id, &self.inner.config).await {
             Ok(conn) => {
-                guard.conn = Some(conn);
+                let conn = Arc::new(conn);
+                guard.conn = Some(conn.clone());
                 guard.failures = 0;
                 guard.retry_at = None;
-                Ok(guard)
+                Ok(conn)
             }
             Err(e) => {
                 let unit = lock(&self.inner.jitter).next_unit();
@@ -690,20 +698,15 @@ impl Cluster {
         }
     }
 
-    /// Closes every connection, waiting for requests in flight (each bounded by
-    /// `request.timeout.ms`). Every later call on any clone fails with [`Error::Closed`].
+    /// Closes every connection; a request still in flight keeps its connection until it is
+    /// answered (bounded by `request.timeout.ms`). Every later call on any clone fails with
+    /// [`Error::Closed`].
     pub async fn close(&self) {
         self.inner.closed.store(true, Ordering::Release);
         let slots: Vec<_> = lock(&self.inner.slots).values().cloned().collect();
         for slot in slots {
             slot.lock().await.conn = None;
         }
-    }
-}
-
-fn drop_if_broken(guard: &mut OwnedMutexGuard<Slot>) {
-    if guard.conn.as_ref().is_some_and(BrokerConnection::is_broken) {
-        guard.conn = None;
     }
 }
 

@@ -205,7 +205,7 @@ pub mod versions;
 static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
 
 pub use admin::Admin;
-pub use broker::BrokerConnection;
+pub use broker::{BrokerConnection, PendingResponse};
 pub use cluster::{Cluster, ClusterStats, CoordinatorType};
 pub use config::{ClientConfig, ClientConfigBuilder};
 pub use connection::{correlation_id, ClientError, Connection, RESPONSE_BYTES_MAX};

@@ -1,7 +1,8 @@
 //! The cluster layer against a scripted loopback broker: an api the broker lacks is refused
 //! before anything is sent, and hostile responses (oversized frames, garbage, a wrong
 //! correlation id, an array claiming billions of elements) are typed errors, never a panic or
-//! an abort, after which the client reconnects.
+//! an abort, after which the client reconnects. Requests are pipelined: several are in flight
+//! on one connection, and answers are matched by correlation id.
 
 mod common;
 
@@ -50,6 +51,10 @@ struct Script {
     metadata: Arc<Mutex<VecDeque<Answer>>>,
     /// Answers for ApiVersions requests, then Normal.
     api_versions: Arc<Mutex<VecDeque<Answer>>>,
+    /// When above 1 (after the bootstrap): Metadata requests are held until this many have
+    /// arrived on the connection (or, once lowered, until the next one), then answered
+    /// newest first.
+    hold_metadata: Arc<Mutex<usize>>,
 }
 
 async fn start_mock(script: Script) -> SocketAddr {
@@ -64,6 +69,7 @@ async fn start_mock(script: Script) -> SocketAddr {
 }
 
 async fn serve(mut stream: TcpStream, addr: SocketAddr, script: Script) {
+    let mut held: Vec<BytesMut> = Vec::new();
     loop {
         let mut size = [0u8; 4];
         if stream.read_exact(&mut size).await.is_err() {
@@ -128,6 +134,19 @@ async fn serve(mut stream: TcpStream, addr: SocketAddr, script: Script) {
                 out.put_i32(header.correlation_id);
                 out.put_slice(&body);
             }
+        }
+        let hold = *script.hold_metadata.lock().unwrap();
+        if header.api_key == 3 && (hold > 1 || !held.is_empty()) {
+            held.push(out);
+            if held.len() < hold {
+                continue;
+            }
+            for out in held.drain(..).rev() {
+                if stream.write_all(&out).await.is_err() {
+                    return;
+                }
+            }
+            continue;
         }
         if stream.write_all(&out).await.is_err() {
             return;
@@ -290,6 +309,47 @@ async fn an_array_claiming_billions_of_elements_is_a_decoding_error() {
             }
             other => panic!("{other:?}"),
         }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn requests_on_one_connection_are_in_flight_together_and_matched_by_correlation_id() {
+    bounded(30, async {
+        let script = Script::default();
+        let addr = start_mock(script.clone()).await;
+        let cluster = Cluster::connect(config(addr, &[])).await.unwrap();
+        let request = MetadataRequest::default().with_topics(Some(vec![]));
+        cluster.send(1, &request).await.unwrap(); // broker 1's connection is open
+        let opened = cluster.stats().connections_opened;
+
+        // The mock answers nothing until three requests are in: one at a time, this would
+        // time out. It answers newest first; each caller still gets its own answer.
+        *script.hold_metadata.lock().unwrap() = 3;
+        let (a, b, c) = tokio::join!(
+            cluster.send(1, &request),
+            cluster.send(1, &request),
+            cluster.send(1, &request)
+        );
+        for r in [a, b, c] {
+            assert_eq!(r.unwrap().brokers.len(), 1);
+        }
+        assert_eq!(cluster.stats().connections_opened, opened);
+
+        // A caller that gives up once its request is written leaves the connection whole:
+        // its answer, when it comes, is read and dropped.
+        *script.hold_metadata.lock().unwrap() = 2;
+        let abandoned = tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            cluster.send(1, &request),
+        )
+        .await;
+        assert!(abandoned.is_err(), "held by the mock");
+        *script.hold_metadata.lock().unwrap() = 0;
+        cluster.send(1, &request).await.unwrap();
+        cluster.send(1, &request).await.unwrap();
+        assert_eq!(cluster.stats().connections_opened, opened);
+        cluster.close().await;
     })
     .await;
 }

@@ -292,13 +292,8 @@ impl<P: Ord + Clone> Accumulator<P> {
             return false;
         }
         // A retried batch goes again only after every earlier sequence is answered.
-        if let Some(seq) = head.base_sequence {
-            if q.in_flight
-                .iter()
-                .any(|b| b.base_sequence.is_some_and(|s| s < seq))
-            {
-                return false;
-            }
+        if waits_for_earlier(q, head) {
+            return false;
         }
         head.closed
             || self.flushing
@@ -314,12 +309,17 @@ impl<P: Ord + Clone> Accumulator<P> {
             if self.sendable(q, now_ms) {
                 ready.push(p.clone());
             } else if let Some(head) = q.waiting.front() {
+                // A head held back by batches in flight becomes ready with an answer, not
+                // at a time; only a time that has not yet come is a wake-up time.
+                if q.in_flight.len() >= self.config.max_in_flight || waits_for_earlier(q, head) {
+                    continue;
+                }
                 let at = if head.attempts > 0 {
                     head.retry_at_ms
                 } else {
                     head.created_ms.saturating_add(self.config.linger_ms)
                 };
-                if q.in_flight.len() < self.config.max_in_flight {
+                if at > now_ms {
                     next = Some(next.map_or(at, |n| n.min(at)));
                 }
             }
@@ -485,6 +485,15 @@ impl<P: Ord + Clone> Accumulator<P> {
 
 /// Puts a batch back among the waiting ones: sequenced batches first, in sequence order,
 /// before the batches never sent.
+/// Whether `head`, a retried batch, must wait for a batch with a lower sequence in flight.
+fn waits_for_earlier(q: &Queue, head: &Batch) -> bool {
+    head.base_sequence.is_some_and(|seq| {
+        q.in_flight
+            .iter()
+            .any(|b| b.base_sequence.is_some_and(|s| s < seq))
+    })
+}
+
 fn insert_in_sequence_order(waiting: &mut VecDeque<Batch>, b: Batch) {
     let seq = b.base_sequence;
     let at = waiting

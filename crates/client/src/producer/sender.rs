@@ -5,13 +5,19 @@
 //! AddOffsetsToTxn, EndTxn) is sent and answered; then expired batches fail, ready
 //! partitions are drained (a first send takes its base sequence from the transaction
 //! manager), encoded as record batches with `compression.type`, grouped per leader into one
-//! ProduceRequest each, sent to all leaders concurrently, and the answers go back to the
-//! accumulator, the transaction manager and the delivery futures.
+//! ProduceRequest each and written; the loop goes on while the answers are awaited, so up to
+//! `max.in.flight.requests.per.connection` Produce requests are in flight per broker (and,
+//! the accumulator's rule, as many batches per partition). A task per request awaits its
+//! answer and applies it to the accumulator, the transaction manager and the delivery
+//! futures.
 //!
-//! One Produce request is in flight per broker (the cluster layer keeps one request in
-//! flight per connection), so a partition's batches are written in order even without
-//! idempotence; with idempotence a retried batch keeps its sequence, and the broker
-//! recognises one it already has.
+//! Order: a broker's requests are written one after the other on one pipelined connection,
+//! and Kafka brokers answer a connection's requests in order; the answers are applied in
+//! that same order too (each task waits for the one before it on that broker), so a
+//! partition's delivery futures complete in the order its records were sent. With
+//! idempotence a retried batch keeps its sequence: the batches behind a failed one come back
+//! OUT_OF_ORDER_SEQUENCE_NUMBER and are resent after it, and the broker recognises one it
+//! already has.
 //!
 //! Versions: without transaction version 2 a transactional producer sends Produce at most
 //! v11 and EndTxn at most v4 (newer versions mean the KIP-890 semantics: partitions added
@@ -19,7 +25,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,6 +47,7 @@ use super::transaction::{
     CoordinatorRequest, CoordinatorResponse, Next, ProducerIdEpoch, TopicPartition, TxnErrorKind,
     TxnState,
 };
+use crate::broker::PendingResponse;
 use crate::cluster::CoordinatorType;
 use crate::error::Error;
 
@@ -53,9 +60,10 @@ const ADD_PARTITIONS_CLIENT_MAX: i16 = 3;
 
 /// Runs until the producer closes and nothing is left to send.
 pub(super) async fn run(shared: Arc<Shared>) {
+    let mut pipelines = Pipelines::default();
     loop {
         let coordinator_busy = coordinator_step(&shared).await;
-        let next_ms = produce_round(&shared).await;
+        let next_ms = produce_round(&shared, &mut pipelines).await;
         if shared.closing.load(Ordering::Acquire) {
             let mut st = shared.lock();
             // A transaction's due request (EndTxn) is waited for; an idempotent producer's
@@ -271,8 +279,46 @@ struct Outgoing {
     bytes: Bytes,
 }
 
+/// The Produce requests in flight to each broker.
+#[derive(Default)]
+struct Pipelines {
+    leaders: HashMap<i32, Pipeline>,
+}
+
+#[derive(Default)]
+struct Pipeline {
+    /// Requests written and not yet applied (the tasks decrement it).
+    in_flight: Arc<AtomicUsize>,
+    /// Fires (or drops) when the last request's answer has been applied.
+    last_applied: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
+/// One request counted in its pipeline's `in_flight` until dropped (a panicking task too).
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(count: &Arc<AtomicUsize>) -> InFlight {
+        count.fetch_add(1, Ordering::AcqRel);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Pipelines {
+    fn is_full(&self, leader: i32, max_in_flight: usize) -> bool {
+        self.leaders
+            .get(&leader)
+            .is_some_and(|p| p.in_flight.load(Ordering::Acquire) >= max_in_flight)
+    }
+}
+
 /// One round of produce requests. Returns when the next batch may become ready (ms).
-async fn produce_round(shared: &Shared) -> Option<i64> {
+async fn produce_round(shared: &Arc<Shared>, pipelines: &mut Pipelines) -> Option<i64> {
     let now = shared.now_ms();
     let metadata = shared.cluster.metadata();
     let mut per_leader: HashMap<i32, Vec<Outgoing>> = HashMap::new();
@@ -296,6 +342,7 @@ async fn produce_round(shared: &Shared) -> Option<i64> {
             }
         }
         let (ready, next) = st.acc.ready(now);
+        let max_in_flight = shared.config.accumulator().max_in_flight.max(1);
         for tp in ready {
             let Some(leader) = metadata.leader(&tp.topic, tp.partition) else {
                 if !leaderless.contains(&tp.topic) {
@@ -303,6 +350,10 @@ async fn produce_round(shared: &Shared) -> Option<i64> {
                 }
                 continue;
             };
+            if pipelines.is_full(leader, max_in_flight) {
+                // An answer frees a place and wakes the loop.
+                continue;
+            }
             if st.txn.is_transactional() && !st.txn.can_send_to(&tp) {
                 // Version 1: waiting for AddPartitionsToTxn.
                 continue;
@@ -343,7 +394,7 @@ async fn produce_round(shared: &Shared) -> Option<i64> {
             Some(now + backoff)
         };
     }
-    send_all(shared, per_leader).await;
+    send_all(shared, pipelines, per_leader).await;
     Some(shared.now_ms())
 }
 
@@ -434,18 +485,22 @@ fn compress(records: &mut BytesMut, out: &mut BytesMut, codec: Compression) -> a
     Ok(())
 }
 
-/// Sends one ProduceRequest per leader, concurrently, and applies the answers.
-async fn send_all(shared: &Shared, per_leader: HashMap<i32, Vec<Outgoing>>) {
+/// Writes one ProduceRequest per leader and leaves a task per request to await and apply
+/// its answer.
+async fn send_all(
+    shared: &Arc<Shared>,
+    pipelines: &mut Pipelines,
+    per_leader: HashMap<i32, Vec<Outgoing>>,
+) {
     let acks = shared.config.acks();
     let transactional_id = shared.config.transactional_id().map(tid);
     let v2 = shared.lock().txn.transaction_v2();
     // Without transaction version 2, Produce v12+ would mean implicit partition adds.
     let version_max = (transactional_id.is_some() && !v2).then_some(PRODUCE_V1_MAX);
     let timeout_ms = shared.config.client().request_timeout().as_millis() as i32;
-    let mut tasks = Vec::with_capacity(per_leader.len());
+    let metadata = shared.cluster.metadata();
     for (leader, outgoing) in per_leader {
         let mut topics: Vec<TopicProduceData> = Vec::new();
-        let metadata = shared.cluster.metadata();
         for o in &outgoing {
             let data = PartitionProduceData::default()
                 .with_index(o.tp.partition)
@@ -471,46 +526,54 @@ async fn send_all(shared: &Shared, per_leader: HashMap<i32, Vec<Outgoing>>) {
             .with_acks(acks.wire())
             .with_timeout_ms(timeout_ms)
             .with_topic_data(topics);
-        let cluster = shared.cluster.clone();
-        let task = tokio::spawn(async move {
-            if acks == Acks::None {
-                cluster
-                    .send_without_response(leader, version_max, &request)
-                    .await
-                    .map(|()| None)
-            } else {
-                cluster
-                    .send_at_most(leader, version_max, &request)
-                    .await
-                    .map(Some)
+        // The write happens here, in the loop, so that a broker's requests go out in the
+        // order their batches were drained.
+        let written: Result<Option<PendingResponse<ProduceRequest>>, Error> = if acks == Acks::None
+        {
+            shared
+                .cluster
+                .send_without_response(leader, version_max, &request)
+                .await
+                .map(|()| None)
+        } else {
+            shared
+                .cluster
+                .submit_at_most(leader, version_max, &request)
+                .await
+                .map(Some)
+        };
+        let pipeline = pipelines.leaders.entry(leader).or_default();
+        let in_flight = InFlight::new(&pipeline.in_flight);
+        let before = pipeline.last_applied.take();
+        let (applied, after) = tokio::sync::oneshot::channel();
+        pipeline.last_applied = Some(after);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let answer = match written {
+                Ok(Some(pending)) => pending.response().await.map(Some),
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            };
+            if let Some(before) = before {
+                // Sent or dropped: either way the earlier answer is applied.
+                let _ = before.await;
+            }
+            let stale = apply(&shared, outgoing, answer);
+            drop(in_flight);
+            let _ = applied.send(());
+            shared.progress.notify_waiters();
+            shared.wake.notify_one();
+            // A leader moved or a topic is unknown where we sent: fetch metadata before the
+            // retry (which waits its backoff anyway), as the Java client's sender does.
+            if !stale.is_empty() {
+                shared.cluster.invalidate_metadata();
+                for topic in &stale {
+                    let _ = shared.cluster.try_topic(topic).await;
+                }
+                shared.wake.notify_one();
             }
         });
-        tasks.push((outgoing, task));
     }
-    // The tasks run concurrently; their answers are applied in turn. A task that did not
-    // finish (a panic) counts as a lost connection, so its batches are retried.
-    let mut stale: Vec<String> = Vec::new();
-    for (outgoing, task) in tasks {
-        let answer = task.await.unwrap_or_else(|_| {
-            Err(Error::ConnectionClosed {
-                addr: String::new(),
-            })
-        });
-        for topic in apply(shared, outgoing, answer) {
-            if !stale.contains(&topic) {
-                stale.push(topic);
-            }
-        }
-    }
-    // A leader moved or a topic is unknown where we sent: fetch metadata before the retry
-    // (which waits its backoff anyway), as the Java client's sender does.
-    if !stale.is_empty() {
-        shared.cluster.invalidate_metadata();
-        for topic in &stale {
-            let _ = shared.cluster.try_topic(topic).await;
-        }
-    }
-    shared.progress.notify_waiters();
 }
 
 /// Applies one ProduceRequest's answer (or failure) to its batches. Returns the topics

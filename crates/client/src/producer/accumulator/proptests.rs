@@ -9,7 +9,9 @@
 //!   and every record completed as written is in it;
 //! - at most `max_in_flight` batches of a partition are in flight;
 //! - memory in use equals the bytes of the records not completed, within `buffer_memory`;
-//! - no batch is sent once its delivery timeout has passed.
+//! - no batch is sent once its delivery timeout has passed;
+//! - the wake-up time `ready` gives is always in the future (batches held back by earlier
+//!   ones in flight wait for an answer, not a time).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -215,6 +217,13 @@ impl Run {
     }
 
     fn check(&self) {
+        // The sender sleeps until `next`: one that has already come would make it spin.
+        let (_, next) = self.acc.ready(self.now);
+        assert!(
+            next.is_none_or(|at| at > self.now),
+            "wake-up time {next:?} not after now {}",
+            self.now
+        );
         assert_eq!(self.acc.memory_in_use(), self.outstanding_bytes);
         assert!(self.acc.memory_in_use() <= self.cfg.buffer_memory);
         for (p, broker) in &self.brokers {
