@@ -12,7 +12,7 @@
 //!        └─────────────┴─────────┴────────────────┴───────┘
 //!                                │
 //!                             Cluster
-//!        bootstrap · metadata · one BrokerConnection per broker and per coordinator ·
+//!        bootstrap · metadata · one pipelined BrokerConnection per broker and per coordinator ·
 //!        ApiVersions negotiation · timeouts · retries with backoff · reconnection
 //!                                │
 //!                          shoal-protocol (codec, no I/O)
@@ -33,8 +33,10 @@
 //!   back-pressure bounded by `max.block.ms`, ordered retries, `delivery.timeout.ms`) at the
 //!   partition the partitioner picks ([`producer::partitioner`]: Java's murmur2 for keys,
 //!   sticky without), and returns a future of its [`RecordMetadata`]. The sender drains
-//!   ready batches, encodes them with `compression.type`, sends one ProduceRequest per
-//!   leader with [`Cluster::send`] and reports each partition's answer back. The transaction
+//!   ready batches, encodes them with `compression.type`, writes one ProduceRequest per
+//!   leader with [`Cluster::submit_at_most`] (up to `max.in.flight.requests.per.connection`
+//!   in flight per broker on its pipelined connection) and reports each partition's answer
+//!   back, in send order. The transaction
 //!   manager ([`producer::transaction`], sans-IO: `Uninitialized → Ready → InTransaction →
 //!   Committing/Aborting → Ready`, plus `AbortableError` and `FatalError`) owns the producer
 //!   id and epoch, the sequences of idempotent batches (idempotence is on by default) and
@@ -46,11 +48,13 @@
 //!   Transaction version 2 (KIP-890: partitions added by Produce v12+, the epoch bumped at
 //!   every EndTxn) is used when the cluster finalizes `transaction.version` ≥ 2 (read from
 //!   [`ApiVersions::finalized_feature`]), version 1 otherwise. Errors keep the Java
-//!   client's classes ([`producer::errors`]). `send_share_acknowledgements_to_transaction`
-//!   (issue 12) is one more operation (`Operation::ShareAcknowledgements`) plus one
-//!   TxnShareAcknowledge per share partition to that partition's leader, as the draft
-//!   client does; no commit is sent while one is unanswered or after one failed.
-//!   `TransactionalShareAcknowledger` is the same machine without a record accumulator.
+//!   client's classes ([`producer::errors`]).
+//!   [`Producer::send_share_acknowledgements_to_transaction`] is one more operation
+//!   (`Operation::ShareAcknowledgements`) per TxnShareAcknowledge, one request per leader of
+//!   the acknowledged share partitions carrying all of that leader's partitions (staged all
+//!   or nothing); no commit is sent while one is unanswered or after one failed.
+//!   [`TransactionalShareAcknowledger`] is a transactional producer that sends no records:
+//!   begin, TxnShareAcknowledge, commit per call.
 //! - **ShareConsumer** ([`ShareConsumer`], [`share_consumer`]): membership over
 //!   ShareGroupHeartbeat on the group coordinator's connection, from a heartbeat task
 //!   ([`share_consumer::membership`], sans-IO: a client-generated member id, epoch,
@@ -64,8 +68,8 @@
 //!   ShareAcknowledge, or by `close` with epoch -1), and — for KIP-1289 — acknowledgements
 //!   *drained for a transaction*, which the consumer never sends itself (not on fetch, not
 //!   on close) and which `acknowledgements_for_transaction()` hands to the producer as a
-//!   [`share_consumer::ShareAcknowledgements`] value with the group's
-//!   [`share_consumer::ShareGroupMetadata`]. Fetched batches are decoded bounded
+//!   [`ShareAcknowledgements`] value, sent with the member's [`ShareGroupMetadata`]
+//!   (`share_group_metadata()`; [`share_consumer::transactional`]). Fetched batches are decoded bounded
 //!   ([`share_consumer::records`]); each [`share_consumer::ShareRecord`] carries its
 //!   delivery count and the acquisition-lock timeout of the answer it came in.
 //! - [`Admin`] ([`admin`]): topics, configs (topic, broker, GROUP), share groups, features
@@ -210,6 +214,10 @@ pub use cluster::{Cluster, ClusterStats, CoordinatorType};
 pub use config::{ClientConfig, ClientConfigBuilder};
 pub use connection::{correlation_id, ClientError, Connection, RESPONSE_BYTES_MAX};
 pub use error::{Error, ErrorClass};
-pub use producer::{Producer, ProducerConfig, ProducerRecord, RecordMetadata};
-pub use share_consumer::{ShareConsumer, ShareConsumerConfig};
+pub use producer::{
+    Producer, ProducerConfig, ProducerRecord, RecordMetadata, TransactionalShareAcknowledger,
+};
+pub use share_consumer::{
+    ShareAcknowledgements, ShareConsumer, ShareConsumerConfig, ShareGroupMetadata,
+};
 pub use versions::ApiVersions;

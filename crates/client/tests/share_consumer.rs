@@ -8,101 +8,13 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::log::create_topic;
-use common::{bounded, config, secs, Broker};
-use shoal_client::admin::{AlterConfigOp, ConfigResource, Mode};
-use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
-use shoal_client::share_consumer::{
-    AcknowledgeType, ShareConsumer, ShareConsumerConfig, ShareRecord,
-};
-use shoal_client::{Admin, Error};
+use common::share::{consumer, consumer_with, poll_until, setup, value};
+use common::{bounded, secs, Broker};
+use shoal_client::share_consumer::{AcknowledgeType, ShareRecord};
+use shoal_client::Error;
 
 #[global_allocator]
 static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
-
-/// Creates `topic`, writes `count` records (`value-i`, keyed `ki`) and sets the group to start from the earliest offset (share groups start at the
-/// latest by default).
-async fn setup(broker: &Broker, topic: &str, partitions: i32, count: usize, group: &str) {
-    let admin = Admin::connect(config(broker, &[])).await.unwrap();
-    create_topic(admin.cluster(), topic, partitions).await;
-    let set = admin
-        .incremental_alter_configs(
-            &[(
-                ConfigResource::group(group),
-                vec![AlterConfigOp::Set {
-                    name: "share.auto.offset.reset".into(),
-                    value: "earliest".into(),
-                }],
-            )],
-            Mode::Apply,
-        )
-        .await
-        .unwrap();
-    assert!(set[0].1.is_ok(), "{:?}", set[0]);
-    admin.close().await;
-    let producer = Producer::new(
-        ProducerConfig::builder(config(broker, &[]))
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    // Ten records a batch at most (waiting for each ten), so that a fetch can take part of
-    // a partition: the broker acquires whole batches.
-    for chunk in (0..count).collect::<Vec<_>>().chunks(10) {
-        let mut deliveries = Vec::new();
-        for i in chunk {
-            let record = ProducerRecord::new(topic, format!("value-{i}")).with_key(format!("k{i}"));
-            deliveries.push(producer.send(record).await.unwrap());
-        }
-        for d in deliveries {
-            d.await.unwrap();
-        }
-    }
-    producer.close().await;
-}
-
-async fn consumer(broker: &Broker, group: &str, mode: &str, topic: &str) -> ShareConsumer {
-    consumer_with(broker, group, mode, topic, &[]).await
-}
-
-async fn consumer_with(
-    broker: &Broker,
-    group: &str,
-    mode: &str,
-    topic: &str,
-    extra: &[(&str, &str)],
-) -> ShareConsumer {
-    let bootstrap = broker.addr.to_string();
-    let mut props = vec![
-        ("bootstrap.servers", bootstrap.as_str()),
-        ("group.id", group),
-        ("share.acknowledgement.mode", mode),
-        ("request.timeout.ms", "5000"),
-        ("retry.backoff.ms", "20"),
-        ("retry.backoff.max.ms", "200"),
-        ("fetch.max.wait.ms", "200"),
-    ];
-    props.extend_from_slice(extra);
-    let c = ShareConsumerConfig::from_properties(props).unwrap();
-    let mut consumer = ShareConsumer::new(c).await.unwrap();
-    consumer.subscribe([topic]);
-    consumer
-}
-
-/// Polls until `count` records came or `within` passed.
-async fn poll_until(c: &mut ShareConsumer, count: usize, within: Duration) -> Vec<ShareRecord> {
-    let deadline = Instant::now() + within;
-    let mut out = Vec::new();
-    while out.len() < count && Instant::now() < deadline {
-        out.extend(c.poll(Duration::from_millis(500)).await.unwrap());
-    }
-    out
-}
-
-fn value(r: &ShareRecord) -> String {
-    String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn implicit_mode_delivers_every_record_once() {
@@ -226,8 +138,7 @@ async fn close_releases_unacknowledged_records_to_another_consumer() {
         let held = poll_until(&mut a, n, Duration::from_secs(secs(30))).await;
         assert_eq!(held.len(), n, "{held:?}");
         let txn = a.acknowledgements_for_transaction().unwrap();
-        assert!(txn.batches.is_empty(), "nothing acknowledged yet");
-        assert_eq!(txn.metadata, a.share_group_metadata());
+        assert!(txn.is_empty(), "nothing acknowledged yet");
         a.close().await;
         // Well within the acquisition lock (30 s by default): only the release explains it.
         let started = Instant::now();
@@ -240,7 +151,9 @@ async fn close_releases_unacknowledged_records_to_another_consumer() {
             b.acknowledge(r, AcknowledgeType::Accept).unwrap();
         }
         let txn = b.acknowledgements_for_transaction().unwrap();
-        let batches: Vec<_> = txn.batches.values().flatten().collect();
+        let partitions: Vec<_> = txn.partitions().map(|(_, key)| key).collect();
+        assert_eq!(partitions.len(), 1, "{partitions:?}");
+        let batches = txn.batches(&partitions[0]);
         assert_eq!(batches.len(), 1, "{batches:?}");
         assert_eq!(
             batches[0].last_offset - batches[0].first_offset + 1,

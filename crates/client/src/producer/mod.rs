@@ -18,21 +18,26 @@
 //! producer takes a new producer id or epoch (KIP-360) and restarts its sequences; a batch
 //! being retried across that restart may then be written twice, as with the Java client.
 //!
-//! Limitations now: one Produce request in flight per broker (the cluster layer keeps one
-//! request in flight per connection); header keys of a record are unique; `flush` waits
-//! for every record buffered, including those sent while it waits.
+//! Up to `max.in.flight.requests.per.connection` (default 5) Produce requests are in flight
+//! per broker on its pipelined connection, applied in the order they were sent.
+//!
+//! Limitations now: header keys of a record are unique; `flush` waits for every record
+//! buffered, including those sent while it waits.
 
 pub mod accumulator;
+mod acknowledger;
 pub mod config;
 pub mod errors;
 pub mod partitioner;
 #[allow(clippy::module_inception)]
 mod producer;
 mod sender;
+mod share_acks;
 pub mod transaction;
 
+pub use acknowledger::TransactionalShareAcknowledger;
 pub use config::{Acks, ProducerConfig, ProducerConfigBuilder};
 pub use producer::{
     ConsumerGroupMetadata, DeliveryFuture, Producer, ProducerRecord, RecordMetadata,
 };
-pub use transaction::TopicPartition;
+pub use transaction::{TopicPartition, TxnState};

@@ -248,7 +248,7 @@ impl Shared {
     }
 }
 
-fn txn_error(e: TxnError) -> Error {
+pub(super) fn txn_error(e: TxnError) -> Error {
     Error::Transaction(e)
 }
 
@@ -354,7 +354,7 @@ impl Producer {
         Ok(producer)
     }
 
-    fn shared(&self) -> &Shared {
+    pub(super) fn shared(&self) -> &Shared {
         &self.inner.shared
     }
 
@@ -583,6 +583,12 @@ impl Producer {
     /// Whether transactions use version 2 (KIP-890), as found by `init_transactions`.
     pub fn transaction_v2(&self) -> bool {
         self.shared().lock().txn.transaction_v2()
+    }
+
+    /// The transaction manager's state (`Ready` between transactions, `InTransaction`,
+    /// `AbortableError` after a failed operation, ...).
+    pub fn transaction_state(&self) -> TxnState {
+        self.shared().lock().txn.state()
     }
 
     /// Begins a transaction: every record sent until commit or abort belongs to it.

@@ -85,6 +85,14 @@ pub enum TxnState {
     FatalError,
 }
 
+impl TxnState {
+    /// Whether a transaction is open and not yet completing: it can (InTransaction) or
+    /// must (AbortableError) still be ended.
+    pub fn is_open(self) -> bool {
+        matches!(self, TxnState::InTransaction | TxnState::AbortableError)
+    }
+}
+
 /// Why an operation was refused or failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TxnErrorKind {
@@ -385,28 +393,9 @@ impl TransactionManager {
     /// Unsupported for share acknowledgements without transaction version 2, which changes
     /// nothing.
     pub fn start_operation(&mut self, op: Operation) -> Result<OperationId, TxnError> {
-        self.refuse_if_fatal()?;
+        self.check_start(&op)?;
         if !self.is_transactional() {
-            if !matches!(op, Operation::Produce(_)) {
-                return Err(TxnError::illegal(
-                    self.state,
-                    "not a transactional producer",
-                ));
-            }
-            if self.state != TxnState::Ready {
-                return Err(TxnError::illegal(self.state, "no producer id yet"));
-            }
             return Ok(self.admit(op));
-        }
-        self.require_open_transaction("no transaction in progress")?;
-        if op == Operation::ShareAcknowledgements && !self.v2 {
-            return Err(TxnError {
-                kind: TxnErrorKind::Unsupported(
-                    "transactional share acknowledgements need transaction.version 2",
-                ),
-                fatal: false,
-                abortable: false,
-            });
         }
         let id = self.admit(op.clone());
         match op {
@@ -428,6 +417,38 @@ impl TransactionManager {
             Operation::ShareAcknowledgements => self.started = true,
         }
         Ok(id)
+    }
+
+    /// Whether [`TransactionManager::start_operation`] would admit `op` now; changes nothing
+    /// (a caller that must check more before anything is sent asks first).
+    ///
+    /// # Errors
+    /// As [`TransactionManager::start_operation`].
+    pub fn check_start(&self, op: &Operation) -> Result<(), TxnError> {
+        self.refuse_if_fatal()?;
+        if !self.is_transactional() {
+            if !matches!(op, Operation::Produce(_)) {
+                return Err(TxnError::illegal(
+                    self.state,
+                    "not a transactional producer",
+                ));
+            }
+            if self.state != TxnState::Ready {
+                return Err(TxnError::illegal(self.state, "no producer id yet"));
+            }
+            return Ok(());
+        }
+        self.require_open_transaction("no transaction in progress")?;
+        if *op == Operation::ShareAcknowledgements && !self.v2 {
+            return Err(TxnError {
+                kind: TxnErrorKind::Unsupported(
+                    "transactional share acknowledgements need transaction.version 2",
+                ),
+                fatal: false,
+                abortable: false,
+            });
+        }
+        Ok(())
     }
 
     fn admit(&mut self, op: Operation) -> OperationId {

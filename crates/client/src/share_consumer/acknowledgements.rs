@@ -115,6 +115,8 @@ pub enum AckError {
     NotTransactional(AcknowledgeType),
     #[error("GAP is not an acknowledgement an application gives")]
     Gap,
+    #[error("offset {0} is acknowledged twice")]
+    Duplicate(i64),
     #[error("acquired records out of order, overlapping or too many: {0}")]
     InvalidAcquired(&'static str),
 }

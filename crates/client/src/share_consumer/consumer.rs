@@ -38,6 +38,7 @@ use super::acknowledgements::{AckBatch, AcknowledgeType, Acknowledgements, Acqui
 use super::config::{AcquireMode, ShareConsumerConfig};
 use super::membership::{self, generate_member_id, lock, Membership, Shared};
 use super::records;
+use super::transactional::{ShareAcknowledgements, ShareGroupMetadata};
 use crate::cluster::Cluster;
 use crate::error::Error;
 
@@ -61,23 +62,6 @@ pub struct ShareRecord {
     /// (`AcquisitionLockTimeoutMs`); after it, the record goes to another consumer.
     pub acquisition_lock_timeout: Duration,
     pub topic_id: Uuid,
-}
-
-/// The group and member a consumer's acknowledgements belong to (KIP-1289 §4: what the
-/// producer's `send_share_acknowledgements_to_transaction` needs beside them).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShareGroupMetadata {
-    pub group_id: String,
-    pub member_id: String,
-    pub member_epoch: i32,
-}
-
-/// Acknowledgements drained for a transaction (KIP-1289 §4): ACCEPT, REJECT and GAP batches
-/// per share partition, which this consumer will never send itself.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShareAcknowledgements {
-    pub metadata: ShareGroupMetadata,
-    pub batches: BTreeMap<TopicIdPartition, Vec<AckBatch>>,
 }
 
 /// One leader's share session.
@@ -221,10 +205,10 @@ impl ShareConsumer {
             .book
             .for_transaction()
             .map_err(Error::ShareAcknowledgement)?;
-        Ok(ShareAcknowledgements {
-            metadata: self.share_group_metadata(),
-            batches,
-        })
+        let metadata = self.cluster.metadata();
+        Ok(ShareAcknowledgements::from_batches(batches, |id| {
+            metadata.topic_name(id).map(str::to_owned)
+        }))
     }
 
     /// Acknowledges a record of the last poll (explicit mode); it is sent with the next

@@ -13,6 +13,7 @@
 #![allow(dead_code)]
 
 pub mod log;
+pub mod share;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,110 @@
+//! [`TransactionalShareAcknowledger`]: transactional share acknowledgements for a pipeline
+//! that produces nothing itself (KIP-1289 §4) — a stream processor's source that commits
+//! what it read on a checkpoint, or a sink that writes elsewhere and must acknowledge each
+//! record once.
+//!
+//! It is a transactional [`Producer`] that sends no records: each
+//! [`commit_acknowledgements`](TransactionalShareAcknowledger::commit_acknowledgements) is a
+//! whole transaction (begin, TxnShareAcknowledge, EndTxn — three steps, not one request), so
+//! the acknowledgements are applied once and survive crashes of the client and the broker
+//! like any transaction's. Its transactional id fences an older instance, as a producer's
+//! does.
+
+use super::config::ProducerConfig;
+use super::producer::Producer;
+use crate::error::{Error, ErrorClass};
+use crate::share_consumer::{ShareAcknowledgements, ShareGroupMetadata};
+
+/// Commits share acknowledgements in transactions of their own. See the module docs.
+#[derive(Debug)]
+pub struct TransactionalShareAcknowledger {
+    producer: Producer,
+}
+
+impl TransactionalShareAcknowledger {
+    /// Connects with `config`, which needs a `transactional.id`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] without a transactional id; the errors of [`Producer::new`].
+    pub async fn new(config: ProducerConfig) -> Result<TransactionalShareAcknowledger, Error> {
+        if config.transactional_id().is_none() {
+            return Err(Error::Config {
+                key: "transactional.id".into(),
+                reason: "a TransactionalShareAcknowledger needs one".into(),
+            });
+        }
+        Ok(TransactionalShareAcknowledger {
+            producer: Producer::new(config).await?,
+        })
+    }
+
+    /// Gets the producer id and epoch for the transactional id, fencing an older instance
+    /// and finishing (aborting) a transaction it left open.
+    ///
+    /// # Errors
+    /// As [`Producer::init_transactions`].
+    pub async fn init_transactions(&self) -> Result<(), Error> {
+        self.producer.init_transactions().await
+    }
+
+    /// Applies `acks` (of the member `metadata` names) in one transaction. On an abortable
+    /// failure the transaction is aborted before this returns — the records become
+    /// available again — and the error says why (STALE_MEMBER_EPOCH after a rebalance:
+    /// poll again and acknowledge what comes back). Nothing to acknowledge commits nothing.
+    ///
+    /// # Errors
+    /// The errors of [`Producer::send_share_acknowledgements_to_transaction`] and
+    /// [`Producer::commit_transaction`]. After a fatal one (PRODUCER_FENCED) only
+    /// [`close`](TransactionalShareAcknowledger::close) is left. A commit that times out
+    /// leaves its outcome to the coordinator: call it again with the same acknowledgements
+    /// or [`abort_acknowledgements`](TransactionalShareAcknowledger::abort_acknowledgements).
+    pub async fn commit_acknowledgements(
+        &self,
+        acks: &ShareAcknowledgements,
+        metadata: &ShareGroupMetadata,
+    ) -> Result<(), Error> {
+        if acks.is_empty() {
+            return Ok(());
+        }
+        self.producer.begin_transaction()?;
+        let result = match self
+            .producer
+            .send_share_acknowledgements_to_transaction(acks, metadata)
+            .await
+        {
+            Ok(()) => self.producer.commit_transaction().await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Err(e) if e.class() == ErrorClass::Abortable => {
+                self.producer.abort_transaction().await?;
+                Err(e)
+            }
+            other => other,
+        }
+    }
+
+    /// Aborts the transaction a failed or interrupted commit left open (a no-op when none
+    /// is): its acknowledgements are undone.
+    ///
+    /// # Errors
+    /// As [`Producer::abort_transaction`], except that no open transaction is not an error.
+    pub async fn abort_acknowledgements(&self) -> Result<(), Error> {
+        if self.producer.transaction_state().is_open() {
+            self.producer.abort_transaction().await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The producer underneath (its cluster, producer id and epoch).
+    pub fn producer(&self) -> &Producer {
+        &self.producer
+    }
+
+    /// Closes the connections; an open transaction is left to time out (aborted by the
+    /// coordinator), as a producer's is.
+    pub async fn close(self) {
+        self.producer.close().await;
+    }
+}
