@@ -7,6 +7,17 @@
 #                [--idempotence] [--txn [--txn-sizes 1000,100,10] [--txn-records N]
 #                [--txn-producers K] [--txn-client python|java]] [--share [--share-records N] [--share-consumers 1,2,4]]
 #                [--out FILE.jsonl] [-- extra kbench.py run args]
+#   bench/run.sh --clients [--modes durable,kafka] [--reps N] [--records N] [--partitions 1,4]
+#                [--latency-seconds S] [--rate-mb MB] [--out FILE.jsonl] [-- extra clients.py run args]
+#
+# --clients: our client beside librdkafka's and krafka's (bench/clients.py run): per mode
+# (default durable,kafka) and repetition a fresh broker, then the three clients interleaved
+# (order rotated), each in its own process: produce N records (idempotent, acks=all,
+# linger.ms=5, batch.size=1048576, no compression) to 1 and 4 partitions, each client's share
+# consumer reading its topic back, and a paced latency run at --rate-mb (default 20) MB/s for
+# --latency-seconds; prints the median [min-max] table (clients.py summary). Needs
+# target/release/shoal and tests/interop/krafka/target/release/shoal-krafka-interop
+# (cargo build --release --manifest-path tests/interop/krafka/Cargo.toml).
 #
 # --txn: transactional mode: instead of produce/consume/latency, run only the
 # txn phase (kbench.py run --phases txn): per partition count, a plain
@@ -45,7 +56,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 shoal="${SHOAL_BIN:-$repo/target/release/shoal}"
 
-modes="durable,lazy"
+modes=""
 reps=1
 records=300000
 size=1024
@@ -57,6 +68,8 @@ txn=()
 txn_mode=0
 out=""
 extra=()
+clients_mode=0
+clients_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --modes) modes="$2"; shift 2 ;;
@@ -75,12 +88,24 @@ while [ $# -gt 0 ]; do
     --txn-records) txn+=(--txn-records "$2"); shift 2 ;;
     --txn-producers) txn+=(--txn-producers "$2"); shift 2 ;;
     --txn-client) txn+=(--txn-client "$2"); shift 2 ;;
+    --clients) clients_mode=1; shift ;;
+    --rate-mb) clients_args+=(--rate-mb "$2"); shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+
+if [ -z "$modes" ]; then
+  if [ "$clients_mode" = 1 ]; then modes="durable,kafka"; else modes="durable,lazy"; fi
+fi
+if [ "$clients_mode" = 1 ]; then
+  [ "$txn_mode" = 0 ] || { echo "run.sh: --clients does not combine with --txn/--share" >&2; exit 2; }
+  krafka_bin="${KRAFKA_BIN:-$repo/tests/interop/krafka/target/release/shoal-krafka-interop}"
+  [ -x "$krafka_bin" ] || { echo "run.sh: no krafka driver at $krafka_bin (cargo build --release --manifest-path tests/interop/krafka/Cargo.toml)" >&2; exit 1; }
+  [ -x "$shoal" ] || { echo "run.sh: no shoal binary at $shoal (cargo build --release -p shoal-cli)" >&2; exit 1; }
+fi
 
 # ------------------------------------------------------------ python venv
 want="confluent-kafka==2.16.1"
@@ -125,13 +150,21 @@ if [ -x "$shoal" ]; then
   echo "# shoal: $shoal ($("$shoal" --version), built $(stat -c %y "$shoal" | cut -c1-19), sha256 $BENCH_SHOAL_SHA)" >&2
 fi
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)" >&2
-echo "# command: $0 --modes $modes --reps $reps --records $records --size $size --partitions $partitions --latency-seconds $latency_seconds --latency-rates $latency_rates ${idem[*]:-} ${txn[*]:-} ${extra[*]:-}" >&2
-
-kb=("$py" "$here/kbench.py" run --records "$records" --size "$size" --partitions "$partitions"
-    --latency-seconds "$latency_seconds" --latency-rates "$latency_rates" --out "$results" ${idem[@]+"${idem[@]}"} ${txn[@]+"${txn[@]}"} ${extra[@]+"${extra[@]}"})
+if [ "$clients_mode" = 1 ]; then
+  echo "# command: $0 --clients --modes $modes --reps $reps --records $records --size $size --partitions $partitions --latency-seconds $latency_seconds ${clients_args[*]:-} ${extra[*]:-}" >&2
+  kb=("$py" "$here/clients.py" run --records "$records" --size "$size" --partitions "$partitions"
+      --latency-seconds "$latency_seconds" --out "$results" --shoal-bin "$shoal" --krafka-bin "$krafka_bin"
+      ${clients_args[@]+"${clients_args[@]}"} ${extra[@]+"${extra[@]}"})
+else
+  echo "# command: $0 --modes $modes --reps $reps --records $records --size $size --partitions $partitions --latency-seconds $latency_seconds --latency-rates $latency_rates ${idem[*]:-} ${txn[*]:-} ${extra[*]:-}" >&2
+  kb=("$py" "$here/kbench.py" run --records "$records" --size "$size" --partitions "$partitions"
+      --latency-seconds "$latency_seconds" --latency-rates "$latency_rates" --out "$results" ${idem[@]+"${idem[@]}"} ${txn[@]+"${txn[@]}"} ${extra[@]+"${extra[@]}"})
+fi
 
 for rep in $(seq 1 "$reps"); do
   echo "# ---- repetition $rep/$reps" >&2
+  kbr=("${kb[@]}")
+  [ "$clients_mode" = 1 ] && kbr+=(--rep "$rep")
   # the disk's raw write+fdatasync cost, for reading the durable numbers
   if [[ ",$modes," == *,durable,* ]]; then
     "$py" "$here/kbench.py" fsync-probe "${BENCH_TMP:-/tmp}" --out "$results"
@@ -160,16 +193,16 @@ for rep in $(seq 1 "$reps"); do
           kill -0 "$bpid" 2>/dev/null || { echo "run.sh: shoal exited:" >&2; cat "$tmp/broker.log" >&2; exit 1; }
           sleep 0.1
         done
-        "${kb[@]}" --bootstrap "127.0.0.1:$port" --broker-pid "$bpid" \
+        "${kbr[@]}" --bootstrap "127.0.0.1:$port" --broker-pid "$bpid" \
           --label "shoal-$mode" --broker-mode "$desc" || { tail -30 "$tmp/broker.log" >&2; exit 1; }
         cleanup
         ;;
       kafka)
-        "${kb[@]}" --start-kafka --label kafka \
+        "${kbr[@]}" --start-kafka --label kafka \
           --broker-mode "Apache Kafka defaults (lazy flush: OS page cache)"
         ;;
       mock)
-        if [ "$txn_mode" != 0 ]; then
+        if [ "$txn_mode" != 0 ] || [ "$clients_mode" = 1 ]; then
           echo "# [mock] skipped: the txn and share phases do not run against the mock broker" >&2
           continue
         fi
@@ -184,6 +217,12 @@ done
 
 [ -n "$out" ] && cat "$results" >> "$out"
 echo
+if [ "$clients_mode" = 1 ]; then
+  echo "# median [min-max] over $reps repetition(s)"
+  "$py" "$here/clients.py" summary "$results"
+  rm -f "$results"
+  exit 0
+fi
 "$py" "$here/kbench.py" table "$results"
 if [ "$reps" -gt 1 ]; then
   echo

@@ -15,6 +15,7 @@ use tracing::{info, warn};
 mod admin;
 mod features;
 mod perf;
+mod perf_client;
 mod share_groups;
 mod transactions;
 

@@ -74,6 +74,10 @@ pub enum PerfCommand {
     /// Commit latency of transactions that stage share-group acknowledgements (KIP-1289)
     /// beside transactions that only produce, in the same run.
     TxnAcks(TxnAcksArgs),
+    /// Our producer's throughput and per-record latency (one JSON line; see perf_client.rs).
+    Produce(crate::perf_client::ProduceArgs),
+    /// One share consumer of ours reading records already in a topic (one JSON line).
+    ShareConsume(crate::perf_client::ShareConsumeArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -126,6 +130,12 @@ pub async fn run(bootstrap: SocketAddr, command: PerfCommand) -> anyhow::Result<
                 print!("{}", report.table());
             }
             Ok(())
+        }
+        PerfCommand::Produce(args) => {
+            crate::perf_client::produce(&bootstrap.to_string(), &args).await
+        }
+        PerfCommand::ShareConsume(args) => {
+            crate::perf_client::share_consume(&bootstrap.to_string(), &args).await
         }
     }
 }

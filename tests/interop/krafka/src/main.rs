@@ -18,6 +18,9 @@
 //! shoal-krafka-interop BOOTSTRAP admin-offsets TOPIC PARTITIONS   -> one line per admin answer
 //! shoal-krafka-interop BOOTSTRAP admin-txn TOPIC TXID             -> one line per admin answer
 //! shoal-krafka-interop BOOTSTRAP copy IN OUT GROUP TXID COUNT     -> aborted|committed N
+//! shoal-krafka-interop BOOTSTRAP bench-produce --topic T ...       -> one JSON line (bench.rs)
+//! shoal-krafka-interop BOOTSTRAP bench-share-consume --topic T --group G --records N
+//!                                                                -> one JSON line (bench.rs)
 //! ```
 //!
 //! Every run is bounded (`--deadline SECS`, default 60): a client that hangs fails the step.
@@ -42,6 +45,8 @@ use krafka::consumer::{AutoOffsetReset, GroupProtocol, IsolationLevel};
 use krafka::producer::TopicPartitionOffset;
 use krafka::share_consumer::AcknowledgementMode;
 use krafka::{Compression, Kafka, KrafkaError, Record};
+
+mod bench;
 
 type BoxResult<T> = Result<T, Box<dyn Error>>;
 
@@ -827,6 +832,8 @@ async fn run(args: &Args) -> BoxResult<()> {
         "admin-offsets" => admin_offsets(&kafka, args).await,
         "admin-txn" => admin_txn(&kafka, args).await,
         "copy" => copy(&kafka, args).await,
+        "bench-produce" => bench::produce(&kafka, args).await,
+        "bench-share-consume" => bench::share_consume(&kafka, args).await,
         other => Err(format!("unknown scenario {other}").into()),
     }
 }
