@@ -3,10 +3,12 @@ clients, through the example ``crates/client/examples/client_driver.rs`` (one ru
 prints one JSON object per line, checked here). Every assertion was validated against Apache
 Kafka 4.4 (INTEROP_TARGET=kafka) first, so a failure against Shoal is Shoal's bug.
 
-* Records written by confluent-kafka (``partitioner: murmur2_random``, Java's) and kafka-python
-  (murmur2 by default) with keys, binary values, repeated headers and explicit timestamps are
-  read by our share consumer (explicit ACCEPT) with every field intact, each delivered once
-  with delivery count 1; the same keys land on the same partition from all three producers.
+* Records written by confluent-kafka (``partitioner: murmur2_random``, Java's), kafka-python
+  (murmur2 by default) and the Java client (``java/KeyedProduce.java``) with keys, binary
+  values, repeated headers and explicit timestamps are read by our share consumer (explicit
+  ACCEPT) with every field intact, each delivered once with delivery count 1; the same keys
+  land on the same partition from all four producers.
+* confluent-kafka's batches with every codec are inflated by our share consumer, intact.
 * Our producer writes keyed records with every codec; confluent-kafka's classic consumer reads
   them back at the acknowledged partitions and offsets, null header value included.
 * Our transactional producer commits, aborts, commits: read_committed (confluent-kafka) sees
@@ -14,6 +16,9 @@ Kafka 4.4 (INTEROP_TARGET=kafka) first, so a failure against Shoal is Shoal's bu
 * Zombie fencing: a second instance of our producer with the same transactional.id fences the
   first; the first's commit fails with a fatal error and its open transaction never becomes
   visible to read_committed.
+* Our share consumer in a group with share.isolation.level read_committed gets only our
+  committed transactions' records (markers and aborted records settled as GAPs), with
+  read_uncommitted all of them.
 * Our share consumer and librdkafka's ShareConsumer in one share group: every record accepted
   exactly once across both, each got some.
 * RELEASE comes back with delivery count 2 (to a librdkafka consumer), REJECT never, RENEW keeps
@@ -21,7 +26,8 @@ Kafka 4.4 (INTEROP_TARGET=kafka) first, so a failure against Shoal is Shoal's bu
   through our admin then shows lag 0.
 * Our share consumer SIGKILLed holding records: another consumer gets them with count 2 (Kafka
   drops the share session with the connection and releases at once; at the latest, the
-  acquisition lock expires).
+  acquisition lock expires). Alive and holding them unacknowledged: they come back to another
+  consumer with count 2 once the lock duration has passed, not before.
 
 The driver is built with ``cargo build --example client_driver -p shoal-client`` on first use
 into the workspace's target dir (``CARGO_TARGET_DIR`` honoured; ``CLIENT_DRIVER=/path`` uses a
@@ -59,6 +65,7 @@ pytestmark = pytest.mark.timeout(900)
 TS0 = 1_700_000_000_000          # the driver's first record timestamp
 TS_CONFLUENT = 1_700_000_100_000
 TS_KP = 1_700_000_200_000
+TS_JAVA = 1_700_000_300_000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 LOCK_MS = 3000                   # share.record.lock.duration.ms where a test needs it
 QUIET = 3.0
@@ -174,6 +181,22 @@ def murmur2_partition(key, partitions):
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
+def java_produce(broker, topic, n, ts0, tmp_path):
+    """java/KeyedProduce.java (kafka-clients from the reference jars): its ack lines."""
+    libs = os.environ.get("KAFKA_LIBS") or subprocess.run(
+        [str(HERE / "kafka_ref" / "fetch.sh")], check=True, capture_output=True, text=True,
+        timeout=600).stdout.strip().splitlines()[-1]
+    classes = tmp_path / "classes"
+    classes.mkdir()
+    subprocess.run(["javac", "-d", str(classes), "-cp", f"{libs}/*",
+                    str(HERE / "java" / "KeyedProduce.java")], check=True, timeout=120)
+    out = subprocess.run(["java", "-cp", f"{libs}/*:{classes}", "KeyedProduce",
+                          broker.bootstrap, topic, str(n), str(ts0)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    return [line for line in out.stdout.splitlines() if line.startswith("ack ")]
+
+
 def set_group_configs(broker, group, configs):
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
     a = admin(broker)
@@ -232,16 +255,16 @@ def poll_accept(c, seconds, into, stop=lambda _r: False):
 
 
 # -------------------------------------------------------------------- 1. records
-def test_third_party_records_read_by_share_consumer(broker):
-    """confluent-kafka (murmur2_random) and kafka-python write keyed records with binary
-    values, headers (repeated, empty and null values) and timestamps; our producer writes the
-    same keys. Every key is on the same partition from all three (Java's murmur2), and our share
-    consumer reads every record once, intact, with delivery count 1."""
+def test_third_party_records_read_by_share_consumer(broker, tmp_path):
+    """confluent-kafka (murmur2_random), kafka-python and the Java client write keyed records
+    with binary values, headers (repeated, empty and null values) and timestamps; our producer
+    writes the same keys. Every key is on the same partition from all four (Java's murmur2), and
+    our share consumer reads every record once, intact, with delivery count 1."""
     from kafka import KafkaProducer
     n = 30
     topic = create_topic(broker, uniq("rc-third-party"), 3)
     expected = {}  # (partition, offset) -> (key, value, headers, timestamp)
-    placed = {"confluent": {}, "kafka-python": {}, "shoal": {}}
+    placed = {"confluent": {}, "kafka-python": {}, "java": {}, "shoal": {}}
 
     p = Producer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random",
                   "linger.ms": 5})
@@ -282,6 +305,13 @@ def test_third_party_records_read_by_share_consumer(broker):
     finally:
         kp.close()
 
+    for line in java_produce(broker, topic, n, TS_JAVA, tmp_path):
+        _, key, part, off = line.split()
+        i = int(key[4:])
+        placed["java"][key.encode()] = int(part)
+        expected[(int(part), int(off))] = (key.encode(), f"java-{i}".encode(),
+                                           [("src", b"java")], TS_JAVA + i)
+
     for a in of(run(broker, "produce", topic, n, "lz4"), "ack"):
         key = a["key"].encode()
         i = int(a["key"][4:])
@@ -291,7 +321,7 @@ def test_third_party_records_read_by_share_consumer(broker):
             key, f"rs-lz4-{i}".encode() + b"\x00\xff",
             [("i", str(i).encode()), ("n", None)], TS0 + i)
 
-    assert len(expected) == 3 * n
+    assert len(expected) == 4 * n
     java = {f"key-{i}".encode(): murmur2_partition(f"key-{i}".encode(), 3) for i in range(n)}
     assert len(set(java.values())) == 3, "the keys should spread over all 3 partitions"
     for client, parts in placed.items():
@@ -299,14 +329,41 @@ def test_third_party_records_read_by_share_consumer(broker):
 
     group = uniq("rc-read")
     out = run(broker, "share", topic, group, "--config", "share.auto.offset.reset=earliest",
-              "--max", 3 * n)
+              "--max", 4 * n)
     recs = [rec_tuple(r) for r in of(out, "rec")]
     assert all(r["dc"] == 1 for r in of(out, "rec"))
     got = {(p_, o): (k, v, h, ts) for p_, o, k, v, h, ts in recs}
-    assert len(got) == len(recs) == 3 * n, "a record delivered twice"
+    assert len(got) == len(recs) == 4 * n, "a record delivered twice"
     assert got == expected
     assert sorted(accepted(out)) == sorted(expected)
-    assert of(out, "done") == [{"kind": "done", "acked": 3 * n}]
+    assert of(out, "done") == [{"kind": "done", "acked": 4 * n}]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_compressed_third_party_read_by_share_consumer(broker, codec):
+    """confluent-kafka's producer with each codec (one batch of 50 keyed records with headers):
+    our share consumer inflates it and reads every record intact."""
+    n = 50
+    topic = create_topic(broker, uniq(f"rc-codec-{codec}"), 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
+                  "linger.ms": 100})
+    acks = {}
+
+    def dr(err, msg):
+        assert err is None, err
+        acks[msg.offset()] = msg.key()
+
+    for i in range(n):
+        p.produce(topic, key=f"key-{i}".encode(), value=f"{codec}-{i}".encode() * 20,
+                  headers=[("i", str(i).encode())], timestamp=TS_CONFLUENT + i, on_delivery=dr)
+    assert p.flush(OP_TIMEOUT) == 0
+    assert sorted(acks) == list(range(n))
+    out = run(broker, "share", topic, uniq("rc-codec"), "--config",
+              "share.auto.offset.reset=earliest", "--max", n)
+    got = sorted(rec_tuple(r) for r in of(out, "rec"))
+    assert got == [(0, o, acks[o], f"{codec}-{int(acks[o][4:])}".encode() * 20,
+                    [("i", acks[o][4:])], TS_CONFLUENT + int(acks[o][4:])) for o in range(n)]
+    assert sorted(accepted(out)) == [(0, o) for o in range(n)]
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -366,6 +423,31 @@ def test_transactions_read_committed(broker):
     assert all(r["value"] == b"value-" + r["key"] for r in rc)
     ru = consume_confluent(broker, topic, 1, 15, extra={"isolation.level": "read_uncommitted"})
     assert [r["key"].decode() for r in ru] == committed[:5] + aborted + committed[5:]
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_share_consumer_isolation(broker, isolation):
+    """Our transactions (c0-c4 committed, a0-a4 aborted, c5-c9 committed) read by our share
+    consumer in a group with share.isolation.level: read_committed delivers c0-c9 only (the
+    markers and the aborted records are acquired without a record, and acknowledged as GAP by
+    the client), read_uncommitted all 15; a librdkafka consumer of the group then gets
+    nothing, so every offset was settled."""
+    topic = create_topic(broker, uniq("rc-iso"), 1)
+    run(broker, "txn", topic, uniq("rc-tid"))
+    want = [f"c{i}" for i in range(10)]
+    if isolation == "read_uncommitted":
+        want = want[:5] + [f"a{i}" for i in range(5)] + want[5:]
+    group = uniq("rc-iso")
+    out = run(broker, "share", topic, group, "--config", "share.auto.offset.reset=earliest",
+              "--config", f"share.isolation.level={isolation}", "--max", len(want))
+    recs = of(out, "rec")
+    assert [unhex(r["key"]).decode() for r in recs] == want
+    assert all(r["dc"] == 1 for r in recs)
+    c = share_consumer(broker, group, topic)
+    try:
+        assert poll_accept(c, QUIET + 2, []) == []
+    finally:
+        c.close()
 
 
 # ---------------------------------------------------------------- 3. zombie fencing
@@ -535,3 +617,33 @@ def test_killed_consumer_records_redelivered(broker):
         c.close()
     assert sorted(theirs) == [(0, i, f"h{i}", 2) for i in range(10)]
     assert took < lock_ms / 1000 + 20
+
+
+def test_held_records_redelivered_after_lock_expiry(broker):
+    """Our consumer acquires records and stays alive (heartbeating) without acknowledging
+    them: once the group's share.record.lock.duration.ms has passed, a librdkafka consumer of
+    the group gets every one with delivery count 2, not before."""
+    topic = create_topic(broker, uniq("rc-expiry"), 1)
+    produce_values(broker, topic, [f"e{i}" for i in range(5)], **{"linger.ms": 200})
+    group = uniq("rc-expiry")
+    ours = Live(broker, "share", topic, group, "--config", "share.auto.offset.reset=earliest",
+                "--config", f"share.record.lock.duration.ms={LOCK_MS}", "--hold")
+    theirs = []
+    try:
+        ours.expect("held")
+        acquired = time.monotonic()
+        recs = of(ours.lines, "rec")
+        assert [(r["offset"], r["dc"], r["lock_ms"]) for r in recs] == \
+            [(i, 1, LOCK_MS) for i in range(5)]
+        c = share_consumer(broker, group, topic)
+        try:
+            poll_accept(c, LOCK_MS / 1000 + 20, theirs, stop=lambda r: len(r) >= 5)
+            took = time.monotonic() - acquired
+            poll_accept(c, QUIET, theirs)
+        finally:
+            c.close()
+        assert ours.proc.poll() is None, "our consumer should still be running"
+    finally:
+        ours.kill9()
+    assert sorted(theirs) == [(0, i, f"e{i}", 2) for i in range(5)]
+    assert LOCK_MS / 1000 - 0.5 <= took < LOCK_MS / 1000 + 20, took
