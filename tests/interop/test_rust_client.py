@@ -62,10 +62,12 @@ STEP_TIMEOUT = 90  # seconds for one driver run (the driver bounds itself at 60)
 # The first test may build the driver; every step after that is bounded by STEP_TIMEOUT.
 pytestmark = pytest.mark.timeout(900)
 
-TS0 = 1_700_000_000_000          # the driver's first record timestamp
-TS_CONFLUENT = 1_700_000_100_000
-TS_KP = 1_700_000_200_000
-TS_JAVA = 1_700_000_300_000
+# Explicit record timestamps, 10 minutes ago and on: far older ones would let Kafka delete the
+# segment at once (retention.ms, 7 days, counts from the largest timestamp in it).
+TS0 = (int(time.time()) - 600) * 1000  # the driver's first record timestamp
+TS_CONFLUENT = TS0 + 100_000
+TS_KP = TS0 + 200_000
+TS_JAVA = TS0 + 300_000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 LOCK_MS = 3000                   # share.record.lock.duration.ms where a test needs it
 QUIET = 3.0
@@ -312,7 +314,7 @@ def test_third_party_records_read_by_share_consumer(broker, tmp_path):
         expected[(int(part), int(off))] = (key.encode(), f"java-{i}".encode(),
                                            [("src", b"java")], TS_JAVA + i)
 
-    for a in of(run(broker, "produce", topic, n, "lz4"), "ack"):
+    for a in of(run(broker, "produce", topic, n, "lz4", TS0), "ack"):
         key = a["key"].encode()
         i = int(a["key"][4:])
         placed["shoal"][key] = a["partition"]
@@ -372,7 +374,7 @@ def test_our_producer_read_by_confluent(broker, codec):
     contiguous offsets; confluent-kafka's consumer reads each intact at its acknowledged place."""
     n = 40
     topic = create_topic(broker, uniq(f"rc-produce-{codec}"), 3)
-    acks = of(run(broker, "produce", topic, n, codec), "ack")
+    acks = of(run(broker, "produce", topic, n, codec, TS0), "ack")
     assert sorted(a["key"] for a in acks) == sorted(f"key-{i}" for i in range(n))
     for a in acks:
         assert a["partition"] == murmur2_partition(a["key"].encode(), 3), a

@@ -4,7 +4,7 @@
 //! crate's public API, as an application would.
 //!
 //! ```text
-//! client_driver produce BOOTSTRAP TOPIC COUNT CODEC
+//! client_driver produce BOOTSTRAP TOPIC COUNT CODEC TS0
 //!     keys key-I, values rs-CODEC-I (+ 0x00 0xff), headers i=I, n=null, timestamps TS0+I:
 //!     {"kind":"ack","key":..,"partition":..,"offset":..,"timestamp":..}
 //! client_driver produce-headers BOOTSTRAP TOPIC
@@ -43,8 +43,6 @@ use shoal_client::share_consumer::{
 };
 use shoal_client::{Admin, ClientConfig, Error};
 
-/// The first record timestamp `produce` writes; record I gets TS0 + I.
-const TS0: i64 = 1_700_000_000_000;
 /// Bounds a step other than `share`.
 const STEP_MAX: Duration = Duration::from_secs(60);
 
@@ -55,8 +53,8 @@ async fn main() -> anyhow::Result<()> {
         bail!("usage: client_driver produce|share|txn|fence|share-offsets BOOTSTRAP ...");
     };
     match (cmd.as_str(), rest) {
-        ("produce", [b, topic, count, codec]) => {
-            bounded(produce(b, topic, count.parse()?, codec)).await
+        ("produce", [b, topic, count, codec, ts0]) => {
+            bounded(produce(b, topic, count.parse()?, codec, ts0.parse()?)).await
         }
         ("produce-headers", [b, topic]) => bounded(produce_headers(b, topic)).await,
         ("share", [b, topic, group, opts @ ..]) => share(b, topic, group, opts).await,
@@ -115,7 +113,14 @@ async fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> anyhow::Result<Pro
     Ok(Producer::new(ProducerConfig::from_properties(props)?).await?)
 }
 
-async fn produce(bootstrap: &str, topic: &str, count: u64, codec: &str) -> anyhow::Result<()> {
+/// `count` keyed records; record I gets timestamp `ts0` + I.
+async fn produce(
+    bootstrap: &str,
+    topic: &str,
+    count: u64,
+    codec: &str,
+    ts0: i64,
+) -> anyhow::Result<()> {
     let p = producer(
         bootstrap,
         &[("compression.type", codec), ("linger.ms", "20")],
@@ -128,7 +133,7 @@ async fn produce(bootstrap: &str, topic: &str, count: u64, codec: &str) -> anyho
         let mut record = ProducerRecord::new(topic, value)
             .with_key(format!("key-{i}"))
             .with_header("i", i.to_string())
-            .with_timestamp(TS0 + i as i64);
+            .with_timestamp(ts0 + i as i64);
         record.headers.push(("n".into(), None));
         deliveries.push((i, p.send(record).await?));
     }
