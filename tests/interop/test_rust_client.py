@@ -28,6 +28,8 @@ Kafka 4.4 (INTEROP_TARGET=kafka) first, so a failure against Shoal is Shoal's bu
   drops the share session with the connection and releases at once; at the latest, the
   acquisition lock expires). Alive and holding them unacknowledged: they come back to another
   consumer with count 2 once the lock duration has passed, not before.
+* Our producer with a header key repeated: a strict xfail, the producer keeps only the last
+  value (see test_our_producer_repeated_header_keys).
 
 The driver is built with ``cargo build --example client_driver -p shoal-client`` on first use
 into the workspace's target dir (``CARGO_TARGET_DIR`` honoured; ``CLIENT_DRIVER=/path`` uses a
@@ -44,8 +46,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import (AcknowledgeType, KafkaException, Producer, ShareConsumer,
-                             TIMESTAMP_CREATE_TIME)
+from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
 
 from iutil import OP_TIMEOUT, admin, consume_confluent, create_topic, uniq
 
@@ -53,7 +54,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 BROKER_CONFIG = {
     "num.partitions": "1",
-    # lets a group use a short share.record.lock.duration.ms
+    # lets a group use a short share.record.lock.duration.ms (Kafka's default minimum is
+    # 15000; a group value below the broker's minimum is INVALID_CONFIG)
     "group.share.min.record.lock.duration.ms": "1000",
     "group.share.min.heartbeat.interval.ms": "1000",
     "group.share.heartbeat.interval.ms": "1000",
@@ -392,7 +394,6 @@ def test_our_producer_read_by_confluent(broker, codec):
         assert r["value"] == f"rs-{codec}-{i}".encode() + b"\x00\xff"
         assert r["headers"] == [("i", str(i).encode()), ("n", None)]
         assert (r["ts_type"], r["ts"]) == ("create", TS0 + i)
-    assert TIMESTAMP_CREATE_TIME == 1
 
 
 @pytest.mark.xfail(strict=True, reason=(
