@@ -551,7 +551,7 @@ impl ShareConsumer {
         let Ok(decoded) = records::decode(p.records.clone(), &acquired, inflated_max) else {
             return;
         };
-        let present: Vec<i64> = decoded.iter().map(|r| r.offset).collect();
+        let present: Vec<i64> = decoded.iter().map(|d| d.record.offset).collect();
         if self.book.deliver(&key, &acquired, &present).is_err() {
             return;
         }
@@ -562,7 +562,7 @@ impl ShareConsumer {
             .topic_name(key.0)
             .unwrap_or_default()
             .to_owned();
-        for r in decoded {
+        for records::Decoded { record: r, headers } in decoded {
             out.push(ShareRecord {
                 topic: topic.clone(),
                 partition: key.1,
@@ -570,11 +570,7 @@ impl ShareConsumer {
                 delivery_count: self.book.delivery_count(&key, r.offset).unwrap_or(1),
                 key: r.key,
                 value: r.value,
-                headers: r
-                    .headers
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v))
-                    .collect(),
+                headers,
                 timestamp: r.timestamp,
                 acquisition_lock_timeout: lock_timeout,
                 topic_id: key.0,
