@@ -28,7 +28,7 @@ metadata outside the timed part), the order of the clients rotated by --rep and 
               partition i % P, unpaced; then each client's share consumer reads its topic
   latency     each client paced at --rate-mb MB/s for --latency-seconds on 1 partition;
               client_bound=true when its send loop did not reach 95 % of that rate
-Producer settings are the same for all: acks=all, enable.idempotence=true,
+Producer settings are the same for all: acks=all, enable.idempotence=true (--idempotence),
 compression none, linger.ms, batch.size, buffer memory (librdkafka:
 queue.buffering.max.kbytes), keyless records. Latency = the client's send/produce call to
 its delivery (future resolving / callback), per record. librdkafka's unpaced run reports
@@ -234,7 +234,7 @@ def client_cmd(a, client, kind, bootstrap, topic, **kw):
     if kind == "produce":
         opts = {"topic": topic, "records": kw["records"], "record-bytes": a.size,
                 "linger-ms": s["linger_ms"], "batch-size": s["batch_size"],
-                "buffer-memory": s["buffer_memory"], "idempotence": "true",
+                "buffer-memory": s["buffer_memory"], "idempotence": a.idempotence,
                 "compression": "none"}
         if kw.get("rate"):
             opts["rate"] = kw["rate"]
@@ -433,6 +433,8 @@ def main():
     r.add_argument("--krafka-bin", default=os.environ.get(
         "KRAFKA_BIN", str(REPO / "tests/interop/krafka/target/release/shoal-krafka-interop")))
     r.add_argument("--out")
+    r.add_argument("--idempotence", choices=["true", "false"], default="true",
+                   help="enable.idempotence of every client's producer (default true)")
     producer_opts(r)
     sm = sub.add_parser("summary", help="median [min-max] per broker, test, P and client")
     sm.add_argument("file")

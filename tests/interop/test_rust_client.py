@@ -28,8 +28,7 @@ Kafka 4.4 (INTEROP_TARGET=kafka) first, so a failure against Shoal is Shoal's bu
   drops the share session with the connection and releases at once; at the latest, the
   acquisition lock expires). Alive and holding them unacknowledged: they come back to another
   consumer with count 2 once the lock duration has passed, not before.
-* Our producer with a header key repeated: a strict xfail, the producer keeps only the last
-  value (see test_our_producer_repeated_header_keys).
+* Our producer with a header key repeated (d=1, x=null, d=2): read back in order.
 
 The driver is built with ``cargo build --example client_driver -p shoal-client`` on first use
 into the workspace's target dir (``CARGO_TARGET_DIR`` honoured; ``CLIENT_DRIVER=/path`` uses a
@@ -396,10 +395,6 @@ def test_our_producer_read_by_confluent(broker, codec):
         assert (r["ts_type"], r["ts"]) == ("create", TS0 + i)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "shoal-client's producer collapses repeated header keys: producer.rs builds the record's "
-    "headers as an IndexMap (kafka-protocol's Record), so d=1, x=null, d=2 is written as "
-    "d=2, x=null; fix belongs to the producer rewrite"))
 def test_our_producer_repeated_header_keys(broker):
     """A record with headers d=1, x=null, d=2 (a key repeated, as Kafka allows) is read back by
     confluent-kafka with every header in order."""

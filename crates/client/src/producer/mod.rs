@@ -21,11 +21,12 @@
 //! Up to `max.in.flight.requests.per.connection` (default 5) Produce requests are in flight
 //! per broker on its pipelined connection, applied in the order they were sent.
 //!
-//! Limitations now: header keys of a record are unique; `flush` waits for every record
-//! buffered, including those sent while it waits.
+//! Limitations now: `flush` waits for every record buffered, including those sent while it
+//! waits.
 
 pub mod accumulator;
 mod acknowledger;
+mod batch;
 pub mod config;
 pub mod errors;
 pub mod partitioner;

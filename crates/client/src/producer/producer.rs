@@ -18,7 +18,6 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
@@ -26,12 +25,12 @@ use kafka_protocol::messages::{
     GroupId, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Record, TimestampType};
 use shoal_protocol::{ApiKey, ErrorCode};
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
 
 use super::accumulator::{Accumulator, AppendError, BatchId, Completed, Completion};
+use super::batch::BatchRecord;
 use super::config::ProducerConfig;
 use super::partitioner::StickyPartitioner;
 use super::transaction::{
@@ -137,7 +136,7 @@ impl ConsumerGroupMetadata {
 /// One batch's records and the futures of their senders.
 #[derive(Debug)]
 pub(super) struct PendingBatch {
-    pub records: Vec<Record>,
+    pub records: Vec<BatchRecord>,
     pub waiters: Vec<oneshot::Sender<Result<RecordMetadata, Error>>>,
     /// The transaction operation it belongs to (transactional producers).
     pub op: Option<OperationId>,
@@ -802,25 +801,12 @@ fn record_size(r: &ProducerRecord) -> usize {
             .sum::<usize>()
 }
 
-fn to_record(r: ProducerRecord, timestamp: i64) -> Record {
-    let mut headers = IndexMap::new();
-    for (k, v) in r.headers {
-        headers.insert(StrBytes::from_string(k), v);
-    }
-    Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp,
+fn to_record(r: ProducerRecord, timestamp: i64) -> BatchRecord {
+    BatchRecord {
         key: r.key,
         value: r.value,
-        headers,
+        headers: r.headers,
+        timestamp,
     }
 }
 

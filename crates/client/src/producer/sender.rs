@@ -24,12 +24,11 @@
 //! implicitly, the epoch bumped at every EndTxn).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
@@ -37,10 +36,10 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions};
 use shoal_protocol::ErrorCode;
 
 use super::accumulator::{BatchId, SendResult};
+use super::batch::{self, BatchHeader};
 use super::config::Acks;
 use super::producer::{Shared, State};
 use super::transaction::{
@@ -420,69 +419,29 @@ fn drain_and_encode(
     } else {
         acc.drain(tp, now, None)?
     };
-    let Some(batch) = batches.get_mut(&drained.batch) else {
+    let Some(batch) = batches.get(&drained.batch) else {
         return Some(Err(drained.batch));
     };
-    let transactional = st.txn.is_transactional();
-    let base_sequence = drained.base_sequence.unwrap_or(-1);
-    let (id, epoch) = producer.map_or((-1, -1), |p| (p.id, p.epoch));
-    for (i, r) in batch.records.iter_mut().enumerate() {
-        r.transactional = transactional;
-        r.producer_id = if idempotent { id } else { -1 };
-        r.producer_epoch = if idempotent { epoch } else { -1 };
-        r.offset = i as i64;
-        r.sequence = base_sequence.wrapping_add(i as i32);
-    }
-    let mut buf = BytesMut::with_capacity(drained.bytes + 128);
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: shared.config.compression(),
+    let (producer_id, producer_epoch) = match producer {
+        Some(p) if idempotent => (p.id, p.epoch),
+        _ => (-1, -1),
     };
-    let encoded = RecordBatchEncoder::encode_with_custom_compression(
-        &mut buf,
-        batch.records.iter(),
-        &options,
-        Some(compress),
-    );
-    Some(match encoded {
-        Ok(()) => Ok(Outgoing {
-            tp: tp.clone(),
-            batch: drained.batch,
-            bytes: buf.freeze(),
-        }),
-        Err(_) => Err(drained.batch),
-    })
-}
-
-/// Kafka's codecs for a batch's records: gzip, snappy in the xerial framing the Java client
-/// writes, the LZ4 frame format, zstd.
-fn compress(records: &mut BytesMut, out: &mut BytesMut, codec: Compression) -> anyhow::Result<()> {
-    const XERIAL_HEADER: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
-    const XERIAL_BLOCK_BYTES: usize = 32 * 1024;
-    match codec {
-        Compression::None => out.extend_from_slice(records),
-        Compression::Gzip => {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-            e.write_all(records)?;
-            out.extend_from_slice(&e.finish()?);
-        }
-        Compression::Snappy => {
-            out.extend_from_slice(XERIAL_HEADER);
-            let mut e = snap::raw::Encoder::new();
-            for chunk in records.chunks(XERIAL_BLOCK_BYTES) {
-                let block = e.compress_vec(chunk)?;
-                out.extend_from_slice(&u32::try_from(block.len())?.to_be_bytes());
-                out.extend_from_slice(&block);
-            }
-        }
-        Compression::Lz4 => {
-            let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
-            e.write_all(records)?;
-            out.extend_from_slice(&e.finish()?);
-        }
-        Compression::Zstd => out.extend_from_slice(&zstd::stream::encode_all(&records[..], 3)?),
-    }
-    Ok(())
+    let header = BatchHeader {
+        producer_id,
+        producer_epoch,
+        base_sequence: drained.base_sequence.unwrap_or(-1),
+        transactional: st.txn.is_transactional(),
+    };
+    Some(
+        match batch::encode(&batch.records, header, shared.config.compression()) {
+            Ok(bytes) => Ok(Outgoing {
+                tp: tp.clone(),
+                batch: drained.batch,
+                bytes,
+            }),
+            Err(_) => Err(drained.batch),
+        },
+    )
 }
 
 /// Writes one ProduceRequest per leader and leaves a task per request to await and apply

@@ -151,6 +151,12 @@ fn varint(rest: &mut &[u8]) -> Result<i64, String> {
     Err("a varint longer than 10 bytes".into())
 }
 
+/// [`inflate`] without a bound, for other modules' tests.
+#[cfg(test)]
+pub(crate) fn inflate_for_tests(input: &mut Bytes, codec: Compression) -> anyhow::Result<Bytes> {
+    inflate(input, codec, usize::MAX - 1)
+}
+
 /// Kafka's codecs, reading at most `max` bytes out (one more means the batch is too big).
 fn inflate(input: &mut Bytes, codec: Compression, max: usize) -> anyhow::Result<Bytes> {
     let limit = max as u64 + 1;
