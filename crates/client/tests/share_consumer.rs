@@ -1,7 +1,8 @@
 //! The share consumer against the real `shoal` binary over loopback (or Apache Kafka 4.4 with
 //! `SHOAL_CLIENT_TARGET=kafka`, see `common`): records written by our producer, consumed in
 //! implicit mode once each; explicit ACCEPT / RELEASE / REJECT with delivery counts; two
-//! consumers of one group sharing a partition; close releasing what a consumer held.
+//! consumers of one group sharing a partition; close releasing what a consumer held;
+//! `share.acquire.mode` record_limit against batch_optimized.
 
 mod common;
 
@@ -184,6 +185,52 @@ async fn renew_keeps_a_record_for_a_later_accept() {
         let none = poll_until(&mut other, 1, Duration::from_secs(2)).await;
         assert!(none.is_empty(), "accepted after a renewal: {none:?}");
         other.close().await;
+    })
+    .await;
+}
+
+/// `share.acquire.mode=record_limit` (ShareFetch v2): the broker acquires at most
+/// `max.poll.records` records per fetch, splitting a batch; `batch_optimized` acquires whole
+/// batches, so a poll may return more. Either way every record is delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_limit_acquires_at_most_max_poll_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path());
+    bounded(secs(90), async {
+        let n = 25;
+        setup(&broker, "limited", 1, n, "g-limited").await;
+        let extra = [
+            ("share.acquire.mode", "record_limit"),
+            ("max.poll.records", "4"),
+        ];
+        let mut c = consumer_with(&broker, "g-limited", "explicit", "limited", &extra).await;
+        let deadline = Instant::now() + Duration::from_secs(secs(30));
+        let mut seen = BTreeSet::new();
+        let mut polls = 0;
+        while seen.len() < n && Instant::now() < deadline {
+            let records = c.poll(Duration::from_millis(500)).await.unwrap();
+            assert!(records.len() <= 4, "{} records in one poll", records.len());
+            polls += usize::from(!records.is_empty());
+            for r in &records {
+                assert!(seen.insert(r.offset), "offset {} twice", r.offset);
+                c.acknowledge(r, AcknowledgeType::Accept).unwrap();
+            }
+        }
+        assert_eq!(seen.len(), n);
+        assert!(polls >= n.div_ceil(4), "{polls} polls");
+        c.close().await;
+
+        // The same group setting with whole batches (10 records each): more than 4 at once.
+        setup(&broker, "whole", 1, n, "g-whole").await;
+        let extra = [("max.poll.records", "4")];
+        let mut c = consumer_with(&broker, "g-whole", "implicit", "whole", &extra).await;
+        let first = poll_until(&mut c, 1, Duration::from_secs(secs(30))).await;
+        assert!(
+            first.len() >= 10,
+            "batch_optimized returned {}",
+            first.len()
+        );
+        c.close().await;
     })
     .await;
 }
