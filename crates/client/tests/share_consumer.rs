@@ -234,3 +234,53 @@ async fn record_limit_acquires_at_most_max_poll_records() {
     })
     .await;
 }
+
+/// kill -9 of the broker under a consumer: the consumer reconnects, heartbeats (rejoining if
+/// the restarted coordinator no longer knows it) and goes on: every record is delivered, the
+/// ones accepted before the crash never again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_rejoins_and_goes_on_after_a_broker_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(dir.path());
+    bounded(secs(120), async {
+        let n = 30;
+        setup(&broker, "restarted", 1, n, "g-restarted").await;
+        let mut c = consumer(&broker, "g-restarted", "explicit", "restarted").await;
+        let first = poll_until(&mut c, 10, Duration::from_secs(secs(30))).await;
+        assert!(!first.is_empty());
+        for r in &first {
+            c.acknowledge(r, AcknowledgeType::Accept).unwrap();
+        }
+        c.commit_sync().await.unwrap();
+        let before = c.share_group_metadata();
+        let accepted_before: BTreeSet<i64> = first.iter().map(|r| r.offset).collect();
+
+        broker.restart();
+        let deadline = Instant::now() + Duration::from_secs(secs(60));
+        let mut seen = accepted_before.clone();
+        while seen.len() < n && Instant::now() < deadline {
+            // Errors while the broker is down are retried inside; a poll that gives up
+            // (the coordinator still loading) is simply polled again.
+            let Ok(records) = c.poll(Duration::from_millis(500)).await else {
+                continue;
+            };
+            for r in &records {
+                assert!(
+                    !accepted_before.contains(&r.offset),
+                    "offset {} accepted before the crash came back",
+                    r.offset
+                );
+                seen.insert(r.offset);
+                c.acknowledge(r, AcknowledgeType::Accept).unwrap();
+            }
+        }
+        assert_eq!(seen.len(), n, "{seen:?}");
+        // A member id is the client's own (KIP-1082): the same one across the rejoin.
+        let after = c.share_group_metadata();
+        assert_eq!(after.member_id, before.member_id);
+        assert!(after.member_epoch >= 1, "{after:?}");
+        c.commit_sync().await.unwrap();
+        c.close().await;
+    })
+    .await;
+}
