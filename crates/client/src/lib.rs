@@ -175,6 +175,61 @@
 //! # }
 //! ```
 //!
+//! Exactly once from a queue (KIP-1289; Shoal with `share.version` 3): the output and the
+//! acknowledgements of the records it came from commit in one transaction, or neither does
+//! and the records come back.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
+//! use shoal_client::share_consumer::{AcknowledgeType, ShareConsumer, ShareConsumerConfig};
+//!
+//! # async fn run() -> Result<(), shoal_client::Error> {
+//! let mut consumer = ShareConsumer::new(ShareConsumerConfig::from_properties([
+//!     ("bootstrap.servers", "127.0.0.1:9092"),
+//!     ("group.id", "enrichers"),
+//!     ("share.acknowledgement.mode", "explicit"),
+//! ])?)
+//! .await?;
+//! consumer.subscribe(["orders"]);
+//! let producer = Producer::new(ProducerConfig::from_properties([
+//!     ("bootstrap.servers", "127.0.0.1:9092"),
+//!     ("transactional.id", "enricher-1"),
+//! ])?)
+//! .await?;
+//! producer.init_transactions().await?;
+//! loop {
+//!     let records = consumer.poll(Duration::from_secs(1)).await?;
+//!     if records.is_empty() {
+//!         continue;
+//!     }
+//!     producer.begin_transaction()?;
+//!     for r in &records {
+//!         let value = r.value.clone().unwrap_or_default();
+//!         producer.send(ProducerRecord::new("enriched", value)).await?;
+//!         consumer.acknowledge(r, AcknowledgeType::Accept)?;
+//!     }
+//!     // Taken out of the consumer: it will never send these itself.
+//!     let acks = consumer.acknowledgements_for_transaction()?;
+//!     let metadata = consumer.share_group_metadata();
+//!     let result = match producer
+//!         .send_share_acknowledgements_to_transaction(&acks, &metadata)
+//!         .await
+//!     {
+//!         Ok(()) => producer.commit_transaction().await,
+//!         Err(e) => Err(e),
+//!     };
+//!     match result {
+//!         Ok(()) => {}
+//!         // A rebalance (STALE_MEMBER_EPOCH) or a failed send: the records come back.
+//!         Err(e) if e.requires_abort() => producer.abort_transaction().await?,
+//!         Err(e) => return Err(e), // fenced by a newer instance: stop
+//!     }
+//! }
+//! # }
+//! ```
+//!
 //! The cluster layer on its own:
 //!
 //! ```no_run
