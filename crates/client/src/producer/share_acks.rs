@@ -232,8 +232,6 @@ fn answer_code(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use shoal_protocol::share::txn_share_acknowledge::{
         TxnShareAcknowledgePartitionResponse, TxnShareAcknowledgeTopicResponse,
     };
@@ -243,18 +241,7 @@ mod tests {
     use crate::share_consumer::{AcknowledgeType, ShareRecord};
 
     fn record(topic_id: u128, partition: i32, offset: i64) -> ShareRecord {
-        ShareRecord {
-            topic: format!("t{topic_id}"),
-            partition,
-            offset,
-            key: None,
-            value: None,
-            headers: Vec::new(),
-            timestamp: 0,
-            delivery_count: 1,
-            acquisition_lock_timeout: Duration::from_secs(30),
-            topic_id: Uuid::from_u128(topic_id),
-        }
+        crate::share_consumer::transactional::test_record(topic_id, partition, offset)
     }
 
     fn response(top: i16, parts: &[(u128, i32, i16)]) -> TxnShareAcknowledgeResponse {

@@ -489,11 +489,11 @@ impl<K: Ord + Clone> Acknowledgements<K> {
 
 /// Sorted (offset, type) pairs as batches: one per run of consecutive offsets, with one type
 /// when the run has one, else a type per offset.
-fn batches(acks: &[(i64, AcknowledgeType)]) -> Vec<AckBatch> {
+pub(crate) fn batches(acks: &[(i64, AcknowledgeType)]) -> Vec<AckBatch> {
     let mut out: Vec<AckBatch> = Vec::new();
     for &(o, t) in acks {
         match out.last_mut() {
-            Some(b) if b.last_offset + 1 == o => {
+            Some(b) if b.last_offset.checked_add(1) == Some(o) => {
                 b.last_offset = o;
                 b.types.push(t);
             }

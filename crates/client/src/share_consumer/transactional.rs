@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use shoal_protocol::uuid::Uuid;
 
-use super::acknowledgements::{AckBatch, AckError, AcknowledgeType};
+use super::acknowledgements::{batches, AckBatch, AckError, AcknowledgeType};
 use super::consumer::{ShareRecord, TopicIdPartition};
 
 /// The group and member a consumer's acknowledgements belong to: an immutable snapshot of
@@ -179,26 +179,8 @@ impl ShareAcknowledgements {
         let Some(p) = self.partitions.get(partition) else {
             return Vec::new();
         };
-        let mut out: Vec<AckBatch> = Vec::new();
-        for (&offset, &t) in &p.offsets {
-            match out.last_mut() {
-                Some(run) if run.last_offset.checked_add(1) == Some(offset) => {
-                    run.last_offset = offset;
-                    run.types.push(t);
-                }
-                _ => out.push(AckBatch {
-                    first_offset: offset,
-                    last_offset: offset,
-                    types: vec![t],
-                }),
-            }
-        }
-        for run in &mut out {
-            if run.types.windows(2).all(|w| w[0] == w[1]) {
-                run.types.truncate(1);
-            }
-        }
-        out
+        let acks: Vec<(i64, AcknowledgeType)> = p.offsets.iter().map(|(o, t)| (*o, *t)).collect();
+        batches(&acks)
     }
 }
 
@@ -210,25 +192,29 @@ fn check_type(t: AcknowledgeType) -> Result<(), AckError> {
     }
 }
 
+/// A delivered record of topic `t{topic_id}` for other modules' tests.
+#[cfg(test)]
+pub(crate) fn test_record(topic_id: u128, partition: i32, offset: i64) -> ShareRecord {
+    ShareRecord {
+        topic: format!("t{topic_id}"),
+        partition,
+        offset,
+        key: None,
+        value: None,
+        headers: Vec::new(),
+        timestamp: 0,
+        delivery_count: 1,
+        acquisition_lock_timeout: std::time::Duration::from_secs(30),
+        topic_id: Uuid::from_u128(topic_id),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn record(partition: i32, offset: i64) -> ShareRecord {
-        ShareRecord {
-            topic: "in".into(),
-            partition,
-            offset,
-            key: None,
-            value: None,
-            headers: Vec::new(),
-            timestamp: 0,
-            delivery_count: 1,
-            acquisition_lock_timeout: Duration::from_secs(30),
-            topic_id: Uuid::from_u128(7),
-        }
+        test_record(7, partition, offset)
     }
 
     #[test]
@@ -254,7 +240,7 @@ mod tests {
             ]
         );
         assert_eq!(acks.len(), 7);
-        assert_eq!(acks.partitions().collect::<Vec<_>>(), vec![("in", key)]);
+        assert_eq!(acks.partitions().collect::<Vec<_>>(), vec![("t7", key)]);
     }
 
     #[test]
@@ -320,7 +306,7 @@ mod tests {
                 },
             ],
         )]);
-        let acks = ShareAcknowledgements::from_batches(drained, |_| Some("in".into()));
+        let acks = ShareAcknowledgements::from_batches(drained, |_| Some("t7".into()));
         assert_eq!(acks.len(), 5);
         assert_eq!(acks.get(&key, 13), Some(Gap));
         let batches = acks.batches(&key);
