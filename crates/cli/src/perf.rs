@@ -78,6 +78,9 @@ pub enum PerfCommand {
     Produce(crate::perf_client::ProduceArgs),
     /// One share consumer of ours reading records already in a topic (one JSON line).
     ShareConsume(crate::perf_client::ShareConsumeArgs),
+    /// Leaves `--records` records TX_PENDING in an open transaction (KIP-1289), for
+    /// measuring the broker's memory and restart time with them (one JSON line).
+    StagePending(crate::perf_client::StagePendingArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -136,6 +139,9 @@ pub async fn run(bootstrap: SocketAddr, command: PerfCommand) -> anyhow::Result<
         }
         PerfCommand::ShareConsume(args) => {
             crate::perf_client::share_consume(&bootstrap.to_string(), &args).await
+        }
+        PerfCommand::StagePending(args) => {
+            crate::perf_client::stage_pending(&bootstrap.to_string(), &args).await
         }
     }
 }

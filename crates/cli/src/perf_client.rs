@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
-use shoal_client::admin::{AlterConfigOp, ConfigResource, Mode};
+use shoal_client::admin::{AlterConfigOp, ConfigResource, Mode, NewTopic};
 use shoal_client::producer::{DeliveryFuture, ProducerRecord};
-use shoal_client::share_consumer::{AcknowledgeType, ShareConsumerConfig};
+use shoal_client::share_consumer::{AcknowledgeType, ShareAcknowledgements, ShareConsumerConfig};
 use shoal_client::{Admin, ClientConfig, Producer, ProducerConfig, ShareConsumer};
 use tokio::sync::mpsc;
 
@@ -277,21 +277,7 @@ async fn share_consume_inner(bootstrap: &str, args: &ShareConsumeArgs) -> anyhow
         bootstrap,
     )])?)
     .await?;
-    let set = admin
-        .incremental_alter_configs(
-            &[(
-                ConfigResource::group(args.group.clone()),
-                vec![AlterConfigOp::Set {
-                    name: "share.auto.offset.reset".into(),
-                    value: "earliest".into(),
-                }],
-            )],
-            Mode::Apply,
-        )
-        .await?;
-    for (_, result) in set {
-        result.context("share.auto.offset.reset")?;
-    }
+    set_earliest(&admin, &args.group).await?;
     admin.close().await;
 
     let config = ShareConsumerConfig::from_properties([
@@ -358,6 +344,175 @@ async fn share_consume_inner(bootstrap: &str, args: &ShareConsumeArgs) -> anyhow
         .num("errors", 0.0, 0)
         .opt("client_cpu_pct", client_cpu, 1)
         .opt("broker_cpu_pct", broker_cpu, 1);
+    Ok(j.finish())
+}
+
+/// Sets `group`'s `share.auto.offset.reset` to `earliest` (share groups start at the latest
+/// offset by default).
+async fn set_earliest(admin: &Admin, group: &str) -> anyhow::Result<()> {
+    let set = admin
+        .incremental_alter_configs(
+            &[(
+                ConfigResource::group(group),
+                vec![AlterConfigOp::Set {
+                    name: "share.auto.offset.reset".into(),
+                    value: "earliest".into(),
+                }],
+            )],
+            Mode::Apply,
+        )
+        .await?;
+    for (_, result) in set {
+        result.context("share.auto.offset.reset")?;
+    }
+    Ok(())
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct StagePendingArgs {
+    /// A fresh topic to fill.
+    #[arg(long)]
+    pub topic: String,
+    /// Its partitions, record i to partition i mod P. A share partition holds at most
+    /// `group.share.partition.max.record.locks` (default 2000) records in flight, TX_PENDING
+    /// ones included, so 10 000 records need 5.
+    #[arg(long, default_value_t = 5)]
+    pub partitions: i32,
+    /// A fresh share group.
+    #[arg(long)]
+    pub group: String,
+    /// Records to write, acquire and stage.
+    #[arg(long, default_value_t = 10_000)]
+    pub records: u64,
+    /// Bytes of each record's value.
+    #[arg(long, default_value_t = 1024)]
+    pub record_bytes: usize,
+    /// The staging producer's transactional id.
+    #[arg(long, default_value = "shoal-perf-stage-pending")]
+    pub transactional_id: String,
+    /// The open transaction's timeout: the records stay TX_PENDING until it passes.
+    #[arg(long, default_value_t = 900_000)]
+    pub transaction_timeout_ms: u32,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout_secs: u64,
+}
+
+/// Runs `shoal perf stage-pending` (issue 12, benchmark (c)): fills a topic, has one share
+/// consumer acquire and ACCEPT every record, stages the acknowledgements in a transaction
+/// (TxnShareAcknowledge) and leaves it open, so that the broker holds `--records` records
+/// TX_PENDING until `--transaction-timeout-ms` passes. Prints one JSON line.
+///
+/// # Errors
+/// Bad arguments, a broker without TxnShareAcknowledge, a consumer or producer error, a
+/// timeout.
+pub async fn stage_pending(bootstrap: &str, args: &StagePendingArgs) -> anyhow::Result<()> {
+    if args.records == 0 || args.records > 1_000_000 {
+        bail!("--records must be within 1..=1000000");
+    }
+    let limit = Duration::from_secs(args.timeout_secs);
+    let line = tokio::time::timeout(limit, stage_pending_inner(bootstrap, args))
+        .await
+        .map_err(|_| anyhow!("gave up after {} s", args.timeout_secs))??;
+    println!("{line}");
+    Ok(())
+}
+
+async fn stage_pending_inner(bootstrap: &str, args: &StagePendingArgs) -> anyhow::Result<String> {
+    let client = ClientConfig::from_properties([("bootstrap.servers", bootstrap)])?;
+    let admin = Admin::connect(client.clone()).await?;
+    let created = admin
+        .create_topics(
+            &[NewTopic::new(args.topic.clone()).partitions(args.partitions.max(1))],
+            Mode::Apply,
+        )
+        .await?;
+    for (_, result) in created {
+        result.context("creating the topic")?;
+    }
+    set_earliest(&admin, &args.group).await?;
+    admin.close().await;
+
+    let started = Instant::now();
+    let producer = Producer::new(ProducerConfig::from_properties([
+        ("bootstrap.servers", bootstrap),
+        ("linger.ms", "5"),
+        ("batch.size", "1048576"),
+    ])?)
+    .await?;
+    let value = Bytes::from(vec![b'p'; args.record_bytes]);
+    let mut deliveries = Vec::new();
+    for i in 0..args.records {
+        let partition = (i % args.partitions.max(1) as u64) as i32;
+        let record =
+            ProducerRecord::new(args.topic.clone(), value.clone()).with_partition(partition);
+        deliveries.push(producer.send(record).await?);
+    }
+    for d in deliveries {
+        d.await?;
+    }
+    producer.close().await;
+    let written = started.elapsed().as_secs_f64();
+
+    let mut consumer = ShareConsumer::new(ShareConsumerConfig::from_properties([
+        ("bootstrap.servers", bootstrap),
+        ("client.id", "shoal-perf-stage-pending"),
+        ("group.id", args.group.as_str()),
+        ("share.acknowledgement.mode", "explicit"),
+    ])?)
+    .await?;
+    consumer.subscribe([args.topic.clone()]);
+    let mut acks = ShareAcknowledgements::new();
+    let mut last = Instant::now();
+    while (acks.len() as u64) < args.records {
+        let records = consumer.poll(Duration::from_millis(500)).await?;
+        if records.is_empty() {
+            if last.elapsed() > IDLE_MAX {
+                bail!("no record for {IDLE_MAX:?} after {} acquired", acks.len());
+            }
+            continue;
+        }
+        last = Instant::now();
+        for r in &records {
+            consumer.acknowledge(r, AcknowledgeType::Accept)?;
+        }
+        // Drained before the next poll, which would otherwise carry them.
+        acks.extend(consumer.acknowledgements_for_transaction()?)
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    let acquired = started.elapsed().as_secs_f64();
+
+    let timeout = args.transaction_timeout_ms.to_string();
+    let txn = Producer::new(ProducerConfig::from_properties([
+        ("bootstrap.servers", bootstrap),
+        ("transactional.id", args.transactional_id.as_str()),
+        ("transaction.timeout.ms", timeout.as_str()),
+    ])?)
+    .await?;
+    txn.init_transactions().await?;
+    txn.begin_transaction()?;
+    let staging = Instant::now();
+    txn.send_share_acknowledgements_to_transaction(&acks, &consumer.share_group_metadata())
+        .await?;
+    let stage_ms = staging.elapsed().as_secs_f64() * 1000.0;
+    // Left open on purpose: closing the connections neither commits nor aborts.
+    txn.close().await;
+    consumer.close().await;
+    let mut j = Json::new();
+    j.str("client", "shoal")
+        .str("test", "stage_pending")
+        .str("topic", &args.topic)
+        .num("records", acks.len() as f64, 0)
+        .num("partitions", f64::from(args.partitions), 0)
+        .num("record_bytes", args.record_bytes as f64, 0)
+        .num("write_seconds", written, 3)
+        .num("acquire_seconds", acquired - written, 3)
+        .num("stage_ms", stage_ms, 1)
+        .num(
+            "transaction_timeout_ms",
+            f64::from(args.transaction_timeout_ms),
+            0,
+        );
     Ok(j.finish())
 }
 
