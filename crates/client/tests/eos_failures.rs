@@ -337,7 +337,7 @@ async fn case2_crash_after_produce_before_commit_times_out_and_aborts() {
 
 /// Case 3: the worker staged the acknowledgements too and died before committing. The
 /// records are TX_PENDING: their 30 s locks no longer run and no one gets them; the
-/// transaction's 1 s timeout aborts it, which makes them AVAILABLE at once (long before the
+/// transaction's 4 s timeout aborts it, which makes them AVAILABLE at once (long before the
 /// locks would have ended), and the outputs stay invisible.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case3_crash_after_staging_before_commit_times_out_and_the_records_are_available() {
@@ -350,7 +350,7 @@ async fn case3_crash_after_staging_before_commit_times_out_and_the_records_are_a
         let n = 10;
         pipeline_topics(&broker, "c3-in", "c3-out", "g3", n, 30_000).await;
         let (mut c, records) = take(&broker, "g3", "c3-in", n).await;
-        let p = transactional(&broker, "tid-c3", 1000).await;
+        let p = transactional(&broker, "tid-c3", 4000).await;
         p.begin_transaction().unwrap();
         produce_outputs(&p, "c3-out", &records).await;
         let acks = c.acknowledgements_for_transaction().unwrap();
@@ -360,6 +360,12 @@ async fn case3_crash_after_staging_before_commit_times_out_and_the_records_are_a
         let started = Instant::now();
         drop(c);
         drop(p);
+        // TX_PENDING: the transaction owns them, no member gets them while it is open.
+        let mut other = consumer(&broker, "g3", "explicit", "c3-in").await;
+        let early = poll_until(&mut other, 1, Duration::from_secs(1)).await;
+        assert!(early.is_empty(), "{early:?}");
+        other.close().await;
+        assert_eq!(txn_state(&broker, "tid-c3").await, "Ongoing");
         assert_eq!(wait_txn_ended(&broker, "tid-c3").await, "CompleteAbort");
         assert!(committed(&broker, "c3-out", 0).await.is_empty());
         assert_eq!(written(&broker, "c3-out").await, n);
