@@ -432,10 +432,77 @@ async fn case4_broker_crash_after_the_commit_decision_finishes_the_commit() {
     .await;
 }
 
+/// One round of the in-flight crash: `n` records of `{round}-in` taken, produced and staged,
+/// the commit started and the broker killed `delay` later, restarted. Returns the outcome.
+async fn commit_then_kill(broker: &mut Broker, round: &str, n: usize, delay: Duration) -> String {
+    let (input, output, group, tid) = (
+        format!("{round}-in"),
+        format!("{round}-out"),
+        format!("g-{round}"),
+        format!("tid-{round}"),
+    );
+    pipeline_topics(broker, &input, &output, &group, n, 30_000).await;
+    let (mut c, records) = take(broker, &group, &input, n).await;
+    let p = transactional(broker, &tid, 3000).await;
+    p.begin_transaction().unwrap();
+    produce_outputs(&p, &output, &records).await;
+    let acks = c.acknowledgements_for_transaction().unwrap();
+    p.send_share_acknowledgements_to_transaction(&acks, &c.share_group_metadata())
+        .await
+        .unwrap();
+    let committing = {
+        let p = p.clone();
+        tokio::spawn(async move { p.commit_transaction().await })
+    };
+    if delay.is_zero() {
+        tokio::task::yield_now().await;
+    } else {
+        tokio::time::sleep(delay).await;
+    }
+    broker.kill();
+    drop(c);
+    broker.restart();
+    let result = committing.await.unwrap();
+    drop(p);
+
+    let ended = wait_txn_ended(broker, &tid).await;
+    let visible = committed(broker, &output, 0).await;
+    let state = offsets(broker, &group, &input).await;
+    eprintln!("{round}: killed {delay:?} into the commit, which returned {result:?}; coordinator {ended}; {state:?}");
+    if result.is_ok() {
+        assert_eq!(ended, "CompleteCommit");
+    }
+    let p = transactional(broker, &tid, 60_000).await;
+    match ended.as_str() {
+        "CompleteCommit" => {
+            assert_eq!(sorted(committed(broker, &output, n).await), expected(n));
+            let processed = finish(broker, &p, &input, &output, &group, n).await;
+            assert!(
+                processed.is_empty(),
+                "committed and redelivered: {processed:?}"
+            );
+        }
+        "CompleteAbort" => {
+            assert!(visible.is_empty(), "aborted and visible: {visible:?}");
+            assert_eq!(state.start_offset, 0, "aborted and acknowledged: {state:?}");
+            let processed = finish(broker, &p, &input, &output, &group, n).await;
+            all_redelivered(&processed, n, 2);
+        }
+        other => panic!("transaction ended as {other}"),
+    }
+    assert_eq!(
+        written(broker, &output).await,
+        n + usize::from(ended == "CompleteAbort") * n
+    );
+    p.close().await;
+    ended
+}
+
 /// Case 4, the window before EndTxn's answer: the broker is killed while the commit is in
-/// flight, then restarted. Whatever the client's commit returns, the outcome is whole —
-/// committed (outputs visible, acknowledgements applied) or aborted (outputs invisible, every
-/// record back with delivery count 2) — never one side without the other.
+/// flight (at a few delays into it, one round each), then restarted. Whatever the client's
+/// commit returns, the outcome is whole — committed (outputs visible, acknowledgements
+/// applied) or aborted (outputs invisible, every record back with delivery count 2) — never
+/// one side without the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case4_broker_crash_while_the_commit_is_in_flight_is_all_or_nothing() {
     if target() == Target::Kafka {
@@ -443,54 +510,11 @@ async fn case4_broker_crash_while_the_commit_is_in_flight_is_all_or_nothing() {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut broker = start(dir.path());
-    bounded(secs(90), async {
-        let n = 10;
-        pipeline_topics(&broker, "c4f-in", "c4f-out", "g4f", n, 30_000).await;
-        let (mut c, records) = take(&broker, "g4f", "c4f-in", n).await;
-        let p = transactional(&broker, "tid-c4f", 3000).await;
-        p.begin_transaction().unwrap();
-        produce_outputs(&p, "c4f-out", &records).await;
-        let acks = c.acknowledgements_for_transaction().unwrap();
-        p.send_share_acknowledgements_to_transaction(&acks, &c.share_group_metadata())
-            .await
-            .unwrap();
-        let committing = {
-            let p = p.clone();
-            tokio::spawn(async move { p.commit_transaction().await })
-        };
-        tokio::task::yield_now().await;
-        broker.kill();
-        drop(c);
-        broker.restart();
-        let result = committing.await.unwrap();
-        drop(p);
-
-        let ended = wait_txn_ended(&broker, "tid-c4f").await;
-        let visible = committed(&broker, "c4f-out", 0).await;
-        let state = offsets(&broker, "g4f", "c4f-in").await;
-        eprintln!("commit returned {result:?}; coordinator {ended}; {state:?}");
-        if result.is_ok() {
-            assert_eq!(ended, "CompleteCommit");
+    bounded(secs(120), async {
+        for (round, delay_ms) in [0u64, 1, 2, 5].into_iter().enumerate() {
+            let delay = Duration::from_millis(delay_ms);
+            commit_then_kill(&mut broker, &format!("c4f{round}"), 10, delay).await;
         }
-        let p = transactional(&broker, "tid-c4f", 60_000).await;
-        match ended.as_str() {
-            "CompleteCommit" => {
-                assert_eq!(sorted(committed(&broker, "c4f-out", n).await), expected(n));
-                let processed = finish(&broker, &p, "c4f-in", "c4f-out", "g4f", n).await;
-                assert!(
-                    processed.is_empty(),
-                    "committed and redelivered: {processed:?}"
-                );
-            }
-            "CompleteAbort" => {
-                assert!(visible.is_empty(), "aborted and visible: {visible:?}");
-                assert_eq!(state.start_offset, 0, "aborted and acknowledged: {state:?}");
-                let processed = finish(&broker, &p, "c4f-in", "c4f-out", "g4f", n).await;
-                all_redelivered(&processed, n, 2);
-            }
-            other => panic!("transaction ended as {other}"),
-        }
-        p.close().await;
     })
     .await;
 }
