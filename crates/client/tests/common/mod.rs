@@ -73,17 +73,28 @@ pub struct Broker {
     pub data_dir: PathBuf,
     pub target: Target,
     controller_port: u16,
+    /// Extra broker settings (`--set key=value`; Shoal only).
+    settings: Vec<(String, String)>,
     child: Option<Child>,
 }
 
 impl Broker {
     pub fn start(data_dir: &Path) -> Broker {
+        Broker::start_with(data_dir, &[])
+    }
+
+    /// [`Broker::start`] with extra Shoal settings (`--set key=value`), kept on restart.
+    pub fn start_with(data_dir: &Path, settings: &[(&str, &str)]) -> Broker {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let mut shoal = Broker {
             addr,
             data_dir: data_dir.to_path_buf(),
             target: target(),
             controller_port: free_port(),
+            settings: settings
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             child: None,
         };
         shoal.spawn();
@@ -98,6 +109,9 @@ impl Broker {
                     .arg("--data-dir")
                     .arg(self.data_dir.join("data"))
                     .args(["--set", "group.initial.rebalance.delay.ms=0"]);
+                for (key, value) in &self.settings {
+                    cmd.arg("--set").arg(format!("{key}={value}"));
+                }
                 cmd
             }
             Target::Kafka => self.kafka_command(),
