@@ -15,13 +15,14 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use common::eos::{produce_outputs, share_offsets, transactional, txn_code};
 use common::log::{create_topic, fetch_all, fetch_committed};
-use common::share::{consumer, poll_until, setup, value};
+use common::share::{consumer, poll_until, setup};
 use common::{bounded, config, secs, target, Broker, Target};
-use shoal_client::admin::{AlterConfigOp, ConfigResource, Mode, SharePartitionOffset};
-use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord, TxnState};
+use shoal_client::admin::{AlterConfigOp, ConfigResource, Mode};
+use shoal_client::producer::{Producer, ProducerRecord, TxnState};
 use shoal_client::share_consumer::{AcknowledgeType, ShareConsumer, ShareRecord};
-use shoal_client::{Admin, Error, ErrorClass};
+use shoal_client::{Admin, ErrorClass};
 use shoal_protocol::ErrorCode;
 
 #[global_allocator]
@@ -80,21 +81,6 @@ async fn pipeline_topics(
     admin.close().await;
 }
 
-async fn transactional(broker: &Broker, id: &str, timeout_ms: u32) -> Producer {
-    let p = Producer::new(
-        ProducerConfig::builder(config(broker, &[]))
-            .transactional_id(id)
-            .set("transaction.timeout.ms", &timeout_ms.to_string())
-            .unwrap()
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    p.init_transactions().await.unwrap();
-    p
-}
-
 /// A member polling `n` records of `topic` and accepting each (explicit mode: not sent).
 async fn take(
     broker: &Broker,
@@ -110,30 +96,6 @@ async fn take(
         c.acknowledge(r, AcknowledgeType::Accept).unwrap();
     }
     (c, records)
-}
-
-/// The transformed outputs of `records`, sent in the open transaction and awaited.
-async fn produce_outputs(p: &Producer, out: &str, records: &[ShareRecord]) {
-    let mut deliveries = Vec::new();
-    for r in records {
-        let record =
-            ProducerRecord::new(out, format!("out:{}", value(r))).with_key(r.key.clone().unwrap());
-        deliveries.push(p.send(record).await.unwrap());
-    }
-    for d in deliveries {
-        d.await.unwrap();
-    }
-}
-
-/// The share group's state of `topic`-0.
-async fn offsets(broker: &Broker, group: &str, topic: &str) -> SharePartitionOffset {
-    let admin = Admin::connect(config(broker, &[])).await.unwrap();
-    let offsets = admin
-        .describe_share_group_offsets(group, Some(&[(topic.to_owned(), 0)]))
-        .await
-        .unwrap();
-    admin.close().await;
-    *offsets[0].1.as_ref().unwrap()
 }
 
 /// The values of `topic`-0 a read_committed reader sees, once at least `count` are visible
@@ -191,16 +153,6 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
-fn code(e: &Error) -> ErrorCode {
-    match e {
-        Error::Transaction(t) => match &t.kind {
-            shoal_client::producer::transaction::TxnErrorKind::Broker { code, .. } => *code,
-            _ => ErrorCode::NONE,
-        },
-        other => other.code(),
-    }
-}
-
 /// A fresh pipeline's member finishing `input` with `p`: poll, accept, produce the outputs
 /// and stage the acknowledgements in one transaction, commit; until the group's start
 /// offset reaches `n`. Then checks the end state: read_committed shows every input's
@@ -216,7 +168,7 @@ async fn finish(
 ) -> Vec<ShareRecord> {
     let mut c = consumer(broker, group, "explicit", input).await;
     let mut processed: Vec<ShareRecord> = Vec::new();
-    while offsets(broker, group, input).await.start_offset < n as i64 {
+    while share_offsets(broker, group, input).await.start_offset < n as i64 {
         let records = c.poll(Duration::from_millis(500)).await.unwrap();
         if records.is_empty() {
             continue;
@@ -243,7 +195,7 @@ async fn finish(
     );
 
     assert_eq!(sorted(committed(broker, out, n).await), expected(n));
-    let state = offsets(broker, group, input).await;
+    let state = share_offsets(broker, group, input).await;
     assert_eq!((state.start_offset, state.lag), (n as i64, 0), "{state:?}");
     let again = poll_until(&mut c, 1, Duration::from_secs(1)).await;
     assert!(again.is_empty(), "{again:?}");
@@ -282,14 +234,14 @@ async fn case1_crash_before_begin_locks_expire_and_the_records_come_back() {
         let n = 10;
         pipeline_topics(&broker, "c1-in", "c1-out", "g1", n, 1000).await;
         let (c, _records) = take(&broker, "g1", "c1-in", n).await;
-        let p = transactional(&broker, "tid-c1", 60_000).await;
+        let p = transactional(&broker, "tid-c1", &[("transaction.timeout.ms", "60000")]).await;
         // The crash: nothing closed, nothing sent.
         drop(c);
         drop(p);
-        let state = offsets(&broker, "g1", "c1-in").await;
+        let state = share_offsets(&broker, "g1", "c1-in").await;
         assert_eq!((state.start_offset, state.lag), (0, n as i64), "{state:?}");
 
-        let p = transactional(&broker, "tid-c1", 60_000).await;
+        let p = transactional(&broker, "tid-c1", &[("transaction.timeout.ms", "60000")]).await;
         let processed = finish(&broker, &p, "c1-in", "c1-out", "g1", n).await;
         all_redelivered(&processed, n, 2);
         assert_eq!(written(&broker, "c1-out").await, n, "one output each, ever");
@@ -313,7 +265,7 @@ async fn case2_crash_after_produce_before_commit_times_out_and_aborts() {
         let n = 10;
         pipeline_topics(&broker, "c2-in", "c2-out", "g2", n, 2000).await;
         let (c, records) = take(&broker, "g2", "c2-in", n).await;
-        let p = transactional(&broker, "tid-c2", 1000).await;
+        let p = transactional(&broker, "tid-c2", &[("transaction.timeout.ms", "1000")]).await;
         p.begin_transaction().unwrap();
         produce_outputs(&p, "c2-out", &records).await;
         drop(c);
@@ -325,9 +277,14 @@ async fn case2_crash_after_produce_before_commit_times_out_and_aborts() {
         );
         assert!(committed(&broker, "c2-out", 0).await.is_empty());
         assert_eq!(written(&broker, "c2-out").await, n, "written, then aborted");
-        assert_eq!(offsets(&broker, "g2", "c2-in").await.start_offset, 0);
+        assert_eq!(share_offsets(&broker, "g2", "c2-in").await.start_offset, 0);
 
-        let p = transactional(&broker, "tid-c2-next", 60_000).await;
+        let p = transactional(
+            &broker,
+            "tid-c2-next",
+            &[("transaction.timeout.ms", "60000")],
+        )
+        .await;
         let processed = finish(&broker, &p, "c2-in", "c2-out", "g2", n).await;
         all_redelivered(&processed, n, 2);
         p.close().await;
@@ -350,7 +307,7 @@ async fn case3_crash_after_staging_before_commit_times_out_and_the_records_are_a
         let n = 10;
         pipeline_topics(&broker, "c3-in", "c3-out", "g3", n, 30_000).await;
         let (mut c, records) = take(&broker, "g3", "c3-in", n).await;
-        let p = transactional(&broker, "tid-c3", 4000).await;
+        let p = transactional(&broker, "tid-c3", &[("transaction.timeout.ms", "4000")]).await;
         p.begin_transaction().unwrap();
         produce_outputs(&p, "c3-out", &records).await;
         let acks = c.acknowledgements_for_transaction().unwrap();
@@ -369,10 +326,15 @@ async fn case3_crash_after_staging_before_commit_times_out_and_the_records_are_a
         assert_eq!(wait_txn_ended(&broker, "tid-c3").await, "CompleteAbort");
         assert!(committed(&broker, "c3-out", 0).await.is_empty());
         assert_eq!(written(&broker, "c3-out").await, n);
-        let state = offsets(&broker, "g3", "c3-in").await;
+        let state = share_offsets(&broker, "g3", "c3-in").await;
         assert_eq!((state.start_offset, state.lag), (0, n as i64), "{state:?}");
 
-        let p = transactional(&broker, "tid-c3-next", 60_000).await;
+        let p = transactional(
+            &broker,
+            "tid-c3-next",
+            &[("transaction.timeout.ms", "60000")],
+        )
+        .await;
         let processed = finish(&broker, &p, "c3-in", "c3-out", "g3", n).await;
         all_redelivered(&processed, n, 2);
         assert!(
@@ -399,7 +361,7 @@ async fn case4_broker_crash_after_the_commit_decision_finishes_the_commit() {
         let n = 10;
         pipeline_topics(&broker, "c4-in", "c4-out", "g4", n, 30_000).await;
         let (mut c, records) = take(&broker, "g4", "c4-in", n).await;
-        let p = transactional(&broker, "tid-c4", 60_000).await;
+        let p = transactional(&broker, "tid-c4", &[("transaction.timeout.ms", "60000")]).await;
         p.begin_transaction().unwrap();
         produce_outputs(&p, "c4-out", &records).await;
         let acks = c.acknowledgements_for_transaction().unwrap();
@@ -415,15 +377,15 @@ async fn case4_broker_crash_after_the_commit_decision_finishes_the_commit() {
         assert_eq!(sorted(committed(&broker, "c4-out", n).await), expected(n));
         // The share-state partition's marker is applied on restart, maybe a moment later.
         let deadline = Instant::now() + Duration::from_secs(10);
-        let mut state = offsets(&broker, "g4", "c4-in").await;
+        let mut state = share_offsets(&broker, "g4", "c4-in").await;
         while state.start_offset != n as i64 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            state = offsets(&broker, "g4", "c4-in").await;
+            state = share_offsets(&broker, "g4", "c4-in").await;
         }
         assert_eq!((state.start_offset, state.lag), (n as i64, 0), "{state:?}");
         assert_eq!(txn_state(&broker, "tid-c4").await, "CompleteCommit");
 
-        let p = transactional(&broker, "tid-c4", 60_000).await;
+        let p = transactional(&broker, "tid-c4", &[("transaction.timeout.ms", "60000")]).await;
         let processed = finish(&broker, &p, "c4-in", "c4-out", "g4", n).await;
         assert!(processed.is_empty(), "{processed:?}");
         assert_eq!(written(&broker, "c4-out").await, n);
@@ -443,7 +405,7 @@ async fn commit_then_kill(broker: &mut Broker, round: &str, n: usize, delay: Dur
     );
     pipeline_topics(broker, &input, &output, &group, n, 30_000).await;
     let (mut c, records) = take(broker, &group, &input, n).await;
-    let p = transactional(broker, &tid, 3000).await;
+    let p = transactional(broker, &tid, &[("transaction.timeout.ms", "3000")]).await;
     p.begin_transaction().unwrap();
     produce_outputs(&p, &output, &records).await;
     let acks = c.acknowledgements_for_transaction().unwrap();
@@ -467,12 +429,12 @@ async fn commit_then_kill(broker: &mut Broker, round: &str, n: usize, delay: Dur
 
     let ended = wait_txn_ended(broker, &tid).await;
     let visible = committed(broker, &output, 0).await;
-    let state = offsets(broker, &group, &input).await;
+    let state = share_offsets(broker, &group, &input).await;
     eprintln!("{round}: killed {delay:?} into the commit, which returned {result:?}; coordinator {ended}; {state:?}");
     if result.is_ok() {
         assert_eq!(ended, "CompleteCommit");
     }
-    let p = transactional(broker, &tid, 60_000).await;
+    let p = transactional(broker, &tid, &[("transaction.timeout.ms", "60000")]).await;
     match ended.as_str() {
         "CompleteCommit" => {
             assert_eq!(sorted(committed(broker, &output, n).await), expected(n));
@@ -534,7 +496,7 @@ async fn case5_zombie_is_fenced_and_the_new_instance_processes_the_records_once(
         let n = 10;
         pipeline_topics(&broker, "c5-in", "c5-out", "g5", n, 30_000).await;
         let (mut c, records) = take(&broker, "g5", "c5-in", n).await;
-        let zombie = transactional(&broker, "tid-c5", 60_000).await;
+        let zombie = transactional(&broker, "tid-c5", &[("transaction.timeout.ms", "60000")]).await;
         zombie.begin_transaction().unwrap();
         produce_outputs(&zombie, "c5-out", &records).await;
         let acks = c.acknowledgements_for_transaction().unwrap();
@@ -543,13 +505,13 @@ async fn case5_zombie_is_fenced_and_the_new_instance_processes_the_records_once(
             .await
             .unwrap();
 
-        let second = transactional(&broker, "tid-c5", 60_000).await;
+        let second = transactional(&broker, "tid-c5", &[("transaction.timeout.ms", "60000")]).await;
         let err = zombie.commit_transaction().await.unwrap_err();
-        assert_eq!(code(&err), ErrorCode::PRODUCER_FENCED, "{err:?}");
+        assert_eq!(txn_code(&err), ErrorCode::PRODUCER_FENCED, "{err:?}");
         assert_eq!(err.class(), ErrorClass::Fatal, "{err:?}");
         assert!(committed(&broker, "c5-out", 0).await.is_empty());
         assert_eq!(written(&broker, "c5-out").await, n);
-        let state = offsets(&broker, "g5", "c5-in").await;
+        let state = share_offsets(&broker, "g5", "c5-in").await;
         assert_eq!((state.start_offset, state.lag), (0, n as i64), "{state:?}");
         zombie.close().await;
 
@@ -574,7 +536,7 @@ async fn case6_explicit_abort_hides_the_output_and_redelivers_the_records() {
         let n = 10;
         pipeline_topics(&broker, "c6-in", "c6-out", "g6", n, 30_000).await;
         let (mut c, records) = take(&broker, "g6", "c6-in", n).await;
-        let p = transactional(&broker, "tid-c6", 60_000).await;
+        let p = transactional(&broker, "tid-c6", &[("transaction.timeout.ms", "60000")]).await;
         p.begin_transaction().unwrap();
         produce_outputs(&p, "c6-out", &records).await;
         let acks = c.acknowledgements_for_transaction().unwrap();
@@ -586,7 +548,7 @@ async fn case6_explicit_abort_hides_the_output_and_redelivers_the_records() {
 
         assert!(committed(&broker, "c6-out", 0).await.is_empty());
         assert_eq!(written(&broker, "c6-out").await, n);
-        let state = offsets(&broker, "g6", "c6-in").await;
+        let state = share_offsets(&broker, "g6", "c6-in").await;
         assert_eq!((state.start_offset, state.lag), (0, n as i64), "{state:?}");
         let processed = finish(&broker, &p, "c6-in", "c6-out", "g6", n).await;
         all_redelivered(&processed, n, 2);
@@ -617,7 +579,7 @@ async fn case7_partial_produce_failure_refuses_the_commit_and_rolls_everything_b
         )
         .await;
         let (mut c, records) = take(&broker, "g7", "c7-in", n).await;
-        let p = transactional(&broker, "tid-c7", 60_000).await;
+        let p = transactional(&broker, "tid-c7", &[("transaction.timeout.ms", "60000")]).await;
         p.begin_transaction().unwrap();
         let acks = c.acknowledgements_for_transaction().unwrap();
         p.send_share_acknowledgements_to_transaction(&acks, &c.share_group_metadata())
@@ -633,7 +595,7 @@ async fn case7_partial_produce_failure_refuses_the_commit_and_rolls_everything_b
 
         assert!(committed(&broker, "c7-out", 0).await.is_empty());
         assert_eq!(written(&broker, "c7-out").await, n - 1);
-        let state = offsets(&broker, "g7", "c7-in").await;
+        let state = share_offsets(&broker, "g7", "c7-in").await;
         assert_eq!((state.start_offset, state.lag), (0, n as i64), "{state:?}");
         let processed = finish(&broker, &p, "c7-in", "c7-out", "g7", n).await;
         all_redelivered(&processed, n, 2);
@@ -671,17 +633,17 @@ async fn case8_rebalance_before_the_send_is_stale_and_a_retry_commits_once() {
         let fresh = c.share_group_metadata();
         assert!(fresh.member_epoch > meta.member_epoch, "{meta:?} {fresh:?}");
 
-        let p = transactional(&broker, "tid-c8", 60_000).await;
+        let p = transactional(&broker, "tid-c8", &[("transaction.timeout.ms", "60000")]).await;
         p.begin_transaction().unwrap();
         produce_outputs(&p, "c8-out", &records).await;
         let err = p
             .send_share_acknowledgements_to_transaction(&acks, &meta)
             .await
             .unwrap_err();
-        assert_eq!(code(&err), ErrorCode::STALE_MEMBER_EPOCH, "{err:?}");
+        assert_eq!(txn_code(&err), ErrorCode::STALE_MEMBER_EPOCH, "{err:?}");
         assert_eq!(err.class(), ErrorClass::Abortable, "{err:?}");
         p.abort_transaction().await.unwrap();
-        assert_eq!(offsets(&broker, "g8", "c8-in").await.start_offset, 0);
+        assert_eq!(share_offsets(&broker, "g8", "c8-in").await.start_offset, 0);
 
         // Nothing was staged: the member still holds the records; retry with fresh metadata.
         p.begin_transaction().unwrap();

@@ -10,8 +10,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::eos::{produce_outputs, share_offsets, transactional, txn_code};
 use common::log::{create_topic, fetch_all, fetch_committed};
-use common::share::{consumer, poll_until, setup, value};
+use common::share::{consumer, poll_until, setup};
 use common::{bounded, config, secs, target, Broker, Target};
 use shoal_client::admin::{FeatureUpdate, Mode, UpgradeType};
 use shoal_client::producer::{
@@ -25,19 +26,6 @@ use shoal_protocol::ErrorCode;
 
 #[global_allocator]
 static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
-
-async fn transactional(broker: &Broker, id: &str) -> Producer {
-    let p = Producer::new(
-        ProducerConfig::builder(config(broker, &[]))
-            .transactional_id(id)
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    p.init_transactions().await.unwrap();
-    p
-}
 
 /// Polls `n` records of `topic` in explicit mode and accepts each (not yet sent).
 async fn accept_all(
@@ -55,39 +43,6 @@ async fn accept_all(
     (c, records)
 }
 
-/// The share group's start offset of `topic`-0: every offset before it is acknowledged.
-async fn start_offset(broker: &Broker, group: &str, topic: &str) -> i64 {
-    let admin = Admin::connect(config(broker, &[])).await.unwrap();
-    let offsets = admin
-        .describe_share_group_offsets(group, Some(&[(topic.to_owned(), 0)]))
-        .await
-        .unwrap();
-    admin.close().await;
-    offsets[0].1.as_ref().unwrap().start_offset
-}
-
-/// Sends every record's transformed output in the producer's open transaction.
-async fn produce_outputs(p: &Producer, out: &str, records: &[ShareRecord]) {
-    let mut deliveries = Vec::new();
-    for r in records {
-        let record = ProducerRecord::new(out, format!("out:{}", value(r)));
-        deliveries.push(p.send(record).await.unwrap());
-    }
-    for d in deliveries {
-        d.await.unwrap();
-    }
-}
-
-fn code(e: &Error) -> ErrorCode {
-    match e {
-        Error::Transaction(t) => match &t.kind {
-            shoal_client::producer::transaction::TxnErrorKind::Broker { code, .. } => *code,
-            _ => ErrorCode::NONE,
-        },
-        other => other.code(),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepted_records_commit_with_the_output() {
     if target() == Target::Kafka {
@@ -98,7 +53,7 @@ async fn accepted_records_commit_with_the_output() {
     bounded(secs(90), async {
         let n = 20;
         setup(&broker, "eos-in", 1, n, "g-commit").await;
-        let p = transactional(&broker, "tid-commit").await;
+        let p = transactional(&broker, "tid-commit", &[]).await;
         create_topic(p.cluster(), "eos-out", 1).await;
         let (mut c, records) = accept_all(&broker, "eos-in", "g-commit", n).await;
         p.begin_transaction().unwrap();
@@ -109,12 +64,22 @@ async fn accepted_records_commit_with_the_output() {
             .await
             .unwrap();
         // Staged, not yet committed: the group's start offset has not moved.
-        assert_eq!(start_offset(&broker, "g-commit", "eos-in").await, 0);
+        assert_eq!(
+            share_offsets(&broker, "g-commit", "eos-in")
+                .await
+                .start_offset,
+            0
+        );
         p.commit_transaction().await.unwrap();
 
         let out = fetch_committed(p.cluster(), "eos-out", 0, n).await;
         assert_eq!(out.records.len(), n);
-        assert_eq!(start_offset(&broker, "g-commit", "eos-in").await, n as i64);
+        assert_eq!(
+            share_offsets(&broker, "g-commit", "eos-in")
+                .await
+                .start_offset,
+            n as i64
+        );
         // The consumer sent nothing itself: closing releases nothing, and no one gets them.
         c.close().await;
         let mut other = consumer(&broker, "g-commit", "explicit", "eos-in").await;
@@ -136,7 +101,7 @@ async fn an_abort_undoes_the_acknowledgements_and_hides_the_output() {
     bounded(secs(90), async {
         let n = 10;
         setup(&broker, "abort-in", 1, n, "g-abort").await;
-        let p = transactional(&broker, "tid-abort").await;
+        let p = transactional(&broker, "tid-abort", &[]).await;
         create_topic(p.cluster(), "abort-out", 1).await;
         let (mut c, records) = accept_all(&broker, "abort-in", "g-abort", n).await;
         p.begin_transaction().unwrap();
@@ -163,7 +128,12 @@ async fn an_abort_undoes_the_acknowledgements_and_hides_the_output() {
         let again = poll_until(&mut c, n, Duration::from_secs(secs(15))).await;
         assert_eq!(again.len(), n, "{again:?}");
         assert!(again.iter().all(|r| r.delivery_count == 2), "{again:?}");
-        assert_eq!(start_offset(&broker, "g-abort", "abort-in").await, 0);
+        assert_eq!(
+            share_offsets(&broker, "g-abort", "abort-in")
+                .await
+                .start_offset,
+            0
+        );
         c.close().await;
         p.close().await;
     })
@@ -184,7 +154,7 @@ async fn outside_a_transaction_nothing_is_sent_and_nothing_changes() {
         let acks = c.acknowledgements_for_transaction().unwrap();
         let meta = c.share_group_metadata();
 
-        let p = transactional(&broker, "tid-misuse").await;
+        let p = transactional(&broker, "tid-misuse", &[]).await;
         let err = p
             .send_share_acknowledgements_to_transaction(&acks, &meta)
             .await
@@ -212,7 +182,9 @@ async fn outside_a_transaction_nothing_is_sent_and_nothing_changes() {
             .unwrap();
         p.commit_transaction().await.unwrap();
         assert_eq!(
-            start_offset(&broker, "g-misuse", "misuse-in").await,
+            share_offsets(&broker, "g-misuse", "misuse-in")
+                .await
+                .start_offset,
             n as i64
         );
         drop(records);
@@ -259,17 +231,23 @@ async fn the_acknowledger_commits_acknowledgements_alone_and_a_stale_epoch_stage
             .commit_acknowledgements(&acks, &stale)
             .await
             .unwrap_err();
-        assert_eq!(code(&err), ErrorCode::STALE_MEMBER_EPOCH, "{err:?}");
+        assert_eq!(txn_code(&err), ErrorCode::STALE_MEMBER_EPOCH, "{err:?}");
         assert_eq!(err.class(), ErrorClass::Abortable);
         assert_eq!(
             acker.producer().transaction_state(),
             TxnState::Ready,
             "aborted before returning"
         );
-        assert_eq!(start_offset(&broker, "g-ack", "ack-in").await, 0);
+        assert_eq!(
+            share_offsets(&broker, "g-ack", "ack-in").await.start_offset,
+            0
+        );
 
         acker.commit_acknowledgements(&acks, &meta).await.unwrap();
-        assert_eq!(start_offset(&broker, "g-ack", "ack-in").await, n as i64);
+        assert_eq!(
+            share_offsets(&broker, "g-ack", "ack-in").await.start_offset,
+            n as i64
+        );
         acker.abort_acknowledgements().await.unwrap(); // none open: a no-op
         acker.close().await;
         c.close().await;
@@ -305,7 +283,7 @@ async fn a_broker_without_txn_share_acknowledge_fails_fast_and_sends_nothing() {
         }
         let (mut c, _) = accept_all(&broker, "old-in", "g-old", n).await;
         let acks = c.acknowledgements_for_transaction().unwrap();
-        let p = transactional(&broker, "tid-old").await;
+        let p = transactional(&broker, "tid-old", &[]).await;
         create_topic(p.cluster(), "old-out", 1).await;
         p.begin_transaction().unwrap();
         let err = p

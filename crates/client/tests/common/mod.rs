@@ -12,6 +12,7 @@
 
 #![allow(dead_code)]
 
+pub mod eos;
 pub mod log;
 pub mod share;
 
