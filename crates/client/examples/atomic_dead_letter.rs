@@ -124,28 +124,27 @@ async fn main() -> anyhow::Result<()> {
             }
             continue;
         }
-        // A transaction holds N records at most: commit the open one first if these overflow it.
-        if open
-            .as_ref()
-            .is_some_and(|t| t.accepted + t.rejected + records.len() > records_per_txn)
-        {
-            let txn = open.take().expect("open");
-            finish(&producer, txn, &mut transactions).await?;
-        }
-        let txn = match &mut open {
-            Some(txn) => txn,
-            None => {
-                producer.begin_transaction()?;
-                open.insert(Open {
-                    acks: ShareAcknowledgements::new(),
-                    metadata: consumer.share_group_metadata(),
-                    accepted: 0,
-                    rejected: 0,
-                })
-            }
-        };
-        let mut failed = None;
         for r in &records {
+            // A transaction holds N records at most, even when a poll brings more.
+            if open
+                .as_ref()
+                .is_some_and(|t| t.accepted + t.rejected >= records_per_txn)
+            {
+                let txn = open.take().expect("open");
+                finish(&producer, txn, &mut transactions).await?;
+            }
+            let txn = match &mut open {
+                Some(txn) => txn,
+                None => {
+                    producer.begin_transaction()?;
+                    open.insert(Open {
+                        acks: ShareAcknowledgements::new(),
+                        metadata: consumer.share_group_metadata(),
+                        accepted: 0,
+                        rejected: 0,
+                    })
+                }
+            };
             let (record, ack) = match judge(r, &output, &dead_letter) {
                 Verdict::Output(out) => {
                     txn.accepted += 1;
@@ -156,23 +155,15 @@ async fn main() -> anyhow::Result<()> {
                     (dead, AcknowledgeType::Reject)
                 }
             };
-            if failed.is_none() {
-                if let Err(e) = producer.send(record).await {
-                    failed = Some(e);
-                }
-            }
+            let sent = producer.send(record).await;
             consumer.acknowledge(r, ack)?;
-        }
-        // Drained before the next poll, which would otherwise carry them (not transactional).
-        txn.acks
-            .extend(consumer.acknowledgements_for_transaction()?)?;
-        let records = txn.accepted + txn.rejected;
-        if let Some(e) = failed {
-            open = None;
-            abort_on(&producer, e, records).await?;
-        } else if records >= records_per_txn {
-            let txn = open.take().expect("open");
-            finish(&producer, txn, &mut transactions).await?;
+            // Drained at once: the next poll would otherwise carry it (not transactional).
+            txn.acks
+                .extend(consumer.acknowledgements_for_transaction()?)?;
+            if let Err(e) = sent {
+                abort_on(&producer, e, txn.accepted + txn.rejected).await?;
+                open = None;
+            }
         }
     }
 }

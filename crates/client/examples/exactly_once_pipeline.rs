@@ -107,46 +107,35 @@ async fn main() -> anyhow::Result<()> {
             }
             continue;
         }
-        // A transaction holds N records at most: commit the open one first if these overflow it.
-        if open
-            .as_ref()
-            .is_some_and(|t| t.records + records.len() > records_per_txn)
-        {
-            let txn = open.take().expect("open");
-            finish(&producer, txn, &mut transactions, &mut committed).await?;
-        }
-        let txn = match &mut open {
-            Some(txn) => txn,
-            None => {
-                producer.begin_transaction()?;
-                open.insert(Open {
-                    acks: ShareAcknowledgements::new(),
-                    metadata: consumer.share_group_metadata(),
-                    records: 0,
-                })
-            }
-        };
-        let mut failed = None;
         for r in &records {
-            if failed.is_none() {
-                if let Err(e) = producer.send(transform(&output, r)).await {
-                    failed = Some(e);
-                }
+            // A transaction holds N records at most, even when a poll brings more.
+            if open.as_ref().is_some_and(|t| t.records >= records_per_txn) {
+                let txn = open.take().expect("open");
+                finish(&producer, txn, &mut transactions, &mut committed).await?;
             }
+            let txn = match &mut open {
+                Some(txn) => txn,
+                None => {
+                    producer.begin_transaction()?;
+                    open.insert(Open {
+                        acks: ShareAcknowledgements::new(),
+                        metadata: consumer.share_group_metadata(),
+                        records: 0,
+                    })
+                }
+            };
+            let sent = producer.send(transform(&output, r)).await;
             consumer.acknowledge(r, AcknowledgeType::Accept)?;
-        }
-        // Drained before the next poll, which would otherwise carry them (not transactional).
-        let acks = consumer.acknowledgements_for_transaction()?;
-        txn.records += records.len();
-        if !skip_acknowledgements {
-            txn.acks.extend(acks)?;
-        } // else dropped: sent by no one, the records' locks expire and they come back
-
-        if let Some(e) = failed {
-            abort_on(&producer, e, open.take().map_or(0, |t| t.records)).await?;
-        } else if txn.records >= records_per_txn {
-            let txn = open.take().expect("open");
-            finish(&producer, txn, &mut transactions, &mut committed).await?;
+            // Drained at once: the next poll would otherwise carry it (not transactional).
+            let acks = consumer.acknowledgements_for_transaction()?;
+            txn.records += 1;
+            if !skip_acknowledgements {
+                txn.acks.extend(acks)?;
+            } // else dropped: sent by no one, the record's lock expires and it comes back
+            if let Err(e) = sent {
+                abort_on(&producer, e, txn.records).await?;
+                open = None;
+            }
         }
     }
 }
