@@ -72,7 +72,7 @@ async fn main() -> anyhow::Result<()> {
     let mut next = Instant::now() + interval;
     loop {
         let wait = next.saturating_duration_since(Instant::now());
-        let records = consumer.poll(wait.max(Duration::from_millis(10))).await?;
+        let records = support::retrying(consumer.poll(wait.max(Duration::from_millis(10)))).await?;
         for r in &records {
             state.records += 1;
             let value = std::str::from_utf8(r.value.as_deref().unwrap_or_default()).ok();

@@ -100,7 +100,7 @@ async fn main() -> anyhow::Result<()> {
     let mut open: Option<Open> = None;
     let (mut transactions, mut committed) = (0u64, 0u64);
     loop {
-        let records = consumer.poll(Duration::from_millis(500)).await?;
+        let records = support::retrying(consumer.poll(Duration::from_millis(500))).await?;
         if records.is_empty() {
             if let Some(txn) = open.take() {
                 finish(&producer, txn, &mut transactions, &mut committed).await?;

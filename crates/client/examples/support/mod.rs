@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context};
 use shoal_client::admin::{AlterConfigOp, ConfigResource, Mode};
-use shoal_client::share_consumer::{ShareConsumer, ShareConsumerConfig};
+use shoal_client::share_consumer::{ShareConsumer, ShareConsumerConfig, ShareRecord};
 use shoal_client::{Admin, ClientConfig};
 
 /// `--name value` pairs and bare `--switch`es.
@@ -114,4 +114,21 @@ pub async fn explicit_consumer(
     .await?;
     consumer.subscribe([input.to_owned()]);
     Ok(consumer)
+}
+
+/// A poll's result, with a retriable failure (the broker restarting: connection refused, a
+/// timeout) turned into no records after a pause, so that the worker outlives a broker
+/// restart. Its records stay acquired by this member and nothing was acknowledged, so
+/// polling again is safe.
+pub async fn retrying(
+    poll: impl std::future::Future<Output = Result<Vec<ShareRecord>, shoal_client::Error>>,
+) -> Result<Vec<ShareRecord>, shoal_client::Error> {
+    match poll.await {
+        Err(e) if e.is_retriable() => {
+            eprintln!("poll failed, retrying: {e}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            Ok(Vec::new())
+        }
+        other => other,
+    }
 }
