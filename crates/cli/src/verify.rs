@@ -69,6 +69,9 @@ pub struct VerifyArgs {
     /// One more argument for every worker (repeatable; e.g. a deliberately broken mode).
     #[arg(long = "worker-arg", allow_hyphen_values = true)]
     pub worker_args: Vec<String>,
+    /// One more broker configuration key for the broker verify starts (repeatable).
+    #[arg(long = "broker-set", value_name = "KEY=VALUE")]
+    pub broker_set: Vec<String>,
     /// Data directory of the broker (default: a fresh one under the run directory).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -109,6 +112,7 @@ fn sigkill(child: &mut Child) {
 /// The broker process under test.
 struct BrokerProcess {
     addr: SocketAddr,
+    set: Vec<String>,
     metrics: SocketAddr,
     data_dir: PathBuf,
     log: PathBuf,
@@ -132,6 +136,7 @@ impl BrokerProcess {
             .args(["--set", "group.share.record.lock.duration.ms=10000"])
             .args(["--set", "group.share.delivery.count.limit=10"])
             .args(["--set", "group.initial.rebalance.delay.ms=0"])
+            .args(self.set.iter().flat_map(|kv| ["--set", kv.as_str()]))
             .env("SHOAL_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log)
@@ -267,6 +272,7 @@ pub fn run(args: VerifyArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Resul
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let mut broker = BrokerProcess {
         addr,
+        set: args.broker_set.clone(),
         metrics: format!("127.0.0.1:{}", free_port()?).parse()?,
         data_dir: args
             .data_dir
