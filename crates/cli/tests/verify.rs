@@ -101,4 +101,12 @@ fn verify_fails_on_a_worker_that_never_acknowledges() {
     assert!(out.contains("VIOLATION: "), "{out}");
     assert!(out.contains("not fully acknowledged"), "{out}");
     assert!(!out.contains("OK: "), "{out}");
+    // A failed run keeps its directory (logs, data) for a user; the test needs none.
+    if let Some(dir) = out
+        .split("(run directory ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+    {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
