@@ -389,3 +389,58 @@ async fn max_bytes_zero_acquires_nothing() {
     assert_eq!(acquired(&r), (vec![(0, 9, 1)], vec![0, 4, 7]));
     broker.stop().await;
 }
+
+/// MaxRecords bounds a ShareFetch across all its partitions, not each one (Kafka's
+/// ShareFetchUtils takes what one partition acquired from the next one's limit): in
+/// record_limit mode exactly, in batch_optimized mode up to the batch that crosses it.
+#[tokio::test]
+async fn max_records_bounds_the_whole_request_not_each_partition() {
+    for (member, mode, expected) in [("limit", 1i8, 12i64), ("batches", 0, 20)] {
+        // A fresh broker each: three partitions of one 10-record batch.
+        let dir = tempfile::tempdir().unwrap();
+        let broker = start(dir.path()).await;
+        let mut conn = broker.connect().await;
+        let configs = [("share.auto.offset.reset", "earliest")];
+        let topic_id = setup_share_topic(&broker, &mut conn, 3, &[10], &configs).await;
+        heartbeat(&mut conn, member, 0).await;
+        let r: ShareFetchResponse = conn
+            .request(
+                2,
+                &shoal_protocol::share::share_fetch::ShareFetchRequest {
+                    group_id: Some(GroupId(s(GROUP))),
+                    member_id: Some(s(member)),
+                    share_session_epoch: 0,
+                    max_wait_ms: 500,
+                    min_bytes: 1,
+                    max_bytes: 1 << 20,
+                    max_records: 12,
+                    batch_size: 12,
+                    share_acquire_mode: mode,
+                    topics: vec![shoal_protocol::share::share_fetch::FetchTopic {
+                        topic_id,
+                        partitions: (0..3)
+                            .map(|partition_index| {
+                                shoal_protocol::share::share_fetch::FetchPartition {
+                                    partition_index,
+                                    ..Default::default()
+                                }
+                            })
+                            .collect(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.error_code, 0);
+        let count: i64 = r
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .flat_map(|p| &p.acquired_records)
+            .map(|a| a.last_offset - a.first_offset + 1)
+            .sum();
+        assert_eq!(count, expected, "mode {mode}: {r:?}");
+    }
+}

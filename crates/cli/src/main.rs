@@ -1,7 +1,8 @@
 //! `shoal`: the Shoal command-line tool. `shoal serve` runs one broker node; `shoal
 //! transactions` inspects transactions and aborts a hanging one; `shoal share-groups` lists,
 //! describes and resets share groups; `shoal features` shows and changes feature levels;
-//! `shoal perf` runs measurement harnesses against a broker.
+//! `shoal perf` runs measurement harnesses against a broker; `shoal verify` proves
+//! exactly-once queues end to end, with crashes.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -18,6 +19,7 @@ mod perf;
 mod perf_client;
 mod share_groups;
 mod transactions;
+mod verify;
 
 #[global_allocator]
 static ALLOCATOR: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
@@ -70,6 +72,10 @@ enum Command {
         #[command(subcommand)]
         command: perf::PerfCommand,
     },
+    /// Prove exactly-once end to end: run exactly_once_pipeline workers on a broker of its
+    /// own, SIGKILL workers and the broker at random, and check every output and
+    /// acknowledgement.
+    Verify(verify::VerifyArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -231,5 +237,6 @@ fn main() -> anyhow::Result<()> {
             let addr = resolve(&bootstrap)?;
             runtime.block_on(perf::run(addr, command))
         }
+        Command::Verify(args) => verify::run(args, &runtime),
     }
 }

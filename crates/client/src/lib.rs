@@ -253,6 +253,7 @@ pub mod cluster;
 pub mod config;
 mod connection;
 pub mod error;
+pub mod log_reader;
 pub mod metadata;
 pub mod producer;
 pub mod share_consumer;

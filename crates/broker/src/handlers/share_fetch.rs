@@ -472,6 +472,9 @@ pub async fn share_fetch(
         let mut remaining = usize::try_from(r.max_bytes)
             .unwrap_or(0)
             .min(fetch_bytes_max);
+        // MaxRecords bounds the whole request, not each partition (as Kafka's
+        // ShareFetchUtils does): what one partition acquired is taken from the next one's.
+        let mut records_left = max_records;
         loop {
             // Register before acquiring, so data or a release in between is not missed.
             let waker = Arc::new(Notify::new());
@@ -490,7 +493,7 @@ pub async fn share_fetch(
             let mut got_any = false;
             let mut errors = false;
             for tp in &to_fetch {
-                if remaining == 0 {
+                if remaining == 0 || records_left <= 0 {
                     break;
                 }
                 let acquired = acquire(
@@ -498,7 +501,7 @@ pub async fn share_fetch(
                     &group_id,
                     &member_id,
                     *tp,
-                    max_records,
+                    records_left,
                     batch_size,
                     mode,
                     remaining.min(PARTITION_READ_BYTES_MAX),
@@ -516,6 +519,13 @@ pub async fn share_fetch(
                 if !acquired.acquired.is_empty() {
                     got_any = true;
                     remaining = remaining.saturating_sub(acquired.records.len());
+                    let count: i64 = acquired
+                        .acquired
+                        .iter()
+                        .map(|a| a.last_offset - a.first_offset + 1)
+                        .sum();
+                    records_left =
+                        records_left.saturating_sub(i32::try_from(count).unwrap_or(i32::MAX));
                     data.records = acquired.records;
                     data.acquired_records = acquired.acquired;
                 }

@@ -158,7 +158,7 @@ pub(crate) fn inflate_for_tests(input: &mut Bytes, codec: Compression) -> anyhow
 }
 
 /// Kafka's codecs, reading at most `max` bytes out (one more means the batch is too big).
-fn inflate(input: &mut Bytes, codec: Compression, max: usize) -> anyhow::Result<Bytes> {
+pub(crate) fn inflate(input: &mut Bytes, codec: Compression, max: usize) -> anyhow::Result<Bytes> {
     let limit = max as u64 + 1;
     let mut out = Vec::new();
     match codec {

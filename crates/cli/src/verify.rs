@@ -1,0 +1,633 @@
+//! `shoal verify`: the exactly-once proof a user can run (issue 12, KIP-1289).
+//!
+//! It starts its own broker (this binary's `serve`, on a free loopback port, in a fresh or
+//! given data directory), fills an input topic with N numbered records (`record-<i>`, keyed
+//! `k<i>`) over P partitions, and runs W worker processes of the `exactly_once_pipeline`
+//! example (same share group, transactional ids `verify-worker-<w>`). Then it SIGKILLs a
+//! worker or the broker K times at random moments — a seeded RNG picks the victim and the
+//! delay; the seed is printed and `--seed` replays the schedule — restarting each at once
+//! (a worker that exits by itself is restarted too, with its transactional id, which fences
+//! the old instance). Once every crash is done and the group has acknowledged everything,
+//! it stops the workers and checks:
+//!
+//! * a read_committed fetch of every output partition holds `processed:record-<i>` exactly
+//!   once for every i < N and nothing else (no duplicate, no loss, no stray record);
+//! * every share partition of the input has its start offset at the partition's end and lag 0
+//!   (DescribeShareGroupOffsets): every record is ACKNOWLEDGED (or ARCHIVED), since the start
+//!   offset never moves past an AVAILABLE, ACQUIRED or TX_PENDING record;
+//! * nothing is TX_PENDING: the broker's `shoal_share_partition_txn_pending_records` gauges
+//!   (its metrics endpoint) are all 0.
+//!
+//! It prints the counts and the crashes survived, and fails (exit 1) on any violation. The
+//! broker's and workers' logs are kept in the run directory, which is printed.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use shoal_client::admin::{NewTopic, OffsetSpec};
+use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
+use shoal_client::{Admin, ClientConfig, Cluster};
+
+const INPUT: &str = "verify-input";
+const OUTPUT: &str = "verify-output";
+const GROUP: &str = "verify-group";
+/// What the pipeline puts before each input value.
+const PREFIX: &str = "processed:";
+
+#[derive(clap::Args, Debug)]
+pub struct VerifyArgs {
+    /// Input records.
+    #[arg(long, default_value_t = 20_000)]
+    pub records: u64,
+    /// Partitions of the input and output topics.
+    #[arg(long, default_value_t = 3)]
+    pub partitions: i32,
+    /// Worker processes.
+    #[arg(long, default_value_t = 3)]
+    pub workers: usize,
+    /// SIGKILLs of a worker or the broker, at random moments.
+    #[arg(long, default_value_t = 10)]
+    pub crashes: u32,
+    /// Seed of the crash schedule (random when absent; printed either way).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Largest pause before a crash, in milliseconds (the pause is uniform from a tenth of it).
+    #[arg(long, default_value_t = 1_500)]
+    pub crash_interval_ms_max: u64,
+    /// Records per transaction of the workers.
+    #[arg(long, default_value_t = 100)]
+    pub records_per_txn: u64,
+    /// The worker program (default: examples/exactly_once_pipeline beside this binary, as
+    /// `cargo build -p shoal-client --example exactly_once_pipeline` leaves it).
+    #[arg(long)]
+    pub worker_bin: Option<PathBuf>,
+    /// One more argument for every worker (repeatable; e.g. a deliberately broken mode).
+    #[arg(long = "worker-arg", allow_hyphen_values = true)]
+    pub worker_args: Vec<String>,
+    /// One more broker configuration key for the broker verify starts (repeatable).
+    #[arg(long = "broker-set", value_name = "KEY=VALUE")]
+    pub broker_set: Vec<String>,
+    /// Data directory of the broker (default: a fresh one under the run directory).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Give up (a violation) when the group has not acknowledged everything this many seconds
+    /// after the last crash.
+    #[arg(long, default_value_t = 120)]
+    pub settle_secs: u64,
+}
+
+/// splitmix64: a small seeded generator, so that a seed replays the same schedule.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn sigkill(child: &mut Child) {
+    // SAFETY: kill(2) on our own child's pid, which we have not waited for yet.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+}
+
+/// The broker process under test.
+struct BrokerProcess {
+    addr: SocketAddr,
+    set: Vec<String>,
+    metrics: SocketAddr,
+    data_dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl BrokerProcess {
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let mut child = Command::new(std::env::current_exe()?)
+            .arg("serve")
+            .args(["--listen", &self.addr.to_string()])
+            .args(["--metrics", &self.metrics.to_string()])
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            // Faster redelivery of a killed worker's records, and room for redeliveries.
+            .args(["--set", "group.share.min.record.lock.duration.ms=1000"])
+            .args(["--set", "group.share.record.lock.duration.ms=10000"])
+            .args(["--set", "group.share.delivery.count.limit=10"])
+            .args(["--set", "group.initial.rebalance.delay.ms=0"])
+            .args(self.set.iter().flat_map(|kv| ["--set", kv.as_str()]))
+            .env("SHOAL_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("start the broker")?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect(self.addr).is_err() {
+            if let Some(status) = child.try_wait()? {
+                bail!(
+                    "the broker exited at start: {status} (log {})",
+                    self.log.display()
+                );
+            }
+            if Instant::now() > deadline {
+                sigkill(&mut child);
+                bail!("the broker did not listen within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child = Some(child);
+        Ok(())
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            sigkill(&mut child);
+        }
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One worker slot: its process and how it ended before.
+struct Worker {
+    command: Command,
+    log: PathBuf,
+    child: Option<Child>,
+    exits: u32,
+}
+
+impl Worker {
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        self.child = Some(
+            self.command
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .context("start a worker")?,
+        );
+        Ok(())
+    }
+
+    /// Restarts it if it exited by itself (a fatal error, the broker gone too long).
+    fn revive(&mut self) -> anyhow::Result<()> {
+        let exited = match &mut self.child {
+            Some(c) => c.try_wait()?.is_some(),
+            None => true,
+        };
+        if exited {
+            self.exits += 1;
+            self.spawn()?;
+        }
+        Ok(())
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            sigkill(&mut child);
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn client_config(addr: SocketAddr) -> anyhow::Result<ClientConfig> {
+    Ok(ClientConfig::from_properties([
+        ("bootstrap.servers", addr.to_string().as_str()),
+        ("client.id", "shoal-verify"),
+        ("request.timeout.ms", "5000"),
+        ("retry.backoff.ms", "50"),
+        ("reconnect.backoff.max.ms", "500"),
+    ])?)
+}
+
+/// Runs `shoal verify`, printing its report to stdout.
+///
+/// # Errors
+/// A violation of exactly-once (with what was found), or a failure to run the experiment.
+pub fn run(args: VerifyArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Result<()> {
+    if args.records == 0 || args.partitions < 1 || args.workers == 0 {
+        bail!("--records, --partitions and --workers must be at least 1");
+    }
+    let seed = args.seed.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        t.as_nanos() as u64 ^ u64::from(std::process::id())
+    });
+    let worker_bin = match &args.worker_bin {
+        Some(p) => p.clone(),
+        None => default_worker_bin()?,
+    };
+    if !worker_bin.exists() {
+        bail!(
+            "worker {} missing: build it with `cargo build -p shoal-client --example \
+             exactly_once_pipeline` (add --release for a release shoal) or pass --worker-bin",
+            worker_bin.display()
+        );
+    }
+    let run_dir = std::env::temp_dir().join(format!("shoal-verify-{}-{seed}", std::process::id()));
+    std::fs::create_dir_all(&run_dir)?;
+    println!(
+        "shoal verify: seed {seed}, {} records over {} partitions, {} workers, {} crashes \
+         (run directory {})",
+        args.records,
+        args.partitions,
+        args.workers,
+        args.crashes,
+        run_dir.display()
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    let mut broker = BrokerProcess {
+        addr,
+        set: args.broker_set.clone(),
+        metrics: format!("127.0.0.1:{}", free_port()?).parse()?,
+        data_dir: args
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| run_dir.join("data")),
+        log: run_dir.join("broker.log"),
+        child: None,
+    };
+    broker.spawn()?;
+    runtime.block_on(fill(addr, &args))?;
+    let mut workers: Vec<Worker> = (0..args.workers)
+        .map(|w| {
+            let mut command = Command::new(&worker_bin);
+            command
+                .args(["--bootstrap", &addr.to_string()])
+                .args(["--input", INPUT, "--output", OUTPUT, "--group", GROUP])
+                .args(["--transactional-id", &format!("verify-worker-{w}")])
+                .args(["--records-per-txn", &args.records_per_txn.to_string()])
+                .args(&args.worker_args);
+            Worker {
+                command,
+                log: run_dir.join(format!("worker-{w}.log")),
+                child: None,
+                exits: 0,
+            }
+        })
+        .collect();
+    for w in &mut workers {
+        w.spawn()?;
+    }
+    let started = Instant::now();
+    let crashes = crash(&args, seed, &mut broker, &mut workers, runtime)?;
+    // How far the work had got: crashes after the end would prove little.
+    if let Ok(state) = runtime.block_on(group_state(addr, args.partitions)) {
+        let acknowledged: i64 = state.iter().map(|(_, _, start, _)| (*start).max(0)).sum();
+        println!(
+            "at the last crash ({:.1} s): {acknowledged} of {} input records acknowledged",
+            started.elapsed().as_secs_f64(),
+            args.records
+        );
+    }
+    let settled = runtime.block_on(settle(
+        addr,
+        &args,
+        &mut workers,
+        Duration::from_secs(args.settle_secs),
+    ))?;
+    for w in &mut workers {
+        w.kill();
+    }
+    let exits: u32 = workers.iter().map(|w| w.exits).sum();
+    println!(
+        "crashes survived: {} ({} of the broker, {} of workers); {exits} worker exits \
+         restarted; {:.1} s",
+        crashes.broker + crashes.workers,
+        crashes.broker,
+        crashes.workers,
+        started.elapsed().as_secs_f64()
+    );
+    let violations = runtime.block_on(check(&broker, &args, settled))?;
+    broker.kill();
+    if violations.is_empty() {
+        println!("OK: every input record's output committed exactly once and acknowledged");
+        let _ = std::fs::remove_dir_all(&run_dir);
+        Ok(())
+    } else {
+        for v in &violations {
+            println!("VIOLATION: {v}");
+        }
+        bail!(
+            "{} violations (seed {seed}; logs in {})",
+            violations.len(),
+            run_dir.display()
+        )
+    }
+}
+
+/// `examples/exactly_once_pipeline` beside this binary (target/<profile>/).
+fn default_worker_bin() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().context("the binary's directory")?;
+    Ok(dir.join("examples").join("exactly_once_pipeline"))
+}
+
+/// Creates the topics and writes the numbered input records.
+async fn fill(addr: SocketAddr, args: &VerifyArgs) -> anyhow::Result<()> {
+    let admin = Admin::connect(client_config(addr)?).await?;
+    let topics = [
+        NewTopic::new(INPUT).partitions(args.partitions),
+        NewTopic::new(OUTPUT).partitions(args.partitions),
+    ];
+    for (topic, result) in admin
+        .create_topics(&topics, shoal_client::admin::Mode::Apply)
+        .await?
+    {
+        result.with_context(|| format!("create {topic}"))?;
+    }
+    admin.close().await;
+    let producer = Producer::new(
+        ProducerConfig::builder(client_config(addr)?)
+            .build()
+            .context("producer config")?,
+    )
+    .await?;
+    let mut deliveries = Vec::new();
+    for i in 0..args.records {
+        let record = ProducerRecord::new(INPUT, format!("record-{i}")).with_key(format!("k{i}"));
+        deliveries.push(producer.send(record).await?);
+        if deliveries.len() >= 1_000 {
+            for d in deliveries.drain(..) {
+                d.await?;
+            }
+        }
+    }
+    for d in deliveries {
+        d.await?;
+    }
+    producer.close().await;
+    Ok(())
+}
+
+#[derive(Default)]
+struct Crashes {
+    broker: u32,
+    workers: u32,
+}
+
+/// The crash schedule: K pauses and victims from the seed.
+fn crash(
+    args: &VerifyArgs,
+    seed: u64,
+    broker: &mut BrokerProcess,
+    workers: &mut [Worker],
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<Crashes> {
+    let mut rng = Rng(seed);
+    let mut done = Crashes::default();
+    let max = args.crash_interval_ms_max.max(10);
+    let started = Instant::now();
+    for crash in 1..=args.crashes {
+        let pause = Duration::from_millis(rng.between(max / 10, max));
+        let until = Instant::now() + pause;
+        while Instant::now() < until {
+            for w in workers.iter_mut() {
+                w.revive()?;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The broker is one victim among the workers: W picks a worker, W the broker.
+        let victim = rng.between(0, workers.len() as u64) as usize;
+        let acknowledged = match runtime.block_on(group_state(broker.addr, args.partitions)) {
+            Ok(state) => state
+                .iter()
+                .map(|(_, _, s, _)| (*s).max(0))
+                .sum::<i64>()
+                .to_string(),
+            Err(_) => "?".into(),
+        };
+        let who = if victim == workers.len() {
+            "the broker".to_string()
+        } else {
+            format!("worker {victim}")
+        };
+        println!(
+            "crash {crash}/{} at {:.1} s: SIGKILL {who} ({acknowledged} of {} acknowledged)",
+            args.crashes,
+            started.elapsed().as_secs_f64(),
+            args.records
+        );
+        if victim == workers.len() {
+            broker.kill();
+            broker.spawn()?;
+            done.broker += 1;
+        } else {
+            let w = &mut workers[victim];
+            w.kill();
+            w.spawn()?;
+            done.workers += 1;
+        }
+    }
+    Ok(done)
+}
+
+/// The input's end offsets and the group's start offsets and lags, per partition.
+async fn group_state(
+    addr: SocketAddr,
+    partitions: i32,
+) -> anyhow::Result<Vec<(i32, i64, i64, i64)>> {
+    let admin = Admin::connect(client_config(addr)?).await?;
+    let result = async {
+        let ids: Vec<i32> = (0..partitions).collect();
+        let ends = admin.list_offsets(INPUT, &ids, OffsetSpec::Latest).await?;
+        let asked: Vec<(String, i32)> = ids.iter().map(|p| (INPUT.to_owned(), *p)).collect();
+        let offsets = admin
+            .describe_share_group_offsets(GROUP, Some(&asked))
+            .await?;
+        let mut out = Vec::new();
+        for ((p, end), (_, offset)) in ends.into_iter().zip(offsets) {
+            let end = end?;
+            let (start, lag) = match offset {
+                Ok(o) => (o.start_offset, o.lag),
+                Err(_) => (-1, -1),
+            };
+            out.push((p, end, start, lag));
+        }
+        anyhow::Ok(out)
+    }
+    .await;
+    admin.close().await;
+    result
+}
+
+/// Waits (reviving exited workers) until the group acknowledged every input record, or
+/// `within` passed; whether it did.
+async fn settle(
+    addr: SocketAddr,
+    args: &VerifyArgs,
+    workers: &mut [Worker],
+    within: Duration,
+) -> anyhow::Result<bool> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        for w in workers.iter_mut() {
+            w.revive()?;
+        }
+        if let Ok(state) = group_state(addr, args.partitions).await {
+            if state
+                .iter()
+                .all(|(_, end, start, lag)| start == end && *lag == 0)
+            {
+                return Ok(true);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(false)
+}
+
+/// The checks of the module docs; the violations found.
+async fn check(
+    broker: &BrokerProcess,
+    args: &VerifyArgs,
+    settled: bool,
+) -> anyhow::Result<Vec<String>> {
+    let mut violations = Vec::new();
+    if !settled {
+        violations.push(format!(
+            "the group had not acknowledged every input record {} s after the last crash",
+            args.settle_secs
+        ));
+    }
+    // Output: read_committed, every partition.
+    let cluster = Cluster::connect(client_config(broker.addr)?).await?;
+    let mut seen: BTreeMap<u64, u32> = BTreeMap::new();
+    let (mut committed, mut stray) = (0u64, Vec::new());
+    for p in 0..args.partitions {
+        let read = shoal_client::log_reader::read_partition(&cluster, OUTPUT, p, true).await?;
+        for r in read.records {
+            committed += 1;
+            let value = r.value.as_deref().unwrap_or_default();
+            let number = std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.strip_prefix(PREFIX))
+                .and_then(|v| v.strip_prefix("record-"))
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|i| *i < args.records);
+            match number {
+                Some(i) => *seen.entry(i).or_default() += 1,
+                None => stray.push(format!("{OUTPUT}-{p}@{}", r.offset)),
+            }
+        }
+    }
+    cluster.close().await;
+    let duplicated: Vec<u64> = seen
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(i, _)| *i)
+        .collect();
+    let missing: Vec<u64> = (0..args.records)
+        .filter(|i| !seen.contains_key(i))
+        .collect();
+    println!(
+        "output (read_committed): {committed} committed records, {} distinct inputs, {} \
+         duplicated, {} missing, {} stray",
+        seen.len(),
+        duplicated.len(),
+        missing.len(),
+        stray.len()
+    );
+    if !duplicated.is_empty() {
+        violations.push(format!(
+            "{} inputs have more than one committed output, e.g. record-{:?}",
+            duplicated.len(),
+            &duplicated[..duplicated.len().min(5)]
+        ));
+    }
+    if !missing.is_empty() {
+        violations.push(format!(
+            "{} inputs have no committed output, e.g. record-{:?}",
+            missing.len(),
+            &missing[..missing.len().min(5)]
+        ));
+    }
+    if !stray.is_empty() {
+        violations.push(format!(
+            "{} committed output records match no input, e.g. {:?}",
+            stray.len(),
+            &stray[..stray.len().min(5)]
+        ));
+    }
+    // The share group: every record terminal.
+    let state = group_state(broker.addr, args.partitions).await?;
+    let shown: Vec<String> = state
+        .iter()
+        .map(|(p, end, start, lag)| format!("{p}: start {start} end {end} lag {lag}"))
+        .collect();
+    println!("share group {GROUP} on {INPUT}: {}", shown.join("; "));
+    for (p, end, start, lag) in &state {
+        if start != end || *lag != 0 {
+            violations.push(format!(
+                "{INPUT}-{p} not fully acknowledged: start offset {start}, end {end}, lag {lag}"
+            ));
+        }
+    }
+    // TX_PENDING, from the broker's gauges.
+    let pending = txn_pending(broker.metrics)?;
+    println!("TX_PENDING records (broker metrics): {pending}");
+    if pending != 0 {
+        violations.push(format!("{pending} records still TX_PENDING"));
+    }
+    Ok(violations)
+}
+
+/// The sum of the broker's `shoal_share_partition_txn_pending_records` gauges.
+fn txn_pending(metrics: SocketAddr) -> anyhow::Result<i64> {
+    let mut conn = TcpStream::connect(metrics).context("the metrics endpoint")?;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: shoal\r\n\r\n")?;
+    let mut body = String::new();
+    conn.read_to_string(&mut body)?;
+    let mut total = 0i64;
+    let mut found = false;
+    for line in body.lines() {
+        let Some(rest) = line.strip_prefix("shoal_share_partition_txn_pending_records") else {
+            continue;
+        };
+        if rest.starts_with('{') || rest.starts_with(' ') {
+            if let Some(v) = rest.rsplit(' ').next() {
+                total += v.trim().parse::<f64>().unwrap_or(0.0) as i64;
+                found = true;
+            }
+        }
+    }
+    if !found && !body.contains("shoal_") {
+        bail!("the metrics endpoint answered no metrics");
+    }
+    Ok(total)
+}

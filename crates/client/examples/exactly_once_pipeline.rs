@@ -1,0 +1,181 @@
+//! An exactly-once queue pipeline (KIP-1289): reads INPUT as a member of share group GROUP
+//! (explicit acknowledgement), writes each record to OUTPUT as `processed:` + its value (key
+//! and headers kept), and commits the outputs with the ACCEPT acknowledgements of their inputs
+//! in one transaction of up to N records (`--records-per-txn`, default 100; a transaction is
+//! committed earlier when a poll comes back empty). It runs until killed, printing one line
+//! per commit to stderr: `committed R records in transaction T (total C)`.
+//!
+//! ```text
+//! cargo run --release -p shoal-client --example exactly_once_pipeline -- \
+//!     --bootstrap 127.0.0.1:9092 --input orders --output orders-processed \
+//!     --group order-workers --transactional-id order-worker-1 [--records-per-txn 100]
+//! ```
+//!
+//! Run several with the same group and different transactional ids to share the work; a
+//! restarted worker must reuse its transactional id, which fences its old instance and aborts
+//! the transaction it left open (the records come back). The example sets the group's
+//! `share.auto.offset.reset` to `earliest` first (a share group starts at the end of its
+//! topics by default), as a user expects a pipeline to process what is already queued.
+//!
+//! Errors: an abortable one (STALE_MEMBER_EPOCH after a rebalance, INVALID_RECORD_STATE after
+//! a lock expired, a failed send) aborts the transaction and goes on: its records are
+//! redelivered. A fatal one (PRODUCER_FENCED: another instance took the transactional id) and
+//! any other failure (the broker unreachable for longer than the client's timeouts) exit
+//! non-zero, leaving the open transaction to be aborted by the next instance or its timeout.
+//!
+//! `--broken-skip-acknowledgements` is a deliberately wrong pipeline, for testing checkers
+//! such as `shoal verify`: it commits the outputs but never acknowledges the inputs, so they
+//! come back after their locks expire and are processed again.
+
+use std::time::Duration;
+
+use anyhow::bail;
+use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
+use shoal_client::share_consumer::{
+    AcknowledgeType, ShareAcknowledgements, ShareGroupMetadata, ShareRecord,
+};
+use shoal_client::{Error, ErrorClass};
+
+mod support;
+
+/// What the output value starts with.
+const PREFIX: &str = "processed:";
+const CLIENT_ID: &str = "shoal-example-exactly-once-pipeline";
+
+#[global_allocator]
+static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
+
+const USAGE: &str = "usage: exactly_once_pipeline --bootstrap B --input IN --output OUT \
+                     --group G --transactional-id TID [--records-per-txn N]";
+
+/// The output of one input record.
+fn transform(output: &str, r: &ShareRecord) -> ProducerRecord {
+    let mut value = PREFIX.as_bytes().to_vec();
+    value.extend_from_slice(r.value.as_deref().unwrap_or_default());
+    ProducerRecord {
+        topic: output.to_owned(),
+        key: r.key.clone(),
+        value: Some(value.into()),
+        headers: r.headers.clone(),
+        ..ProducerRecord::default()
+    }
+}
+
+/// The open transaction: its acknowledgements so far and the member they belong to.
+struct Open {
+    acks: ShareAcknowledgements,
+    metadata: ShareGroupMetadata,
+    records: usize,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let flags = support::Flags::parse(USAGE, &["broken-skip-acknowledgements"])?;
+    let bootstrap = flags.required("bootstrap")?;
+    let input = flags.required("input")?;
+    let output = flags.required("output")?;
+    let group = flags.required("group")?;
+    let transactional_id = flags.required("transactional-id")?;
+    let records_per_txn = flags.number("records-per-txn", 100)? as usize;
+    let skip_acknowledgements = flags.switch("broken-skip-acknowledgements");
+
+    support::start_at_earliest(&bootstrap, &group).await?;
+    let producer = Producer::new(ProducerConfig::from_properties([
+        ("bootstrap.servers", bootstrap.as_str()),
+        ("client.id", CLIENT_ID),
+        ("transactional.id", transactional_id.as_str()),
+        ("linger.ms", "5"),
+    ])?)
+    .await?;
+    producer.init_transactions().await?;
+    let mut consumer = support::explicit_consumer(
+        &bootstrap,
+        &group,
+        &input,
+        CLIENT_ID,
+        records_per_txn.min(500),
+    )
+    .await?;
+
+    let mut open: Option<Open> = None;
+    let (mut transactions, mut committed) = (0u64, 0u64);
+    loop {
+        let records = support::retrying(consumer.poll(Duration::from_millis(500))).await?;
+        if records.is_empty() {
+            if let Some(txn) = open.take() {
+                finish(&producer, txn, &mut transactions, &mut committed).await?;
+            }
+            continue;
+        }
+        for r in &records {
+            // A transaction holds N records at most, even when a poll brings more.
+            if open.as_ref().is_some_and(|t| t.records >= records_per_txn) {
+                let txn = open.take().expect("open");
+                finish(&producer, txn, &mut transactions, &mut committed).await?;
+            }
+            let txn = match &mut open {
+                Some(txn) => txn,
+                None => {
+                    producer.begin_transaction()?;
+                    open.insert(Open {
+                        acks: ShareAcknowledgements::new(),
+                        metadata: consumer.share_group_metadata(),
+                        records: 0,
+                    })
+                }
+            };
+            let sent = producer.send(transform(&output, r)).await;
+            consumer.acknowledge(r, AcknowledgeType::Accept)?;
+            // Drained at once: the next poll would otherwise carry it (not transactional).
+            let acks = consumer.acknowledgements_for_transaction()?;
+            txn.records += 1;
+            if !skip_acknowledgements {
+                txn.acks.extend(acks)?;
+            } // else dropped: sent by no one, the record's lock expires and it comes back
+            if let Err(e) = sent {
+                abort_on(&producer, e, txn.records).await?;
+                open = None;
+            }
+        }
+    }
+}
+
+/// Stages the acknowledgements and commits; on an abortable error aborts instead.
+async fn finish(
+    producer: &Producer,
+    txn: Open,
+    transactions: &mut u64,
+    committed: &mut u64,
+) -> anyhow::Result<()> {
+    let mut result = Ok(());
+    if !txn.acks.is_empty() {
+        result = producer
+            .send_share_acknowledgements_to_transaction(&txn.acks, &txn.metadata)
+            .await;
+    }
+    if result.is_ok() {
+        result = producer.commit_transaction().await;
+    }
+    match result {
+        Ok(()) => {
+            *transactions += 1;
+            *committed += txn.records as u64;
+            eprintln!(
+                "committed {} records in transaction {transactions} (total {committed})",
+                txn.records
+            );
+            Ok(())
+        }
+        Err(e) => abort_on(producer, e, txn.records).await,
+    }
+}
+
+/// Aborts after an abortable error (the records come back); any other error ends the worker.
+async fn abort_on(producer: &Producer, e: Error, records: usize) -> anyhow::Result<()> {
+    if e.class() != ErrorClass::Abortable {
+        bail!("transaction failed ({:?}): {e}", e.code());
+    }
+    eprintln!("aborting a transaction of {records} records: {e}");
+    producer.abort_transaction().await?;
+    Ok(())
+}
