@@ -15,6 +15,14 @@
 * ``scripts/test.sh`` cannot run here (it runs this suite): it must exist, be executable and be
   what CI (``.ci/run``) runs.
 * The layout block is not runnable: every path it lists must exist.
+* The example pipelines block runs each command as written against a fresh ``shoal serve``, the
+  ``cargo run --release ... --example NAME -- ARGS`` lines as the debug example binaries the
+  workspace's tests built (``target/debug/examples/NAME``, ``CLIENT_EXAMPLES`` overrides the
+  dir), with the README's bootstrap replaced; the pipelines run until their stderr shows all
+  1000 records handled, then are killed, and what they wrote is read back read_committed.
+* The verify block: every flag it passes is one ``shoal verify --help`` lists, and the example
+  it builds is the worker verify runs; the run itself, at the same size, is
+  ``crates/cli/tests/verify.rs``'s.
 
 Also checked where cheap: the flags/env table against ``shoal serve --help`` and against the
 broker's behaviour (env and flags, the precedence defaults < file < environment < flags, the
@@ -48,6 +56,10 @@ BLOCKS = [
     ("python", "from confluent_kafka import Producer, Consumer", "run: test_python_blocks"),
     ("python", "from confluent_kafka import ShareConsumer", "run: test_python_blocks"),
     ("", "crates/protocol   wire codec", "directory layout, not runnable: test_layout_block"),
+    ("sh", "cargo run --release -p shoal-client --example exactly_once_pipeline",
+     "run: test_example_pipelines_block"),
+    ("sh", "cargo run --release -p shoal-cli -- verify",
+     "checked: test_verify_block (run by crates/cli/tests/verify.rs)"),
 ]
 
 shoal_only = pytest.mark.skipif(TARGET != "shoal",
@@ -317,3 +329,114 @@ def test_config_sources_and_precedence(tmp_path):
         assert s.stop() == 0, s.log_text()
     finally:
         s.kill()
+
+
+# ------------------------------------------------------------------ the client's examples
+def _commands(body):
+    """The block's commands, continuation lines joined, comments dropped."""
+    out, cur = [], ""
+    for line in body.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            cur += line[:-1] + " "
+            continue
+        out.append(shlex.split(cur + line))
+        cur = ""
+    return out
+
+
+def _example_bin(name):
+    d = os.environ.get("CLIENT_EXAMPLES") or str(REPO / "target" / "debug" / "examples")
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        subprocess.run(["cargo", "build", "--quiet", "--locked", "-p", "shoal-client",
+                        "--example", name], cwd=REPO, check=True, timeout=900)
+    return path
+
+
+def _run_until(cmd, done, timeout=120):
+    """Runs `cmd` until `done(stderr_lines)` holds, then kills it. Returns the stderr lines."""
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         start_new_session=True, preexec_fn=_die_with_parent)
+    lines, buf = [], b""
+    deadline = time.monotonic() + timeout
+    try:
+        os.set_blocking(p.stderr.fileno(), False)
+        while time.monotonic() < deadline and not done(lines):
+            assert p.poll() is None, f"{cmd[0]} exited {p.returncode}: {lines[-20:]}"
+            chunk = p.stderr.read()
+            if chunk:
+                buf += chunk
+                *complete, buf = buf.split(b"\n")
+                lines.extend(l.decode("utf-8", "replace") for l in complete)
+            else:
+                time.sleep(0.1)
+        assert done(lines), f"{cmd[0]} did not finish in {timeout}s: {lines[-20:]}"
+        return lines
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+
+
+def _total(lines, pattern):
+    return sum(int(m.group(1)) for l in lines for m in [re.search(pattern, l)] if m)
+
+
+@shoal_only
+def test_example_pipelines_block(tmp_path):
+    """The produce example writes 1000 records to `orders`; the exactly-once pipeline commits
+    all 1000 transformed (`processed:` + value) to `orders-processed`; the checkpointed source
+    acknowledges all 1000; the dead-letter example (every 1 KiB value is a dead letter)
+    commits all 1000 to `orders-dlq` and none to `orders-doubled`. TxnShareAcknowledge is
+    Shoal's (Kafka 4.4 has none), so this runs against Shoal only."""
+    from iutil import consume_confluent
+    commands = _commands(_entry_body(("sh", "cargo run --release -p shoal-client --example exactly_once_pipeline", "")))
+    names = [c[c.index("--example") + 1] for c in commands]
+    assert names == ["produce", "exactly_once_pipeline", "checkpointed_source",
+                     "atomic_dead_letter"], names
+    port = _free_port()
+    s = Serve(["--data-dir", str(tmp_path / "data"), "--listen", f"127.0.0.1:{port}"],
+              tmp_path, clean_env(), port)
+    try:
+        s.wait_ready()
+        runs = []
+        for c in commands:
+            assert c[:3] == ["cargo", "run", "--release"] and c[c.index("-p") + 1] == "shoal-client"
+            args = [a.replace(README_BOOTSTRAP, s.bootstrap) for a in c[c.index("--") + 1:]]
+            runs.append([_example_bin(c[c.index("--example") + 1])] + args)
+        out = subprocess.run(runs[0], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "produced 1000 records" in out.stdout, out.stdout
+
+        _run_until(runs[1], lambda ls: any("(total 1000)" in l for l in ls))
+        _run_until(runs[2], lambda ls: any("(total 1000," in l for l in ls))
+        _run_until(runs[3], lambda ls: _total(ls, r"(\d+) dead-lettered") >= 1000)
+
+        committed = {"isolation.level": "read_committed"}
+        processed = consume_confluent(s, "orders-processed", 1, 1000, extra=committed)
+        assert len(processed) == 1000
+        assert all(r["value"].startswith(b"processed:") for r in processed)
+        dead = consume_confluent(s, "orders-dlq", 1, 1000, extra=committed)
+        assert len(dead) == 1000
+        assert consume_confluent(s, "orders-doubled", 1, 1, timeout=3, extra=committed) == []
+    finally:
+        s.kill()
+
+
+@shoal_only
+def test_verify_block():
+    """`cargo build ... --example exactly_once_pipeline` builds the worker `shoal verify` runs by
+    default, and every flag of the verify line is one verify takes."""
+    build, run = _commands(_entry_body(("sh", "cargo run --release -p shoal-cli -- verify", "")))
+    assert build[:3] == ["cargo", "build", "--release"]
+    assert build[build.index("--example") + 1] == "exactly_once_pipeline"
+    args = run[run.index("--") + 1:]
+    assert args[0] == "verify"
+    help_text = subprocess.run([shoal_bin(), "verify", "--help"], capture_output=True,
+                               text=True, timeout=30, check=True).stdout
+    assert "exactly_once_pipeline" in help_text, help_text
+    for flag in [a for a in args[1:] if a.startswith("--")]:
+        assert re.search(rf"^\s*{re.escape(flag)}\b", help_text, re.M), (flag, help_text)
