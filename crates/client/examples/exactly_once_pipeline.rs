@@ -3,7 +3,8 @@
 //! and headers kept), and commits the outputs with the ACCEPT acknowledgements of their inputs
 //! in one transaction of up to N records (`--records-per-txn`, default 100; a transaction is
 //! committed earlier when a poll comes back empty). It runs until killed, printing one line
-//! per commit to stderr: `committed R records in transaction T (total C)`.
+//! per commit to stderr: `committed R records in transaction T (total C) in D ms`, D being
+//! the duration of the commit step (staging the acknowledgements and committing).
 //!
 //! ```text
 //! cargo run --release -p shoal-client --example exactly_once_pipeline -- \
@@ -26,11 +27,18 @@
 //! `--broken-skip-acknowledgements` is a deliberately wrong pipeline, for testing checkers
 //! such as `shoal verify`: it commits the outputs but never acknowledges the inputs, so they
 //! come back after their locks expire and are processed again.
+//!
+//! `--at-least-once` is the non-transactional baseline (for benchmarks): the outputs are
+//! sent by an idempotent producer without a transaction; every N records (or on an empty
+//! poll) the worker flushes them, waits for each to be acknowledged, then acknowledges the
+//! inputs ACCEPT (RELEASE for one whose output failed) through the share consumer and
+//! commits the acknowledgements (`commit_sync`). A crash between the two duplicates outputs.
+//! It prints `committed R records in batch T (total C) in D ms`, D being flush + commit.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
+use shoal_client::producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
 use shoal_client::share_consumer::{
     AcknowledgeType, ShareAcknowledgements, ShareGroupMetadata, ShareRecord,
 };
@@ -46,7 +54,7 @@ const CLIENT_ID: &str = "shoal-example-exactly-once-pipeline";
 static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
 
 const USAGE: &str = "usage: exactly_once_pipeline --bootstrap B --input IN --output OUT \
-                     --group G --transactional-id TID [--records-per-txn N]";
+                     --group G --transactional-id TID [--records-per-txn N] [--at-least-once]";
 
 /// The output of one input record.
 fn transform(output: &str, r: &ShareRecord) -> ProducerRecord {
@@ -70,7 +78,7 @@ struct Open {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let flags = support::Flags::parse(USAGE, &["broken-skip-acknowledgements"])?;
+    let flags = support::Flags::parse(USAGE, &["broken-skip-acknowledgements", "at-least-once"])?;
     let bootstrap = flags.required("bootstrap")?;
     let input = flags.required("input")?;
     let output = flags.required("output")?;
@@ -80,6 +88,9 @@ async fn main() -> anyhow::Result<()> {
     let skip_acknowledgements = flags.switch("broken-skip-acknowledgements");
 
     support::start_at_earliest(&bootstrap, &group).await?;
+    if flags.switch("at-least-once") {
+        return at_least_once(&bootstrap, &input, &output, &group, records_per_txn).await;
+    }
     let producer = Producer::new(ProducerConfig::from_properties([
         ("bootstrap.servers", bootstrap.as_str()),
         ("client.id", CLIENT_ID),
@@ -147,6 +158,7 @@ async fn finish(
     transactions: &mut u64,
     committed: &mut u64,
 ) -> anyhow::Result<()> {
+    let started = Instant::now();
     let mut result = Ok(());
     if !txn.acks.is_empty() {
         result = producer
@@ -161,8 +173,9 @@ async fn finish(
             *transactions += 1;
             *committed += txn.records as u64;
             eprintln!(
-                "committed {} records in transaction {transactions} (total {committed})",
-                txn.records
+                "committed {} records in transaction {transactions} (total {committed}) in {:.1} ms",
+                txn.records,
+                started.elapsed().as_secs_f64() * 1e3
             );
             Ok(())
         }
@@ -177,5 +190,104 @@ async fn abort_on(producer: &Producer, e: Error, records: usize) -> anyhow::Resu
     }
     eprintln!("aborting a transaction of {records} records: {e}");
     producer.abort_transaction().await?;
+    Ok(())
+}
+
+/// The at-least-once baseline: outputs flushed and acknowledged, then the inputs accepted.
+async fn at_least_once(
+    bootstrap: &str,
+    input: &str,
+    output: &str,
+    group: &str,
+    records_per_batch: usize,
+) -> anyhow::Result<()> {
+    let producer = Producer::new(ProducerConfig::from_properties([
+        ("bootstrap.servers", bootstrap),
+        ("client.id", CLIENT_ID),
+        ("enable.idempotence", "true"),
+        ("acks", "all"),
+        ("linger.ms", "5"),
+    ])?)
+    .await?;
+    let mut consumer = support::explicit_consumer(
+        bootstrap,
+        group,
+        input,
+        CLIENT_ID,
+        records_per_batch.min(500),
+    )
+    .await?;
+    let mut pending: Vec<(ShareRecord, Result<DeliveryFuture, Error>)> = Vec::new();
+    let (mut batches, mut committed) = (0u64, 0u64);
+    loop {
+        let records = support::retrying(consumer.poll(Duration::from_millis(500))).await?;
+        if records.is_empty() {
+            if !pending.is_empty() {
+                let batch = std::mem::take(&mut pending);
+                commit_batch(
+                    &producer,
+                    &mut consumer,
+                    batch,
+                    &mut batches,
+                    &mut committed,
+                )
+                .await?;
+            }
+            continue;
+        }
+        for r in records {
+            if pending.len() >= records_per_batch {
+                let batch = std::mem::take(&mut pending);
+                commit_batch(
+                    &producer,
+                    &mut consumer,
+                    batch,
+                    &mut batches,
+                    &mut committed,
+                )
+                .await?;
+            }
+            let sent = producer.send(transform(output, &r)).await;
+            pending.push((r, sent));
+        }
+    }
+}
+
+/// Flushes a batch's outputs, then accepts the inputs whose output was written (releases
+/// the others) and commits the acknowledgements.
+async fn commit_batch(
+    producer: &Producer,
+    consumer: &mut shoal_client::share_consumer::ShareConsumer,
+    batch: Vec<(ShareRecord, Result<DeliveryFuture, Error>)>,
+    batches: &mut u64,
+    committed: &mut u64,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    producer.flush().await?;
+    let mut accepted = 0u64;
+    for (r, sent) in batch {
+        let written = match sent {
+            Ok(delivery) => delivery.await.is_ok(),
+            Err(_) => false,
+        };
+        let kind = if written {
+            accepted += 1;
+            AcknowledgeType::Accept
+        } else {
+            AcknowledgeType::Release
+        };
+        consumer.acknowledge(&r, kind)?;
+    }
+    if let Err(e) = consumer.commit_sync().await {
+        // The records whose acknowledgement failed come back: at least once.
+        eprintln!("committing acknowledgements failed: {e}");
+        return Ok(());
+    }
+    *batches += 1;
+    *committed += accepted;
+    eprintln!(
+        "committed {accepted} records in batch {batches} (total {committed}) in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    );
     Ok(())
 }
