@@ -29,11 +29,13 @@
 //! come back after their locks expire and are processed again.
 //!
 //! `--at-least-once` is the non-transactional baseline (for benchmarks): the outputs are
-//! sent by an idempotent producer without a transaction; every N records (or on an empty
-//! poll) the worker flushes them, waits for each to be acknowledged, then acknowledges the
-//! inputs ACCEPT (RELEASE for one whose output failed) through the share consumer and
-//! commits the acknowledgements (`commit_sync`). A crash between the two duplicates outputs.
-//! It prints `committed R records in batch T (total C) in D ms`, D being flush + commit.
+//! sent by an idempotent producer without a transaction; after each poll the worker flushes
+//! them, waits for each to be acknowledged, then acknowledges the inputs ACCEPT (RELEASE for
+//! one whose output failed) — explicit mode refuses the next poll until it has — and every N
+//! records (or on an empty poll) commits the acknowledgements (`commit_sync`); between
+//! commits they ride on the next ShareFetch. A crash between flush and acknowledgement
+//! duplicates outputs. It prints `committed R records in batch T (total C) in D ms`, D being
+//! the flushes and the commit since the previous line.
 
 use std::time::{Duration, Instant};
 
@@ -217,56 +219,59 @@ async fn at_least_once(
         records_per_batch.min(500),
     )
     .await?;
-    let mut pending: Vec<(ShareRecord, Result<DeliveryFuture, Error>)> = Vec::new();
     let (mut batches, mut committed) = (0u64, 0u64);
+    // Explicit mode refuses a poll while a record of the last one is unacknowledged, so each
+    // poll's outputs are flushed and its inputs acknowledged before the next poll; the
+    // acknowledgements are committed once `records_per_batch` of them are due (or a poll comes
+    // back empty), and otherwise ride on the next ShareFetch.
+    let mut due = 0u64;
+    let mut step = Duration::ZERO;
     loop {
         let records = support::retrying(consumer.poll(Duration::from_millis(500))).await?;
-        if records.is_empty() {
-            if !pending.is_empty() {
-                let batch = std::mem::take(&mut pending);
-                commit_batch(
-                    &producer,
-                    &mut consumer,
-                    batch,
-                    &mut batches,
-                    &mut committed,
-                )
-                .await?;
+        let empty = records.is_empty();
+        if !empty {
+            let mut sent = Vec::with_capacity(records.len());
+            for r in records {
+                let delivery = producer.send(transform(output, &r)).await;
+                sent.push((r, delivery));
             }
+            let started = Instant::now();
+            due += acknowledge_written(&producer, &mut consumer, sent).await?;
+            step += started.elapsed();
+        }
+        if due == 0 || (!empty && (due as usize) < records_per_batch) {
             continue;
         }
-        for r in records {
-            if pending.len() >= records_per_batch {
-                let batch = std::mem::take(&mut pending);
-                commit_batch(
-                    &producer,
-                    &mut consumer,
-                    batch,
-                    &mut batches,
-                    &mut committed,
-                )
-                .await?;
-            }
-            let sent = producer.send(transform(output, &r)).await;
-            pending.push((r, sent));
+        let started = Instant::now();
+        if let Err(e) = consumer.commit_sync().await {
+            // The records whose acknowledgement failed come back: at least once.
+            eprintln!("committing acknowledgements failed: {e}");
+            (due, step) = (0, Duration::ZERO);
+            continue;
         }
+        step += started.elapsed();
+        batches += 1;
+        committed += due;
+        eprintln!(
+            "committed {due} records in batch {batches} (total {committed}) in {:.1} ms",
+            step.as_secs_f64() * 1e3
+        );
+        (due, step) = (0, Duration::ZERO);
     }
 }
 
-/// Flushes a batch's outputs, then accepts the inputs whose output was written (releases
-/// the others) and commits the acknowledgements.
-async fn commit_batch(
+/// Flushes the outputs of one poll's records, then accepts each input whose output was
+/// written and releases the others (sent with the next ShareFetch or commit); returns how
+/// many were accepted.
+async fn acknowledge_written(
     producer: &Producer,
     consumer: &mut shoal_client::share_consumer::ShareConsumer,
-    batch: Vec<(ShareRecord, Result<DeliveryFuture, Error>)>,
-    batches: &mut u64,
-    committed: &mut u64,
-) -> anyhow::Result<()> {
-    let started = Instant::now();
+    sent: Vec<(ShareRecord, Result<DeliveryFuture, Error>)>,
+) -> anyhow::Result<u64> {
     producer.flush().await?;
     let mut accepted = 0u64;
-    for (r, sent) in batch {
-        let written = match sent {
+    for (r, delivery) in sent {
+        let written = match delivery {
             Ok(delivery) => delivery.await.is_ok(),
             Err(_) => false,
         };
@@ -278,16 +283,5 @@ async fn commit_batch(
         };
         consumer.acknowledge(&r, kind)?;
     }
-    if let Err(e) = consumer.commit_sync().await {
-        // The records whose acknowledgement failed come back: at least once.
-        eprintln!("committing acknowledgements failed: {e}");
-        return Ok(());
-    }
-    *batches += 1;
-    *committed += accepted;
-    eprintln!(
-        "committed {accepted} records in batch {batches} (total {committed}) in {:.1} ms",
-        started.elapsed().as_secs_f64() * 1e3
-    );
-    Ok(())
+    Ok(accepted)
 }
