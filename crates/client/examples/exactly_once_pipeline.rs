@@ -3,7 +3,8 @@
 //! and headers kept), and commits the outputs with the ACCEPT acknowledgements of their inputs
 //! in one transaction of up to N records (`--records-per-txn`, default 100; a transaction is
 //! committed earlier when a poll comes back empty). It runs until killed, printing one line
-//! per commit to stderr: `committed R records in transaction T (total C)`.
+//! per commit to stderr: `committed R records in transaction T (total C) in D ms`, D being
+//! the duration of the commit step (staging the acknowledgements and committing).
 //!
 //! ```text
 //! cargo run --release -p shoal-client --example exactly_once_pipeline -- \
@@ -26,11 +27,20 @@
 //! `--broken-skip-acknowledgements` is a deliberately wrong pipeline, for testing checkers
 //! such as `shoal verify`: it commits the outputs but never acknowledges the inputs, so they
 //! come back after their locks expire and are processed again.
+//!
+//! `--at-least-once` is the non-transactional baseline (for benchmarks): the outputs are
+//! sent by an idempotent producer without a transaction; after each poll the worker flushes
+//! them, waits for each to be acknowledged, then acknowledges the inputs ACCEPT (RELEASE for
+//! one whose output failed) — explicit mode refuses the next poll until it has — and every N
+//! records (or on an empty poll) commits the acknowledgements (`commit_sync`); between
+//! commits they ride on the next ShareFetch. A crash between flush and acknowledgement
+//! duplicates outputs. It prints `committed R records in batch T (total C) in D ms`, D being
+//! the flushes and the commit since the previous line.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
+use shoal_client::producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
 use shoal_client::share_consumer::{
     AcknowledgeType, ShareAcknowledgements, ShareGroupMetadata, ShareRecord,
 };
@@ -46,7 +56,7 @@ const CLIENT_ID: &str = "shoal-example-exactly-once-pipeline";
 static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
 
 const USAGE: &str = "usage: exactly_once_pipeline --bootstrap B --input IN --output OUT \
-                     --group G --transactional-id TID [--records-per-txn N]";
+                     --group G --transactional-id TID [--records-per-txn N] [--at-least-once]";
 
 /// The output of one input record.
 fn transform(output: &str, r: &ShareRecord) -> ProducerRecord {
@@ -70,7 +80,7 @@ struct Open {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let flags = support::Flags::parse(USAGE, &["broken-skip-acknowledgements"])?;
+    let flags = support::Flags::parse(USAGE, &["broken-skip-acknowledgements", "at-least-once"])?;
     let bootstrap = flags.required("bootstrap")?;
     let input = flags.required("input")?;
     let output = flags.required("output")?;
@@ -80,6 +90,9 @@ async fn main() -> anyhow::Result<()> {
     let skip_acknowledgements = flags.switch("broken-skip-acknowledgements");
 
     support::start_at_earliest(&bootstrap, &group).await?;
+    if flags.switch("at-least-once") {
+        return at_least_once(&bootstrap, &input, &output, &group, records_per_txn).await;
+    }
     let producer = Producer::new(ProducerConfig::from_properties([
         ("bootstrap.servers", bootstrap.as_str()),
         ("client.id", CLIENT_ID),
@@ -147,6 +160,7 @@ async fn finish(
     transactions: &mut u64,
     committed: &mut u64,
 ) -> anyhow::Result<()> {
+    let started = Instant::now();
     let mut result = Ok(());
     if !txn.acks.is_empty() {
         result = producer
@@ -161,8 +175,9 @@ async fn finish(
             *transactions += 1;
             *committed += txn.records as u64;
             eprintln!(
-                "committed {} records in transaction {transactions} (total {committed})",
-                txn.records
+                "committed {} records in transaction {transactions} (total {committed}) in {:.1} ms",
+                txn.records,
+                started.elapsed().as_secs_f64() * 1e3
             );
             Ok(())
         }
@@ -178,4 +193,95 @@ async fn abort_on(producer: &Producer, e: Error, records: usize) -> anyhow::Resu
     eprintln!("aborting a transaction of {records} records: {e}");
     producer.abort_transaction().await?;
     Ok(())
+}
+
+/// The at-least-once baseline: outputs flushed and acknowledged, then the inputs accepted.
+async fn at_least_once(
+    bootstrap: &str,
+    input: &str,
+    output: &str,
+    group: &str,
+    records_per_batch: usize,
+) -> anyhow::Result<()> {
+    let producer = Producer::new(ProducerConfig::from_properties([
+        ("bootstrap.servers", bootstrap),
+        ("client.id", CLIENT_ID),
+        ("enable.idempotence", "true"),
+        ("acks", "all"),
+        ("linger.ms", "5"),
+    ])?)
+    .await?;
+    let mut consumer = support::explicit_consumer(
+        bootstrap,
+        group,
+        input,
+        CLIENT_ID,
+        records_per_batch.min(500),
+    )
+    .await?;
+    let (mut batches, mut committed) = (0u64, 0u64);
+    // Explicit mode refuses a poll while a record of the last one is unacknowledged, so each
+    // poll's outputs are flushed and its inputs acknowledged before the next poll; the
+    // acknowledgements are committed once `records_per_batch` of them are due (or a poll comes
+    // back empty), and otherwise ride on the next ShareFetch.
+    let mut due = 0u64;
+    let mut step = Duration::ZERO;
+    loop {
+        let records = support::retrying(consumer.poll(Duration::from_millis(500))).await?;
+        let empty = records.is_empty();
+        if !empty {
+            let mut sent = Vec::with_capacity(records.len());
+            for r in records {
+                let delivery = producer.send(transform(output, &r)).await;
+                sent.push((r, delivery));
+            }
+            let started = Instant::now();
+            due += acknowledge_written(&producer, &mut consumer, sent).await?;
+            step += started.elapsed();
+        }
+        if due == 0 || (!empty && (due as usize) < records_per_batch) {
+            continue;
+        }
+        let started = Instant::now();
+        if let Err(e) = consumer.commit_sync().await {
+            // The records whose acknowledgement failed come back: at least once.
+            eprintln!("committing acknowledgements failed: {e}");
+            (due, step) = (0, Duration::ZERO);
+            continue;
+        }
+        step += started.elapsed();
+        batches += 1;
+        committed += due;
+        eprintln!(
+            "committed {due} records in batch {batches} (total {committed}) in {:.1} ms",
+            step.as_secs_f64() * 1e3
+        );
+        (due, step) = (0, Duration::ZERO);
+    }
+}
+
+/// Flushes the outputs of one poll's records, then accepts each input whose output was
+/// written and releases the others (sent with the next ShareFetch or commit); returns how
+/// many were accepted.
+async fn acknowledge_written(
+    producer: &Producer,
+    consumer: &mut shoal_client::share_consumer::ShareConsumer,
+    sent: Vec<(ShareRecord, Result<DeliveryFuture, Error>)>,
+) -> anyhow::Result<u64> {
+    producer.flush().await?;
+    let mut accepted = 0u64;
+    for (r, delivery) in sent {
+        let written = match delivery {
+            Ok(delivery) => delivery.await.is_ok(),
+            Err(_) => false,
+        };
+        let kind = if written {
+            accepted += 1;
+            AcknowledgeType::Accept
+        } else {
+            AcknowledgeType::Release
+        };
+        consumer.acknowledge(&r, kind)?;
+    }
+    Ok(accepted)
 }
