@@ -751,11 +751,22 @@ impl ShareStateStore {
         } else {
             current.leader_epoch
         };
+        // A write never moves the start offset back within a state epoch (a reset is an
+        // initialize, with a new state epoch). The live share partition writes its own start,
+        // which lags the stored one between a marker's resolution here and its application
+        // to the live machine; taken as it is, that stale start would uncover offsets whose
+        // now-terminal batches were pruned, and they would read back as AVAILABLE — their
+        // committed acknowledgements lost, the records delivered again.
+        let request_start = if request.start_offset == UNINITIALIZED_START_OFFSET {
+            UNINITIALIZED_START_OFFSET
+        } else {
+            request.start_offset.max(current.start_offset)
+        };
         if entry.updates >= self.config.snapshot_update_records_per_snapshot {
-            let start_offset = if request.start_offset == UNINITIALIZED_START_OFFSET {
+            let start_offset = if request_start == UNINITIALIZED_START_OFFSET {
                 current.start_offset
             } else {
-                request.start_offset
+                request_start
             };
             ShareStateRecord::Snapshot {
                 key: key.clone(),
@@ -780,12 +791,12 @@ impl ShareStateStore {
                 value: ShareUpdateValue {
                     snapshot_epoch: current.snapshot_epoch,
                     leader_epoch,
-                    start_offset: request.start_offset,
+                    start_offset: request_start,
                     delivery_complete_count: request.delivery_complete_count,
                     state_batches: combine_state_batches(
                         &[],
                         &request.state_batches,
-                        request.start_offset,
+                        request_start,
                     ),
                 },
             }

@@ -792,3 +792,36 @@ fn a_resolution_moves_the_start_offset_past_the_terminal_prefix_only() {
     assert_eq!(start_past_terminal(2, &[StateBatch::new(0, 3, 2, 1)]), 4);
     assert_eq!(start_past_terminal(2, &[]), 2);
 }
+
+#[test]
+fn a_stale_start_offset_written_after_a_resolution_does_not_uncover_resolved_records() {
+    // The soak's duplicate: a marker resolves records at the start here (the start moves past
+    // them and their batches are pruned); before the live share partition applies the marker
+    // too, it writes with its old start. For every snapshot threshold (update and snapshot).
+    for per_snapshot in [500, 1] {
+        let mut s = store(per_snapshot);
+        init(&mut s, 0, 0);
+        let staged = Some(StagedTxn {
+            producer_id: 7,
+            producer_epoch: 2,
+            ack_type: 1,
+        });
+        let mut w = write(0, &[]);
+        w.state_batches =
+            vec![StateBatch::new(0, 9, TX_PENDING_STATE_ID, 0).with_staged_txn(staged)];
+        apply(&mut s, &w);
+        for r in s.resolve_marker(7, 3, true, |_| 5, 60) {
+            s.replay(&r);
+        }
+        assert_eq!(s.state(&key()).expect("state").start_offset, 10);
+        // The live machine, still at start 0, acquires offsets 10–11.
+        apply(&mut s, &write(0, &[(10, 11, 1, 1)]));
+        let state = s.state(&key()).expect("state").clone();
+        assert_eq!(state.start_offset, 10, "0–9 were acknowledged");
+        assert_eq!(batches_of(&s), vec![(10, 11, 1, 1)]);
+        // A write that moves the start forward still does, and -1 leaves it.
+        apply(&mut s, &write(12, &[]));
+        apply(&mut s, &write(-1, &[]));
+        assert_eq!(s.state(&key()).expect("state").start_offset, 12);
+    }
+}
