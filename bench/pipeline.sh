@@ -21,7 +21,8 @@
 # commit, over the time from the first commit to the last; sampled every 0.2 s, eos/alo
 # only), p50/p99 of the commit durations (the workers' `in D ms` lines; for java,
 # sendOffsetsToTransaction + commitTransaction) and, for java, the read_committed count of
-# `out`. Needs target/release/shoal and the release example (cargo build --release -p
+# `out`; for eos/alo also the CPU seconds the broker and the workers used (the broker's
+# include the fill). Needs target/release/shoal and the release example (cargo build --release -p
 # shoal-cli, then cargo build --release -p shoal-client --example exactly_once_pipeline: one
 # command with --example builds only the example); java needs javac and Maven.
 # A row that does not finish in 300 s prints TIMEOUT. KEEP=1 keeps the data directory.
@@ -120,10 +121,16 @@ while :; do
     sleep 0.2
 done
 end=$(date +%s.%N)
+# CPU seconds (user + system) used so far by the broker and by all workers together.
+cpu() { local t=0 p; for p in "$@"; do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
+    echo "scale=2; $t / $(getconf CLK_TCK)" | bc; }
+cpu_broker=$(cpu "$broker") cpu_workers=$(cpu $pids)
 secs=$(echo "$end - $start" | bc)
 steady=$(echo "($total - $first_total) / ($end - $first)" | bc)
 latency=$(cat "$dir"/w*.log | grep -o 'in [0-9.]* ms' | awk '{print $2}' | sort -n |
     awk '{a[NR]=$1} END {print "p50_ms", a[int(NR*0.5)+1], "p99_ms", a[int(NR*0.99)+1], "commits", NR}')
 echo "$mode workers=$workers per_txn=$per_txn records=$total secs=$secs" \
     "records_per_s=$(echo "$total / $secs" | bc) steady_per_s=$steady" \
-    "first_commit_s=$(echo "$first - $start" | bc) $latency"
+    "first_commit_s=$(echo "$first - $start" | bc) $latency" \
+    "cpu_s_broker=$cpu_broker cpu_s_workers=$cpu_workers"
