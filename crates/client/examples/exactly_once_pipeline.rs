@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use shoal_client::producer::{DeliveryFuture, Producer, ProducerConfig, ProducerRecord};
 use shoal_client::share_consumer::{
-    AcknowledgeType, ShareAcknowledgements, ShareGroupMetadata, ShareRecord,
+    AcknowledgeType, ShareAcknowledgements, ShareConsumer, ShareGroupMetadata, ShareRecord,
 };
 use shoal_client::{Error, ErrorClass};
 
@@ -123,7 +123,8 @@ async fn main() -> anyhow::Result<()> {
         for r in &records {
             // A transaction holds N records at most, even when a poll brings more.
             if open.as_ref().is_some_and(|t| t.records >= records_per_txn) {
-                let txn = open.take().expect("open");
+                let mut txn = open.take().expect("open");
+                drain(&mut consumer, &mut txn, skip_acknowledgements)?;
                 finish(&producer, txn, &mut transactions, &mut committed).await?;
             }
             let txn = match &mut open {
@@ -139,18 +140,33 @@ async fn main() -> anyhow::Result<()> {
             };
             let sent = producer.send(transform(&output, r)).await;
             consumer.acknowledge(r, AcknowledgeType::Accept)?;
-            // Drained at once: the next poll would otherwise carry it (not transactional).
-            let acks = consumer.acknowledgements_for_transaction()?;
             txn.records += 1;
-            if !skip_acknowledgements {
-                txn.acks.extend(acks)?;
-            } // else dropped: sent by no one, the record's lock expires and it comes back
             if let Err(e) = sent {
+                // Drained and dropped: sent by no one, the records come back.
+                consumer.acknowledgements_for_transaction()?;
                 abort_on(&producer, e, txn.records).await?;
                 open = None;
             }
         }
+        // Drained before the next poll, which would otherwise carry them (not
+        // transactional); once per poll, as draining walks every record the consumer holds.
+        if let Some(txn) = &mut open {
+            drain(&mut consumer, txn, skip_acknowledgements)?;
+        }
     }
+}
+
+/// Moves the consumer's pending acknowledgements into the open transaction.
+fn drain(
+    consumer: &mut ShareConsumer,
+    txn: &mut Open,
+    skip_acknowledgements: bool,
+) -> anyhow::Result<()> {
+    let acks = consumer.acknowledgements_for_transaction()?;
+    if !skip_acknowledgements {
+        txn.acks.extend(acks)?;
+    } // else dropped: sent by no one, the records' locks expire and they come back
+    Ok(())
 }
 
 /// Stages the acknowledgements and commits; on an abortable error aborts instead.
@@ -265,7 +281,7 @@ async fn at_least_once(
 /// many were accepted.
 async fn acknowledge_written(
     producer: &Producer,
-    consumer: &mut shoal_client::share_consumer::ShareConsumer,
+    consumer: &mut ShareConsumer,
     sent: Vec<(ShareRecord, Result<DeliveryFuture, Error>)>,
 ) -> anyhow::Result<u64> {
     producer.flush().await?;
