@@ -130,7 +130,9 @@ async fn main() -> anyhow::Result<()> {
                 .as_ref()
                 .is_some_and(|t| t.accepted + t.rejected >= records_per_txn)
             {
-                let txn = open.take().expect("open");
+                let mut txn = open.take().expect("open");
+                txn.acks
+                    .extend(consumer.acknowledgements_for_transaction()?)?;
                 finish(&producer, txn, &mut transactions).await?;
             }
             let txn = match &mut open {
@@ -157,13 +159,18 @@ async fn main() -> anyhow::Result<()> {
             };
             let sent = producer.send(record).await;
             consumer.acknowledge(r, ack)?;
-            // Drained at once: the next poll would otherwise carry it (not transactional).
-            txn.acks
-                .extend(consumer.acknowledgements_for_transaction()?)?;
             if let Err(e) = sent {
+                // Drained and dropped: sent by no one, the records come back.
+                consumer.acknowledgements_for_transaction()?;
                 abort_on(&producer, e, txn.accepted + txn.rejected).await?;
                 open = None;
             }
+        }
+        // Drained before the next poll, which would otherwise carry them (not
+        // transactional); once per poll, as draining walks every record the consumer holds.
+        if let Some(txn) = &mut open {
+            txn.acks
+                .extend(consumer.acknowledgements_for_transaction()?)?;
         }
     }
 }
