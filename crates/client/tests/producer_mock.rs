@@ -181,11 +181,13 @@ async fn stale_leader_answers_refresh_metadata_and_retry_with_the_same_sequence(
         let addr = start_mock(script.clone()).await;
         let producer = Producer::new(config(addr)).await.unwrap();
         assert_eq!(producer.producer_id_epoch(), Some((42, 3)));
+        // Read before the send: with linger.ms=0 the batch may go out, and its first error
+        // refresh metadata, before send() returns (seen in CI on a loaded machine).
+        let metadata_before = *script.metadata_requests.lock().unwrap();
         let first = producer
             .send(ProducerRecord::new("t", "a").with_partition(0))
             .await
             .unwrap();
-        let metadata_before = *script.metadata_requests.lock().unwrap();
         let md = first.await.unwrap();
         assert_eq!(md.offset, 0);
         let metadata_after = *script.metadata_requests.lock().unwrap();
