@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shoal_core::share_coordinator::{
-    partition_for, InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord,
+    InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord,
     ShareStateStore, StateSummary, TopicId, UNINITIALIZED_START_OFFSET,
 };
 use shoal_core::share_partition::{AckBatch, SharePartition, SharePartitionConfig, StateWrite};
@@ -215,14 +215,10 @@ impl ShareManager {
         *self.markers.lock().expect("share markers lock poisoned")
     }
 
-    /// The share-state participant's application of a marker to the persisted state: the same
-    /// function live, at the start-up rewrite of a lost marker and on replay, so replayed state
-    /// equals live state. Every TX_PENDING batch the producer staged in a share partition
-    /// stored on `marker.partition`, at the marker's epoch or before, resolves (KIP-1289 §3.3,
-    /// [`ShareStateStore::resolve_marker`]: matched on the producer id; an older-epoch or
-    /// duplicate marker changes nothing). The resolution is derived from the marker and the
-    /// state before it, so it is applied to the store without being written: the marker is
-    /// its record. Returns the share partitions resolved.
+    /// The share-state participant's application of a marker to the persisted state
+    /// ([`ShareStateStore::apply_marker`], the decision in `shoal-core` the simulator runs too),
+    /// counted; the same call live, at the start-up rewrite of a lost marker and on replay.
+    /// Returns the share partitions resolved.
     fn apply_marker_to(
         &self,
         broker: &Broker,
@@ -238,24 +234,15 @@ impl ShareManager {
             }
         }
         let partitions = crate::internal::partition_count(broker, SHARE_GROUP_STATE);
-        let records = store.resolve_marker(
+        store.apply_marker(
+            marker.partition,
+            partitions,
             marker.producer_id,
             marker.producer_epoch,
             marker.commit,
             |key| partition_config(broker, &key.group_id).delivery_count_limit,
             now_ms(),
-        );
-        let mut resolved = Vec::new();
-        for record in records {
-            let key = record.key();
-            if state_partition(key, partitions) != marker.partition {
-                // Its own marker on its own state partition resolves it.
-                continue;
-            }
-            resolved.push(key.clone());
-            store.replay(&record);
-        }
-        resolved
+        )
     }
 
     /// Offsets TX_PENDING in the persisted state of `key`, or of every share partition when
@@ -864,16 +851,7 @@ impl ShareManager {
     }
 }
 
-/// The `__share_group_state` partition holding `key`'s state: Kafka's
-/// `abs(hash("group:topicId:partition")) % partitions`.
-pub fn state_partition(key: &SharePartitionKey, partitions: u32) -> i32 {
-    partition_for(
-        &key.group_id,
-        &key.topic_id.to_kafka_string(),
-        key.partition,
-        partitions,
-    ) as i32
-}
+pub use shoal_core::share_coordinator::state_partition;
 
 /// The share-partition limits of a group (its configs, else the broker's).
 pub fn partition_config(broker: &Broker, group_id: &str) -> SharePartitionConfig {

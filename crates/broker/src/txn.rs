@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use shoal_core::txn_coordinator as tc;
 use shoal_core::txn_coordinator::{
     partition_for, ListTransactionsRequest, ListTransactionsResponse, Output, PendingMarker,
     ProducerId, ReplyToken, TransactionDescription, TransactionResult, TxnConfig, TxnCoordinator,
@@ -277,16 +278,8 @@ fn recover_markers(
         };
         let lost = {
             let mut log = partition.lock();
-            if log.log_end_offset() > m.offset {
-                false
-            } else if Participant::of(&tp.topic).is_some() {
-                // A participant's transactional records (pending offset commits, staged share
-                // acknowledgements) are resolved by the participant, not tracked as open
-                // transactions by the producer state; whatever of them survived belongs to this
-                // transaction (anything later was after the marker), and a marker that finds
-                // nothing to resolve changes nothing.
-                true
-            } else {
+            let log_end = log.log_end_offset();
+            tc::markers::marker_lost(m, log_end, Participant::of(&tp.topic).is_some(), || {
                 let config = crate::producers::state_config(&broker.config);
                 let mut producers = partition.producers(&mut log, config, now_ms())?;
                 producers.sync_with(&mut log)?;
@@ -294,8 +287,8 @@ fn recover_markers(
                     .state()
                     .ongoing_txns()
                     .any(|(_, pid)| pid.0 == m.producer_id.0);
-                open
-            }
+                Ok::<bool, anyhow::Error>(open)
+            })?
         };
         if !lost {
             continue;
@@ -456,18 +449,12 @@ fn markers_record(
     appended: Vec<PendingMarker>,
 ) -> Option<TxnRecord> {
     let before = unflushed.remove(id).unwrap_or_default();
-    let listed_before = !before.is_empty();
-    let still: Vec<PendingMarker> = before
-        .into_iter()
-        .chain(appended)
-        .filter(|m| {
-            crate::markers::partition(broker, &m.partition.topic, m.partition.partition)
-                .is_ok_and(|p| p.lock().flushed_offset() <= m.offset)
-        })
-        .collect();
-    if still.is_empty() && !listed_before {
-        return None;
-    }
+    let (record, still) = tc::markers::markers_record(id, before, appended, |tp| {
+        crate::markers::partition(broker, &tp.topic, tp.partition)
+            .ok()
+            .map(|p| p.lock().flushed_offset())
+    });
+    record.as_ref()?;
     if still.len() > MARKERS_LISTED_MAX {
         let mut partitions: Vec<Arc<crate::topics::Partition>> = Vec::new();
         for m in &still {
@@ -482,12 +469,9 @@ fn markers_record(
         flush_in_background(broker, partitions);
     }
     if !still.is_empty() {
-        unflushed.insert(id.to_string(), still.clone());
+        unflushed.insert(id.to_string(), still);
     }
-    Some(TxnRecord::Markers {
-        transactional_id: id.to_string(),
-        markers: still,
-    })
+    record
 }
 
 async fn run(

@@ -159,6 +159,17 @@ pub fn partition_for(
     kafka_abs(java_string_hash(&key)).unsigned_abs() % num_partitions.max(1)
 }
 
+/// The `__share_group_state` partition holding `key`'s state ([`partition_for`] of its
+/// group, topic id and partition).
+pub fn state_partition(key: &SharePartitionKey, num_partitions: u32) -> i32 {
+    partition_for(
+        &key.group_id,
+        &key.topic_id.to_kafka_string(),
+        key.partition,
+        num_partitions,
+    ) as i32
+}
+
 /// Settings and limits of a shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareCoordinatorConfig {
@@ -735,6 +746,46 @@ impl ShareStateStore {
             out.push(self.state_record(key, entry, &request, false, now_ms));
         }
         out
+    }
+
+    /// The share-state participant's application of a COMMIT/ABORT marker appended to
+    /// `__share_group_state` partition `marker_partition` (of `num_partitions`): the same
+    /// call live, at the start-up rewrite of a lost marker and on replay of the control batch,
+    /// so replayed state equals live state. Every TX_PENDING batch the producer staged in a
+    /// share partition stored on `marker_partition`, at the marker's epoch or before,
+    /// resolves ([`ShareStateStore::resolve_marker`]); share partitions stored on another
+    /// state partition wait for their own marker there. The resolution is derived from the
+    /// marker and the state before it, so it is applied here without being written: the
+    /// marker is its record. Returns the share partitions resolved, whose live machines the
+    /// caller then resolves with [`crate::share_partition::SharePartition::apply_marker`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_marker(
+        &mut self,
+        marker_partition: i32,
+        num_partitions: u32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        delivery_count_limit: impl Fn(&SharePartitionKey) -> i16,
+        now_ms: i64,
+    ) -> Vec<SharePartitionKey> {
+        let records = self.resolve_marker(
+            producer_id,
+            producer_epoch,
+            commit,
+            delivery_count_limit,
+            now_ms,
+        );
+        let mut resolved = Vec::new();
+        for record in records {
+            let key = record.key();
+            if state_partition(key, num_partitions) != marker_partition {
+                continue;
+            }
+            resolved.push(key.clone());
+            self.replay(&record);
+        }
+        resolved
     }
 
     fn state_record(

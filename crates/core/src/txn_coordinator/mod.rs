@@ -40,6 +40,7 @@
 //! - MarkersWritten must match the coordinator epoch, producer id, epoch and result of the
 //!   pending transaction; anything else (late, duplicate, pre-restart) is ignored.
 
+pub mod markers;
 mod records;
 mod types;
 

@@ -1,0 +1,128 @@
+//! The transaction driver's decisions about markers that are appended but maybe not durable
+//! (decision 0005): which markers a Markers record lists, and which listed markers a crash lost.
+//!
+//! The driver writes a transaction's COMMIT/ABORT markers without waiting for their fsync and
+//! completes the transaction; the Complete record is preceded, in the same fsync, by a Markers
+//! record listing the id's markers not yet known durable ([`markers_record`]). At start, every
+//! listed marker whose partition recovered to a prefix ending at or before it, and whose
+//! transaction is still open there, is written again before anything is served
+//! ([`marker_lost`]). Both are pure functions of what the driver observes, so the broker and the
+//! simulator (`crates/sim`) run the same decisions.
+
+use super::records::{PendingMarker, TxnRecord};
+use super::types::TopicPartition;
+
+/// The Markers record to write with a completion of `transactional_id`: the markers of its
+/// earlier completions still not durable (`before`, what the previous Markers record listed)
+/// plus `appended` (this completion's), keeping those whose partition's flushed offset is at
+/// or before the marker (`flushed_offset`; `None` for a partition that no longer exists, whose
+/// markers are dropped). Returns the record (None when there is nothing to list and nothing
+/// was listed before, so no record is needed) and the markers it lists.
+pub fn markers_record(
+    transactional_id: &str,
+    before: Vec<PendingMarker>,
+    appended: Vec<PendingMarker>,
+    flushed_offset: impl Fn(&TopicPartition) -> Option<i64>,
+) -> (Option<TxnRecord>, Vec<PendingMarker>) {
+    let listed_before = !before.is_empty();
+    let still: Vec<PendingMarker> = before
+        .into_iter()
+        .chain(appended)
+        .filter(|m| flushed_offset(&m.partition).is_some_and(|flushed| flushed <= m.offset))
+        .collect();
+    if still.is_empty() && !listed_before {
+        return (None, still);
+    }
+    let record = TxnRecord::Markers {
+        transactional_id: transactional_id.to_string(),
+        markers: still.clone(),
+    };
+    (Some(record), still)
+}
+
+/// Whether a marker listed in a Markers record was lost in a crash and must be written again:
+/// its partition's log now ends at or before the marker's offset (recovery kept a prefix
+/// that stops short of it) and the producer still has a transaction open there. On a
+/// transactional participant's partition (`__consumer_offsets`, `__share_group_state`),
+/// whose transactional records the participant resolves rather than the producer state,
+/// whatever survived belongs to this transaction (anything later came after the marker) and
+/// a marker that finds nothing to resolve changes nothing, so it is always written again;
+/// elsewhere `has_open_txn` is asked (it may need to load the partition's producer state).
+///
+/// # Errors
+/// What `has_open_txn` returns.
+pub fn marker_lost<E>(
+    marker: &PendingMarker,
+    log_end_offset: i64,
+    is_participant: bool,
+    has_open_txn: impl FnOnce() -> Result<bool, E>,
+) -> Result<bool, E> {
+    if log_end_offset > marker.offset {
+        return Ok(false);
+    }
+    if is_participant {
+        return Ok(true);
+    }
+    has_open_txn()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::producer_state::{ProducerEpoch, ProducerId};
+    use crate::txn_coordinator::TransactionResult;
+
+    fn marker(partition: i32, offset: i64) -> PendingMarker {
+        PendingMarker {
+            partition: TopicPartition::new("out", partition),
+            offset,
+            producer_id: ProducerId(7),
+            producer_epoch: ProducerEpoch(2),
+            result: TransactionResult::Commit,
+        }
+    }
+
+    #[test]
+    fn a_record_lists_only_the_markers_not_yet_flushed() {
+        // Partition 0 flushed up to offset 10, partition 1 up to 3.
+        let flushed = |tp: &TopicPartition| Some(if tp.partition == 0 { 10 } else { 3 });
+        let (record, still) = markers_record("t", vec![marker(0, 5)], vec![marker(1, 4)], flushed);
+        assert_eq!(still, vec![marker(1, 4)]);
+        assert_eq!(
+            record,
+            Some(TxnRecord::Markers {
+                transactional_id: "t".into(),
+                markers: vec![marker(1, 4)],
+            })
+        );
+    }
+
+    #[test]
+    fn nothing_listed_before_or_now_needs_no_record_but_an_emptied_list_does() {
+        let flushed = |_: &TopicPartition| Some(100);
+        assert_eq!(markers_record("t", vec![], vec![marker(0, 5)], flushed), (None, vec![]));
+        let (record, still) = markers_record("t", vec![marker(0, 5)], vec![], flushed);
+        assert!(still.is_empty());
+        assert_eq!(
+            record,
+            Some(TxnRecord::Markers {
+                transactional_id: "t".into(),
+                markers: vec![],
+            })
+        );
+        // A partition that is gone drops its markers.
+        let (_, still) = markers_record("t", vec![], vec![marker(0, 5)], |_| None);
+        assert!(still.is_empty());
+    }
+
+    #[test]
+    fn a_marker_is_lost_only_when_the_log_stops_short_of_it_and_its_transaction_is_open() {
+        let m = marker(0, 5);
+        let never = || -> Result<bool, ()> { panic!("not asked") };
+        assert_eq!(marker_lost(&m, 6, false, never), Ok(false));
+        assert_eq!(marker_lost(&m, 5, true, never), Ok(true));
+        assert_eq!(marker_lost(&m, 5, false, || Ok::<_, ()>(true)), Ok(true));
+        assert_eq!(marker_lost(&m, 2, false, || Ok::<_, ()>(false)), Ok(false));
+        assert_eq!(marker_lost(&m, 2, false, || Err("io")), Err("io"));
+    }
+}
