@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shoal_core::share_coordinator::{
-    InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord,
-    ShareStateStore, StateSummary, TopicId, UNINITIALIZED_START_OFFSET,
+    InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord, ShareStateStore,
+    StateSummary, TopicId, UNINITIALIZED_START_OFFSET,
 };
 use shoal_core::share_partition::{AckBatch, SharePartition, SharePartitionConfig, StateWrite};
 use shoal_core::share_session::{SessionKey, ShareSessionCache, TopicIdPartition};

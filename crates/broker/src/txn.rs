@@ -256,9 +256,9 @@ fn replay(
     Ok((count, pending))
 }
 
-/// Writes again, and fsyncs, every listed marker a crash lost: its partition ends at or before
-/// the marker's offset (recovery kept a prefix that stops short of it) and its producer still
-/// has a transaction open there (on a participant's partition, always; the participant is then
+/// Writes again, and fsyncs, every listed marker a crash lost ([`tc::markers::lost_markers`]:
+/// its partition ends at or before the marker's offset and its producer still has a
+/// transaction open there; on a participant's partition, always, and the participant is then
 /// handed the marker). Runs before the broker serves requests, so nothing can have
 /// been appended since recovery. Returns how many markers were written.
 ///
@@ -271,28 +271,37 @@ fn recover_markers(
     coordinator_epoch: i32,
 ) -> anyhow::Result<usize> {
     let mut written = 0;
-    for m in pending.values().flatten() {
+    // Every listed marker is judged before any is written again (a rewrite appends where
+    // another lost marker was; see `tc::markers::lost_markers`).
+    let lost = tc::markers::lost_markers(
+        pending.values().flatten(),
+        |tp| {
+            crate::markers::partition(broker, &tp.topic, tp.partition)
+                .ok()
+                .map(|p| p.lock().log_end_offset())
+        },
+        |tp| Participant::of(&tp.topic).is_some(),
+        |m| {
+            let tp = &m.partition;
+            let Ok(partition) = crate::markers::partition(broker, &tp.topic, tp.partition) else {
+                return Ok(false);
+            };
+            let mut log = partition.lock();
+            let config = crate::producers::state_config(&broker.config);
+            let mut producers = partition.producers(&mut log, config, now_ms())?;
+            producers.sync_with(&mut log)?;
+            let open = producers
+                .state()
+                .ongoing_txns()
+                .any(|(_, pid)| pid.0 == m.producer_id.0);
+            Ok::<bool, anyhow::Error>(open)
+        },
+    )?;
+    for m in lost {
         let tp = &m.partition;
         let Ok(partition) = crate::markers::partition(broker, &tp.topic, tp.partition) else {
             continue;
         };
-        let lost = {
-            let mut log = partition.lock();
-            let log_end = log.log_end_offset();
-            tc::markers::marker_lost(m, log_end, Participant::of(&tp.topic).is_some(), || {
-                let config = crate::producers::state_config(&broker.config);
-                let mut producers = partition.producers(&mut log, config, now_ms())?;
-                producers.sync_with(&mut log)?;
-                let open = producers
-                    .state()
-                    .ongoing_txns()
-                    .any(|(_, pid)| pid.0 == m.producer_id.0);
-                Ok::<bool, anyhow::Error>(open)
-            })?
-        };
-        if !lost {
-            continue;
-        }
         let commit = m.result.is_commit();
         crate::markers::write_marker(
             broker,

@@ -40,30 +40,42 @@ pub fn markers_record(
     (Some(record), still)
 }
 
-/// Whether a marker listed in a Markers record was lost in a crash and must be written again:
-/// its partition's log now ends at or before the marker's offset (recovery kept a prefix
-/// that stops short of it) and the producer still has a transaction open there. On a
-/// transactional participant's partition (`__consumer_offsets`, `__share_group_state`),
-/// whose transactional records the participant resolves rather than the producer state,
-/// whatever survived belongs to this transaction (anything later came after the marker) and
-/// a marker that finds nothing to resolve changes nothing, so it is always written again;
-/// elsewhere `has_open_txn` is asked (it may need to load the partition's producer state).
+/// The markers listed in Markers records that a crash lost and that must be written again,
+/// in the order given: each one's partition log now ends at or before the marker's offset
+/// (recovery kept a prefix that stops short of it) and its producer still has a transaction
+/// open there. On a transactional participant's partition (`__consumer_offsets`,
+/// `__share_group_state`), whose transactional records the participant resolves rather than
+/// the producer state, whatever survived belongs to this transaction (anything later came
+/// after the marker) and a marker that finds nothing to resolve changes nothing, so it is
+/// always written again; elsewhere `has_open_txn` is asked (it may load the partition's
+/// producer state).
+///
+/// Every marker is judged against the logs as recovery left them, before anything is written
+/// again: a rewrite appends at the log end, which may be the offset another lost marker had,
+/// and that marker would then look as if it had survived. `log_end_offset` is called before
+/// the caller writes anything (None: the partition no longer exists, nothing to write).
 ///
 /// # Errors
 /// What `has_open_txn` returns.
-pub fn marker_lost<E>(
-    marker: &PendingMarker,
-    log_end_offset: i64,
-    is_participant: bool,
-    has_open_txn: impl FnOnce() -> Result<bool, E>,
-) -> Result<bool, E> {
-    if log_end_offset > marker.offset {
-        return Ok(false);
+pub fn lost_markers<'a, E>(
+    listed: impl IntoIterator<Item = &'a PendingMarker>,
+    mut log_end_offset: impl FnMut(&TopicPartition) -> Option<i64>,
+    is_participant: impl Fn(&TopicPartition) -> bool,
+    mut has_open_txn: impl FnMut(&PendingMarker) -> Result<bool, E>,
+) -> Result<Vec<&'a PendingMarker>, E> {
+    let mut lost = Vec::new();
+    for m in listed {
+        let Some(end) = log_end_offset(&m.partition) else {
+            continue;
+        };
+        if end > m.offset {
+            continue;
+        }
+        if is_participant(&m.partition) || has_open_txn(m)? {
+            lost.push(m);
+        }
     }
-    if is_participant {
-        return Ok(true);
-    }
-    has_open_txn()
+    Ok(lost)
 }
 
 #[cfg(test)]
@@ -100,7 +112,10 @@ mod tests {
     #[test]
     fn nothing_listed_before_or_now_needs_no_record_but_an_emptied_list_does() {
         let flushed = |_: &TopicPartition| Some(100);
-        assert_eq!(markers_record("t", vec![], vec![marker(0, 5)], flushed), (None, vec![]));
+        assert_eq!(
+            markers_record("t", vec![], vec![marker(0, 5)], flushed),
+            (None, vec![])
+        );
         let (record, still) = markers_record("t", vec![marker(0, 5)], vec![], flushed);
         assert!(still.is_empty());
         assert_eq!(
@@ -117,12 +132,45 @@ mod tests {
 
     #[test]
     fn a_marker_is_lost_only_when_the_log_stops_short_of_it_and_its_transaction_is_open() {
-        let m = marker(0, 5);
-        let never = || -> Result<bool, ()> { panic!("not asked") };
-        assert_eq!(marker_lost(&m, 6, false, never), Ok(false));
-        assert_eq!(marker_lost(&m, 5, true, never), Ok(true));
-        assert_eq!(marker_lost(&m, 5, false, || Ok::<_, ()>(true)), Ok(true));
-        assert_eq!(marker_lost(&m, 2, false, || Ok::<_, ()>(false)), Ok(false));
-        assert_eq!(marker_lost(&m, 2, false, || Err("io")), Err("io"));
+        let ends = |tp: &TopicPartition| Some(if tp.partition == 0 { 5 } else { 9 });
+        let participant = |tp: &TopicPartition| tp.topic == "__share_group_state";
+        let listed = [marker(0, 5), marker(0, 4), marker(1, 9)];
+        // 5 ≥ end 5: lost; 4 < end: survived; partition 1: lost, open.
+        let lost = lost_markers(&listed, ends, participant, |_| Ok::<_, ()>(true)).unwrap();
+        assert_eq!(lost, vec![&listed[0], &listed[2]]);
+        // No transaction open any more: nothing to write.
+        let lost = lost_markers(&listed, ends, participant, |_| Ok::<_, ()>(false)).unwrap();
+        assert!(lost.is_empty());
+        // A participant's marker is written again without asking.
+        let mut state = marker(0, 5);
+        state.partition = TopicPartition::new("__share_group_state", 0);
+        let lost = lost_markers([&state], ends, participant, |_| Err("not asked")).unwrap();
+        assert_eq!(lost, vec![&state]);
+        // A partition that is gone: nothing.
+        assert!(lost_markers(&listed, |_| None, participant, |_| Err("no"))
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            lost_markers(&listed, ends, participant, |_| Err("io")),
+            Err("io")
+        );
+    }
+
+    /// Found by the simulator (seed 16): two producers' markers at offsets 56 and 57 of one
+    /// partition are lost; writing the second one again (at 56) must not make the first look
+    /// as if it had survived.
+    #[test]
+    fn every_marker_is_judged_before_any_is_written_again() {
+        let first = marker(0, 56);
+        let mut second = marker(0, 57);
+        second.producer_id = ProducerId(8);
+        // Listed in the other order, as a map of transactional ids may list them.
+        let listed = [second.clone(), first.clone()];
+        let mut end = 56;
+        let lost = lost_markers(&listed, |_| Some(end), |_| false, |_| Ok::<_, ()>(true)).unwrap();
+        assert_eq!(lost, vec![&second, &first]);
+        // The broker then appends them; judging after the first append would skip `first`.
+        end += 1;
+        assert!(end > first.offset);
     }
 }
