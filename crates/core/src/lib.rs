@@ -18,6 +18,7 @@
 //! rebuilds the same state. Must not: perform I/O, read clocks, spawn tasks, take locks or
 //! depend on the wire codec — the broker converts between wire messages and these types.
 
+pub mod faults;
 pub mod group_coordinator;
 pub mod hash;
 mod kafka_wire;

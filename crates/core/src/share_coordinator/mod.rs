@@ -269,7 +269,14 @@ pub fn resolve_staged_batches(
         .filter(|b| b.delivery_state == TX_PENDING_STATE_ID)
         .filter_map(|b| {
             let t = b.staged_txn?;
-            if t.producer_id != producer_id || t.producer_epoch > producer_epoch {
+            let epoch_matches = if crate::faults::active(crate::faults::Fault::ExactEpochMarker) {
+                t.producer_epoch == producer_epoch
+            } else {
+                t.producer_epoch <= producer_epoch
+            };
+            let producer_matches = t.producer_id == producer_id
+                || crate::faults::active(crate::faults::Fault::MarkerIgnoresProducer);
+            if !producer_matches || !epoch_matches {
                 return None;
             }
             let count = b.delivery_count.saturating_add(1);

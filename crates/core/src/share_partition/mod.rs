@@ -459,6 +459,9 @@ impl SharePartition {
     /// ARCHIVED at the delivery limit (Kafka's acquisition lock timeout).
     fn expire_due(&mut self, now_ms: i64, op: &mut Op) {
         let limit = self.config.delivery_count_limit;
+        if crate::faults::active(crate::faults::Fault::LockExpiresTxPending) {
+            self.expire_staged(now_ms, op);
+        }
         for key in self.runs.expired(now_ms) {
             let Some((first, last)) = self
                 .runs
@@ -478,6 +481,27 @@ impl SharePartition {
                     RecordState::Available
                 };
                 Some(Run::unowned(r.last, state, r.delivery_count))
+            });
+        }
+    }
+
+    /// The [`crate::faults::Fault::LockExpiresTxPending`] bug: a staged record's lock, still
+    /// running from its staging, makes it AVAILABLE when it lapses.
+    fn expire_staged(&mut self, now_ms: i64, op: &mut Op) {
+        let duration = self.config.record_lock_duration_ms;
+        let due = |r: &Run| {
+            r.state == RecordState::TxPending
+                && r.txn
+                    .as_ref()
+                    .and_then(|t| t.staged_at_ms)
+                    .is_some_and(|at| at.saturating_add(duration) <= now_ms)
+        };
+        for key in self.runs.staged_keys() {
+            let Some(last) = self.runs.get(key).filter(|r| due(r)).map(|r| r.last) else {
+                continue;
+            };
+            self.update_range(key, last, op, |r| {
+                due(r).then(|| Run::unowned(r.last, RecordState::Available, r.delivery_count))
             });
         }
     }

@@ -174,6 +174,13 @@ impl Runs {
             .collect()
     }
 
+    /// First offsets of every TX_PENDING run.
+    pub fn staged_keys(&self) -> Vec<i64> {
+        let mut keys: Vec<i64> = self.pending.iter().map(|(_, first)| *first).collect();
+        keys.sort_unstable();
+        keys
+    }
+
     /// The run containing `offset`.
     pub fn covering(&self, offset: i64) -> Option<(i64, &Run)> {
         self.map

@@ -30,6 +30,7 @@ use super::types::{
     StateWrite, TxnStats,
 };
 use super::{acknowledge::validate_acknowledge_batches, SharePartition};
+use crate::faults::{self, Fault};
 
 impl SharePartition {
     /// Stages `member_id`'s acknowledgement `batches` in the transaction of
@@ -162,25 +163,35 @@ impl SharePartition {
         let limit = self.config.delivery_count_limit;
         let mut resolved = 0i64;
         let mut staged_at_ms = Vec::new();
-        for key in self.runs.staged_by(producer_id) {
+        let ignore_producer = faults::active(Fault::MarkerIgnoresProducer);
+        let matches = |t: &Staging| {
+            if ignore_producer {
+                return true;
+            }
+            t.producer_id == producer_id
+                && if faults::active(Fault::ExactEpochMarker) {
+                    t.producer_epoch == producer_epoch
+                } else {
+                    t.producer_epoch <= producer_epoch
+                }
+        };
+        let keys = if ignore_producer {
+            self.runs.staged_keys()
+        } else {
+            self.runs.staged_by(producer_id)
+        };
+        for key in keys {
             let Some((first, last)) = self
                 .runs
                 .get(key)
-                .filter(|r| {
-                    r.txn.as_ref().is_some_and(|t| {
-                        t.producer_id == producer_id && t.producer_epoch <= producer_epoch
-                    })
-                })
+                .filter(|r| r.txn.as_ref().is_some_and(matches))
                 .map(|r| (key, r.last))
             else {
                 continue;
             };
             self.update_range(first, last, &mut op, |r| {
                 let t = r.txn.as_ref()?;
-                if r.state != RecordState::TxPending
-                    || t.producer_id != producer_id
-                    || t.producer_epoch > producer_epoch
-                {
+                if r.state != RecordState::TxPending || !matches(t) {
                     return None;
                 }
                 let count = r.delivery_count;

@@ -1,0 +1,75 @@
+//! Known bugs, re-introduced on purpose behind a test-only switch, so that the simulator
+//! (`crates/sim`) can show it catches each of them (issue 13, point 5).
+//!
+//! Compiled in only with the `fault-injection` feature (which only `shoal-sim` enables); without
+//! it [`active`] is a constant `false` and every guarded branch disappears. With it, a fault is
+//! off until a thread turns it on with [`set`], and it is per thread, so tests running in
+//! parallel do not see each other's faults.
+
+/// One known bug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    /// The KIP-1289 draft's marker match: a marker resolves only stagings of exactly its
+    /// epoch. Under transaction version 2 the marker carries the bumped epoch, so nothing ever
+    /// resolves.
+    ExactEpochMarker,
+    /// The acquisition lock keeps running after staging and its expiry makes the TX_PENDING
+    /// record AVAILABLE again.
+    LockExpiresTxPending,
+    /// A marker resolves every staging on the share partition, whichever producer staged it.
+    MarkerIgnoresProducer,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 3] = [
+        Fault::ExactEpochMarker,
+        Fault::LockExpiresTxPending,
+        Fault::MarkerIgnoresProducer,
+    ];
+
+    fn bit(self) -> u8 {
+        match self {
+            Fault::ExactEpochMarker => 1,
+            Fault::LockExpiresTxPending => 2,
+            Fault::MarkerIgnoresProducer => 4,
+        }
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+thread_local! {
+    static ACTIVE: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether `fault` is switched on for this thread.
+#[cfg(feature = "fault-injection")]
+pub fn active(fault: Fault) -> bool {
+    ACTIVE.with(|a| a.get() & fault.bit() != 0)
+}
+
+/// Whether `fault` is switched on: never, without the `fault-injection` feature.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn active(fault: Fault) -> bool {
+    let _ = fault.bit();
+    false
+}
+
+/// Switches `fault` on or off for this thread.
+#[cfg(feature = "fault-injection")]
+pub fn set(fault: Fault, on: bool) {
+    ACTIVE.with(|a| {
+        let bits = if on {
+            a.get() | fault.bit()
+        } else {
+            a.get() & !fault.bit()
+        };
+        a.set(bits);
+    });
+}
+
+/// Switches every fault off for this thread.
+#[cfg(feature = "fault-injection")]
+pub fn clear() {
+    ACTIVE.with(|a| a.set(0));
+}

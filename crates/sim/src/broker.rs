@@ -1,0 +1,1267 @@
+//! The simulated broker: Shoal's sans-IO machines, wired the way `shoal-broker` wires them,
+//! over the simulated disk.
+//!
+//! What runs is the real code of `shoal-core`: the share partitions, the share-state store
+//! (with the share-state participant's marker application), share-group membership, the
+//! transaction coordinator with the marker-recovery decisions, and each partition's producer
+//! state. What this module adds is the shell's ordering, as the broker has it: state writes
+//! are appended and fsynced before the answer; a TxnShareAcknowledge stages on copies, all or
+//! nothing, persists the staging as the producer's transactional batch, then answers;
+//! transaction records are fsynced before replies; markers are written one partition per
+//! step without waiting for their fsync, each handed to the share-state participant once
+//! appended, and the Complete record is preceded by the Markers record listing the markers not
+//! yet durable; a start replays every log, rewrites the lost markers, and resumes
+//! PrepareCommit/PrepareAbort transactions.
+//!
+//! Differences from the broker, on purpose: everything a request does happens in one step
+//! (a crash lands between steps, which, with answers lost in the crash, covers a crash
+//! after an fsync and before the answer); share partitions load eagerly at start instead of on
+//! first fetch; there is one input topic, one output topic and no configs.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use shoal_core::group_coordinator::share::{
+    GroupIdUse, HeartbeatRequest, ShareGroupConfig, ShareGroupCoordinator, ShareGroupRecord,
+    TopicsImage,
+};
+use shoal_core::producer_state::{
+    BatchInfo, Decision, ProducerEpoch, ProducerId, ProducerStateConfig, ProducerStateManager,
+};
+use shoal_core::share_coordinator::{
+    state_partition, InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord,
+    ShareStateStore, TopicId,
+};
+use shoal_core::share_partition::{
+    AckBatch, AcquireMode, AcquireRequest, FetchedBatch, Isolation, SharePartition,
+    SharePartitionConfig, StateWrite,
+};
+use shoal_core::txn_coordinator::{
+    self as tc, AddPartitionsImplicitRequest, EndTxnRequest, InitProducerIdRequest, PendingMarker,
+    ReplyToken, TopicPartition, TransactionResult, TxnConfig, TxnCoordinator, TxnRecord,
+    TxnRequest, TxnResponse, WriteMarkers,
+};
+
+use crate::disk::{log_name, Batch, Body, Disk, Record};
+use crate::proto::{codes, Addr, Delivered, Req, Resp};
+
+pub const INPUT: &str = "in";
+pub const OUTPUT: &str = "out";
+pub const SHARE_STATE: &str = "__share_group_state";
+pub const TXN_STATE: &str = "__transaction_state";
+pub const OFFSETS: &str = "__consumer_offsets";
+pub const INPUT_ID: TopicId = TopicId([7; 16]);
+pub const GROUP: &str = "queue";
+
+/// The shape of the simulated cluster and the settings the seed chose.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub input_partitions: i32,
+    pub output_partitions: i32,
+    pub state_partitions: u32,
+    pub share: SharePartitionConfig,
+    pub snapshot_every: u32,
+    pub session_timeout_ms: i32,
+    /// The workers' `transaction.timeout.ms`.
+    pub txn_timeout_ms: i32,
+    /// Log batches one ShareFetch reads at most.
+    pub fetch_batches: usize,
+    /// The shell bug of issue 13: a staging answered before it is persisted.
+    pub bug_stage_before_persist: bool,
+}
+
+/// What the broker did that the checker needs to see (it reads the disk for the rest).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observed {
+    Acquired {
+        member: String,
+        partition: i32,
+        first: i64,
+        last: i64,
+        delivery_count: i16,
+        deadline_ms: i64,
+    },
+    /// A TxnShareAcknowledge answered NONE: these ranges are staged in the producer's
+    /// transaction.
+    Staged {
+        producer_id: i64,
+        producer_epoch: i16,
+        ranges: Vec<(i32, AckBatch)>,
+    },
+    /// A marker was appended to a log.
+    Marker {
+        log: String,
+        offset: i64,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    },
+    /// A marker was applied to a share partition's live machine (by the participant).
+    MarkerApplied {
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    },
+    /// A non-transactional acknowledgement was accepted.
+    Acked { partition: i32, batch: AckBatch },
+    /// A member left or its session expired: its acquisitions were released.
+    Released { member: String },
+}
+
+/// A transaction's markers being written, one partition per step.
+#[derive(Debug)]
+struct MarkerTask {
+    markers: WriteMarkers,
+    remaining: VecDeque<TopicPartition>,
+    appended: Vec<PendingMarker>,
+}
+
+/// A staging answered but not yet persisted (only with `bug_stage_before_persist`).
+#[derive(Debug)]
+struct LateStaging {
+    producer_id: i64,
+    producer_epoch: i16,
+    records: Vec<ShareStateRecord>,
+}
+
+pub struct Broker {
+    layout: Layout,
+    txn: TxnCoordinator,
+    groups: ShareGroupCoordinator,
+    store: ShareStateStore,
+    sps: BTreeMap<SharePartitionKey, SharePartition>,
+    producers: BTreeMap<String, ProducerStateManager>,
+    unflushed_markers: BTreeMap<String, Vec<PendingMarker>>,
+    parked: BTreeMap<u64, (Addr, u64)>,
+    next_token: u64,
+    tasks: VecDeque<MarkerTask>,
+    late: VecDeque<LateStaging>,
+    /// Answers to send.
+    pub outbox: Vec<(Addr, u64, Resp)>,
+    pub observed: Vec<Observed>,
+    /// Lines for the trace.
+    pub notes: Vec<String>,
+}
+
+fn code(e: shoal_core::group_coordinator::ErrorCode) -> i16 {
+    e.0
+}
+
+fn batch_info(b: &Batch) -> BatchInfo {
+    BatchInfo {
+        producer_id: ProducerId(b.producer_id),
+        producer_epoch: ProducerEpoch(b.producer_epoch),
+        base_sequence: b.base_sequence,
+        last_offset_delta: (b.len() - 1) as i32,
+        max_timestamp: 0,
+        transactional: b.transactional,
+        control: b.is_control(),
+    }
+}
+
+fn txn_config() -> TxnConfig {
+    TxnConfig::default()
+}
+
+pub fn share_key(partition: i32) -> SharePartitionKey {
+    SharePartitionKey::new(GROUP, INPUT_ID, partition)
+}
+
+fn topics_image(layout: &Layout) -> TopicsImage {
+    TopicsImage::new([(INPUT.to_string(), INPUT_ID.0, layout.input_partitions)])
+}
+
+impl Broker {
+    /// Starts the broker on `disk`: replays every log and recovers, as `shoal-broker` starts.
+    pub fn start(layout: &Layout, disk: &mut Disk, now: i64) -> Broker {
+        disk.coordinator_epoch += 1;
+        let mut b = Broker {
+            layout: layout.clone(),
+            txn: TxnCoordinator::new(txn_config(), disk.coordinator_epoch),
+            groups: ShareGroupCoordinator::new(ShareGroupConfig {
+                session_timeout_ms: layout.session_timeout_ms,
+                heartbeat_interval_ms: (layout.session_timeout_ms / 4).max(1),
+                ..ShareGroupConfig::default()
+            }),
+            store: ShareStateStore::new(ShareCoordinatorConfig {
+                snapshot_update_records_per_snapshot: layout.snapshot_every,
+                ..ShareCoordinatorConfig::default()
+            })
+            .expect("snapshot interval within 0..=500"),
+            sps: BTreeMap::new(),
+            producers: BTreeMap::new(),
+            unflushed_markers: BTreeMap::new(),
+            parked: BTreeMap::new(),
+            next_token: 0,
+            tasks: VecDeque::new(),
+            late: VecDeque::new(),
+            outbox: Vec::new(),
+            observed: Vec::new(),
+            notes: Vec::new(),
+        };
+        // Producer state of every partition transactional batches reach.
+        for (name, log) in disk.logs() {
+            if name.starts_with(INPUT) {
+                continue;
+            }
+            let mut ps = ProducerStateManager::new(ProducerStateConfig::default());
+            for batch in log.batches() {
+                if batch.producer_id < 0 {
+                    continue;
+                }
+                ps.on_append(&batch_info(batch), batch.base_offset);
+                if let Body::Control {
+                    coordinator_epoch, ..
+                } = batch.body
+                {
+                    ps.on_marker_coordinator_epoch(
+                        ProducerId(batch.producer_id),
+                        coordinator_epoch,
+                    );
+                }
+            }
+            b.producers.insert(name.clone(), ps);
+        }
+        // The share-state participant.
+        for p in 0..layout.state_partitions as i32 {
+            let name = log_name(SHARE_STATE, p);
+            for batch in disk.log(&name).batches().to_vec() {
+                match &batch.body {
+                    Body::Data(records) => {
+                        for r in records {
+                            match ShareStateRecord::decode(&r.key, r.value.as_deref()) {
+                                Ok(record) => b.store.replay(&record),
+                                Err(e) => b.notes.push(format!("undecodable share state: {e}")),
+                            }
+                        }
+                    }
+                    Body::Control { commit, .. } => {
+                        b.store_apply_marker(
+                            p,
+                            batch.producer_id,
+                            batch.producer_epoch,
+                            *commit,
+                            now,
+                        );
+                    }
+                }
+            }
+        }
+        // Share groups.
+        b.groups.on_metadata_change(topics_image(layout));
+        for batch in disk.log(&log_name(OFFSETS, 0)).batches() {
+            if let Body::Data(records) = &batch.body {
+                for r in records {
+                    if let Ok(record) = ShareGroupRecord::decode(&r.key, r.value.as_deref()) {
+                        b.groups.replay(&record);
+                    }
+                }
+            }
+        }
+        b.groups.loaded(now);
+        // The transaction coordinator, and the Markers records' lists.
+        let mut pending: BTreeMap<String, Vec<PendingMarker>> = BTreeMap::new();
+        for batch in disk.log(&log_name(TXN_STATE, 0)).batches() {
+            if let Body::Data(records) = &batch.body {
+                for r in records {
+                    match TxnRecord::decode(&r.key, r.value.as_deref()) {
+                        Ok(TxnRecord::Markers {
+                            transactional_id,
+                            markers,
+                        }) => {
+                            if markers.is_empty() {
+                                pending.remove(&transactional_id);
+                            } else {
+                                pending.insert(transactional_id, markers);
+                            }
+                        }
+                        Ok(record) => b.txn.replay(&record),
+                        Err(e) => b.notes.push(format!("undecodable txn record: {e}")),
+                    }
+                }
+            }
+        }
+        // The lost-marker rewrite, before anything is served: every listed marker judged
+        // first, then the lost ones written again.
+        let lost: Vec<PendingMarker> = {
+            let producers = &b.producers;
+            let ends = |tp: &TopicPartition| {
+                Some(disk.log(&log_name(&tp.topic, tp.partition)).end_offset())
+            };
+            let open = |m: &PendingMarker| {
+                let name = log_name(&m.partition.topic, m.partition.partition);
+                Ok::<bool, ()>(
+                    producers
+                        .get(&name)
+                        .is_some_and(|ps| ps.ongoing_txns().any(|(_, pid)| pid == m.producer_id)),
+                )
+            };
+            tc::markers::lost_markers(
+                pending.values().flatten(),
+                ends,
+                |tp| tp.topic == SHARE_STATE,
+                open,
+            )
+            .unwrap_or_default()
+            .into_iter()
+            .cloned()
+            .collect()
+        };
+        for m in lost {
+            let name = log_name(&m.partition.topic, m.partition.partition);
+            let commit = m.result.is_commit();
+            b.append_marker(
+                disk,
+                &m.partition,
+                m.producer_id.0,
+                m.producer_epoch.0,
+                commit,
+                now,
+            )
+            .ok();
+            disk.log_mut(&name).flush();
+            b.notes.push(format!(
+                "lost marker rewritten on {name} (producer {}, commit {commit})",
+                m.producer_id.0
+            ));
+        }
+        b.unflushed_markers = pending;
+        // Share partitions, from the store.
+        let keys: Vec<SharePartitionKey> = b.store.keys().cloned().collect();
+        for key in keys {
+            b.load_share_partition(disk, &key, now);
+        }
+        let out = b.txn.loaded(now);
+        b.process_txn(disk, out, now);
+        b
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn share_partitions(&self) -> &BTreeMap<SharePartitionKey, SharePartition> {
+        &self.sps
+    }
+
+    pub fn store(&self) -> &ShareStateStore {
+        &self.store
+    }
+
+    pub fn txn(&self) -> &TxnCoordinator {
+        &self.txn
+    }
+
+    pub fn groups(&self) -> &ShareGroupCoordinator {
+        &self.groups
+    }
+
+    pub fn has_marker_work(&self) -> bool {
+        !self.tasks.is_empty()
+    }
+
+    pub fn has_late_stagings(&self) -> bool {
+        !self.late.is_empty()
+    }
+
+    /// The share-state participant: store first, then the live machines.
+    fn store_apply_marker(&mut self, partition: i32, pid: i64, epoch: i16, commit: bool, now: i64) {
+        let limit = self.layout.share.delivery_count_limit;
+        let resolved = self.store.apply_marker(
+            partition,
+            self.layout.state_partitions,
+            pid,
+            epoch,
+            commit,
+            |_| limit,
+            now,
+        );
+        for key in resolved {
+            if let Some(sp) = self.sps.get_mut(&key) {
+                sp.apply_marker(pid, epoch, commit);
+                self.observed.push(Observed::MarkerApplied {
+                    partition: key.partition,
+                    producer_id: pid,
+                    producer_epoch: epoch,
+                    commit,
+                });
+            }
+        }
+    }
+
+    fn load_share_partition(&mut self, disk: &mut Disk, key: &SharePartitionKey, now: i64) {
+        let state = match self.store.read(key, 0, now) {
+            Ok((state, record)) => {
+                if let Some(record) = record {
+                    self.persist_state_records(disk, vec![record], None);
+                }
+                state
+            }
+            Err(e) => {
+                self.notes.push(format!("read of {key:?} refused: {e}"));
+                return;
+            }
+        };
+        match SharePartition::from_persisted(self.layout.share.clone(), &state) {
+            Ok((sp, write)) => {
+                self.sps.insert(key.clone(), sp);
+                if let Some(write) = write {
+                    let _ = self.persist_write(disk, key, &write, now);
+                }
+            }
+            Err(e) => self.notes.push(format!("load of {key:?} refused: {e}")),
+        }
+    }
+
+    /// Appends share-state records (one batch per state partition) and fsyncs them, then
+    /// applies them to the store.
+    fn persist_state_records(
+        &mut self,
+        disk: &mut Disk,
+        records: Vec<ShareStateRecord>,
+        producer: Option<(i64, i16)>,
+    ) {
+        let mut by_partition: BTreeMap<i32, Vec<Record>> = BTreeMap::new();
+        for record in &records {
+            let Ok((key, value)) = record.encode() else {
+                self.notes
+                    .push("share state record cannot be encoded".into());
+                continue;
+            };
+            by_partition
+                .entry(state_partition(record.key(), self.layout.state_partitions))
+                .or_default()
+                .push(Record { key, value });
+        }
+        for (p, recs) in by_partition {
+            let name = log_name(SHARE_STATE, p);
+            let (pid, epoch) = producer.unwrap_or((-1, -1));
+            let batch = Batch {
+                base_offset: 0,
+                producer_id: pid,
+                producer_epoch: epoch,
+                base_sequence: -1,
+                transactional: producer.is_some(),
+                body: Body::Data(recs),
+            };
+            let info = batch_info(&batch);
+            let log = disk.log_mut(&name);
+            let offset = log.append(batch);
+            log.flush();
+            if producer.is_some() {
+                self.producers
+                    .entry(name)
+                    .or_insert_with(|| ProducerStateManager::new(ProducerStateConfig::default()))
+                    .on_append(&info, offset);
+            }
+        }
+        for record in &records {
+            self.store.replay(record);
+        }
+    }
+
+    fn persist_write(
+        &mut self,
+        disk: &mut Disk,
+        key: &SharePartitionKey,
+        write: &StateWrite,
+        now: i64,
+    ) -> Result<(), i16> {
+        let record = self
+            .store
+            .write(key, &write.to_write_state(0), now)
+            .map_err(|e| code(e.error_code()))?;
+        self.persist_state_records(disk, vec![record], None);
+        Ok(())
+    }
+
+    fn token(&mut self) -> ReplyToken {
+        self.next_token += 1;
+        ReplyToken(self.next_token)
+    }
+
+    /// Persists a coordinator output's records (fsynced), delivers its replies, queues its
+    /// markers. Returns the replies to internal tokens.
+    fn process_txn(
+        &mut self,
+        disk: &mut Disk,
+        out: tc::Output,
+        _now: i64,
+    ) -> Vec<(ReplyToken, TxnResponse)> {
+        if !out.records.is_empty() {
+            let records: Vec<Record> = out
+                .records
+                .iter()
+                .map(|r| {
+                    let (key, value) = r.encode();
+                    Record { key, value }
+                })
+                .collect();
+            let log = disk.log_mut(&log_name(TXN_STATE, 0));
+            log.append(Batch {
+                base_offset: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                base_sequence: -1,
+                transactional: false,
+                body: Body::Data(records),
+            });
+            log.flush();
+        }
+        let mut internal = Vec::new();
+        for (token, resp) in out.replies {
+            match self.parked.remove(&token.0) {
+                Some((addr, corr)) => {
+                    let resp = match resp {
+                        TxnResponse::InitProducerId(r) => Resp::InitProducerId {
+                            code: r.error_code.0,
+                            producer_id: r.producer_id.0,
+                            producer_epoch: r.producer_epoch.0,
+                        },
+                        TxnResponse::EndTxn(r) => Resp::EndTxn {
+                            code: r.error_code.0,
+                            producer_id: r.producer_id.0,
+                            producer_epoch: r.producer_epoch.0,
+                        },
+                        other => {
+                            self.notes
+                                .push(format!("unexpected parked reply {other:?}"));
+                            continue;
+                        }
+                    };
+                    self.outbox.push((addr, corr, resp));
+                }
+                None => internal.push((token, resp)),
+            }
+        }
+        for markers in out.markers {
+            self.tasks.push_back(MarkerTask {
+                remaining: markers.partitions.iter().cloned().collect(),
+                markers,
+                appended: Vec::new(),
+            });
+        }
+        internal
+    }
+
+    fn txn_call(&mut self, disk: &mut Disk, now: i64, request: TxnRequest) -> TxnResponse {
+        let token = self.token();
+        let out = self.txn.handle(now, token, request);
+        let replies = self.process_txn(disk, out, now);
+        replies
+            .into_iter()
+            .find(|(t, _)| *t == token)
+            .map(|(_, r)| r)
+            .expect("an implicit add is answered at once")
+    }
+
+    fn fresh_producer_id(&mut self, disk: &mut Disk, request: &TxnRequest) -> Option<ProducerId> {
+        if !self.txn.needs_fresh_producer_id(request) {
+            return None;
+        }
+        let id = disk.next_producer_id;
+        disk.next_producer_id += 1;
+        Some(ProducerId(id))
+    }
+
+    /// Appends a marker to `tp` (producer-state epoch check first), hands it to the
+    /// participant if `tp` is a share-state partition. Returns its offset.
+    fn append_marker(
+        &mut self,
+        disk: &mut Disk,
+        tp: &TopicPartition,
+        pid: i64,
+        epoch: i16,
+        commit: bool,
+        now: i64,
+    ) -> Result<i64, String> {
+        let name = log_name(&tp.topic, tp.partition);
+        let coordinator_epoch = self.txn.coordinator_epoch();
+        let ps = self
+            .producers
+            .entry(name.clone())
+            .or_insert_with(|| ProducerStateManager::new(ProducerStateConfig::default()));
+        ps.check_marker(ProducerId(pid), ProducerEpoch(epoch), coordinator_epoch)
+            .map_err(|e| e.to_string())?;
+        let batch = Batch {
+            base_offset: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: -1,
+            transactional: true,
+            body: Body::Control {
+                commit,
+                coordinator_epoch,
+            },
+        };
+        let info = batch_info(&batch);
+        let offset = disk.log_mut(&name).append(batch);
+        ps.on_append(&info, offset);
+        ps.on_marker_coordinator_epoch(ProducerId(pid), coordinator_epoch);
+        self.observed.push(Observed::Marker {
+            log: name,
+            offset,
+            producer_id: pid,
+            producer_epoch: epoch,
+            commit,
+        });
+        if tp.topic == SHARE_STATE {
+            self.store_apply_marker(tp.partition, pid, epoch, commit, now);
+        }
+        Ok(offset)
+    }
+
+    /// One step of marker writing: the next partition of the oldest transaction. Returns
+    /// false when there was nothing to do.
+    pub fn marker_step(&mut self, disk: &mut Disk, now: i64) -> bool {
+        let Some(mut task) = self.tasks.pop_front() else {
+            return false;
+        };
+        if let Some(tp) = task.remaining.pop_front() {
+            let (pid, epoch) = (task.markers.producer_id.0, task.markers.producer_epoch.0);
+            let commit = task.markers.result == TransactionResult::Commit;
+            match self.append_marker(disk, &tp, pid, epoch, commit, now) {
+                Ok(offset) => task.appended.push(PendingMarker {
+                    partition: tp,
+                    offset,
+                    producer_id: task.markers.producer_id,
+                    producer_epoch: task.markers.producer_epoch,
+                    result: task.markers.result,
+                }),
+                Err(e) => {
+                    // As the driver: retried later.
+                    self.notes
+                        .push(format!("marker on {tp:?} refused: {e}; retrying"));
+                    task.remaining.push_back(tp);
+                }
+            }
+        }
+        if !task.remaining.is_empty() {
+            self.tasks.push_front(task);
+            return true;
+        }
+        let id = task.markers.transactional_id.clone();
+        let mut out = self.txn.markers_written(now, &task.markers);
+        if !out.records.is_empty() {
+            let before = self.unflushed_markers.remove(&id).unwrap_or_default();
+            let (record, still) = tc::markers::markers_record(&id, before, task.appended, |tp| {
+                Some(
+                    disk.log(&log_name(&tp.topic, tp.partition))
+                        .flushed_offset(),
+                )
+            });
+            if !still.is_empty() {
+                self.unflushed_markers.insert(id, still);
+            }
+            if let Some(record) = record {
+                out.records.insert(0, record);
+            }
+        }
+        self.process_txn(disk, out, now);
+        true
+    }
+
+    /// A late staging's write (only with `bug_stage_before_persist`).
+    pub fn late_staging_step(&mut self, disk: &mut Disk) {
+        if let Some(l) = self.late.pop_front() {
+            self.append_staging(disk, l.producer_id, l.producer_epoch, l.records, false);
+        }
+    }
+
+    fn append_staging(
+        &mut self,
+        disk: &mut Disk,
+        pid: i64,
+        epoch: i16,
+        records: Vec<ShareStateRecord>,
+        replay: bool,
+    ) {
+        if replay {
+            self.persist_state_records(disk, records, Some((pid, epoch)));
+        } else {
+            // The store already has them (the bug applied them before the write).
+            let mut store = self.store.clone();
+            self.persist_state_records(disk, records, Some((pid, epoch)));
+            std::mem::swap(&mut self.store, &mut store);
+        }
+    }
+
+    /// Timers: transaction timeouts, session expiry, lock expiry.
+    pub fn tick(&mut self, disk: &mut Disk, now: i64) {
+        let out = self.txn.tick(now);
+        self.process_txn(disk, out, now);
+        let expired = self.groups.expire(now);
+        self.persist_group_records(disk, &expired.records);
+        for m in expired.reply {
+            self.notes
+                .push(format!("session of {} expired", m.member_id));
+            self.release_member(disk, &m.member_id, now);
+        }
+        let keys: Vec<SharePartitionKey> = self.sps.keys().cloned().collect();
+        for key in keys {
+            let write = self.sps.get_mut(&key).and_then(|sp| sp.expire_locks(now));
+            if let Some(write) = write {
+                let _ = self.persist_write(disk, &key, &write, now);
+            }
+        }
+    }
+
+    fn release_member(&mut self, disk: &mut Disk, member: &str, now: i64) {
+        self.observed.push(Observed::Released {
+            member: member.to_string(),
+        });
+        let keys: Vec<SharePartitionKey> = self.sps.keys().cloned().collect();
+        for key in keys {
+            let write = self
+                .sps
+                .get_mut(&key)
+                .and_then(|sp| sp.release_member(member, now));
+            if let Some(write) = write {
+                let _ = self.persist_write(disk, &key, &write, now);
+            }
+        }
+    }
+
+    fn persist_group_records(&mut self, disk: &mut Disk, records: &[ShareGroupRecord]) {
+        if records.is_empty() {
+            return;
+        }
+        let encoded: Vec<Record> = records
+            .iter()
+            .filter_map(|r| r.encode().ok())
+            .map(|(key, value)| Record { key, value })
+            .collect();
+        let log = disk.log_mut(&log_name(OFFSETS, 0));
+        log.append(Batch {
+            base_offset: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            transactional: false,
+            body: Body::Data(encoded),
+        });
+        log.flush();
+    }
+
+    /// Handles one request; the answer (if any now) goes to the outbox.
+    pub fn handle(&mut self, disk: &mut Disk, now: i64, from: Addr, corr: u64, req: Req) {
+        let resp = match req {
+            Req::Heartbeat {
+                group,
+                member,
+                epoch,
+                full,
+            } => Some(self.heartbeat(disk, now, group, member, epoch, full)),
+            Req::ShareFetch {
+                group,
+                member,
+                partitions,
+                max_records,
+            } => Some(self.share_fetch(disk, now, &group, &member, &partitions, max_records)),
+            Req::ShareAck {
+                group,
+                member,
+                acks,
+            } => Some(self.share_ack(disk, now, &group, &member, acks)),
+            Req::InitProducerId {
+                txn_id,
+                producer_id,
+                producer_epoch,
+            } => {
+                let mut request = TxnRequest::InitProducerId(InitProducerIdRequest {
+                    transactional_id: txn_id,
+                    txn_timeout_ms: self.layout.txn_timeout_ms,
+                    producer_id: ProducerId(producer_id),
+                    producer_epoch: ProducerEpoch(producer_epoch),
+                    transaction_version_supported: true,
+                    fresh_producer_id: None,
+                });
+                let fresh = self.fresh_producer_id(disk, &request);
+                if let TxnRequest::InitProducerId(r) = &mut request {
+                    r.fresh_producer_id = fresh;
+                }
+                let token = self.token();
+                self.parked.insert(token.0, (from, corr));
+                let out = self.txn.handle(now, token, request);
+                self.process_txn(disk, out, now);
+                None
+            }
+            Req::EndTxn {
+                txn_id,
+                producer_id,
+                producer_epoch,
+                commit,
+            } => {
+                let mut request = TxnRequest::EndTxn(EndTxnRequest {
+                    transactional_id: txn_id,
+                    producer_id: ProducerId(producer_id),
+                    producer_epoch: ProducerEpoch(producer_epoch),
+                    committed: commit,
+                    version: 5,
+                    fresh_producer_id: None,
+                });
+                let fresh = self.fresh_producer_id(disk, &request);
+                if let TxnRequest::EndTxn(r) = &mut request {
+                    r.fresh_producer_id = fresh;
+                }
+                let token = self.token();
+                self.parked.insert(token.0, (from, corr));
+                let out = self.txn.handle(now, token, request);
+                self.process_txn(disk, out, now);
+                None
+            }
+            Req::Produce {
+                txn_id,
+                producer_id,
+                producer_epoch,
+                partition,
+                base_sequence,
+                keys,
+            } => Some(self.produce(
+                disk,
+                now,
+                txn_id,
+                producer_id,
+                producer_epoch,
+                partition,
+                base_sequence,
+                keys,
+            )),
+            Req::TxnShareAck {
+                txn_id,
+                producer_id,
+                producer_epoch,
+                group,
+                member,
+                member_epoch,
+                parts,
+            } => Some(self.txn_share_ack(
+                disk,
+                now,
+                txn_id,
+                (producer_id, producer_epoch),
+                &group,
+                &member,
+                member_epoch,
+                parts,
+            )),
+        };
+        if let Some(resp) = resp {
+            self.outbox.push((from, corr, resp));
+        }
+    }
+
+    fn heartbeat(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        group: String,
+        member: String,
+        epoch: i32,
+        full: bool,
+    ) -> Resp {
+        let request = HeartbeatRequest {
+            group_id: group,
+            member_id: member.clone(),
+            member_epoch: epoch,
+            rack_id: None,
+            subscribed_topic_names: (epoch == 0 || full).then(|| vec![INPUT.to_string()]),
+            client_id: "sim".into(),
+            client_host: "/127.0.0.1".into(),
+        };
+        match self.groups.heartbeat(now, &request, GroupIdUse::Free) {
+            Ok(out) => {
+                self.persist_group_records(disk, &out.records);
+                if epoch == -1 {
+                    self.release_member(disk, &member, now);
+                }
+                let assignment = out.reply.assignment.map(|topics| {
+                    topics
+                        .iter()
+                        .filter(|t| t.topic_id == INPUT_ID.0)
+                        .flat_map(|t| t.partitions.iter().copied())
+                        .collect()
+                });
+                Resp::Heartbeat {
+                    code: codes::NONE,
+                    member_epoch: out.reply.member_epoch,
+                    assignment,
+                }
+            }
+            Err(e) => Resp::Heartbeat {
+                code: code(e),
+                member_epoch: -1,
+                assignment: None,
+            },
+        }
+    }
+
+    fn share_fetch(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        group: &str,
+        member: &str,
+        partitions: &[i32],
+        max_records: i32,
+    ) -> Resp {
+        if let Err(e) = self.groups.member_epoch(group, member) {
+            return Resp::ShareFetch {
+                code: code(e),
+                records: Vec::new(),
+            };
+        }
+        let mut records = Vec::new();
+        for &p in partitions {
+            if !(0..self.layout.input_partitions).contains(&p) {
+                continue;
+            }
+            let key = share_key(p);
+            if !self.sps.contains_key(&key) {
+                if self.store.state(&key).is_none() {
+                    let init = self.store.initialize(
+                        &key,
+                        InitializeState {
+                            state_epoch: 0,
+                            start_offset: 0,
+                        },
+                        now,
+                    );
+                    match init {
+                        Ok(record) => self.persist_state_records(disk, vec![record], None),
+                        Err(e) => {
+                            self.notes.push(format!("initialize refused: {e}"));
+                            continue;
+                        }
+                    }
+                }
+                self.load_share_partition(disk, &key, now);
+            }
+            let Some(sp) = self.sps.get_mut(&key) else {
+                continue;
+            };
+            if !sp.can_acquire_records() {
+                // Locks may be due: expire them through an empty acquisition.
+            }
+            let from = sp.next_fetch_offset();
+            let fetched: Vec<FetchedBatch> = disk
+                .log(&log_name(INPUT, p))
+                .batches()
+                .iter()
+                .filter(|b| b.last_offset() >= from)
+                .take(self.layout.fetch_batches)
+                .map(|b| FetchedBatch {
+                    base_offset: b.base_offset,
+                    last_offset: b.last_offset(),
+                    is_control: b.is_control(),
+                    producer_id: b.producer_id,
+                    is_transactional: b.transactional,
+                })
+                .collect();
+            let fetched = if sp.can_acquire_records() {
+                fetched
+            } else {
+                Vec::new()
+            };
+            let acquisition = match sp.acquire(&AcquireRequest {
+                member_id: member,
+                fetch_offset: from,
+                fetched: &fetched,
+                max_records,
+                batch_size: max_records,
+                mode: AcquireMode::BatchOptimized,
+                isolation: Isolation::ReadUncommitted,
+                now_ms: now,
+            }) {
+                Ok(a) => a,
+                Err(e) => {
+                    self.notes.push(format!("acquire refused: {e}"));
+                    continue;
+                }
+            };
+            let deadline_ms = now + self.layout.share.record_lock_duration_ms;
+            for r in &acquisition.records {
+                self.observed.push(Observed::Acquired {
+                    member: member.to_string(),
+                    partition: p,
+                    first: r.first_offset,
+                    last: r.last_offset,
+                    delivery_count: r.delivery_count,
+                    deadline_ms,
+                });
+                for offset in r.first_offset..=r.last_offset {
+                    records.push(Delivered {
+                        partition: p,
+                        offset,
+                        delivery_count: r.delivery_count,
+                    });
+                }
+            }
+            if let Some(write) = acquisition.write {
+                if let Err(c) = self.persist_write(disk, &key, &write, now) {
+                    return Resp::ShareFetch {
+                        code: c,
+                        records: Vec::new(),
+                    };
+                }
+            }
+        }
+        Resp::ShareFetch {
+            code: codes::NONE,
+            records,
+        }
+    }
+
+    fn share_ack(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        group: &str,
+        member: &str,
+        acks: Vec<(i32, AckBatch)>,
+    ) -> Resp {
+        if let Err(e) = self.groups.member_epoch(group, member) {
+            return Resp::ShareAck { code: code(e) };
+        }
+        let mut by_partition: BTreeMap<i32, Vec<AckBatch>> = BTreeMap::new();
+        for (p, b) in acks {
+            by_partition.entry(p).or_default().push(b);
+        }
+        let mut result = codes::NONE;
+        for (p, batches) in by_partition {
+            let key = share_key(p);
+            let Some(sp) = self.sps.get_mut(&key) else {
+                result = codes::INVALID_RECORD_STATE;
+                continue;
+            };
+            match sp.acknowledge(member, &batches, now) {
+                Ok(write) => {
+                    if let Some(write) = write {
+                        if let Err(c) = self.persist_write(disk, &key, &write, now) {
+                            result = c;
+                            continue;
+                        }
+                    }
+                    for batch in batches {
+                        self.observed.push(Observed::Acked {
+                            partition: p,
+                            batch,
+                        });
+                    }
+                }
+                Err(e) => result = code(e.error_code()),
+            }
+        }
+        Resp::ShareAck { code: result }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn produce(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        txn_id: String,
+        pid: i64,
+        epoch: i16,
+        partition: i32,
+        base_sequence: i32,
+        keys: Vec<Vec<u8>>,
+    ) -> Resp {
+        let name = log_name(OUTPUT, partition);
+        let ongoing = self
+            .producers
+            .get(&name)
+            .is_some_and(|ps| ps.has_ongoing_txn(ProducerId(pid), ProducerEpoch(epoch)));
+        if !ongoing {
+            let resp = self.txn_call(
+                disk,
+                now,
+                TxnRequest::AddPartitionsImplicit(AddPartitionsImplicitRequest {
+                    transactional_id: txn_id,
+                    producer_id: ProducerId(pid),
+                    producer_epoch: ProducerEpoch(epoch),
+                    partitions: vec![TopicPartition::new(OUTPUT, partition)],
+                }),
+            );
+            let c = resp.error_code();
+            if !c.is_none() {
+                return Resp::Produce { code: c.0 };
+            }
+        }
+        let batch = Batch {
+            base_offset: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence,
+            transactional: true,
+            body: Body::Data(
+                keys.into_iter()
+                    .map(|key| Record { key, value: None })
+                    .collect(),
+            ),
+        };
+        let info = batch_info(&batch);
+        let ps = self
+            .producers
+            .entry(name.clone())
+            .or_insert_with(|| ProducerStateManager::new(ProducerStateConfig::default()));
+        match ps.check(&[info]) {
+            Err(e) => Resp::Produce {
+                code: e.error_code(),
+            },
+            Ok(Decision::Duplicate(_)) => Resp::Produce { code: codes::NONE },
+            Ok(Decision::Append) => {
+                let log = disk.log_mut(&name);
+                let offset = log.append(batch);
+                log.flush();
+                ps.on_append(&info, offset);
+                Resp::Produce { code: codes::NONE }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn txn_share_ack(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        txn_id: String,
+        (pid, epoch): (i64, i16),
+        group: &str,
+        member: &str,
+        member_epoch: i32,
+        parts: Vec<(i32, Vec<AckBatch>)>,
+    ) -> Resp {
+        let refuse = |code: i16| Resp::TxnShareAck { code };
+        // 6. The member.
+        match self.groups.member_epoch(group, member) {
+            Err(e) => return refuse(code(e)),
+            Ok(current) if member_epoch < current => return refuse(codes::STALE_MEMBER_EPOCH),
+            Ok(current) if member_epoch > current => return refuse(codes::FENCED_MEMBER_EPOCH),
+            Ok(_) => {}
+        }
+        // 7. The share-state partitions into the transaction.
+        let keys: Vec<SharePartitionKey> = parts.iter().map(|(p, _)| share_key(*p)).collect();
+        let state_partitions: BTreeSet<i32> = keys
+            .iter()
+            .map(|k| state_partition(k, self.layout.state_partitions))
+            .collect();
+        let resp = self.txn_call(
+            disk,
+            now,
+            TxnRequest::AddPartitionsImplicit(AddPartitionsImplicitRequest {
+                transactional_id: txn_id,
+                producer_id: ProducerId(pid),
+                producer_epoch: ProducerEpoch(epoch),
+                partitions: state_partitions
+                    .iter()
+                    .map(|p| TopicPartition::new(SHARE_STATE, *p))
+                    .collect(),
+            }),
+        );
+        let c = resp.error_code();
+        if !c.is_none() {
+            return refuse(c.0);
+        }
+        // 8. Stage on copies, all or nothing.
+        let mut staged = Vec::new();
+        for (key, (_, batches)) in keys.iter().zip(parts.iter()) {
+            let Some(sp) = self.sps.get(key) else {
+                return refuse(codes::INVALID_RECORD_STATE);
+            };
+            let mut copy = sp.clone();
+            match copy.stage(now, member, pid, epoch, batches) {
+                Ok(write) => staged.push((key.clone(), copy, write)),
+                Err(e) => return refuse(code(e.error_code())),
+            }
+        }
+        let mut records = Vec::new();
+        for (key, _, write) in &staged {
+            if let Some(write) = write {
+                match self.store.write(key, &write.to_write_state(0), now) {
+                    Ok(r) => records.push(r),
+                    Err(e) => return refuse(code(e.error_code())),
+                }
+            }
+        }
+        // A newer marker already ended the producer's transaction on a state partition.
+        for p in &state_partitions {
+            let current = self
+                .producers
+                .get(&log_name(SHARE_STATE, *p))
+                .and_then(|ps| ps.entry(ProducerId(pid)).map(|e| e.epoch().0));
+            if current.is_some_and(|e| e > epoch) {
+                return refuse(codes::PRODUCER_FENCED);
+            }
+        }
+        if self.layout.bug_stage_before_persist {
+            for r in &records {
+                self.store.replay(r);
+            }
+            self.late.push_back(LateStaging {
+                producer_id: pid,
+                producer_epoch: epoch,
+                records,
+            });
+        } else {
+            self.append_staging(disk, pid, epoch, records, true);
+        }
+        for (key, copy, _) in staged {
+            self.sps.insert(key, copy);
+        }
+        self.observed.push(Observed::Staged {
+            producer_id: pid,
+            producer_epoch: epoch,
+            ranges: parts
+                .into_iter()
+                .flat_map(|(p, bs)| bs.into_iter().map(move |b| (p, b)))
+                .collect(),
+        });
+        Resp::TxnShareAck { code: codes::NONE }
+    }
+}
+
+/// The persisted view of a share partition, offset by offset: (start offset, offset →
+/// (state id, delivery count, staging)). ACQUIRED records appear as they are persisted.
+pub type Expanded = (i64, BTreeMap<i64, (i8, i16, Option<(i64, i16, i8)>)>);
+
+pub fn expand_write(w: &StateWrite) -> Expanded {
+    let mut m = BTreeMap::new();
+    for b in &w.batches {
+        for o in b.first_offset.max(w.start_offset)..=b.last_offset {
+            m.insert(
+                o,
+                (
+                    b.state.id(),
+                    b.delivery_count,
+                    b.staged_txn
+                        .map(|t| (t.producer_id, t.producer_epoch, t.ack_type)),
+                ),
+            );
+        }
+    }
+    (w.start_offset, m)
+}
+
+pub fn expand_store(store: &ShareStateStore, key: &SharePartitionKey) -> Option<Expanded> {
+    let s = store.state(key)?;
+    let mut m = BTreeMap::new();
+    for b in &s.state_batches {
+        for o in b.first_offset.max(s.start_offset)..=b.last_offset {
+            // Never-delivered records are not persisted by the live side either.
+            if b.delivery_state == 0 && b.delivery_count == 0 {
+                continue;
+            }
+            m.insert(
+                o,
+                (
+                    b.delivery_state,
+                    b.delivery_count,
+                    b.staged_txn
+                        .map(|t| (t.producer_id, t.producer_epoch, t.ack_type)),
+                ),
+            );
+        }
+    }
+    Some((s.start_offset, m))
+}
