@@ -138,7 +138,12 @@ impl TxnService {
         let mut machine = TxnCoordinator::new(config, coordinator_epoch);
         let (replayed, pending) = replay(broker, &mut machine)?;
         let rewritten = recover_markers(broker, &pending, coordinator_epoch)?;
-        let resumed = machine.loaded(now_ms());
+        let mut resumed = machine.loaded(now_ms());
+        // The Markers lists are stale now (see `tc::markers::lost_markers`): the run loop
+        // persists their clearing first, before it takes any request.
+        let mut records = tc::markers::cleared_lists(pending.keys());
+        records.append(&mut resumed.records);
+        resumed.records = records;
         info!(
             records = replayed,
             transactions = machine.len(),
@@ -257,9 +262,9 @@ fn replay(
 }
 
 /// Writes again, and fsyncs, every listed marker a crash lost ([`tc::markers::lost_markers`]:
-/// its partition ends at or before the marker's offset and its producer still has a
-/// transaction open there; on a participant's partition, always, and the participant is then
-/// handed the marker). Runs before the broker serves requests, so nothing can have
+/// it is no longer at its offset and its producer still has a transaction open there; on a
+/// participant's partition, always, and the participant is then handed the marker), then
+/// fsyncs every listed partition. Runs before the broker serves requests, so nothing can have
 /// been appended since recovery. Returns how many markers were written.
 ///
 /// # Errors
@@ -275,10 +280,22 @@ fn recover_markers(
     // another lost marker was; see `tc::markers::lost_markers`).
     let lost = tc::markers::lost_markers(
         pending.values().flatten(),
-        |tp| {
-            crate::markers::partition(broker, &tp.topic, tp.partition)
-                .ok()
-                .map(|p| p.lock().log_end_offset())
+        |m| {
+            let tp = &m.partition;
+            let Ok(partition) = crate::markers::partition(broker, &tp.topic, tp.partition) else {
+                return Ok(None);
+            };
+            let log = partition.lock();
+            let at = match log.iter_batches(m.offset).next() {
+                Some(batch) => Some(batch?.header),
+                None => None,
+            };
+            Ok::<_, anyhow::Error>(Some(at.is_some_and(|h| {
+                h.base_offset() == m.offset
+                    && h.is_control()
+                    && h.producer_id() == m.producer_id.0
+                    && h.producer_epoch() == m.producer_epoch.0
+            })))
         },
         |tp| Participant::of(&tp.topic).is_some(),
         |m| {
@@ -334,6 +351,15 @@ fn recover_markers(
                     commit,
                 },
             );
+        }
+    }
+    // Every listed partition durable, so that the lists can be cleared (the caller writes
+    // `tc::markers::cleared_lists` before serving).
+    for m in pending.values().flatten() {
+        if let Ok(partition) =
+            crate::markers::partition(broker, &m.partition.topic, m.partition.partition)
+        {
+            partition.lock().sync()?;
         }
     }
     Ok(written)

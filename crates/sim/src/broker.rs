@@ -285,8 +285,14 @@ impl Broker {
         // first, then the lost ones written again.
         let lost: Vec<PendingMarker> = {
             let producers = &b.producers;
-            let ends = |tp: &TopicPartition| {
-                Some(disk.log(&log_name(&tp.topic, tp.partition)).end_offset())
+            let present = |m: &PendingMarker| {
+                let log = disk.log(&log_name(&m.partition.topic, m.partition.partition));
+                Ok::<_, ()>(Some(log.batches().iter().any(|batch| {
+                    batch.base_offset == m.offset
+                        && batch.is_control()
+                        && batch.producer_id == m.producer_id.0
+                        && batch.producer_epoch == m.producer_epoch.0
+                })))
             };
             let open = |m: &PendingMarker| {
                 let name = log_name(&m.partition.topic, m.partition.partition);
@@ -298,7 +304,7 @@ impl Broker {
             };
             tc::markers::lost_markers(
                 pending.values().flatten(),
-                ends,
+                present,
                 |tp| tp.topic == SHARE_STATE,
                 open,
             )
@@ -319,13 +325,27 @@ impl Broker {
                 now,
             )
             .ok();
-            disk.log_mut(&name).flush();
+            disk.flush(&name);
             b.notes.push(format!(
                 "lost marker rewritten on {name} (producer {}, commit {commit})",
                 m.producer_id.0
             ));
         }
-        b.unflushed_markers = pending;
+        // Every listed partition durable, then the stale lists cleared, before serving.
+        for m in pending.values().flatten() {
+            disk.flush(&log_name(&m.partition.topic, m.partition.partition));
+        }
+        let cleared = tc::markers::cleared_lists(pending.keys());
+        if !cleared.is_empty() {
+            b.process_txn(
+                disk,
+                tc::Output {
+                    records: cleared,
+                    ..tc::Output::default()
+                },
+                now,
+            );
+        }
         // Share partitions, from the store.
         let keys: Vec<SharePartitionKey> = b.store.keys().cloned().collect();
         for key in keys {
@@ -445,9 +465,8 @@ impl Broker {
                 body: Body::Data(recs),
             };
             let info = batch_info(&batch);
-            let log = disk.log_mut(&name);
-            let offset = log.append(batch);
-            log.flush();
+            let offset = disk.append(&name, batch);
+            disk.flush(&name);
             if producer.is_some() {
                 self.producers
                     .entry(name)
@@ -497,16 +516,19 @@ impl Broker {
                     Record { key, value }
                 })
                 .collect();
-            let log = disk.log_mut(&log_name(TXN_STATE, 0));
-            log.append(Batch {
-                base_offset: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                base_sequence: -1,
-                transactional: false,
-                body: Body::Data(records),
-            });
-            log.flush();
+            let name = log_name(TXN_STATE, 0);
+            disk.append(
+                &name,
+                Batch {
+                    base_offset: 0,
+                    producer_id: -1,
+                    producer_epoch: -1,
+                    base_sequence: -1,
+                    transactional: false,
+                    body: Body::Data(records),
+                },
+            );
+            disk.flush(&name);
         }
         let mut internal = Vec::new();
         for (token, resp) in out.replies {
@@ -595,7 +617,7 @@ impl Broker {
             },
         };
         let info = batch_info(&batch);
-        let offset = disk.log_mut(&name).append(batch);
+        let offset = disk.append(&name, batch);
         ps.on_append(&info, offset);
         ps.on_marker_coordinator_epoch(ProducerId(pid), coordinator_epoch);
         self.observed.push(Observed::Marker {
@@ -731,16 +753,19 @@ impl Broker {
             .filter_map(|r| r.encode().ok())
             .map(|(key, value)| Record { key, value })
             .collect();
-        let log = disk.log_mut(&log_name(OFFSETS, 0));
-        log.append(Batch {
-            base_offset: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            base_sequence: -1,
-            transactional: false,
-            body: Body::Data(encoded),
-        });
-        log.flush();
+        let name = log_name(OFFSETS, 0);
+        disk.append(
+            &name,
+            Batch {
+                base_offset: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                base_sequence: -1,
+                transactional: false,
+                body: Body::Data(encoded),
+            },
+        );
+        disk.flush(&name);
     }
 
     /// Handles one request; the answer (if any now) goes to the outbox.
@@ -1111,9 +1136,8 @@ impl Broker {
             },
             Ok(Decision::Duplicate(_)) => Resp::Produce { code: codes::NONE },
             Ok(Decision::Append) => {
-                let log = disk.log_mut(&name);
-                let offset = log.append(batch);
-                log.flush();
+                let offset = disk.append(&name, batch);
+                disk.flush(&name);
                 ps.on_append(&info, offset);
                 Resp::Produce { code: codes::NONE }
             }

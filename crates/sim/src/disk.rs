@@ -90,14 +90,14 @@ impl Log {
     }
 
     /// Appends a batch at the log end; returns its base offset.
-    pub fn append(&mut self, mut batch: Batch) -> i64 {
+    fn append(&mut self, mut batch: Batch) -> i64 {
         batch.base_offset = self.end_offset();
         let base = batch.base_offset;
         self.batches.push(batch);
         base
     }
 
-    pub fn flush(&mut self) {
+    fn flush(&mut self) {
         self.flushed = self.batches.len();
     }
 
@@ -119,6 +119,16 @@ pub struct Disk {
     pub next_producer_id: i64,
     /// The coordinator epoch of the last load.
     pub coordinator_epoch: i32,
+    /// The appends and fsyncs of the current step, in order, with what each replaced.
+    journal: Vec<Op>,
+}
+
+/// One journaled disk operation: (log, batch count before) for an append, (log, durable
+/// batch count before) for an fsync.
+#[derive(Clone, Debug)]
+enum Op {
+    Append(String, usize),
+    Flush(String, usize),
 }
 
 pub fn log_name(topic: &str, partition: i32) -> String {
@@ -140,6 +150,54 @@ impl Disk {
 
     pub fn logs(&self) -> impl Iterator<Item = (&String, &Log)> {
         self.logs.iter()
+    }
+
+    /// Appends a batch to log `name`; returns its base offset.
+    pub fn append(&mut self, name: &str, batch: Batch) -> i64 {
+        let log = self.log_mut(name);
+        let before = log.batches.len();
+        let offset = log.append(batch);
+        self.journal.push(Op::Append(name.to_string(), before));
+        offset
+    }
+
+    /// An fsync of one log: everything appended to it so far becomes durable.
+    pub fn flush(&mut self, name: &str) {
+        let log = self.log_mut(name);
+        let before = log.flushed;
+        log.flush();
+        self.journal.push(Op::Flush(name.to_string(), before));
+    }
+
+    /// A new step begins: its appends and fsyncs are journaled from here.
+    pub fn begin_step(&mut self) {
+        self.journal.clear();
+    }
+
+    /// A crash in the middle of the step: the process stopped after a prefix of the step's
+    /// operations (each fsync completes before the next operation starts), so the appends and
+    /// fsyncs after that point never happened; then [`Disk::crash`] loses part of what is
+    /// still unflushed. Returns how many of the step's operations did not happen.
+    pub fn crash_mid_step(&mut self, rng: &mut Rng) -> usize {
+        let done = rng.below(self.journal.len() as u64 + 1) as usize;
+        let undone = self.journal.len() - done;
+        while self.journal.len() > done {
+            let Some(op) = self.journal.pop() else { break };
+            match op {
+                Op::Append(name, before) => {
+                    if let Some(log) = self.logs.get_mut(&name) {
+                        log.batches.truncate(before);
+                        log.flushed = log.flushed.min(before);
+                    }
+                }
+                Op::Flush(name, before) => {
+                    if let Some(log) = self.logs.get_mut(&name) {
+                        log.flushed = log.flushed.min(before);
+                    }
+                }
+            }
+        }
+        undone
     }
 
     /// Marks every batch durable (a copy to replay as if nothing were lost).

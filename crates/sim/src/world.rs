@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use shoal_core::faults::{self, Fault};
 use shoal_core::share_partition::SharePartitionConfig;
 
-use crate::broker::{Broker, Layout, INPUT};
+use crate::broker::{Broker, Layout, Observed, INPUT};
 use crate::check::{tx_pending, Model};
 use crate::client::{Client, Role};
 use crate::disk::{log_name, Batch, Body, Disk, Record};
@@ -109,6 +109,8 @@ struct Faults {
     drop: u32,
     duplicate: u32,
     max_delay_ms: i64,
+    /// Crashes in the middle of a broker step, between two of its fsyncs.
+    mid_step_crash: u32,
 }
 
 const REQUEST_TIMEOUT_MS: i64 = 400;
@@ -130,7 +132,6 @@ pub struct World {
     keep_trace: bool,
     crashes: u32,
     inputs: i64,
-    fail_message: Option<String>,
     replay_check: bool,
 }
 
@@ -157,34 +158,38 @@ impl World {
         let mut inputs = 0;
         for p in 0..layout.input_partitions {
             let records = rng.range(10, 40);
-            let log = disk.log_mut(&log_name(INPUT, p));
+            let name = log_name(INPUT, p);
             let mut written = 0;
             while written < records {
                 let n = rng.range(1, 4).min(records - written);
-                log.append(Batch {
-                    base_offset: 0,
-                    producer_id: -1,
-                    producer_epoch: -1,
-                    base_sequence: -1,
-                    transactional: false,
-                    body: Body::Data(
-                        (0..n)
-                            .map(|i| Record {
-                                key: format!("{p}:{}", written + i).into_bytes(),
-                                value: None,
-                            })
-                            .collect(),
-                    ),
-                });
+                disk.append(
+                    &name,
+                    Batch {
+                        base_offset: 0,
+                        producer_id: -1,
+                        producer_epoch: -1,
+                        base_sequence: -1,
+                        transactional: false,
+                        body: Body::Data(
+                            (0..n)
+                                .map(|i| Record {
+                                    key: format!("{p}:{}", written + i).into_bytes(),
+                                    value: None,
+                                })
+                                .collect(),
+                        ),
+                    },
+                );
                 written += n;
             }
-            log.flush();
+            disk.flush(&name);
             inputs += records;
         }
         let faults = Faults {
             drop: rng.range(0, 40) as u32,
             duplicate: rng.range(0, 40) as u32,
             max_delay_ms: rng.range(1, 30),
+            mid_step_crash: rng.range(0, 15) as u32,
         };
         let workers = rng.range(1, 4) as usize;
         let plain = rng.range(0, 1) as usize;
@@ -222,7 +227,6 @@ impl World {
             keep_trace: config.trace,
             crashes: 0,
             inputs,
-            fail_message: None,
             replay_check: config.replay_check,
         };
         w.note(format!(
@@ -318,20 +322,30 @@ impl World {
         }
     }
 
-    fn crash(&mut self) {
+    /// The broker dies: at a step boundary, or (`mid_step`) in the middle of the step just
+    /// taken, after only a prefix of its fsyncs completed. Its answers not yet sent die with
+    /// it. First the live state is compared with a replay of the logs.
+    fn crash(&mut self, mid_step: bool) -> Result<(), String> {
         self.crashes += 1;
-        if let Some(broker) = self.broker.take() {
-            let replayed = if self.replay_check {
-                self.model.check_replay(&broker, &self.disk, self.now)
-            } else {
-                Ok(())
-            };
-            if let Err(e) = replayed {
-                self.broker = Some(broker);
-                self.fail_message = Some(e);
-                return;
+        if let Some(mut broker) = self.broker.take() {
+            if self.replay_check {
+                self.model.check_replay(&broker, &self.disk, self.now)?;
             }
+            // What it did before dying still counts (markers on the disk, for as long as they
+            // survive; records rejected or delivered), except stagings: a staging's answer
+            // never went out, so no client relies on it.
+            let done: Vec<Observed> = std::mem::take(&mut broker.observed)
+                .into_iter()
+                .filter(|o| !matches!(o, Observed::Staged { .. }))
+                .collect();
+            self.model
+                .observe(self.now, &self.layout, &self.disk, &done)?;
         }
+        let undone = if mid_step {
+            self.disk.crash_mid_step(&mut self.rng)
+        } else {
+            0
+        };
         let lost = self.disk.crash(&mut self.rng);
         self.model.crashed();
         // Connections die: nothing in flight to or from the broker arrives.
@@ -342,12 +356,19 @@ impl World {
                 self.at(self.now + 1, Event::Wake(i));
             }
         }
-        self.note(format!("broker crashed; unflushed batches lost: {lost:?}"));
+        if mid_step {
+            self.note(format!(
+                "broker crashed mid-step ({undone} of its fsyncs not done); unflushed batches lost: {lost:?}"
+            ));
+        } else {
+            self.note(format!("broker crashed; unflushed batches lost: {lost:?}"));
+        }
         let back = self.now + self.rng.range(5, 400);
         self.at(back, Event::Restart);
+        Ok(())
     }
 
-    fn chaos(&mut self) {
+    fn chaos(&mut self) -> Result<(), String> {
         let roll = self.rng.below(100);
         let workers: Vec<usize> = (0..self.clients.len())
             .filter(|&i| self.clients[i].alive && !self.clients[i].zombie)
@@ -358,7 +379,7 @@ impl World {
             Some(workers[self.rng.below(workers.len() as u64) as usize])
         };
         match (roll, pick) {
-            (0..=24, _) if self.broker.is_some() => self.crash(),
+            (0..=24, _) if self.broker.is_some() => self.crash(false)?,
             (25..=44, Some(i)) => {
                 self.note(format!("client {} killed", self.clients[i].describe()));
                 self.clients[i].alive = false;
@@ -396,6 +417,7 @@ impl World {
         }
         let next = self.now + self.rng.range(20, 600);
         self.at(next, Event::Chaos);
+        Ok(())
     }
 
     fn settled(&self) -> bool {
@@ -474,6 +496,7 @@ impl World {
 impl World {
     /// Processes one event and checks; returns false when the queue is empty.
     fn advance(&mut self) -> Result<bool, String> {
+        self.disk.begin_step();
         let before = self.broker.as_ref().map(tx_pending);
         let Some((_, event)) = self.step() else {
             return Ok(false);
@@ -534,7 +557,7 @@ impl World {
                         .collect::<Vec<_>>()
                     {
                         if self.rng.chance(500) {
-                            self.disk.log_mut(&name).flush();
+                            self.disk.flush(&name);
                         }
                     }
                 }
@@ -548,10 +571,7 @@ impl World {
             }
             Event::Chaos => {
                 if !self.quiet {
-                    self.chaos();
-                    if let Some(e) = self.fail_message.take() {
-                        return Err(e);
-                    }
+                    self.chaos()?;
                 }
             }
             Event::Restart => {
@@ -567,6 +587,14 @@ impl World {
                 self.note(format!("client {} restarted", self.clients[i].describe()));
                 self.at(self.now + 1, Event::Wake(i));
             }
+        }
+        if broker_acted
+            && !self.quiet
+            && self.broker.is_some()
+            && self.rng.chance(self.faults.mid_step_crash)
+        {
+            self.crash(true)?;
+            return Ok(true);
         }
         if broker_acted {
             let observed = self

@@ -41,41 +41,56 @@ pub fn markers_record(
 }
 
 /// The markers listed in Markers records that a crash lost and that must be written again,
-/// in the order given: each one's partition log now ends at or before the marker's offset
-/// (recovery kept a prefix that stops short of it) and its producer still has a transaction
-/// open there. On a transactional participant's partition (`__consumer_offsets`,
+/// in the order given: each one is no longer at its offset (`present`: whether the partition's
+/// log holds, at the marker's offset, a control batch of the marker's producer and epoch;
+/// `None` when the partition no longer exists) and its producer still has a transaction open
+/// there. On a transactional participant's partition (`__consumer_offsets`,
 /// `__share_group_state`), whose transactional records the participant resolves rather than
 /// the producer state, whatever survived belongs to this transaction (anything later came
 /// after the marker) and a marker that finds nothing to resolve changes nothing, so it is
-/// always written again; elsewhere `has_open_txn` is asked (it may load the partition's
-/// producer state).
+/// always written again; elsewhere `has_open_txn` is asked.
 ///
-/// Every marker is judged against the logs as recovery left them, before anything is written
-/// again: a rewrite appends at the log end, which may be the offset another lost marker had,
-/// and that marker would then look as if it had survived. `log_end_offset` is called before
-/// the caller writes anything (None: the partition no longer exists, nothing to write).
+/// Judged by what is at the offset, not by where the log ends: a rewrite appends at the log
+/// end, which may be the offset another lost marker had. And every marker is judged before
+/// any is written again, against the logs as recovery left them. Once the lost markers are
+/// written again and every listed partition is fsynced, the lists are stale (a rewritten
+/// marker is at another offset) and must be cleared durably before anything is served: a
+/// stale entry judged again after a later crash would write an old marker, which would
+/// resolve the producer's newer stagings at that epoch.
 ///
 /// # Errors
-/// What `has_open_txn` returns.
+/// What `present` or `has_open_txn` returns.
 pub fn lost_markers<'a, E>(
     listed: impl IntoIterator<Item = &'a PendingMarker>,
-    mut log_end_offset: impl FnMut(&TopicPartition) -> Option<i64>,
+    mut present: impl FnMut(&PendingMarker) -> Result<Option<bool>, E>,
     is_participant: impl Fn(&TopicPartition) -> bool,
     mut has_open_txn: impl FnMut(&PendingMarker) -> Result<bool, E>,
 ) -> Result<Vec<&'a PendingMarker>, E> {
     let mut lost = Vec::new();
     for m in listed {
-        let Some(end) = log_end_offset(&m.partition) else {
-            continue;
-        };
-        if end > m.offset {
-            continue;
+        match present(m)? {
+            None | Some(true) => continue,
+            Some(false) => {}
         }
         if is_participant(&m.partition) || has_open_txn(m)? {
             lost.push(m);
         }
     }
     Ok(lost)
+}
+
+/// The records that clear the Markers lists of `transactional_ids` once the lost markers are
+/// written again and every listed partition is fsynced (see [`lost_markers`]).
+pub fn cleared_lists<'a>(
+    transactional_ids: impl IntoIterator<Item = &'a String>,
+) -> Vec<TxnRecord> {
+    transactional_ids
+        .into_iter()
+        .map(|id| TxnRecord::Markers {
+            transactional_id: id.clone(),
+            markers: Vec::new(),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -131,46 +146,63 @@ mod tests {
     }
 
     #[test]
-    fn a_marker_is_lost_only_when_the_log_stops_short_of_it_and_its_transaction_is_open() {
-        let ends = |tp: &TopicPartition| Some(if tp.partition == 0 { 5 } else { 9 });
+    fn a_marker_is_lost_only_when_it_is_not_at_its_offset_and_its_transaction_is_open() {
+        // Partition 0 kept offsets below 5, partition 1 below 9.
+        let present = |m: &PendingMarker| {
+            Ok::<_, &str>(Some(
+                m.offset < if m.partition.partition == 0 { 5 } else { 9 },
+            ))
+        };
         let participant = |tp: &TopicPartition| tp.topic == "__share_group_state";
         let listed = [marker(0, 5), marker(0, 4), marker(1, 9)];
-        // 5 ≥ end 5: lost; 4 < end: survived; partition 1: lost, open.
-        let lost = lost_markers(&listed, ends, participant, |_| Ok::<_, ()>(true)).unwrap();
+        let lost = lost_markers(&listed, present, participant, |_| Ok(true)).unwrap();
         assert_eq!(lost, vec![&listed[0], &listed[2]]);
         // No transaction open any more: nothing to write.
-        let lost = lost_markers(&listed, ends, participant, |_| Ok::<_, ()>(false)).unwrap();
+        let lost = lost_markers(&listed, present, participant, |_| Ok(false)).unwrap();
         assert!(lost.is_empty());
         // A participant's marker is written again without asking.
         let mut state = marker(0, 5);
         state.partition = TopicPartition::new("__share_group_state", 0);
-        let lost = lost_markers([&state], ends, participant, |_| Err("not asked")).unwrap();
+        let lost = lost_markers([&state], present, participant, |_| Err("not asked")).unwrap();
         assert_eq!(lost, vec![&state]);
         // A partition that is gone: nothing.
-        assert!(lost_markers(&listed, |_| None, participant, |_| Err("no"))
+        let gone = |_: &PendingMarker| Ok::<_, &str>(None);
+        assert!(lost_markers(&listed, gone, participant, |_| Err("no"))
             .unwrap()
             .is_empty());
         assert_eq!(
-            lost_markers(&listed, ends, participant, |_| Err("io")),
+            lost_markers(&listed, present, participant, |_| Err("io")),
             Err("io")
         );
     }
 
-    /// Found by the simulator (seed 16): two producers' markers at offsets 56 and 57 of one
-    /// partition are lost; writing the second one again (at 56) must not make the first look
-    /// as if it had survived.
+    /// Found by the simulator (seed 7901): a crash during the start-up rewrite left producer
+    /// 1003's rewritten ABORT at offset 42, where producer 1000's lost COMMIT had been listed.
+    /// Judged by the log end (43 > 42) the COMMIT looked as if it had survived.
     #[test]
-    fn every_marker_is_judged_before_any_is_written_again() {
-        let first = marker(0, 56);
-        let mut second = marker(0, 57);
-        second.producer_id = ProducerId(8);
-        // Listed in the other order, as a map of transactional ids may list them.
-        let listed = [second.clone(), first.clone()];
-        let mut end = 56;
-        let lost = lost_markers(&listed, |_| Some(end), |_| false, |_| Ok::<_, ()>(true)).unwrap();
-        assert_eq!(lost, vec![&second, &first]);
-        // The broker then appends them; judging after the first append would skip `first`.
-        end += 1;
-        assert!(end > first.offset);
+    fn another_marker_at_the_listed_offset_does_not_count_as_this_one() {
+        let commit = marker(0, 42);
+        let mut other = marker(0, 42);
+        other.producer_id = ProducerId(1003);
+        let log = [other.clone()];
+        let present = |m: &PendingMarker| {
+            Ok::<_, ()>(Some(log.iter().any(|l| {
+                l.offset == m.offset
+                    && l.producer_id == m.producer_id
+                    && l.producer_epoch == m.producer_epoch
+            })))
+        };
+        let lost = lost_markers([&commit], present, |_| false, |_| Ok(true)).unwrap();
+        assert_eq!(lost, vec![&commit]);
+    }
+
+    #[test]
+    fn cleared_lists_empty_every_id() {
+        let ids = ["a".to_string(), "b".to_string()];
+        let records = cleared_lists(&ids);
+        assert_eq!(records.len(), 2);
+        assert!(records
+            .iter()
+            .all(|r| matches!(r, TxnRecord::Markers { markers, .. } if markers.is_empty())));
     }
 }
