@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs every Shoal test on a fresh machine: formatting and lints, the Rust unit, property and
-# integration tests, the real-client interop suite (Python venv created on first run) and a
-# short fuzzing pass of every decoder.
+# integration tests, a fixed set of simulator seeds, the real-client interop suite (Python
+# venv created on first run) and a short fuzzing pass of every decoder.
 #
 #   scripts/test.sh            everything
 #   SHOAL_FUZZ_SECONDS=0 ...   skip fuzzing
+#   SHOAL_SIM_SEEDS=N ...      simulator seeds 0..N in release (default 2000, about 20 s)
 #   SHOAL_TEST_KAFKA=1 ...     also run the interop suite and shoal-client's integration
 #                              tests against real Apache Kafka
 set -euo pipefail
@@ -23,6 +24,9 @@ cargo test --workspace --locked
 
 step "cargo build --release (the broker the interop suite starts)"
 cargo build --release --locked -p shoal-cli
+
+step "simulator: ${SHOAL_SIM_SEEDS:-2000} fixed seeds in release (crates/sim)"
+cargo run --release --locked -p shoal-sim -- --seeds "0..${SHOAL_SIM_SEEDS:-2000}" --steps 1500
 
 step "build the krafka interop driver (tests/interop/krafka: its own workspace and lockfile)"
 cargo fmt --manifest-path tests/interop/krafka/Cargo.toml -- --check
