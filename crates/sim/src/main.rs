@@ -103,7 +103,7 @@ fn main() -> ExitCode {
                 trace: true,
                 ..config
             });
-            let shortest = shortest_failing_prefix(
+            let (prefix, shortest) = shortest_failing_prefix(
                 &RunConfig {
                     trace: true,
                     ..config
@@ -112,9 +112,7 @@ fn main() -> ExitCode {
             );
             let tail = shortest.trace.len().saturating_sub(200);
             println!(
-                "shortest failing prefix: {} fault steps (reproduce: shoal-sim --seed {seed} --steps {}{} --trace); its last {} events:",
-                shortest.steps.min(steps),
-                shortest_steps(&shortest, steps),
+                "shortest failing prefix: {prefix} fault steps (reproduce: shoal-sim --seed {seed} --steps {prefix}{} --trace); its last {} events:",
                 bug_flag(bugs),
                 shortest.trace.len() - tail
             );
@@ -122,7 +120,7 @@ fn main() -> ExitCode {
                 println!("  {line}");
             }
             if let Some(f) = &shortest.failure {
-                println!("  => {}", f.message);
+                println!("  => step {}: {}", f.step, f.message);
             }
             return ExitCode::FAILURE;
         }
@@ -145,10 +143,6 @@ fn main() -> ExitCode {
     }
     println!("{count} seeds ok: {total_steps} steps in {secs:.1} s ({rate:.0} steps/s)");
     ExitCode::SUCCESS
-}
-
-fn shortest_steps(o: &shoal_sim::Outcome, steps: u64) -> u64 {
-    o.failure.as_ref().map_or(steps, |f| f.step.min(steps))
 }
 
 fn bug_flag(bugs: Bugs) -> String {

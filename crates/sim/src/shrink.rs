@@ -1,28 +1,25 @@
 //! The shortest failing prefix: the fewest fault-phase steps after which the same seed still
-//! fails (the run is deterministic, so a prefix of its steps is the same run cut short, followed
-//! by the quiet phase).
+//! fails (the run is deterministic, so a prefix of its fault steps is the same run cut short,
+//! followed by the quiet phase).
 
 use crate::world::{run, Outcome, RunConfig};
 
-/// Bisects the number of fault-phase steps of a failing `config`; returns the shortest failing
-/// run found (failure is not monotonic in the step count, so this is a local minimum that is
-/// verified to fail).
-pub fn shortest_failing_prefix(config: &RunConfig, failing: &Outcome) -> Outcome {
+/// Bisects the number of fault-phase steps of a failing `config`; returns that number and its
+/// failing run. A failure at step k of the fault phase fails again with k + 1 fault steps (the
+/// same run up to it), so the search starts there. Failing is not monotonic in the step
+/// count, so the result is a local minimum, verified to fail.
+pub fn shortest_failing_prefix(config: &RunConfig, failing: &Outcome) -> (u64, Outcome) {
+    let mut hi = config.steps;
     let mut best = failing.clone();
-    let mut hi = failing
-        .failure
-        .as_ref()
-        .map_or(config.steps, |f| f.step.min(config.steps));
-    // A failure found in the fault phase reproduces with exactly that many steps.
-    let at = RunConfig {
-        steps: hi,
-        ..*config
-    };
-    let again = run(&at);
-    if again.failure.is_some() {
-        best = again;
-    } else {
-        hi = config.steps;
+    if let Some(f) = failing.failure.as_ref().filter(|f| f.step < config.steps) {
+        let again = run(&RunConfig {
+            steps: f.step + 1,
+            ..*config
+        });
+        if again.failure.is_some() {
+            hi = f.step + 1;
+            best = again;
+        }
     }
     let mut lo = 0u64;
     while lo < hi {
@@ -38,5 +35,5 @@ pub fn shortest_failing_prefix(config: &RunConfig, failing: &Outcome) -> Outcome
             lo = mid + 1;
         }
     }
-    best
+    (hi, best)
 }

@@ -16,6 +16,13 @@ fn config(seed: u64, bugs: Bugs) -> RunConfig {
     }
 }
 
+fn config_steps(seed: u64, bugs: Bugs, steps: u64) -> RunConfig {
+    RunConfig {
+        steps,
+        ..config(seed, bugs)
+    }
+}
+
 #[test]
 fn fixed_seeds_hold_every_invariant() {
     let (mut commits, mut aborts, mut crashes) = (0, 0, 0);
@@ -72,7 +79,15 @@ fn a_failing_seed_shrinks_to_a_shorter_failing_prefix() {
     let bugs = Bugs::named("lock-expires-tx-pending").expect("a known bug");
     let seed = first_failing_seed(bugs, 40).expect("caught");
     let failing = run(&config(seed, bugs));
-    let shortest = shortest_failing_prefix(&config(seed, bugs), &failing);
-    let f = shortest.failure.expect("the shortest prefix still fails");
-    assert!(f.step <= failing.failure.expect("failed").step.max(STEPS));
+    let (prefix, shortest) = shortest_failing_prefix(&config(seed, bugs), &failing);
+    assert!(
+        shortest.failure.is_some(),
+        "the shortest prefix still fails"
+    );
+    assert!(prefix <= STEPS);
+    // It reproduces, and one step fewer does not (a local minimum).
+    assert!(run(&config_steps(seed, bugs, prefix)).failure.is_some());
+    if prefix > 0 {
+        assert!(run(&config_steps(seed, bugs, prefix - 1)).failure.is_none());
+    }
 }
