@@ -280,31 +280,29 @@ impl ShareManager {
             guards.push(slot.state.lock().await);
         }
         let now = now_ms();
-        let mut staged = Vec::with_capacity(parts.len());
+        let mut machines = Vec::with_capacity(parts.len());
         for ((key, batches), guard) in parts.iter().zip(guards.iter()) {
-            let refuse = |code: ErrorCode, message: String| StageRefusal {
-                key: Some(key.clone()),
-                code,
-                message,
-            };
             let Some(sp) = guard.as_ref() else {
-                return Err(refuse(
-                    ErrorCode::INVALID_RECORD_STATE,
-                    "no records of this share partition are acquired".to_string(),
-                ));
+                return Err(StageRefusal {
+                    key: Some(key.clone()),
+                    code: ErrorCode::INVALID_RECORD_STATE,
+                    message: "no records of this share partition are acquired".to_string(),
+                });
             };
-            let mut copy = sp.clone();
-            let write = copy
-                .stage(
-                    now,
-                    member_id,
-                    producer.producer_id,
-                    producer.producer_epoch,
-                    batches,
-                )
-                .map_err(|e| refuse(ErrorCode(e.error_code().0), e.to_string()))?;
-            staged.push((copy, write));
+            machines.push((sp, &batches[..]));
         }
+        let staged = shoal_core::share_partition::stage_all(
+            machines,
+            now,
+            member_id,
+            producer.producer_id,
+            producer.producer_epoch,
+        )
+        .map_err(|(i, e)| StageRefusal {
+            key: Some(parts[i].0.clone()),
+            code: ErrorCode(e.error_code().0),
+            message: e.to_string(),
+        })?;
         let storage_error = || StageRefusal {
             key: None,
             code: ErrorCode::KAFKA_STORAGE_ERROR,

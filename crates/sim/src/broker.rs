@@ -32,7 +32,7 @@ use shoal_core::share_coordinator::{
     ShareStateStore, TopicId,
 };
 use shoal_core::share_partition::{
-    AckBatch, AcquireMode, AcquireRequest, FetchedBatch, Isolation, SharePartition,
+    stage_all, AckBatch, AcquireMode, AcquireRequest, FetchedBatch, Isolation, SharePartition,
     SharePartitionConfig, StateWrite,
 };
 use shoal_core::txn_coordinator::{
@@ -1188,17 +1188,23 @@ impl Broker {
             return refuse(c.0);
         }
         // 8. Stage on copies, all or nothing.
-        let mut staged = Vec::new();
+        let mut machines = Vec::with_capacity(parts.len());
         for (key, (_, batches)) in keys.iter().zip(parts.iter()) {
             let Some(sp) = self.sps.get(key) else {
                 return refuse(codes::INVALID_RECORD_STATE);
             };
-            let mut copy = sp.clone();
-            match copy.stage(now, member, pid, epoch, batches) {
-                Ok(write) => staged.push((key.clone(), copy, write)),
-                Err(e) => return refuse(code(e.error_code())),
-            }
+            machines.push((sp, &batches[..]));
         }
+        let staged: Vec<(SharePartitionKey, SharePartition, Option<StateWrite>)> =
+            match stage_all(machines, now, member, pid, epoch) {
+                Ok(staged) => keys
+                    .iter()
+                    .cloned()
+                    .zip(staged)
+                    .map(|(k, (sp, w))| (k, sp, w))
+                    .collect(),
+                Err((_, e)) => return refuse(code(e.error_code())),
+            };
         let mut records = Vec::new();
         for (key, _, write) in &staged {
             if let Some(write) = write {

@@ -106,6 +106,7 @@ use std::sync::Arc;
 
 pub use acknowledge::validate_acknowledge_batches;
 pub use acquire::{AcquireRequest, Acquisition};
+pub use txn::{stage_all, StagedCopy};
 pub use types::*;
 
 use crate::share_coordinator::{ReadState, StagedTxn, StateBatch};

@@ -32,6 +32,36 @@ use super::types::{
 use super::{acknowledge::validate_acknowledge_batches, SharePartition};
 use crate::faults::{self, Fault};
 
+/// A staged copy of a share partition and the write that persists its staging.
+pub type StagedCopy = (SharePartition, Option<StateWrite>);
+
+/// One TxnShareAcknowledge's staging across share partitions (KIP-1289 §3.2 step 8), all or
+/// nothing: each machine stages its batches on a copy, and the copies with the writes that
+/// persist them are returned only if every one accepted. The broker (and the simulator, in the
+/// same order) then persists every write as the producer's transactional batch, fsynced, and
+/// only then puts the copies in place and answers; answering first would let a crash lose a
+/// staging the client was told about.
+///
+/// # Errors
+/// The index of the first refused part and its error; nothing is staged then.
+pub fn stage_all<'a>(
+    parts: impl IntoIterator<Item = (&'a SharePartition, &'a [AckBatch])>,
+    now_ms: i64,
+    member_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Result<Vec<StagedCopy>, (usize, ShareError)> {
+    let mut staged = Vec::new();
+    for (i, (sp, batches)) in parts.into_iter().enumerate() {
+        let mut copy = sp.clone();
+        let write = copy
+            .stage(now_ms, member_id, producer_id, producer_epoch, batches)
+            .map_err(|e| (i, e))?;
+        staged.push((copy, write));
+    }
+    Ok(staged)
+}
+
 impl SharePartition {
     /// Stages `member_id`'s acknowledgement `batches` in the transaction of
     /// (`producer_id`, `producer_epoch`): every offset of every batch must be ACQUIRED by the

@@ -563,3 +563,32 @@ fn a_lowered_delivery_limit_archives_on_abort() {
     sp.apply_marker(PID, EPOCH, false);
     assert_eq!(sp.start_offset(), 1, "second delivery of 2: archived");
 }
+
+#[test]
+fn stage_all_stages_every_partition_or_none() {
+    let a = fixture();
+    let mut b = SharePartition::new(config(5, 100), 0, 0).expect("valid");
+    acquire(&mut b, "m2", 0, 4, 0);
+    let ok = [AckBatch::new(0, 4, vec![1])];
+    // The second partition's records are held by another member: nothing is staged.
+    let refused = stage_all([(&a, &ok[..]), (&b, &ok[..])], 1, "m1", PID, EPOCH);
+    let (index, error) = refused.expect_err("m2 holds the second partition's records");
+    assert_eq!(index, 1);
+    assert_eq!(error.error_code().0, 121);
+    assert_eq!(a.tx_pending_count(), 0);
+    assert_eq!(b.tx_pending_count(), 0);
+    // Both accept: the copies are staged, each with the write that persists it.
+    let mut b2 = SharePartition::new(config(5, 100), 0, 0).expect("valid");
+    acquire(&mut b2, "m1", 0, 4, 0);
+    let staged = stage_all([(&a, &ok[..]), (&b2, &ok[..])], 1, "m1", PID, EPOCH).expect("staged");
+    assert_eq!(staged.len(), 2);
+    for (copy, write) in &staged {
+        assert_eq!(copy.tx_pending_count(), 5);
+        assert!(write.is_some());
+    }
+    assert_eq!(
+        a.tx_pending_count(),
+        0,
+        "the originals are untouched until installed"
+    );
+}
