@@ -517,17 +517,7 @@ impl Broker {
                 })
                 .collect();
             let name = log_name(TXN_STATE, 0);
-            disk.append(
-                &name,
-                Batch {
-                    base_offset: 0,
-                    producer_id: -1,
-                    producer_epoch: -1,
-                    base_sequence: -1,
-                    transactional: false,
-                    body: Body::Data(records),
-                },
-            );
+            disk.append(&name, Batch::plain(records));
             disk.flush(&name);
         }
         let mut internal = Vec::new();
@@ -577,13 +567,29 @@ impl Broker {
             .expect("an implicit add is answered at once")
     }
 
-    fn fresh_producer_id(&mut self, disk: &mut Disk, request: &TxnRequest) -> Option<ProducerId> {
-        if !self.txn.needs_fresh_producer_id(request) {
-            return None;
+    /// A coordinator request answered through its parked token (InitProducerId, EndTxn),
+    /// with a fresh producer id from the durable allocator when it may need one.
+    fn parked_call(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        from: Addr,
+        corr: u64,
+        mut request: TxnRequest,
+    ) {
+        if self.txn.needs_fresh_producer_id(&request) {
+            let fresh = Some(ProducerId(disk.next_producer_id));
+            disk.next_producer_id += 1;
+            match &mut request {
+                TxnRequest::InitProducerId(r) => r.fresh_producer_id = fresh,
+                TxnRequest::EndTxn(r) => r.fresh_producer_id = fresh,
+                _ => {}
+            }
         }
-        let id = disk.next_producer_id;
-        disk.next_producer_id += 1;
-        Some(ProducerId(id))
+        let token = self.token();
+        self.parked.insert(token.0, (from, corr));
+        let out = self.txn.handle(now, token, request);
+        self.process_txn(disk, out, now);
     }
 
     /// Appends a marker to `tp` (producer-state epoch check first), hands it to the
@@ -754,17 +760,7 @@ impl Broker {
             .map(|(key, value)| Record { key, value })
             .collect();
         let name = log_name(OFFSETS, 0);
-        disk.append(
-            &name,
-            Batch {
-                base_offset: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                base_sequence: -1,
-                transactional: false,
-                body: Body::Data(encoded),
-            },
-        );
+        disk.append(&name, Batch::plain(encoded));
         disk.flush(&name);
     }
 
@@ -793,7 +789,7 @@ impl Broker {
                 producer_id,
                 producer_epoch,
             } => {
-                let mut request = TxnRequest::InitProducerId(InitProducerIdRequest {
+                let request = TxnRequest::InitProducerId(InitProducerIdRequest {
                     transactional_id: txn_id,
                     txn_timeout_ms: self.layout.txn_timeout_ms,
                     producer_id: ProducerId(producer_id),
@@ -801,14 +797,7 @@ impl Broker {
                     transaction_version_supported: true,
                     fresh_producer_id: None,
                 });
-                let fresh = self.fresh_producer_id(disk, &request);
-                if let TxnRequest::InitProducerId(r) = &mut request {
-                    r.fresh_producer_id = fresh;
-                }
-                let token = self.token();
-                self.parked.insert(token.0, (from, corr));
-                let out = self.txn.handle(now, token, request);
-                self.process_txn(disk, out, now);
+                self.parked_call(disk, now, from, corr, request);
                 None
             }
             Req::EndTxn {
@@ -817,7 +806,7 @@ impl Broker {
                 producer_epoch,
                 commit,
             } => {
-                let mut request = TxnRequest::EndTxn(EndTxnRequest {
+                let request = TxnRequest::EndTxn(EndTxnRequest {
                     transactional_id: txn_id,
                     producer_id: ProducerId(producer_id),
                     producer_epoch: ProducerEpoch(producer_epoch),
@@ -825,14 +814,7 @@ impl Broker {
                     version: 5,
                     fresh_producer_id: None,
                 });
-                let fresh = self.fresh_producer_id(disk, &request);
-                if let TxnRequest::EndTxn(r) = &mut request {
-                    r.fresh_producer_id = fresh;
-                }
-                let token = self.token();
-                self.parked.insert(token.0, (from, corr));
-                let out = self.txn.handle(now, token, request);
-                self.process_txn(disk, out, now);
+                self.parked_call(disk, now, from, corr, request);
                 None
             }
             Req::Produce {

@@ -41,6 +41,18 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// A batch of records without producer (the coordinators' internal records, input).
+    pub fn plain(records: Vec<Record>) -> Batch {
+        Batch {
+            base_offset: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            transactional: false,
+            body: Body::Data(records),
+        }
+    }
+
     pub fn len(&self) -> i64 {
         match &self.body {
             Body::Data(records) => records.len().max(1) as i64,

@@ -15,7 +15,7 @@ use shoal_core::share_partition::SharePartitionConfig;
 use crate::broker::{Broker, Layout, Observed, INPUT};
 use crate::check::{tx_pending, Model};
 use crate::client::{Client, Role};
-use crate::disk::{log_name, Batch, Body, Disk, Record};
+use crate::disk::{log_name, Batch, Disk, Record};
 use crate::proto::{Addr, Req, Resp};
 use crate::rng::Rng;
 
@@ -164,21 +164,14 @@ impl World {
                 let n = rng.range(1, 4).min(records - written);
                 disk.append(
                     &name,
-                    Batch {
-                        base_offset: 0,
-                        producer_id: -1,
-                        producer_epoch: -1,
-                        base_sequence: -1,
-                        transactional: false,
-                        body: Body::Data(
-                            (0..n)
-                                .map(|i| Record {
-                                    key: format!("{p}:{}", written + i).into_bytes(),
-                                    value: None,
-                                })
-                                .collect(),
-                        ),
-                    },
+                    Batch::plain(
+                        (0..n)
+                            .map(|i| Record {
+                                key: format!("{p}:{}", written + i).into_bytes(),
+                                value: None,
+                            })
+                            .collect(),
+                    ),
                 );
                 written += n;
             }
