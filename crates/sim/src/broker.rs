@@ -567,6 +567,29 @@ impl Broker {
             .expect("an implicit add is answered at once")
     }
 
+    /// Transaction version 2's implicit add of `partitions` to the producer's transaction
+    /// (Produce v12+, and TxnShareAcknowledge for the share-state partitions); its error code.
+    fn implicit_add(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        txn_id: String,
+        (pid, epoch): (i64, i16),
+        partitions: Vec<TopicPartition>,
+    ) -> i16 {
+        let resp = self.txn_call(
+            disk,
+            now,
+            TxnRequest::AddPartitionsImplicit(AddPartitionsImplicitRequest {
+                transactional_id: txn_id,
+                producer_id: ProducerId(pid),
+                producer_epoch: ProducerEpoch(epoch),
+                partitions,
+            }),
+        );
+        resp.error_code().0
+    }
+
     /// A coordinator request answered through its parked token (InitProducerId, EndTxn),
     /// with a fresh producer id from the durable allocator when it may need one.
     fn parked_call(
@@ -1080,19 +1103,15 @@ impl Broker {
             .get(&name)
             .is_some_and(|ps| ps.has_ongoing_txn(ProducerId(pid), ProducerEpoch(epoch)));
         if !ongoing {
-            let resp = self.txn_call(
+            let c = self.implicit_add(
                 disk,
                 now,
-                TxnRequest::AddPartitionsImplicit(AddPartitionsImplicitRequest {
-                    transactional_id: txn_id,
-                    producer_id: ProducerId(pid),
-                    producer_epoch: ProducerEpoch(epoch),
-                    partitions: vec![TopicPartition::new(OUTPUT, partition)],
-                }),
+                txn_id,
+                (pid, epoch),
+                vec![TopicPartition::new(OUTPUT, partition)],
             );
-            let c = resp.error_code();
-            if !c.is_none() {
-                return Resp::Produce { code: c.0 };
+            if c != codes::NONE {
+                return Resp::Produce { code: c };
             }
         }
         let batch = Batch {
@@ -1152,22 +1171,13 @@ impl Broker {
             .iter()
             .map(|k| state_partition(k, self.layout.state_partitions))
             .collect();
-        let resp = self.txn_call(
-            disk,
-            now,
-            TxnRequest::AddPartitionsImplicit(AddPartitionsImplicitRequest {
-                transactional_id: txn_id,
-                producer_id: ProducerId(pid),
-                producer_epoch: ProducerEpoch(epoch),
-                partitions: state_partitions
-                    .iter()
-                    .map(|p| TopicPartition::new(SHARE_STATE, *p))
-                    .collect(),
-            }),
-        );
-        let c = resp.error_code();
-        if !c.is_none() {
-            return refuse(c.0);
+        let partitions = state_partitions
+            .iter()
+            .map(|p| TopicPartition::new(SHARE_STATE, *p))
+            .collect();
+        let c = self.implicit_add(disk, now, txn_id, (pid, epoch), partitions);
+        if c != codes::NONE {
+            return refuse(c);
         }
         // 8. Stage on copies, all or nothing.
         let mut machines = Vec::with_capacity(parts.len());
