@@ -23,6 +23,10 @@
 * The verify block: every flag it passes is one ``shoal verify --help`` lists, and the example
   it builds is the worker verify runs; the run itself, at the same size, is
   ``crates/cli/tests/verify.rs``'s.
+* The simulator block runs each line with the release ``shoal-sim`` binary
+  (``scripts/test.sh`` builds it; ``SHOAL_SIM_BIN`` overrides): the seed runs pass, the
+  ``--trace`` run ends with the seed's summary, the ``--bug`` run fails with a shortest failing
+  prefix.
 
 Also checked where cheap: the flags/env table against ``shoal serve --help`` and against the
 broker's behaviour (env and flags, the precedence defaults < file < environment < flags, the
@@ -60,6 +64,7 @@ BLOCKS = [
      "run: test_example_pipelines_block"),
     ("sh", "cargo run --release -p shoal-cli -- verify",
      "checked: test_verify_block (run by crates/cli/tests/verify.rs)"),
+    ("sh", "cargo run --release -p shoal-sim", "run: test_simulator_block"),
 ]
 
 shoal_only = pytest.mark.skipif(TARGET != "shoal",
@@ -440,3 +445,40 @@ def test_verify_block():
     assert "exactly_once_pipeline" in help_text, help_text
     for flag in [a for a in args[1:] if a.startswith("--")]:
         assert re.search(rf"^\s*{re.escape(flag)}\b", help_text, re.M), (flag, help_text)
+
+
+# ------------------------------------------------------------------ the simulator
+def shoal_sim_bin():
+    path = os.environ.get("SHOAL_SIM_BIN") or str(REPO / "target" / "release" / "shoal-sim")
+    if not os.path.exists(path):
+        subprocess.run(["cargo", "build", "--release", "--locked", "-p", "shoal-sim"],
+                       cwd=REPO, check=True, timeout=900)
+    return path
+
+
+@shoal_only
+def test_simulator_block():
+    """Every line of the simulator block, as written, with `cargo run --release -p shoal-sim --`
+    standing for the release binary and `| tail` for reading the end of the output."""
+    lines = [line for line in _body("cargo run --release -p shoal-sim").splitlines() if line]
+    prefix = ["cargo", "run", "--release", "-p", "shoal-sim", "--"]
+    assert len(lines) == 3, lines
+    for line in lines:
+        command, _, pipe = line.partition("|")
+        words = shlex.split(command)
+        assert words[:len(prefix)] == prefix, line
+        args = words[len(prefix):]
+        out = subprocess.run([shoal_sim_bin(), *args], capture_output=True, text=True,
+                             timeout=300)
+        if "--bug" in args:
+            assert out.returncode == 1, (line, out.stdout[-2000:], out.stderr[-2000:])
+            assert "FAILED" in out.stdout, out.stdout[-2000:]
+            assert "shortest failing prefix" in out.stdout, out.stdout[-2000:]
+        elif "--trace" in args:
+            assert pipe.strip() == "tail", line
+            assert out.returncode == 0, (line, out.stderr[-2000:])
+            last = out.stdout.splitlines()[-2:]
+            assert any(l.startswith("seed 42: ok") for l in last), last
+        else:
+            assert out.returncode == 0, (line, out.stdout[-2000:], out.stderr[-2000:])
+            assert "1000 seeds ok" in out.stdout, out.stdout[-2000:]
