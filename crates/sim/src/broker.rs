@@ -441,8 +441,22 @@ impl Broker {
         records: Vec<ShareStateRecord>,
         producer: Option<(i64, i16)>,
     ) {
-        let mut by_partition: BTreeMap<i32, Vec<Record>> = BTreeMap::new();
+        self.append_state_records(disk, &records, producer);
         for record in &records {
+            self.store.replay(record);
+        }
+    }
+
+    /// Appends share-state records (one batch per state partition, under `producer` if
+    /// transactional) and fsyncs them; the store is not touched.
+    fn append_state_records(
+        &mut self,
+        disk: &mut Disk,
+        records: &[ShareStateRecord],
+        producer: Option<(i64, i16)>,
+    ) {
+        let mut by_partition: BTreeMap<i32, Vec<Record>> = BTreeMap::new();
+        for record in records {
             let Ok((key, value)) = record.encode() else {
                 self.notes
                     .push("share state record cannot be encoded".into());
@@ -473,9 +487,6 @@ impl Broker {
                     .or_insert_with(|| ProducerStateManager::new(ProducerStateConfig::default()))
                     .on_append(&info, offset);
             }
-        }
-        for record in &records {
-            self.store.replay(record);
         }
     }
 
@@ -715,25 +726,8 @@ impl Broker {
     /// A late staging's write (only with `bug_stage_before_persist`).
     pub fn late_staging_step(&mut self, disk: &mut Disk) {
         if let Some(l) = self.late.pop_front() {
-            self.append_staging(disk, l.producer_id, l.producer_epoch, l.records, false);
-        }
-    }
-
-    fn append_staging(
-        &mut self,
-        disk: &mut Disk,
-        pid: i64,
-        epoch: i16,
-        records: Vec<ShareStateRecord>,
-        replay: bool,
-    ) {
-        if replay {
-            self.persist_state_records(disk, records, Some((pid, epoch)));
-        } else {
-            // The store already has them (the bug applied them before the write).
-            let mut store = self.store.clone();
-            self.persist_state_records(disk, records, Some((pid, epoch)));
-            std::mem::swap(&mut self.store, &mut store);
+            // The store already has them: the bug applied them before the write.
+            self.append_state_records(disk, &l.records, Some((l.producer_id, l.producer_epoch)));
         }
     }
 
@@ -970,9 +964,6 @@ impl Broker {
             let Some(sp) = self.sps.get_mut(&key) else {
                 continue;
             };
-            if !sp.can_acquire_records() {
-                // Locks may be due: expire them through an empty acquisition.
-            }
             let from = sp.next_fetch_offset();
             let fetched: Vec<FetchedBatch> = disk
                 .log(&log_name(INPUT, p))
@@ -1226,7 +1217,7 @@ impl Broker {
                 records,
             });
         } else {
-            self.append_staging(disk, pid, epoch, records, true);
+            self.persist_state_records(disk, records, Some((pid, epoch)));
         }
         for (key, copy, _) in staged {
             self.sps.insert(key, copy);

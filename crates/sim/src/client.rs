@@ -328,7 +328,12 @@ impl Client {
                     self.sequences.clear();
                     self.phase = Phase::Fetch;
                 } else {
-                    if matches!(code, codes::PRODUCER_FENCED | 47 | 49) {
+                    if matches!(
+                        code,
+                        codes::PRODUCER_FENCED
+                            | codes::INVALID_PRODUCER_EPOCH
+                            | codes::INVALID_PRODUCER_ID_MAPPING
+                    ) {
                         // Fatal for this producer instance: the application makes a new one.
                         self.producer_id = -1;
                         self.producer_epoch = -1;
@@ -386,8 +391,8 @@ impl Client {
                     self.sequences.clear();
                     self.clear_work();
                     self.phase = Phase::Fetch;
-                } else if code == 51 {
-                    // CONCURRENT_TRANSACTIONS: the previous end is still completing.
+                } else if code == codes::CONCURRENT_TRANSACTIONS {
+                    // The previous end is still completing.
                     self.waiting = None;
                     self.not_before_ms = now + 10;
                 } else {

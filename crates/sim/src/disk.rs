@@ -60,6 +60,7 @@ impl Batch {
         }
     }
 
+    /// Never: a batch holds at least one record (or is a marker).
     pub fn is_empty(&self) -> bool {
         false
     }

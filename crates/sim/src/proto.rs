@@ -124,14 +124,21 @@ impl Req {
     }
 }
 
-/// Kafka error codes the simulation uses.
+/// Kafka error codes the simulation uses, as `shoal-core` defines them.
 pub mod codes {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-    pub const INVALID_RECORD_STATE: i16 = 121;
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub const FENCED_MEMBER_EPOCH: i16 = 110;
+    use shoal_core::group_coordinator::{share, ErrorCode};
+    use shoal_core::share_partition::error_codes as sp;
+    use shoal_core::txn_coordinator::error_codes as tc;
+
+    pub const NONE: i16 = ErrorCode::NONE.0;
+    pub const UNKNOWN_MEMBER_ID: i16 = ErrorCode::UNKNOWN_MEMBER_ID.0;
+    pub const FENCED_MEMBER_EPOCH: i16 = share::FENCED_MEMBER_EPOCH.0;
+    /// Kafka's STALE_MEMBER_EPOCH (`Errors.java`); the share-group coordinator never answers
+    /// it, only TxnShareAcknowledge's member check does.
     pub const STALE_MEMBER_EPOCH: i16 = 113;
-    pub const PRODUCER_FENCED: i16 = 90;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    pub const INVALID_RECORD_STATE: i16 = sp::INVALID_RECORD_STATE.0;
+    pub const PRODUCER_FENCED: i16 = tc::PRODUCER_FENCED.0;
+    pub const INVALID_PRODUCER_EPOCH: i16 = tc::INVALID_PRODUCER_EPOCH.0;
+    pub const INVALID_PRODUCER_ID_MAPPING: i16 = tc::INVALID_PRODUCER_ID_MAPPING.0;
+    pub const CONCURRENT_TRANSACTIONS: i16 = tc::CONCURRENT_TRANSACTIONS.0;
 }
