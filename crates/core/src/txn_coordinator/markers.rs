@@ -1,13 +1,14 @@
 //! The transaction driver's decisions about markers that are appended but maybe not durable
-//! (decision 0005): which markers a Markers record lists, and which listed markers a crash lost.
+//! (decision 0005): which markers a Markers record lists, which listed markers a crash lost,
+//! and clearing the lists once those are written again.
 //!
 //! The driver writes a transaction's COMMIT/ABORT markers without waiting for their fsync and
 //! completes the transaction; the Complete record is preceded, in the same fsync, by a Markers
 //! record listing the id's markers not yet known durable ([`markers_record`]). At start, every
-//! listed marker whose partition recovered to a prefix ending at or before it, and whose
-//! transaction is still open there, is written again before anything is served
-//! ([`marker_lost`]). Both are pure functions of what the driver observes, so the broker and the
-//! simulator (`crates/sim`) run the same decisions.
+//! listed marker no longer at its offset whose transaction is still open there is written
+//! again before anything is served ([`lost_markers`]), the listed partitions are fsynced and
+//! the lists cleared ([`cleared_lists`]). These are pure functions of what the driver observes,
+//! so the broker and the simulator (`crates/sim`) run the same decisions.
 
 use super::records::{PendingMarker, TxnRecord};
 use super::types::TopicPartition;
