@@ -3,7 +3,7 @@
 //!
 //! Compiled in only with the `fault-injection` feature (which only `shoal-sim` enables); without
 //! it [`active`] is a constant `false` and every guarded branch disappears. With it, a fault is
-//! off until a thread turns it on with [`set`], and it is per thread, so tests running in
+//! off until a thread turns it on with `set`, and it is per thread, so tests running in
 //! parallel do not see each other's faults.
 
 /// One known bug.
