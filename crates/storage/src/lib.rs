@@ -25,6 +25,6 @@ pub use batch::{
 };
 pub use error::{codes, StorageError};
 pub use log::{
-    AbortedTxn, AppendInfo, Batch, BatchIter, CleanStats, CompactionConfig, DirtyStats, Log,
-    LogConfig, ReadResult, SyncHandle, Throttler,
+    AbortedTxn, AppendInfo, Batch, BatchIter, CleanStats, CompactionConfig, DirtyStats, FileRegion,
+    Log, LogConfig, LogSlice, ReadResult, SyncHandle, Throttler,
 };

@@ -19,6 +19,7 @@ enum Op {
     Read {
         at: u16,
         max_bytes: usize,
+        limit_at: u16,
     },
     Reopen {
         clean: bool,
@@ -41,7 +42,8 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (1usize..6, 0usize..120, 0i64..100).prop_map(|(records, value_len, ts)| Op::Append { records, value_len, ts }),
-        3 => (any::<u16>(), 1usize..600).prop_map(|(at, max_bytes)| Op::Read { at, max_bytes }),
+        3 => (any::<u16>(), 1usize..600, any::<u16>())
+            .prop_map(|(at, max_bytes, limit_at)| Op::Read { at, max_bytes, limit_at }),
         1 => any::<bool>().prop_map(|clean| Op::Reopen { clean }),
         1 => proptest::collection::vec(any::<u8>(), 1..150).prop_map(|garbage| Op::Torn { garbage }),
         1 => Just(Op::Sync),
@@ -100,6 +102,40 @@ fn check_all(log: &Log, model: &Model) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// `read_slice`, jumping along the index and walking every header, locates exactly what `read`
+/// returned.
+fn check_slices(
+    log: &Log,
+    offset: i64,
+    max_bytes: usize,
+    limit: Option<i64>,
+    read: &shoal_storage::ReadResult,
+) -> Result<(), TestCaseError> {
+    let jumped = log.read_slice(offset, max_bytes, limit, false).unwrap();
+    let walked = log.read_slice(offset, max_bytes, limit, true).unwrap();
+    prop_assert_eq!(jumped.next_offset, read.next_offset);
+    prop_assert_eq!(walked.next_offset, read.next_offset);
+    for slice in [&jumped, &walked] {
+        let bytes = slice
+            .region
+            .as_ref()
+            .map(|r| r.read().unwrap())
+            .unwrap_or_default();
+        prop_assert_eq!(&bytes[..], &read.records[..]);
+    }
+    let mut at = walked.region.as_ref().map_or(0, |r| r.position());
+    for (header, position) in &walked.batches {
+        prop_assert_eq!(*position, at);
+        at += header.size_bytes() as u64;
+    }
+    let end = walked
+        .region
+        .as_ref()
+        .map_or(0, |r| r.position() + r.len() as u64);
+    prop_assert_eq!(at, end);
+    Ok(())
+}
+
 fn run(ops: Vec<Op>, segment_bytes: u64, index_interval_bytes: u32) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {
@@ -148,9 +184,30 @@ fn run(ops: Vec<Op>, segment_bytes: u64, index_interval_bytes: u32) -> Result<()
                 });
                 model.next = info.last_offset + 1;
             }
-            Op::Read { at, max_bytes } => {
+            Op::Read {
+                at,
+                max_bytes,
+                limit_at,
+            } => {
                 let o = model.pick(at);
                 let r = l.read(o, max_bytes, None).unwrap();
+                check_slices(l, o, max_bytes, None, &r)?;
+                // The same read bounded by an offset (as by the high watermark or the LSO) is a
+                // prefix of it, of batches wholly below the bound.
+                let limit = model.pick(limit_at);
+                let bounded = l.read(o, max_bytes, Some(limit)).unwrap();
+                check_slices(l, o, max_bytes, Some(limit), &bounded)?;
+                prop_assert!(r.records.starts_with(&bounded.records));
+                for b in split_batches(&bounded.records) {
+                    prop_assert!(b.unwrap().0.last_offset() < limit);
+                }
+                if bounded.records.len() < r.records.len() {
+                    let (next, _) = split_batches(&r.records.slice(bounded.records.len()..))
+                        .next()
+                        .unwrap()
+                        .unwrap();
+                    prop_assert!(next.last_offset() >= limit, "stopped short of {}", limit);
+                }
                 let from: Vec<&ModelBatch> = model.visible().filter(|b| b.last >= o).collect();
                 if from.is_empty() {
                     prop_assert!(r.records.is_empty());

@@ -150,12 +150,85 @@ pub struct AppendInfo {
 pub struct ReadResult {
     /// Whole batches, byte-exact as stored (empty if none).
     pub records: Bytes,
-    /// Offset after the last returned batch (the next fetch offset); the start offset if empty.
+    /// The offset to read from next: after the last returned batch (where compaction left a
+    /// gap, the base offset of the batch after it); the start offset if empty.
     pub next_offset: i64,
     /// Log start offset at read time.
     pub log_start_offset: i64,
     /// Log end offset at read time.
     pub log_end_offset: i64,
+}
+
+/// What [`Log::read_slice`] located: whole batches, byte-exact as stored, still in their file.
+#[derive(Clone, Debug)]
+pub struct LogSlice {
+    /// Where the batches are (`None` if there are none).
+    pub region: Option<FileRegion>,
+    /// Each batch's header and file position, when asked for (in order).
+    pub batches: Vec<(BatchHeader, u64)>,
+    /// The offset to read from next, as in [`ReadResult::next_offset`].
+    pub next_offset: i64,
+    /// Log start offset at read time.
+    pub log_start_offset: i64,
+    /// Log end offset at read time.
+    pub log_end_offset: i64,
+}
+
+/// A byte range of a segment file holding whole batches.
+///
+/// Holding a region keeps the file open, so its bytes stay readable even if retention,
+/// compaction or deletion removes the segment meanwhile: segments are append-only, and the
+/// bytes of a region were written before it was taken.
+#[derive(Clone, Debug)]
+pub struct FileRegion {
+    file: Arc<File>,
+    /// Index of the segment at read time (for [`Log::read`], under the same borrow).
+    segment: usize,
+    position: u64,
+    len: usize,
+}
+
+impl FileRegion {
+    /// The segment file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Where the bytes start in the file.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// How many bytes there are.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The part `[from, from + len)` of this region (relative to its start), clamped to it.
+    pub fn sub(&self, from: usize, len: usize) -> FileRegion {
+        let from = from.min(self.len);
+        FileRegion {
+            position: self.position + from as u64,
+            len: len.min(self.len - from),
+            ..self.clone()
+        }
+    }
+
+    /// Copies the bytes out (for a caller that must look inside them).
+    ///
+    /// # Errors
+    /// The read failed, or the file is shorter than the region.
+    pub fn read(&self) -> std::io::Result<Bytes> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; self.len];
+        self.file.read_exact_at(&mut buf, self.position)?;
+        Ok(Bytes::from(buf))
+    }
 }
 
 /// One stored batch, as yielded by [`BatchIter`].
@@ -670,7 +743,8 @@ impl Log {
     /// Reads whole batches starting with the one containing `start_offset`, up to `max_bytes`
     /// (but always at least one batch if there is one — Kafka's soft limit), only batches whose
     /// last offset is below `max_offset` (exclusive bound, e.g. the high watermark or LSO).
-    /// Reads within one segment.
+    /// Reads within one segment. [`Log::read_slice`] locates the same batches without reading
+    /// them.
     ///
     /// # Errors
     /// `OffsetOutOfRange` if `start_offset` is outside `[log_start_offset, log_end_offset]`;
@@ -681,56 +755,70 @@ impl Log {
         max_bytes: usize,
         max_offset: Option<i64>,
     ) -> Result<ReadResult> {
+        let slice = self.read_slice(start_offset, max_bytes, max_offset, false)?;
+        let records = match &slice.region {
+            None => Bytes::new(),
+            Some(region) => {
+                let seg = &self.segments[region.segment];
+                Bytes::from(seg.read_at(region.position, region.len)?)
+            }
+        };
+        Ok(ReadResult {
+            records,
+            next_offset: slice.next_offset,
+            log_start_offset: slice.log_start_offset,
+            log_end_offset: slice.log_end_offset,
+        })
+    }
+
+    /// Locates what [`Log::read`] would return, reading only batch headers: the file and byte
+    /// range of the batches, for a caller that sends them to a socket straight from the file.
+    /// With `with_batches`, the slice also lists every batch's header and position.
+    ///
+    /// # Errors
+    /// As [`Log::read`].
+    pub fn read_slice(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        max_offset: Option<i64>,
+        with_batches: bool,
+    ) -> Result<LogSlice> {
         let log_end_offset = self.log_end_offset();
         if start_offset < self.log_start_offset || start_offset > log_end_offset {
             return Err(self.out_of_range(start_offset));
         }
-        let empty = ReadResult {
-            records: Bytes::new(),
+        let mut slice = LogSlice {
+            region: None,
+            batches: Vec::new(),
             next_offset: start_offset,
             log_start_offset: self.log_start_offset,
             log_end_offset,
         };
         let limit = max_offset.unwrap_or(log_end_offset).min(log_end_offset);
         if start_offset >= limit {
-            return Ok(empty);
+            return Ok(slice);
         }
-        for seg in &self.segments[self.segment_index(start_offset)..] {
+        let first_segment = self.segment_index(start_offset);
+        for (i, seg) in self.segments.iter().enumerate().skip(first_segment) {
             let Some((pos, first)) = seg.find_batch(start_offset)? else {
                 continue;
             };
             if first.last_offset() >= limit {
-                return Ok(empty);
+                return Ok(slice);
             }
-            let available = (seg.size - pos) as usize;
-            let want = first.size_bytes().max(max_bytes.min(available));
-            let mut buf = seg.read_at(pos, want)?;
-            let mut end = 0usize;
-            let mut next_offset = start_offset;
-            // Stop where the buffer (cut at max_bytes) no longer holds a whole header.
-            while buf.len() - end >= crate::batch::BATCH_HEADER_BYTES {
-                let header =
-                    BatchHeader::parse(&buf[end..]).map_err(|e| StorageError::CorruptLog {
-                        path: seg.path().to_path_buf(),
-                        position: pos + end as u64,
-                        reason: e.to_string(),
-                    })?;
-                let size = header.size_bytes();
-                let fits = end + size <= buf.len() && (end == 0 || end + size <= max_bytes);
-                if !fits || header.last_offset() >= limit {
-                    break;
-                }
-                end += size;
-                next_offset = header.next_offset();
-            }
-            buf.truncate(end);
-            return Ok(ReadResult {
-                records: Bytes::from(buf),
-                next_offset,
-                ..empty
+            let batches = with_batches.then_some(&mut slice.batches);
+            let (end, next_offset) = seg.extent(pos, first, max_bytes, limit, batches)?;
+            slice.region = Some(FileRegion {
+                file: Arc::clone(seg.file()),
+                segment: i,
+                position: pos,
+                len: (end - pos) as usize,
             });
+            slice.next_offset = next_offset;
+            return Ok(slice);
         }
-        Ok(empty)
+        Ok(slice)
     }
 
     /// Iterates over every batch from the one containing `from_offset` (clamped to the log

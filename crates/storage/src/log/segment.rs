@@ -26,8 +26,13 @@ use crate::error::{Result, StorageError};
 use super::checkpoint::TMP_SUFFIX;
 use super::txn_index::{self, txn_index_path, AbortedTxn};
 
-/// Bytes read per `pread` when scanning headers or recovering.
+/// Bytes read per `pread` when scanning whole batches (recovery, cleaning, iteration).
 const SCAN_CHUNK_BYTES: usize = 256 * 1024;
+/// Bytes read per `pread` when walking only headers over small batches.
+const HEADER_CHUNK_BYTES: usize = 4096;
+/// From this batch size on, a header walk reads just the next header: reading ahead would
+/// copy more record bytes than it saves in calls.
+const HEADER_ONLY_BATCH_BYTES: usize = 1024;
 const OFFSET_ENTRY_BYTES: usize = 8;
 const TIME_ENTRY_BYTES: usize = 12;
 
@@ -83,9 +88,15 @@ pub(crate) struct Window<'a> {
     end: u64,
     buf: Vec<u8>,
     buf_start: u64,
+    /// Bytes read ahead per `pread`; `None` for a header walk, which sizes reads by the
+    /// batches it meets (see [`Window::headers`]).
+    chunk: Option<usize>,
+    /// Size of the last batch whose header was parsed (header walks only).
+    last_batch: usize,
 }
 
 impl<'a> Window<'a> {
+    /// A window for scans that read whole batches.
     pub(crate) fn new(file: &'a File, path: &'a Path, end: u64) -> Self {
         Window {
             file,
@@ -93,6 +104,18 @@ impl<'a> Window<'a> {
             end,
             buf: Vec::new(),
             buf_start: 0,
+            chunk: Some(SCAN_CHUNK_BYTES),
+            last_batch: 0,
+        }
+    }
+
+    /// A window for walks that read only batch headers (locating the batches a fetch sends):
+    /// it reads a small chunk while batches are small and only the header once they are not,
+    /// so the record bytes it skips are mostly never copied.
+    pub(crate) fn headers(file: &'a File, path: &'a Path, end: u64) -> Self {
+        Window {
+            chunk: None,
+            ..Window::new(file, path, end)
         }
     }
 
@@ -103,8 +126,13 @@ impl<'a> Window<'a> {
         };
         let buf_end = self.buf_start + self.buf.len() as u64;
         if pos < self.buf_start || stop > buf_end {
+            let chunk = match self.chunk {
+                Some(chunk) => chunk,
+                None if self.last_batch >= HEADER_ONLY_BATCH_BYTES => len,
+                None => HEADER_CHUNK_BYTES,
+            };
             // `stop <= end`, so `want` is bounded by the file size.
-            let want = (len.max(SCAN_CHUNK_BYTES) as u64).min(self.end - pos) as usize;
+            let want = (len.max(chunk) as u64).min(self.end - pos) as usize;
             self.buf.resize(want, 0);
             self.file
                 .read_exact_at(&mut self.buf, pos)
@@ -126,6 +154,7 @@ impl<'a> Window<'a> {
         if pos + header.size_bytes() as u64 > end {
             return Err(corrupt(path, pos, "batch extends past segment end"));
         }
+        self.last_batch = header.size_bytes();
         Ok(header)
     }
 }
@@ -445,7 +474,7 @@ impl Segment {
         if offset >= self.next_offset {
             return Ok(None);
         }
-        let mut win = self.window();
+        let mut win = Window::headers(&self.file, &self.path, self.size);
         let mut pos = self.index_position(offset);
         while pos < self.size {
             let header = win.header_at(pos)?;
@@ -466,6 +495,56 @@ impl Segment {
         } else {
             self.base_offset + i64::from(self.time_index[i - 1].rel)
         }
+    }
+
+    /// Where a run of whole batches that starts with `first` (at `pos`) ends: the batches that
+    /// follow it are taken while they fit in `max_bytes` from `pos` (the first always counts,
+    /// whatever its size) and their last offset is below `limit`. Returns the end position and
+    /// the offset to read from next: the base offset of the first batch not taken, or the
+    /// segment's next offset when the run reaches its end.
+    ///
+    /// With `batches`, every batch taken is pushed there with its position and the walk reads
+    /// each header. Without, it jumps ahead along the offset index (whose entries point at
+    /// batch starts) and reads only the headers after the last entry that fits, so a large
+    /// read costs a few small `pread`s whatever the batch size.
+    pub(crate) fn extent(
+        &self,
+        pos: u64,
+        first: BatchHeader,
+        max_bytes: usize,
+        limit: i64,
+        mut batches: Option<&mut Vec<(BatchHeader, u64)>>,
+    ) -> Result<(u64, i64)> {
+        let budget_end = pos.saturating_add(max_bytes as u64).min(self.size);
+        let mut end = pos + first.size_bytes() as u64;
+        if let Some(batches) = batches.as_deref_mut() {
+            batches.push((first, pos));
+        }
+        if batches.is_none() {
+            // The last entry at or before the budget whose batch starts at or below `limit`:
+            // every batch before it ends by the budget and lies below `limit`.
+            let i = self
+                .offset_index
+                .partition_point(|e| u64::from(e.pos) <= budget_end);
+            if let Some(e) = i.checked_sub(1).map(|i| self.offset_index[i]) {
+                if u64::from(e.pos) > end && self.base_offset + i64::from(e.rel) <= limit {
+                    end = u64::from(e.pos);
+                }
+            }
+        }
+        let mut win = Window::headers(&self.file, &self.path, self.size);
+        while end < self.size {
+            let header = win.header_at(end)?;
+            let stop = end + header.size_bytes() as u64;
+            if stop > budget_end || header.last_offset() >= limit {
+                return Ok((end, header.base_offset()));
+            }
+            if let Some(batches) = batches.as_deref_mut() {
+                batches.push((header, end));
+            }
+            end = stop;
+        }
+        Ok((end, self.next_offset))
     }
 
     /// Reads `len` bytes at `pos` (must lie within the segment).
