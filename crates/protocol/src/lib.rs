@@ -2,7 +2,7 @@
 //!
 //! Owns: length-prefixed framing with a size limit ([`frame`]), request-header parsing and the
 //! request/response enums over the `kafka-protocol` crate's message types ([`request`],
-//! [`response`]), hand-written codecs for the share RPC versions that crate lacks ([`share`]), the
+//! [`response`]), responses whose records are sent apart from the rest ([`splice`]), hand-written codecs for the share RPC versions that crate lacks ([`share`]), the
 //! codec's version range per api key and the table of APIs a broker can advertise ([`api`]) and
 //! Kafka's error codes ([`ErrorCode`]).
 //!
@@ -18,6 +18,7 @@ pub mod frame;
 pub mod request;
 pub mod response;
 pub mod share;
+pub mod splice;
 
 pub use api_key::{ApiKey, TXN_SHARE_ACKNOWLEDGE_KEY};
 pub use error::ErrorCode;

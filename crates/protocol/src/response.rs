@@ -1,7 +1,8 @@
 //! Response encoding: `[size][response header][body]` into a caller-owned buffer.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{self as m, ResponseHeader};
+use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
 use crate::api_key::ApiKey;
@@ -29,7 +30,7 @@ macro_rules! responses {
                 }
             }
 
-            fn encode_body(&self, buf: &mut BytesMut, version: i16) -> anyhow::Result<()> {
+            fn encode_body<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> anyhow::Result<()> {
                 match self {
                     $(Response::$variant(body) => body.encode(buf, version),)*
                 }
@@ -133,18 +134,37 @@ pub fn encode_response(
     version: i16,
     response: &Response,
 ) -> anyhow::Result<()> {
-    let start = buf.len();
-    buf.put_i32(0);
+    encode_frame(buf, correlation_id, version, response, |_| 0)
+}
+
+/// Appends `[size][header][body]` to `out`; the size counts `elsewhere(out)` more bytes than
+/// `out` received (those sent apart, see [`crate::splice`]). On error `out` is cut back.
+pub(crate) fn encode_frame<B: ByteBufMut>(
+    out: &mut B,
+    correlation_id: i32,
+    version: i16,
+    response: &Response,
+    elsewhere: impl Fn(&B) -> usize,
+) -> anyhow::Result<()> {
+    let start = out.offset();
+    out.put_i32(0);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let result = header
-        .encode(buf, response.header_version(version))
-        .and_then(|()| response.encode_body(buf, version));
-    if let Err(e) = result {
-        buf.truncate(start);
-        return Err(e);
+        .encode(out, response.header_version(version))
+        .and_then(|()| response.encode_body(out, version))
+        .and_then(|()| {
+            let size = out.offset() - start - 4 + elsewhere(out);
+            i32::try_from(size).map_err(|_| anyhow::anyhow!("response of {size} bytes"))
+        });
+    match result {
+        Ok(size) => {
+            out.range(start..start + 4)
+                .copy_from_slice(&size.to_be_bytes());
+            Ok(())
+        }
+        Err(e) => {
+            out.seek(start);
+            Err(e)
+        }
     }
-    let size = buf.len() - start - 4;
-    let size = i32::try_from(size).map_err(|_| anyhow::anyhow!("response of {size} bytes"))?;
-    buf[start..start + 4].copy_from_slice(&size.to_be_bytes());
-    Ok(())
 }
