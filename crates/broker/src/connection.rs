@@ -20,7 +20,8 @@ use shoal_protocol::frame::FrameDecoder;
 use shoal_protocol::messages::ApiKey;
 use shoal_protocol::request::peek_header;
 use shoal_protocol::{decode_request, encode_response, Response};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use shoal_storage::FileRegion;
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -29,6 +30,7 @@ use tracing::{debug, info, warn};
 use crate::broker::Broker;
 use crate::dispatch::{self, Reply, RequestContext};
 use crate::handlers::api_versions;
+use crate::outbound::{self, Frame};
 
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Largest response buffer kept for reuse. Reusing it spares large fetch responses a fresh
@@ -40,7 +42,7 @@ pub const IN_FLIGHT_REQUESTS_MAX: usize = 16;
 /// Where a request's response comes from.
 enum Slot {
     /// Encoded and ready to write (empty for "no response").
-    Ready(BytesMut),
+    Ready(Frame),
     /// Completes later; encoded when it does.
     Waiting {
         task: JoinHandle<Option<Response>>,
@@ -98,7 +100,7 @@ pub async fn serve(
             if !write(&broker, &mut stream, &out, peer).await {
                 break 'conn;
             }
-            keep_spare(&mut spare, out);
+            keep_spare(&mut spare, out.buf);
         }
         if *stop.borrow() {
             let _ = drain(&broker, &mut stream, &mut queue).await;
@@ -131,7 +133,7 @@ pub async fn serve(
                 if !write(&broker, &mut stream, &out, peer).await {
                     break;
                 }
-                keep_spare(&mut spare, out);
+                keep_spare(&mut spare, out.buf);
             }
             _ = stop.changed() => {}
             _ = tokio::time::sleep(idle), if queue.is_empty() => {
@@ -191,43 +193,50 @@ fn finish(
     broker: &Broker,
     (result, api, version, correlation_id, started): Finished,
     mut out: BytesMut,
-) -> BytesMut {
+) -> Frame {
     broker.metrics.request(api, started.elapsed());
     out.clear();
+    let mut frame = Frame::new(out);
     match result {
-        Ok(Some(response)) => encode(broker, &mut out, api, version, correlation_id, &response),
+        Ok(Some(response)) => encode(
+            broker,
+            &mut frame,
+            (api, version, correlation_id),
+            &response,
+            Vec::new(),
+        ),
         Ok(None) => {}
         Err(e) => warn!(error = %e, ?api, "request task failed"),
     }
-    out
+    frame
 }
 
+/// Encodes `response` into `frame`, its placeholders standing for `regions`.
 fn encode(
     broker: &Broker,
-    out: &mut BytesMut,
-    api: ApiKey,
-    version: i16,
-    correlation_id: i32,
+    frame: &mut Frame,
+    (api, version, correlation_id): (ApiKey, i16, i32),
     response: &Response,
+    regions: Vec<FileRegion>,
 ) {
     for code in crate::metrics::error_codes(response) {
         broker
             .metrics
             .request_error(crate::metrics::api_name(api), code);
     }
-    if let Err(e) = encode_response(out, correlation_id, version, response) {
+    if let Err(e) = outbound::encode(frame, correlation_id, version, response, regions) {
         // A response this version cannot carry is a bug of ours; the client times out.
         warn!(error = %e, ?api, version, "cannot encode response");
     }
 }
 
-/// Writes `out`; false when the connection is gone.
-async fn write(broker: &Broker, stream: &mut TcpStream, out: &[u8], peer: SocketAddr) -> bool {
-    if out.is_empty() {
+/// Writes `frame`; false when the connection is gone (or must go).
+async fn write(broker: &Broker, stream: &mut TcpStream, frame: &Frame, peer: SocketAddr) -> bool {
+    if frame.is_empty() {
         return true;
     }
-    broker.metrics.bytes_out(out.len());
-    match stream.write_all(out).await {
+    broker.metrics.bytes_out(frame.len());
+    match outbound::write(stream, frame).await {
         Ok(()) => true,
         Err(e) => {
             debug!(%peer, error = %e, "write failed");
@@ -246,7 +255,7 @@ async fn drain(broker: &Broker, stream: &mut TcpStream, queue: &mut VecDeque<Slo
             },
             Slot::Waiting { .. } => finish(broker, wait_front(queue).await, BytesMut::new()),
         };
-        if stream.write_all(&out).await.is_err() {
+        if outbound::write(stream, &out).await.is_err() {
             return false;
         }
     }
@@ -279,7 +288,7 @@ async fn handle_frame(
             broker.metrics.request_error("ApiVersions", 35);
             encode_response(&mut out, peeked.correlation_id, 0, &response.into())
                 .map_err(|e| format!("encoding ApiVersions fallback: {e}"))?;
-            return Ok(Slot::Ready(out));
+            return Ok(Slot::Ready(Frame::new(out)));
         }
         broker.metrics.request_rejected();
         return Err(format!(
@@ -295,13 +304,21 @@ async fn handle_frame(
     let version = request.version();
     let correlation_id = request.correlation_id();
     let started = Instant::now();
+    let at = (api, version, correlation_id);
     match dispatch::dispatch(broker, ctx, request).await {
         Reply::Now(response) => {
             broker.metrics.request(api, started.elapsed());
+            let mut frame = Frame::new(out);
             if let Some(response) = response {
-                encode(broker, &mut out, api, version, correlation_id, &response);
+                encode(broker, &mut frame, at, &response, Vec::new());
             }
-            Ok(Slot::Ready(out))
+            Ok(Slot::Ready(frame))
+        }
+        Reply::Records(response, regions) => {
+            broker.metrics.request(api, started.elapsed());
+            let mut frame = Frame::new(out);
+            encode(broker, &mut frame, at, &response, regions);
+            Ok(Slot::Ready(frame))
         }
         Reply::Close(reason) => {
             broker.metrics.request(api, started.elapsed());

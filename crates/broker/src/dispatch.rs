@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use shoal_protocol::{Request, RequestFrame, Response};
+use shoal_storage::FileRegion;
 
 use crate::broker::Broker;
 use crate::handlers::{
@@ -27,6 +28,9 @@ pub enum Reply {
     /// Close the connection (with this reason for the log): a Produce with acks=0 that failed
     /// somewhere, as Kafka does, so that the producer notices and refreshes its metadata.
     Close(String),
+    /// A response whose record placeholders stand for these file regions, in encoding order
+    /// (Fetch, ShareFetch; see [`crate::outbound`]).
+    Records(Response, Vec<FileRegion>),
 }
 
 /// Handles one request. Work whose order matters (appends) is done before this returns, in
@@ -46,6 +50,20 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, frame: Request
             }));
         }
         return Reply::Now(appended.finish(broker.clone()).await.map(Response::from));
+    }
+    // Responses carrying records: those go from the segment files to the socket. (Neither API
+    // is behind the feature gate of `respond`.)
+    match &frame.body {
+        Request::Fetch(r) => {
+            let (response, regions) = fetch::handle(broker, frame.version(), r).await;
+            return Reply::Records(response.into(), regions);
+        }
+        Request::ShareFetch(r) => {
+            let (response, regions) =
+                share_fetch::share_fetch(broker, ctx, frame.version(), r).await;
+            return Reply::Records(response.into(), regions);
+        }
+        _ => {}
     }
     Reply::Now(respond(broker, ctx, frame).await)
 }
@@ -78,7 +96,6 @@ async fn respond(
                 .into()
         }
         Request::Metadata(r) => metadata::handle(broker, version, r).await.into(),
-        Request::Fetch(r) => fetch::handle(broker, version, r).await.into(),
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r).into(),
         Request::DeleteRecords(r) => list_offsets::delete_records(broker, r).into(),
         Request::CreateTopics(r) => topics::create_topics(broker, version, r).await.into(),
@@ -124,9 +141,6 @@ async fn respond(
         Request::ShareGroupDescribe(r) => {
             share_groups::share_group_describe(broker, r).await.into()
         }
-        Request::ShareFetch(r) => share_fetch::share_fetch(broker, ctx, version, r)
-            .await
-            .into(),
         Request::ShareAcknowledge(r) => share_fetch::share_acknowledge(broker, version, r)
             .await
             .into(),

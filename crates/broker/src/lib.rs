@@ -3,7 +3,8 @@
 //! Owns sockets, tasks, clocks, fsync and the translation between Kafka wire messages and the
 //! core's types. Layout:
 //! - [`server`]: listener, connection limit, shutdown; [`connection`]: one client connection,
-//!   requests answered in order; [`dispatch`]: request → handler.
+//!   requests answered in order; [`dispatch`]: request → handler; [`outbound`]: response
+//!   frames, record bytes sent from segment files with `sendfile`.
 //! - [`handlers`]: one module per API family; none writes to the socket.
 //! - [`broker`]: shared state and admin operations; [`topics`]: topic registry and partition
 //!   logs; [`meta`]: topic metadata as records in the `__cluster_metadata` log.
@@ -35,6 +36,7 @@ pub mod internal;
 pub mod markers;
 pub mod meta;
 pub mod metrics;
+pub mod outbound;
 pub mod participants;
 pub mod producers;
 pub mod retention;

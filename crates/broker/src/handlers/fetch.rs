@@ -10,6 +10,12 @@
 //! overlapping the returned range (ABORT marker at or after the fetch offset, first offset
 //! below the end of the returned data), so the consumer can drop their batches; read_uncommitted
 //! reads up to the high watermark with AbortedTransactions null.
+//!
+//! Record bytes are not read here: each partition's records are located in their segment file
+//! and the response carries a placeholder for them, which the connection fills from the file
+//! with `sendfile` ([`crate::outbound`]). Nothing in a Fetch answer needs to look inside them:
+//! batches go out whole and as stored, and read_committed filtering is the consumer's work,
+//! from the aborted transactions listed beside them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,11 +26,12 @@ use shoal_protocol::messages::fetch_response::{
 };
 use shoal_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use shoal_protocol::ErrorCode;
+use shoal_storage::FileRegion;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::topic_name;
+use super::{records_field, topic_name};
 use crate::broker::{now_ms, Broker};
 use crate::producers::state_config;
 use crate::topics::Topic;
@@ -76,14 +83,24 @@ fn resolve(broker: &Broker, version: i16, request: &FetchRequest) -> Vec<Resolve
         .collect()
 }
 
-/// One pass over every requested partition; returns the response and its record bytes.
+/// What one pass over the requested partitions found.
+struct Pass {
+    response: FetchResponse,
+    /// The file regions its record placeholders stand for, in encoding order.
+    regions: Vec<FileRegion>,
+    /// Record bytes in all.
+    bytes: usize,
+}
+
+/// One pass over every requested partition.
 fn read_all(
     broker: &Broker,
     version: i16,
     request: &FetchRequest,
     resolved: &[Resolved],
     fetch_bytes_max: usize,
-) -> (FetchResponse, usize) {
+) -> Pass {
+    let mut regions = Vec::new();
     let read_committed = request.isolation_level == 1;
     let producer_config = state_config(&broker.config);
     let now = now_ms();
@@ -144,9 +161,9 @@ fn read_all(
                 }
                 let partition_max = usize::try_from(fp.partition_max_bytes).unwrap_or(0);
                 let limit = partition_max.min(remaining).max(1);
-                match log.read(fp.fetch_offset, limit, Some(max_offset)) {
+                match log.read_slice(fp.fetch_offset, limit, Some(max_offset), false) {
                     Ok(read) => {
-                        let n = read.records.len();
+                        let n = read.region.as_ref().map_or(0, FileRegion::len);
                         if total > 0 && n > remaining {
                             return data;
                         }
@@ -164,7 +181,18 @@ fn read_all(
                                 .collect();
                             data.aborted_transactions = Some(aborted);
                         }
-                        data.records = Some(read.records);
+                        if let Some(region) = read.region {
+                            match records_field(region) {
+                                Ok((records, sent_apart)) => {
+                                    data.records = Some(records);
+                                    regions.extend(sent_apart);
+                                }
+                                Err(e) => {
+                                    tracing::error!(error = %e, "reading records failed");
+                                    data.error_code = ErrorCode::KAFKA_STORAGE_ERROR.code();
+                                }
+                            }
+                        }
                     }
                     Err(e) => data.error_code = e.kafka_error_code(),
                 }
@@ -178,7 +206,11 @@ fn read_all(
                 .with_partitions(partitions),
         );
     }
-    (FetchResponse::default().with_responses(topics), total)
+    Pass {
+        response: FetchResponse::default().with_responses(topics),
+        regions,
+        bytes: total,
+    }
 }
 
 /// Registers `waker` on every requested partition that exists.
@@ -194,11 +226,18 @@ fn watch_all(resolved: &[Resolved], request: &FetchRequest, waker: &Arc<Notify>)
     }
 }
 
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: &FetchRequest) -> FetchResponse {
+/// Answers a Fetch: the response, and the file regions its record placeholders stand for (in
+/// encoding order; see [`crate::outbound::encode`]).
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: &FetchRequest,
+) -> (FetchResponse, Vec<FileRegion>) {
     if version >= 7 && request.session_id != 0 {
-        return FetchResponse::default()
+        let response = FetchResponse::default()
             .with_error_code(ErrorCode::FETCH_SESSION_ID_NOT_FOUND.code())
             .with_session_id(0);
+        return (response, Vec::new());
     }
     let wait = Duration::from_millis(request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MAX);
     let deadline = Instant::now() + wait;
@@ -210,27 +249,28 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: &FetchRequest) 
         // not missed.
         let resolved = resolve(broker, version, request);
         watch_all(&resolved, request, &waker);
-        let (response, bytes) = read_all(broker, version, request, &resolved, fetch_bytes_max);
-        let has_error = response
+        let pass = read_all(broker, version, request, &resolved, fetch_bytes_max);
+        let has_error = pass
+            .response
             .responses
             .iter()
             .flat_map(|t| &t.partitions)
             .any(|p| p.error_code != 0);
-        if bytes >= min_bytes || has_error || Instant::now() >= deadline {
-            return response;
+        if pass.bytes >= min_bytes || has_error || Instant::now() >= deadline {
+            return (pass.response, pass.regions);
         }
         if tokio::time::timeout_at(deadline, waker.notified())
             .await
             .is_err()
         {
-            let (response, _) = read_all(
+            let pass = read_all(
                 broker,
                 version,
                 request,
                 &resolve(broker, version, request),
                 fetch_bytes_max,
             );
-            return response;
+            return (pass.response, pass.regions);
         }
     }
 }

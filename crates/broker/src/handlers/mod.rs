@@ -30,3 +30,21 @@ pub fn str_bytes(s: impl Into<String>) -> StrBytes {
 pub fn topic_name(s: impl Into<String>) -> TopicName {
     TopicName(str_bytes(s))
 }
+
+/// The records field for the batches in `region`: a placeholder, with the region to send in its
+/// place from the file ([`crate::outbound`]); past the longest placeholder (far beyond any
+/// default limit), the bytes themselves, read now.
+///
+/// # Errors
+/// Reading the bytes failed.
+pub fn records_field(
+    region: shoal_storage::FileRegion,
+) -> std::io::Result<(bytes::Bytes, Option<shoal_storage::FileRegion>)> {
+    if region.is_empty() {
+        return Ok((bytes::Bytes::new(), None));
+    }
+    match shoal_protocol::splice::placeholder(region.len()) {
+        Some(stand_in) => Ok((stand_in, Some(region))),
+        None => Ok((region.read()?, None)),
+    }
+}

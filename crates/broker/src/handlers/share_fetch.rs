@@ -8,6 +8,9 @@
 //! (`share.isolation.level=read_uncommitted`) or the last stable offset (`read_committed`,
 //! with the aborted transactions of the read), the machine picks what to acquire, and the
 //! response carries the read batches plus the acquired ranges with their delivery counts.
+//! Batches are located, not read: the machine decides from their headers (read_committed
+//! included: producer ids, transactional and control flags, and the aborted transactions'
+//! offsets), and the bytes go from the segment file to the socket ([`crate::outbound`]).
 //! With nothing to acquire it waits up to MaxWaitMs for new data or released records.
 //! Epoch -1 applies acknowledgements, fetches nothing and closes the session, releasing what
 //! the member still holds. A renew-only request (v2 IsRenewAck) must ask for no records.
@@ -21,7 +24,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use shoal_core::share_coordinator::{SharePartitionKey, TopicId};
 use shoal_core::share_partition::{
     validate_acknowledge_batches, AbortedTransaction, AckBatch, AcquireMode, AcquireRequest,
@@ -34,12 +36,12 @@ use shoal_protocol::share::share_acknowledge as ack;
 use shoal_protocol::share::share_fetch as sf;
 use shoal_protocol::share::{AcknowledgementBatch, LeaderIdAndEpoch};
 use shoal_protocol::ErrorCode;
-use shoal_storage::batch::split_batches;
+use shoal_storage::{BatchHeader, FileRegion};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::str_bytes;
+use super::{records_field, str_bytes};
 use crate::broker::{now_ms, Broker};
 use crate::dispatch::RequestContext;
 use crate::producers::state_config;
@@ -127,7 +129,8 @@ async fn acknowledge(
 /// What one partition's acquisition produced.
 struct Acquired {
     error: ErrorCode,
-    records: Bytes,
+    /// Where the batches holding the acquired records are.
+    region: Option<FileRegion>,
     acquired: Vec<sf::AcquiredRecords>,
 }
 
@@ -145,7 +148,7 @@ async fn acquire(
 ) -> Acquired {
     let empty = |error| Acquired {
         error,
-        records: Bytes::new(),
+        region: None,
         acquired: Vec::new(),
     };
     let topic_id = Uuid::from_bytes(tp.topic_id);
@@ -186,14 +189,15 @@ async fn acquire(
         if !sp.can_acquire_records() || fetch_offset >= max_offset {
             (None, Vec::new(), log_start)
         } else {
-            match log.read(fetch_offset, max_bytes.max(1), Some(max_offset)) {
+            match log.read_slice(fetch_offset, max_bytes.max(1), Some(max_offset), true) {
                 Ok(read) => {
                     let aborted = if read_committed {
                         log.collect_aborted(fetch_offset, read.next_offset)
                     } else {
                         Vec::new()
                     };
-                    (Some((fetch_offset, read.records)), aborted, log_start)
+                    let found = read.region.map(|region| (region, read.batches));
+                    (found.map(|f| (fetch_offset, f)), aborted, log_start)
                 }
                 Err(e) => return empty(ErrorCode(e.kafka_error_code())),
             }
@@ -205,11 +209,11 @@ async fn acquire(
             return empty(code);
         }
     }
-    let Some((fetch_offset, records)) = read else {
+    let Some((fetch_offset, (region, batches))) = read else {
         return empty(ErrorCode::NONE);
     };
-    let fetched: Vec<FetchedBatch> = split_batches(&records)
-        .filter_map(Result::ok)
+    let fetched: Vec<FetchedBatch> = batches
+        .iter()
         .map(|(h, _)| FetchedBatch {
             base_offset: h.base_offset(),
             last_offset: h.last_offset(),
@@ -263,10 +267,9 @@ async fn acquire(
         .map(|r| r.last_offset)
         .max()
         .unwrap_or(fetch_offset);
-    let records = needed_batches(&records, first, last);
     Acquired {
         error: ErrorCode::NONE,
-        records,
+        region: Some(needed_batches(&region, &batches, first, last)),
         acquired: acquisition
             .records
             .iter()
@@ -280,24 +283,31 @@ async fn acquire(
     }
 }
 
-/// The contiguous run of whole batches of `records` that overlap offsets `first..=last`
-/// (zero-copy).
-fn needed_batches(records: &Bytes, first: i64, last: i64) -> Bytes {
+/// The part of `region` (whose batches, at their file positions, are `batches`) holding the
+/// contiguous run of whole batches that overlap offsets `first..=last`.
+fn needed_batches(
+    region: &FileRegion,
+    batches: &[(BatchHeader, u64)],
+    first: i64,
+    last: i64,
+) -> FileRegion {
     let mut start = None;
     let mut end = 0;
-    for (header, range) in split_batches(records).filter_map(Result::ok) {
+    for (header, position) in batches {
         if header.last_offset() < first {
             continue;
         }
         if header.base_offset() > last {
             break;
         }
-        start.get_or_insert(range.start);
-        end = range.end;
+        start.get_or_insert(*position);
+        end = position + header.size_bytes() as u64;
     }
     match start {
-        Some(start) if start < end => records.slice(start..end),
-        _ => records.clone(),
+        Some(start) if start < end && start >= region.position() => {
+            region.sub((start - region.position()) as usize, (end - start) as usize)
+        }
+        _ => region.clone(),
     }
 }
 
@@ -331,11 +341,35 @@ fn identify(
     Ok((group_id, member_id))
 }
 
+/// Answers a ShareFetch: the response, and the file regions its record placeholders stand for
+/// (in encoding order; see [`crate::outbound::encode`]).
 pub async fn share_fetch(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     version: i16,
     r: &sf::ShareFetchRequest,
+) -> (sf::ShareFetchResponse, Vec<FileRegion>) {
+    let mut regions: BTreeMap<(Uuid, i32), FileRegion> = BTreeMap::new();
+    let response = share_fetch_located(broker, ctx, version, r, &mut regions).await;
+    // Encoding visits topics, then partitions, in the response's order; the placeholders are
+    // exactly the partitions left with a region.
+    let mut ordered = Vec::with_capacity(regions.len());
+    for t in &response.responses {
+        for p in &t.partitions {
+            if let Some(region) = regions.remove(&(t.topic_id, p.partition_index)) {
+                ordered.push(region);
+            }
+        }
+    }
+    (response, ordered)
+}
+
+async fn share_fetch_located(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    version: i16,
+    r: &sf::ShareFetchRequest,
+    regions: &mut BTreeMap<(Uuid, i32), FileRegion>,
 ) -> sf::ShareFetchResponse {
     let (group_id, member_id) = match identify(broker, &r.group_id, r.member_id.as_ref()) {
         Ok(ids) => ids,
@@ -516,9 +550,9 @@ pub async fn share_fetch(
                     });
                 data.error_code = acquired.error.code();
                 errors |= !acquired.error.is_ok();
-                if !acquired.acquired.is_empty() {
+                if let (false, Some(region)) = (acquired.acquired.is_empty(), acquired.region) {
                     got_any = true;
-                    remaining = remaining.saturating_sub(acquired.records.len());
+                    remaining = remaining.saturating_sub(region.len());
                     let count: i64 = acquired
                         .acquired
                         .iter()
@@ -526,8 +560,22 @@ pub async fn share_fetch(
                         .sum();
                     records_left =
                         records_left.saturating_sub(i32::try_from(count).unwrap_or(i32::MAX));
-                    data.records = acquired.records;
                     data.acquired_records = acquired.acquired;
+                    match records_field(region) {
+                        Ok((records, sent_apart)) => {
+                            data.records = records;
+                            if let Some(region) = sent_apart {
+                                regions
+                                    .insert((Uuid::from_bytes(tp.topic_id), tp.partition), region);
+                            }
+                        }
+                        Err(e) => {
+                            // The records stay acquired until their locks time out.
+                            tracing::error!(error = %e, "reading records failed");
+                            data.error_code = ErrorCode::KAFKA_STORAGE_ERROR.code();
+                            data.acquired_records.clear();
+                        }
+                    }
                 }
             }
             if got_any || errors || Instant::now() >= deadline {
