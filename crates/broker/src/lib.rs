@@ -2,7 +2,7 @@
 //!
 //! Owns sockets, tasks, clocks, fsync and the translation between Kafka wire messages and the
 //! core's types. Layout:
-//! - [`server`]: listener, connection limit, shutdown; [`connection`]: one client connection,
+//! - [`server`]: listener, shutdown; [`conn_limits`]: `max.connections` and per-address limits; [`connection`]: one client connection,
 //!   requests answered in order; [`dispatch`]: request → handler; [`outbound`]: response
 //!   frames, record bytes sent from segment files with `sendfile`.
 //! - [`handlers`]: one module per API family; none writes to the socket.
@@ -25,6 +25,7 @@ pub mod broker;
 pub mod cleaner;
 pub mod codec;
 pub mod config;
+pub mod conn_limits;
 pub mod connection;
 pub mod dispatch;
 pub mod features;

@@ -1,5 +1,6 @@
-//! The listener: accepts connections up to `max.connections`, runs each on its own task, and
-//! shuts down cleanly when the future passed to [`run`] completes.
+//! The listener: accepts connections within the connection limits ([`crate::conn_limits`]),
+//! runs each on its own task, and shuts down cleanly when the future passed to [`run`]
+//! completes.
 //!
 //! Shutdown (mini-redis style): the signal is broadcast through a `watch` channel; every
 //! connection finishes the request it is handling and exits; [`run`] waits for all of them, then
@@ -10,11 +11,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use crate::broker::Broker;
+use crate::conn_limits::{ConnectionCounts, LimitsCache, Refused};
 use crate::connection;
 
 /// Serves `listener` until `shutdown` completes, then closes `broker`.
@@ -27,8 +29,10 @@ pub async fn run(
     shutdown: impl Future,
 ) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let connections_max = broker.config.long("max.connections") as usize;
-    let permits = Arc::new(Semaphore::new(connections_max));
+    let counts = ConnectionCounts::new();
+    let max_total =
+        || usize::try_from(broker.current_config().long("max.connections")).unwrap_or(0);
+    let mut limits = LimitsCache::default();
     let mut tasks = JoinSet::new();
     let background = broker.start_background(stop_rx.clone());
     tokio::pin!(shutdown);
@@ -44,15 +48,24 @@ pub async fn run(
                         continue;
                     }
                 };
-                let Ok(permit) = permits.clone().try_acquire_owned() else {
-                    warn!(%peer, connections_max, "connection refused: max.connections reached");
-                    continue;
+                // Kafka's acceptor: at max.connections it takes no one else until a
+                // connection closes; an address over its own limit is closed at once.
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    () = counts.wait_for_room(max_total) => {}
+                }
+                let slot = match counts.admit(peer.ip(), limits.get(&broker.current_config())) {
+                    Ok(slot) => slot,
+                    Err(Refused::PerIp { limit }) => {
+                        info!(%peer, limit, "connection refused: address already has max.connections.per.ip");
+                        continue;
+                    }
                 };
                 let broker = broker.clone();
                 let stop = stop_rx.clone();
                 tasks.spawn(async move {
                     connection::serve(broker, stream, peer, stop).await;
-                    drop(permit);
+                    drop(slot);
                 });
             }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}

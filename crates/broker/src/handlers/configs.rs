@@ -467,6 +467,15 @@ async fn alter_resource(
                 &|key| broker.current_config().get_opt(key).map(str::to_string),
                 &|key, value| validate_broker_key(key, value, cluster_default),
             )?;
+            let value = |key: &str| match updated.get(key) {
+                Some(v) => v.to_string(),
+                None => broker.config.get(key).to_string(),
+            };
+            crate::conn_limits::check_together(
+                &value("max.connections.per.ip"),
+                &value("max.connections.per.ip.overrides"),
+            )
+            .map_err(|e| AdminError::new(ErrorCode::INVALID_REQUEST, e))?;
             if validate_only {
                 return Ok(());
             }

@@ -1,0 +1,336 @@
+//! Connection limits, enforced the way Kafka enforces them:
+//!
+//! - `max.connections`: when the broker holds that many client connections, the listener
+//!   stops taking new ones; a connection it accepted meanwhile waits (unanswered, like the
+//!   ones in the kernel's backlog) until another closes. Nothing is refused.
+//! - `max.connections.per.ip`, with `max.connections.per.ip.overrides` (`host:count,...`):
+//!   a connection from an address that already has its maximum is closed at once.
+//!
+//! All three keys are dynamic (cluster-wide, IncrementalAlterConfigs); the listener reads the
+//! configuration in force at every accept. [`ConnectionCounts`] is the shared tally; a
+//! [`Slot`] is one admitted connection and gives its place back when dropped.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use crate::config::BrokerConfig;
+
+/// The limits in force, parsed from the broker configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// `max.connections`.
+    pub total: usize,
+    /// `max.connections.per.ip`.
+    pub per_ip: usize,
+    /// `max.connections.per.ip.overrides`, host names resolved when parsed.
+    pub overrides: HashMap<IpAddr, usize>,
+}
+
+impl Limits {
+    /// The limits of `config`. Override hosts that do not resolve are left out (logged).
+    pub fn from_config(config: &BrokerConfig) -> Limits {
+        let total = usize::try_from(config.long("max.connections")).unwrap_or(0);
+        let per_ip = usize::try_from(config.long("max.connections.per.ip")).unwrap_or(0);
+        let mut overrides = HashMap::new();
+        for (host, count) in
+            parse_overrides(config.get("max.connections.per.ip.overrides")).unwrap_or_default()
+        {
+            match resolve(&host) {
+                Some(ip) => {
+                    overrides.insert(ip, count);
+                }
+                None => tracing::warn!(
+                    host,
+                    "max.connections.per.ip.overrides: host does not resolve; ignored"
+                ),
+            }
+        }
+        Limits {
+            total,
+            per_ip,
+            overrides,
+        }
+    }
+
+    /// The most connections `ip` may hold.
+    pub fn for_ip(&self, ip: IpAddr) -> usize {
+        self.overrides.get(&ip).copied().unwrap_or(self.per_ip)
+    }
+}
+
+/// [`Limits::from_config`] redone only when one of the three keys changed, so that host
+/// names in the overrides are not resolved at every accept.
+#[derive(Debug, Default)]
+pub struct LimitsCache {
+    source: Option<(i64, i64, String)>,
+    limits: Option<Limits>,
+}
+
+impl LimitsCache {
+    /// The limits of `config`.
+    pub fn get(&mut self, config: &BrokerConfig) -> &Limits {
+        let source = (
+            config.long("max.connections"),
+            config.long("max.connections.per.ip"),
+            config.get("max.connections.per.ip.overrides").to_string(),
+        );
+        if self.source.as_ref() != Some(&source) || self.limits.is_none() {
+            self.limits = Some(Limits::from_config(config));
+            self.source = Some(source);
+        }
+        self.limits.as_ref().expect("limits set above")
+    }
+}
+
+fn resolve(host: &str) -> Option<IpAddr> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    (host, 0u16)
+        .to_socket_addrs()
+        .ok()?
+        .next()
+        .map(|addr| addr.ip())
+}
+
+/// `max.connections.per.ip.overrides`: comma-separated `host:count` (an IPv6 address in
+/// brackets or bare: the count follows the last colon).
+///
+/// # Errors
+/// A message naming the first item that is not `host:count` with a count ≥ 0.
+pub fn parse_overrides(value: &str) -> Result<Vec<(String, usize)>, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let bad = || format!("'{item}' is not host:count");
+            let (host, count) = item.rsplit_once(':').ok_or_else(bad)?;
+            let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+            let count: u32 = count.trim().parse().map_err(|_| bad())?;
+            if host.is_empty() || i32::try_from(count).is_err() {
+                return Err(bad());
+            }
+            Ok((host.to_string(), count as usize))
+        })
+        .collect()
+}
+
+/// The config check of `max.connections.per.ip.overrides` (normalised `host:count,...`).
+pub(crate) fn overrides_check(value: &str) -> Result<String, String> {
+    let items = parse_overrides(value)?;
+    Ok(items
+        .iter()
+        .map(|(host, count)| format!("{host}:{count}"))
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
+/// Kafka's rule across the two per-address keys: a default of 0 (refuse every address) is
+/// allowed only beside overrides that let some in.
+///
+/// # Errors
+/// The message Kafka's refusal carries.
+pub fn check_together(per_ip: &str, overrides: &str) -> Result<(), String> {
+    if per_ip.trim() == "0" && parse_overrides(overrides).map_or(true, |o| o.is_empty()) {
+        return Err(
+            "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides is set"
+                .to_string(),
+        );
+    }
+    Ok(())
+}
+
+/// Why a connection was closed on arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The address already holds `limit` connections.
+    PerIp { limit: usize },
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+/// Open client connections, in all and per address.
+#[derive(Debug, Default)]
+pub struct ConnectionCounts {
+    counts: Mutex<Counts>,
+    freed: Notify,
+}
+
+impl ConnectionCounts {
+    pub fn new() -> Arc<ConnectionCounts> {
+        Arc::new(ConnectionCounts::default())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts.lock().expect("connection counts lock poisoned")
+    }
+
+    /// Connections open now.
+    pub fn total(&self) -> usize {
+        self.lock().total
+    }
+
+    /// Connections open now from `ip`.
+    pub fn from_ip(&self, ip: IpAddr) -> usize {
+        self.lock().per_ip.get(&ip).copied().unwrap_or(0)
+    }
+
+    /// Waits until fewer than `max_total()` connections are open. `max_total` is asked
+    /// again after every close and at least every second, so a raised limit takes effect.
+    pub async fn wait_for_room(&self, max_total: impl Fn() -> usize) {
+        loop {
+            let notified = self.freed.notified();
+            if self.total() < max_total() {
+                return;
+            }
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), notified).await;
+        }
+    }
+
+    /// Admits a connection from `ip` unless that address is at its limit.
+    ///
+    /// # Errors
+    /// [`Refused::PerIp`].
+    pub fn admit(self: &Arc<Self>, ip: IpAddr, limits: &Limits) -> Result<Slot, Refused> {
+        let limit = limits.for_ip(ip);
+        let mut counts = self.lock();
+        let from_ip = counts.per_ip.entry(ip).or_insert(0);
+        if *from_ip >= limit {
+            if *from_ip == 0 {
+                counts.per_ip.remove(&ip);
+            }
+            return Err(Refused::PerIp { limit });
+        }
+        *from_ip += 1;
+        counts.total += 1;
+        Ok(Slot {
+            counts: Arc::clone(self),
+            ip,
+        })
+    }
+}
+
+/// One admitted connection; dropping it frees its place.
+#[derive(Debug)]
+pub struct Slot {
+    counts: Arc<ConnectionCounts>,
+    ip: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock();
+        counts.total = counts.total.saturating_sub(1);
+        if let Some(n) = counts.per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                counts.per_ip.remove(&self.ip);
+            }
+        }
+        drop(counts);
+        self.counts.freed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(total: usize, per_ip: usize, overrides: &[(&str, usize)]) -> Limits {
+        Limits {
+            total,
+            per_ip,
+            overrides: overrides
+                .iter()
+                .map(|(h, n)| (h.parse().unwrap(), *n))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn per_ip_limit_refuses_and_frees() {
+        let counts = ConnectionCounts::new();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let l = limits(100, 2, &[]);
+        let s1 = counts.admit(a, &l).unwrap();
+        let _s2 = counts.admit(a, &l).unwrap();
+        assert_eq!(
+            counts.admit(a, &l).unwrap_err(),
+            Refused::PerIp { limit: 2 }
+        );
+        let _s3 = counts.admit(b, &l).unwrap();
+        assert_eq!((counts.total(), counts.from_ip(a)), (3, 2));
+        drop(s1);
+        assert_eq!((counts.total(), counts.from_ip(a)), (2, 1));
+        let _s4 = counts.admit(a, &l).unwrap();
+    }
+
+    #[test]
+    fn overrides_replace_the_default_and_zero_refuses_all() {
+        let counts = ConnectionCounts::new();
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let b: IpAddr = "::1".parse().unwrap();
+        let l = limits(100, 0, &[("127.0.0.1", 1)]);
+        let _s = counts.admit(a, &l).unwrap();
+        assert_eq!(
+            counts.admit(a, &l).unwrap_err(),
+            Refused::PerIp { limit: 1 }
+        );
+        assert_eq!(
+            counts.admit(b, &l).unwrap_err(),
+            Refused::PerIp { limit: 0 }
+        );
+        assert_eq!(
+            counts.from_ip(b),
+            0,
+            "a refused address leaves no entry behind"
+        );
+    }
+
+    #[test]
+    fn overrides_parse_and_reject_malformed() {
+        assert_eq!(
+            parse_overrides(" localhost:5, 10.1.2.3:0,[::1]:7 ").unwrap(),
+            vec![
+                ("localhost".to_string(), 5),
+                ("10.1.2.3".to_string(), 0),
+                ("::1".to_string(), 7)
+            ]
+        );
+        assert_eq!(parse_overrides("").unwrap(), vec![]);
+        for bad in ["host", "host:", ":5", "host:-1", "host:x", "h:99999999999"] {
+            assert!(parse_overrides(bad).is_err(), "{bad} accepted");
+        }
+        assert_eq!(overrides_check("a:1, b:2").unwrap(), "a:1,b:2");
+        assert!(check_together("0", "").is_err());
+        assert!(check_together("0", "10.0.0.1:3").is_ok());
+        assert!(check_together("5", "").is_ok());
+    }
+
+    #[tokio::test]
+    async fn waiting_for_room_ends_when_a_connection_closes() {
+        let counts = ConnectionCounts::new();
+        let l = limits(1, 10, &[]);
+        let s = counts.admit("10.0.0.1".parse().unwrap(), &l).unwrap();
+        let waiter = {
+            let counts = Arc::clone(&counts);
+            tokio::spawn(async move { counts.wait_for_room(|| l.total).await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "waited with no room");
+        drop(s);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken by the close")
+            .unwrap();
+    }
+}
