@@ -28,6 +28,8 @@ enum Op {
         garbage: Vec<u8>,
     },
     Sync,
+    /// Writes the recovery point (the next unclean reopen trusts the prefix below it).
+    Checkpoint,
     Truncate {
         at: u16,
     },
@@ -47,6 +49,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<bool>().prop_map(|clean| Op::Reopen { clean }),
         1 => proptest::collection::vec(any::<u8>(), 1..150).prop_map(|garbage| Op::Torn { garbage }),
         1 => Just(Op::Sync),
+        1 => Just(Op::Checkpoint),
         1 => any::<u16>().prop_map(|at| Op::Truncate { at }),
         1 => any::<u16>().prop_map(|at| Op::DeleteRecords { at }),
         1 => (0i64..110).prop_map(|ts| Op::Timestamp { ts }),
@@ -251,6 +254,9 @@ fn run(ops: Vec<Op>, segment_bytes: u64, index_interval_bytes: u32) -> Result<()
             Op::Sync => {
                 l.sync().unwrap();
                 prop_assert_eq!(l.flushed_offset(), model.next);
+            }
+            Op::Checkpoint => {
+                l.checkpoint_recovery_point().unwrap();
             }
             Op::Truncate { at } => {
                 let o = if at % 5 == 0 {

@@ -180,7 +180,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("log.dirs", Kind::AnyList, None, RO, "Accepted; the data directory is --data-dir."),
     b("log.flush.interval.messages", long(1, i64::MAX), Some("1"), CLUSTER, "fsync after this many messages. 1 (Shoal's default) fsyncs every acknowledged write, with group commit; Kafka's default 9223372036854775807 leaves flushing to the OS."),
     b("log.flush.interval.ms", long(i64::MIN, i64::MAX), Some("9223372036854775807"), CLUSTER, "fsync at least this often when writes are not flushed one by one."),
-    b("log.flush.offset.checkpoint.interval.ms", int(0, I32_MAX), Some("60000"), RO, "No effect: Shoal sizes and schedules this work itself."),
+    b("log.flush.offset.checkpoint.interval.ms", int(0, I32_MAX), Some("60000"), RO, "How often each partition's recovery point is written; after an unclean shutdown only the log past it is scanned."),
     b("log.flush.scheduler.interval.ms", long(i64::MIN, i64::MAX), Some("9223372036854775807"), RO, "No effect: Shoal sizes and schedules this work itself."),
     b("log.flush.start.offset.checkpoint.interval.ms", int(0, I32_MAX), Some("60000"), RO, "No effect: Shoal sizes and schedules this work itself."),
     b("log.index.interval.bytes", int(0, I32_MAX), Some("4096"), CLUSTER, "Bytes between offset-index entries."),

@@ -76,3 +76,52 @@ pub(crate) fn read_offset_file(dir: &Path, name: &str) -> Result<Option<i64>> {
 pub(crate) fn write_log_start_offset(dir: &Path, offset: i64) -> Result<()> {
     write_atomic(dir, LOG_START_OFFSET_FILE, format!("{offset}\n").as_bytes())
 }
+
+/// The active segment's recovery point: its base offset and the durable prefix of its file.
+pub(crate) const RECOVERY_POINT_FILE: &str = "recovery-point";
+
+/// A recovery point as stored: segment `base`, file `position`, `next_offset` there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RecoveryPoint {
+    pub(crate) base: i64,
+    pub(crate) position: u64,
+    pub(crate) next_offset: i64,
+}
+
+/// Reads the recovery point; `None` if absent or not three numbers (it is only a hint: the
+/// open that uses it checks it against the file).
+pub(crate) fn read_recovery_point(dir: &Path) -> Option<RecoveryPoint> {
+    let path = dir.join(RECOVERY_POINT_FILE);
+    let meta = fs::metadata(&path).ok()?;
+    if meta.len() > CHECKPOINT_BYTES_MAX {
+        return None;
+    }
+    let text = fs::read_to_string(&path).ok()?;
+    let mut fields = text.split_ascii_whitespace();
+    let point = RecoveryPoint {
+        base: fields.next()?.parse().ok().filter(|b: &i64| *b >= 0)?,
+        position: fields.next()?.parse().ok()?,
+        next_offset: fields.next()?.parse().ok()?,
+    };
+    (fields.next().is_none() && point.next_offset >= point.base).then_some(point)
+}
+
+/// Replaces the recovery point file (temporary + rename, no fsync: the data it describes was
+/// fsynced before, and a lost or stale file only means a longer scan).
+pub(crate) fn write_recovery_point(dir: &Path, point: RecoveryPoint) -> Result<()> {
+    let path = dir.join(RECOVERY_POINT_FILE);
+    let tmp = dir.join(format!("{RECOVERY_POINT_FILE}{TMP_SUFFIX}"));
+    let text = format!("{} {} {}\n", point.base, point.position, point.next_offset);
+    fs::write(&tmp, text).map_err(|e| StorageError::io("write", &tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| StorageError::io("rename", &path, e))
+}
+
+/// Removes the recovery point file (the data below it is about to change).
+pub(crate) fn remove_recovery_point(dir: &Path) -> Result<()> {
+    let path = dir.join(RECOVERY_POINT_FILE);
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StorageError::io("remove", &path, e)),
+    }
+}

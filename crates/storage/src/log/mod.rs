@@ -35,13 +35,13 @@ use crate::batch::{
 use crate::error::{Result, StorageError};
 
 use checkpoint::{
-    read_log_start_offset, sync_dir, write_atomic, write_log_start_offset, CLEAN_SHUTDOWN_FILE,
-    TMP_SUFFIX,
+    read_log_start_offset, read_recovery_point, remove_recovery_point, sync_dir, write_atomic,
+    write_log_start_offset, write_recovery_point, RecoveryPoint, CLEAN_SHUTDOWN_FILE, TMP_SUFFIX,
 };
 pub use cleaner::{
     offset_map_entries, CleanStats, CleanTask, CleanedLog, CompactionConfig, DirtyStats, Throttler,
 };
-use segment::{remove_index_files, Opened, Segment};
+use segment::{remove_index_files, DurablePrefix, Opened, Segment};
 pub use txn_index::AbortedTxn;
 
 /// Largest `segment.bytes`: file positions in the offset index are u32 and Kafka caps it at
@@ -250,6 +250,8 @@ pub struct SyncHandle {
     dir_seq: u64,
     end_offset: i64,
     generation: u64,
+    /// The active segment when the handle was taken: its recovery point once synced.
+    active: RecoveryPoint,
 }
 
 impl SyncHandle {
@@ -298,6 +300,12 @@ pub struct Log {
     /// Earliest delete horizon left by the last clean (not persisted: after a restart the
     /// next clean due to new data finds them).
     delete_horizon_ms: Option<i64>,
+    /// The active segment's fsynced prefix as last known, and as last written to the
+    /// `recovery-point` file ([`Log::checkpoint_recovery_point`]).
+    recovery_point: Option<RecoveryPoint>,
+    recovery_point_written: Option<RecoveryPoint>,
+    /// Bytes scanned with CRC checks when the log was opened.
+    recovery_scanned_bytes: u64,
 }
 
 fn parse_segment_name(name: &str) -> Option<(i64, &str)> {
@@ -346,6 +354,12 @@ impl Log {
             }
         }
         let clean = dir.join(CLEAN_SHUTDOWN_FILE).exists();
+        let point = if clean {
+            None
+        } else {
+            read_recovery_point(dir)
+        };
+        let mut recovery_scanned_bytes = 0;
         let interval = u64::from(config.index_interval_bytes);
         let mut segments: Vec<Segment> = Vec::with_capacity(bases.len());
         let mut cut = false;
@@ -359,7 +373,16 @@ impl Log {
                 continue;
             }
             let is_last = i + 1 == bases.len();
-            let (seg, how) = Segment::open(dir, base, interval, clean || !is_last)?;
+            let durable = point
+                .filter(|p| is_last && p.base == base)
+                .map(|p| DurablePrefix {
+                    position: p.position,
+                    next_offset: p.next_offset,
+                });
+            let (seg, how) = Segment::open(dir, base, interval, clean || !is_last, durable)?;
+            if let Opened::Recovered { scanned_bytes } = how {
+                recovery_scanned_bytes += scanned_bytes;
+            }
             if let Some(prev) = segments.last() {
                 if seg.base_offset < prev.next_offset {
                     tracing::warn!(base, ?dir, "deleting segment overlapping its predecessor");
@@ -419,6 +442,13 @@ impl Log {
         sync_dir(dir)?;
         let flushed_offset = segments.last().map_or(log_start_offset, |s| s.next_offset);
         let cleaner_offset = cleaner::read_cleaner_checkpoint(dir)?.unwrap_or(log_start_offset);
+        // Everything is fsynced now: the whole active segment is the recovery point.
+        let active = segments.last().expect("a log always has an active segment");
+        let recovery_point = Some(RecoveryPoint {
+            base: active.base_offset,
+            position: active.size,
+            next_offset: active.next_offset,
+        });
         Ok(Log {
             dir: dir.to_path_buf(),
             config,
@@ -431,6 +461,9 @@ impl Log {
             closed: false,
             cleaner_offset,
             delete_horizon_ms: None,
+            recovery_point,
+            recovery_point_written: point,
+            recovery_scanned_bytes,
         })
     }
 
@@ -681,12 +714,18 @@ impl Log {
             .map(|s| (Arc::clone(s.file()), s.path().to_path_buf()))
             .collect();
         let dir_dirty = self.dir_dirty_seq != self.dir_synced_seq;
+        let active = self.active();
         SyncHandle {
             files,
             dir: dir_dirty.then(|| self.dir.clone()),
             dir_seq: self.dir_dirty_seq,
             end_offset: self.log_end_offset(),
             generation: self.generation,
+            active: RecoveryPoint {
+                base: active.base_offset,
+                position: active.size,
+                next_offset: active.next_offset,
+            },
         }
     }
 
@@ -701,6 +740,14 @@ impl Log {
         }
         let end = handle.end_offset.min(self.log_end_offset());
         self.flushed_offset = self.flushed_offset.max(end);
+        let point = handle.active;
+        if point.base == self.active().base_offset
+            && self
+                .recovery_point
+                .is_none_or(|p| p.base != point.base || p.next_offset < point.next_offset)
+        {
+            self.recovery_point = Some(point);
+        }
         let flushed = self.flushed_offset;
         let n = self.segments.len();
         for seg in &mut self.segments[..n - 1] {
@@ -711,6 +758,29 @@ impl Log {
                 }
             }
         }
+    }
+
+    /// Writes the active segment's fsynced prefix to the `recovery-point` file if it moved
+    /// since the last write (Kafka's recovery-point checkpoint): after an unclean shutdown only
+    /// the segment's bytes past it are scanned with CRC checks. Returns whether it wrote.
+    ///
+    /// # Errors
+    /// `Io`; the next open then scans more, nothing is lost.
+    pub fn checkpoint_recovery_point(&mut self) -> Result<bool> {
+        let Some(point) = self.recovery_point else {
+            return Ok(false);
+        };
+        if self.recovery_point_written == Some(point) || point.base != self.active().base_offset {
+            return Ok(false);
+        }
+        write_recovery_point(&self.dir, point)?;
+        self.recovery_point_written = Some(point);
+        Ok(true)
+    }
+
+    /// Bytes the last [`Log::open`] scanned with CRC checks (0 after a clean shutdown).
+    pub fn recovery_scanned_bytes(&self) -> u64 {
+        self.recovery_scanned_bytes
     }
 
     /// Fsyncs everything unflushed and advances the flushed offset (under the caller's lock;
@@ -998,6 +1068,10 @@ impl Log {
         }
         self.generation += 1;
         let dir = self.dir.clone();
+        // Bytes below the recovery point are about to change.
+        remove_recovery_point(&dir)?;
+        self.recovery_point = None;
+        self.recovery_point_written = None;
         // Drop whole segments from the end, one at a time so that on error the log stays
         // consistent (and never without an active segment).
         while self.segments.len() > 1 && self.active().base_offset >= offset {

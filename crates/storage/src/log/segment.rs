@@ -36,6 +36,14 @@ const HEADER_ONLY_BATCH_BYTES: usize = 1024;
 const OFFSET_ENTRY_BYTES: usize = 8;
 const TIME_ENTRY_BYTES: usize = 12;
 
+/// A prefix of a segment file known to be fsynced: it ends at `position`, a batch boundary,
+/// where the next offset is `next_offset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DurablePrefix {
+    pub(crate) position: u64,
+    pub(crate) next_offset: i64,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct IndexEntry {
     rel: u32,
@@ -201,9 +209,10 @@ impl std::fmt::Debug for Segment {
 pub(crate) enum Opened {
     /// Loaded from index files plus a header scan of the tail.
     FromIndex,
-    /// Scanned fully with CRC checks; nothing was wrong.
-    Recovered,
-    /// Scanned fully and cut at the first bad batch.
+    /// Scanned with CRC checks (all of it, or the part after a recovery point:
+    /// `scanned_bytes`); nothing was wrong.
+    Recovered { scanned_bytes: u64 },
+    /// Scanned and cut at the first bad batch.
     Truncated { removed_bytes: u64 },
 }
 
@@ -265,12 +274,16 @@ impl Segment {
     }
 
     /// Opens an existing segment: from its index files if `trust_index` and they are valid,
-    /// otherwise by a full scan with CRC checks that truncates at the first bad batch.
+    /// otherwise by a scan that truncates at the first bad batch. The scan checks CRCs
+    /// everywhere except in `durable`, a prefix known fsynced (a recovery point): that part is
+    /// walked by batch headers only, and if the walk does not end exactly at the recovery
+    /// point the whole segment is scanned after all.
     pub(crate) fn open(
         dir: &Path,
         base_offset: i64,
         index_interval: u64,
         trust_index: bool,
+        durable: Option<DurablePrefix>,
     ) -> Result<(Segment, Opened)> {
         let path = log_path(dir, base_offset);
         let file = OpenOptions::new()
@@ -303,7 +316,18 @@ impl Segment {
         }
         remove_index_files(dir, base_offset)?;
         seg.aborted_complete = false;
-        let valid = seg.rebuild(true)?;
+        let walked = match durable {
+            Some(prefix) => seg.walk_durable_prefix(prefix)?,
+            None => None,
+        };
+        let scan_start = walked.unwrap_or(0);
+        let valid = match walked {
+            Some(pos) => seg.scan_from(pos, len, true)?,
+            None => {
+                seg.size = len;
+                seg.rebuild(true)?
+            }
+        };
         if valid < len {
             tracing::warn!(
                 segment = ?seg.path,
@@ -322,7 +346,12 @@ impl Segment {
                 },
             ));
         }
-        Ok((seg, Opened::Recovered))
+        Ok((
+            seg,
+            Opened::Recovered {
+                scanned_bytes: len - scan_start,
+            },
+        ))
     }
 
     fn reset(&mut self) {
@@ -359,10 +388,53 @@ impl Segment {
     fn rebuild(&mut self, check_crc: bool) -> Result<u64> {
         let file_len = self.size;
         self.reset();
+        self.scan_from(0, file_len, check_crc)
+    }
+
+    /// Rebuilds the in-memory state of `[0, prefix.position)` from batch headers alone.
+    /// Returns the position reached, or `None` (state reset) when the walk does not end exactly
+    /// at the prefix's position and offset: the recovery point does not describe this file.
+    fn walk_durable_prefix(&mut self, prefix: DurablePrefix) -> Result<Option<u64>> {
+        let file_len = self.size;
+        self.reset();
+        if prefix.position > file_len {
+            self.size = file_len;
+            return Ok(None);
+        }
+        let file = Arc::clone(&self.file);
+        let path = self.path.clone();
+        let mut win = Window::headers(&file, &path, prefix.position);
+        let mut pos = 0u64;
+        let mut landed = true;
+        while pos < prefix.position {
+            let Ok(header) = win.header_at(pos) else {
+                landed = false;
+                break;
+            };
+            if header.base_offset() < self.next_offset
+                || header.last_offset_delta() < 0
+                || !self.fits_offset(header.last_offset())
+            {
+                landed = false;
+                break;
+            }
+            self.on_batch(&header, pos);
+            pos += header.size_bytes() as u64;
+        }
+        if !landed || pos != prefix.position || self.next_offset != prefix.next_offset {
+            self.reset();
+            self.size = file_len;
+            return Ok(None);
+        }
+        Ok(Some(pos))
+    }
+
+    /// Continues a scan at `pos` (a batch boundary, state rebuilt below it) up to `file_len`;
+    /// returns the end of the last good batch.
+    fn scan_from(&mut self, mut pos: u64, file_len: u64, check_crc: bool) -> Result<u64> {
         let file = Arc::clone(&self.file);
         let path = self.path.clone();
         let mut win = Window::new(&file, &path, file_len);
-        let mut pos = 0u64;
         while pos < file_len {
             let Some(bytes) = win.get(pos, BATCH_HEADER_BYTES)? else {
                 break;
