@@ -214,12 +214,25 @@ impl Broker {
         let image = replay_metadata(&meta_log)?;
         let mut maps = TopicMaps::default();
         let startup_config = with_overrides(&config, &image.broker_configs);
+        let opening = std::time::Instant::now();
         for meta in image.topics.values() {
             let topic = open_topic(&data_dir, &startup_config, meta)?;
             maps.by_id.insert(topic.id, topic.clone());
             maps.by_name.insert(topic.name.clone(), topic);
         }
-        info!(topics = maps.by_name.len(), %cluster_id, "metadata loaded");
+        let scanned: u64 = maps
+            .by_name
+            .values()
+            .flat_map(|t| t.partitions())
+            .map(|p| p.lock().recovery_scanned_bytes())
+            .sum();
+        info!(
+            topics = maps.by_name.len(),
+            %cluster_id,
+            open_ms = opening.elapsed().as_millis() as u64,
+            recovery_scanned_bytes = scanned,
+            "metadata loaded, logs opened"
+        );
         let dynamic = image.broker_configs.clone();
         let group_configs = image.group_configs.clone();
         let share_version = image

@@ -224,3 +224,47 @@ fn a_clean_shutdown_scans_nothing() {
     assert_eq!(log.recovery_scanned_bytes(), 0);
     assert_whole(&log, end);
 }
+
+#[test]
+fn the_saved_index_is_used_and_a_bad_one_costs_a_walk_only() {
+    // Entries that parse but lie: not increasing, past the point, pointing inside a batch.
+    let lies: [&[u8]; 5] = [
+        &[0, 0, 0, 5, 0, 0, 1, 0, 0, 0, 0, 3, 0, 0, 0, 200],
+        &[0, 0, 0, 9, 0x7f, 0, 0, 0],
+        &[0, 0, 0, 3, 0, 0, 0, 7],
+        &[1, 2, 3],
+        &[],
+    ];
+    for (i, lie) in lies.iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), config()).unwrap();
+        fill(&mut log, 200, 1000);
+        log.sync().unwrap();
+        assert!(log.checkpoint_recovery_point().unwrap());
+        let saved = std::fs::read(dir.path().join("recovery-point.index")).unwrap();
+        assert!(saved.len() >= 8 * 10, "the saved index has entries");
+        fill(&mut log, 20, 3000);
+        let end = log.log_end_offset();
+        let ts = log.offset_for_timestamp(1100).unwrap();
+        drop(log);
+        if i > 0 || lie.is_empty() {
+            std::fs::write(dir.path().join("recovery-point.index"), lie).unwrap();
+        }
+        let log = Log::open(dir.path(), config()).unwrap();
+        // Either way only the tail past the point is CRC-scanned, and everything reads; the
+        // prefix is walked from the saved index's last entry only when that index is good.
+        let len = file_len(&active_segment(dir.path()));
+        assert!(log.recovery_scanned_bytes() < len / 5);
+        if i == 0 {
+            assert!(
+                log.recovery_walked_bytes() <= 2 * 256,
+                "{}",
+                log.recovery_walked_bytes()
+            );
+        } else if i < 4 {
+            assert!(log.recovery_walked_bytes() > len / 2, "case {i}");
+        }
+        assert_whole(&log, end);
+        assert_eq!(log.offset_for_timestamp(1100).unwrap(), ts, "case {i}");
+    }
+}

@@ -109,19 +109,36 @@ pub(crate) fn read_recovery_point(dir: &Path) -> Option<RecoveryPoint> {
 /// Replaces the recovery point file (temporary + rename, no fsync: the data it describes was
 /// fsynced before, and a lost or stale file only means a longer scan).
 pub(crate) fn write_recovery_point(dir: &Path, point: RecoveryPoint) -> Result<()> {
-    let path = dir.join(RECOVERY_POINT_FILE);
-    let tmp = dir.join(format!("{RECOVERY_POINT_FILE}{TMP_SUFFIX}"));
     let text = format!("{} {} {}\n", point.base, point.position, point.next_offset);
-    fs::write(&tmp, text).map_err(|e| StorageError::io("write", &tmp, e))?;
+    write_hint(dir, RECOVERY_POINT_FILE, text.as_bytes())
+}
+
+/// The active segment's offset and time index up to the recovery point, written before it.
+pub(crate) const RECOVERY_INDEX_FILE: &str = "recovery-point.index";
+pub(crate) const RECOVERY_TIME_INDEX_FILE: &str = "recovery-point.timeindex";
+
+/// Replaces `dir/name` (temporary + rename, no fsync: a hint validated when read).
+pub(crate) fn write_hint(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
+    fs::write(&tmp, contents).map_err(|e| StorageError::io("write", &tmp, e))?;
     fs::rename(&tmp, &path).map_err(|e| StorageError::io("rename", &path, e))
 }
 
-/// Removes the recovery point file (the data below it is about to change).
+/// Removes the recovery point and its index files (the data below it is about to change);
+/// the point goes first, so a crash in between leaves index files no point refers to.
 pub(crate) fn remove_recovery_point(dir: &Path) -> Result<()> {
-    let path = dir.join(RECOVERY_POINT_FILE);
-    match fs::remove_file(&path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(StorageError::io("remove", &path, e)),
+    for name in [
+        RECOVERY_POINT_FILE,
+        RECOVERY_INDEX_FILE,
+        RECOVERY_TIME_INDEX_FILE,
+    ] {
+        let path = dir.join(name);
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StorageError::io("remove", &path, e)),
+        }
     }
+    Ok(())
 }

@@ -36,12 +36,13 @@ use crate::error::{Result, StorageError};
 
 use checkpoint::{
     read_log_start_offset, read_recovery_point, remove_recovery_point, sync_dir, write_atomic,
-    write_log_start_offset, write_recovery_point, RecoveryPoint, CLEAN_SHUTDOWN_FILE, TMP_SUFFIX,
+    write_hint, write_log_start_offset, write_recovery_point, RecoveryPoint, CLEAN_SHUTDOWN_FILE,
+    RECOVERY_INDEX_FILE, RECOVERY_TIME_INDEX_FILE, TMP_SUFFIX,
 };
 pub use cleaner::{
     offset_map_entries, CleanStats, CleanTask, CleanedLog, CompactionConfig, DirtyStats, Throttler,
 };
-use segment::{remove_index_files, DurablePrefix, Opened, Segment};
+use segment::{read_bounded, remove_index_files, DurablePrefix, Opened, Segment};
 pub use txn_index::AbortedTxn;
 
 /// Largest `segment.bytes`: file positions in the offset index are u32 and Kafka caps it at
@@ -304,8 +305,10 @@ pub struct Log {
     /// `recovery-point` file ([`Log::checkpoint_recovery_point`]).
     recovery_point: Option<RecoveryPoint>,
     recovery_point_written: Option<RecoveryPoint>,
-    /// Bytes scanned with CRC checks when the log was opened.
+    /// Bytes scanned with CRC checks when the log was opened, and bytes of the durable prefix
+    /// walked by batch headers.
     recovery_scanned_bytes: u64,
+    recovery_walked_bytes: u64,
 }
 
 fn parse_segment_name(name: &str) -> Option<(i64, &str)> {
@@ -360,6 +363,7 @@ impl Log {
             read_recovery_point(dir)
         };
         let mut recovery_scanned_bytes = 0;
+        let mut recovery_walked_bytes = 0;
         let interval = u64::from(config.index_interval_bytes);
         let mut segments: Vec<Segment> = Vec::with_capacity(bases.len());
         let mut cut = false;
@@ -378,10 +382,21 @@ impl Log {
                 .map(|p| DurablePrefix {
                     position: p.position,
                     next_offset: p.next_offset,
+                    index: read_bounded(&dir.join(RECOVERY_INDEX_FILE), p.position)
+                        .and_then(|idx| {
+                            read_bounded(&dir.join(RECOVERY_TIME_INDEX_FILE), p.position)
+                                .map(|tidx| (idx, tidx))
+                        })
+                        .ok(),
                 });
             let (seg, how) = Segment::open(dir, base, interval, clean || !is_last, durable)?;
-            if let Opened::Recovered { scanned_bytes } = how {
+            if let Opened::Recovered {
+                scanned_bytes,
+                walked_bytes,
+            } = how
+            {
                 recovery_scanned_bytes += scanned_bytes;
+                recovery_walked_bytes += walked_bytes;
             }
             if let Some(prev) = segments.last() {
                 if seg.base_offset < prev.next_offset {
@@ -464,6 +479,7 @@ impl Log {
             recovery_point,
             recovery_point_written: point,
             recovery_scanned_bytes,
+            recovery_walked_bytes,
         })
     }
 
@@ -773,6 +789,12 @@ impl Log {
         if self.recovery_point_written == Some(point) || point.base != self.active().base_offset {
             return Ok(false);
         }
+        // The index first: a point is never newer than the index written for it.
+        let (idx, tidx) = self
+            .active()
+            .index_prefix(point.position, point.next_offset);
+        write_hint(&self.dir, RECOVERY_INDEX_FILE, &idx)?;
+        write_hint(&self.dir, RECOVERY_TIME_INDEX_FILE, &tidx)?;
         write_recovery_point(&self.dir, point)?;
         self.recovery_point_written = Some(point);
         Ok(true)
@@ -781,6 +803,12 @@ impl Log {
     /// Bytes the last [`Log::open`] scanned with CRC checks (0 after a clean shutdown).
     pub fn recovery_scanned_bytes(&self) -> u64 {
         self.recovery_scanned_bytes
+    }
+
+    /// Bytes of the recovery point's prefix the last [`Log::open`] walked batch by batch
+    /// (from the saved index's last entry, or from the start without a usable index).
+    pub fn recovery_walked_bytes(&self) -> u64 {
+        self.recovery_walked_bytes
     }
 
     /// Fsyncs everything unflushed and advances the flushed offset (under the caller's lock;

@@ -37,11 +37,13 @@ const OFFSET_ENTRY_BYTES: usize = 8;
 const TIME_ENTRY_BYTES: usize = 12;
 
 /// A prefix of a segment file known to be fsynced: it ends at `position`, a batch boundary,
-/// where the next offset is `next_offset`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// where the next offset is `next_offset`; `index` is its offset and time index as written
+/// with it (the `.index` / `.timeindex` encodings), if they could be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct DurablePrefix {
     pub(crate) position: u64,
     pub(crate) next_offset: i64,
+    pub(crate) index: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,8 +212,12 @@ pub(crate) enum Opened {
     /// Loaded from index files plus a header scan of the tail.
     FromIndex,
     /// Scanned with CRC checks (all of it, or the part after a recovery point:
-    /// `scanned_bytes`); nothing was wrong.
-    Recovered { scanned_bytes: u64 },
+    /// `scanned_bytes`), the durable prefix before it walked by headers (`walked_bytes`,
+    /// from the saved index's last entry or from the start); nothing was wrong.
+    Recovered {
+        scanned_bytes: u64,
+        walked_bytes: u64,
+    },
     /// Scanned and cut at the first bad batch.
     Truncated { removed_bytes: u64 },
 }
@@ -316,8 +322,19 @@ impl Segment {
         }
         remove_index_files(dir, base_offset)?;
         seg.aborted_complete = false;
+        let mut walked_bytes = 0;
         let walked = match durable {
-            Some(prefix) => seg.walk_durable_prefix(prefix)?,
+            Some(prefix) => match seg.load_durable_prefix_index(&prefix) {
+                Some(pos) => {
+                    let indexed = seg.offset_index.last().map_or(0, |e| u64::from(e.pos));
+                    walked_bytes = pos - indexed;
+                    Some(pos)
+                }
+                None => {
+                    walked_bytes = prefix.position;
+                    seg.walk_durable_prefix(&prefix)?
+                }
+            },
             None => None,
         };
         let scan_start = walked.unwrap_or(0);
@@ -350,6 +367,7 @@ impl Segment {
             seg,
             Opened::Recovered {
                 scanned_bytes: len - scan_start,
+                walked_bytes: if walked.is_some() { walked_bytes } else { 0 },
             },
         ))
     }
@@ -391,10 +409,57 @@ impl Segment {
         self.scan_from(0, file_len, check_crc)
     }
 
+    /// Rebuilds the in-memory state of `[0, prefix.position)` from the prefix's saved index and
+    /// the headers after its last entry. `None` (state reset) when there is no saved index or
+    /// it does not describe this file up to exactly the prefix's position and offset.
+    fn load_durable_prefix_index(&mut self, prefix: &DurablePrefix) -> Option<u64> {
+        let (idx, tidx) = prefix.index.as_ref()?;
+        let file_len = self.size;
+        if prefix.position > file_len {
+            return None;
+        }
+        let path = self.path.clone();
+        match self.load_index_entries(idx, tidx, prefix.position, (&path, &path)) {
+            Ok(()) if self.next_offset == prefix.next_offset && self.size == prefix.position => {
+                Some(prefix.position)
+            }
+            _ => {
+                self.reset();
+                self.size = file_len;
+                None
+            }
+        }
+    }
+
+    /// The offset and time index entries of `[0, position)` (batches below `next_offset`), in
+    /// the `.index` / `.timeindex` encodings: what [`DurablePrefix::index`] is written from.
+    pub(crate) fn index_prefix(&self, position: u64, next_offset: i64) -> (Vec<u8>, Vec<u8>) {
+        let rel_end = next_offset - self.base_offset;
+        let mut idx = Vec::new();
+        for e in self
+            .offset_index
+            .iter()
+            .filter(|e| u64::from(e.pos) < position)
+        {
+            idx.extend_from_slice(&e.rel.to_be_bytes());
+            idx.extend_from_slice(&e.pos.to_be_bytes());
+        }
+        let mut tidx = Vec::new();
+        for e in self
+            .time_index
+            .iter()
+            .filter(|e| i64::from(e.rel) < rel_end)
+        {
+            tidx.extend_from_slice(&e.ts.to_be_bytes());
+            tidx.extend_from_slice(&e.rel.to_be_bytes());
+        }
+        (idx, tidx)
+    }
+
     /// Rebuilds the in-memory state of `[0, prefix.position)` from batch headers alone.
     /// Returns the position reached, or `None` (state reset) when the walk does not end exactly
     /// at the prefix's position and offset: the recovery point does not describe this file.
-    fn walk_durable_prefix(&mut self, prefix: DurablePrefix) -> Result<Option<u64>> {
+    fn walk_durable_prefix(&mut self, prefix: &DurablePrefix) -> Result<Option<u64>> {
         let file_len = self.size;
         self.reset();
         if prefix.position > file_len {
@@ -725,14 +790,31 @@ impl Segment {
         let tpath = time_index_path(dir, self.base_offset);
         let idx = read_bounded(&ipath, self.size)?;
         let tidx = read_bounded(&tpath, self.size)?;
-        if idx.len() % OFFSET_ENTRY_BYTES != 0 || tidx.len() % TIME_ENTRY_BYTES != 0 {
+        let file_len = self.size;
+        self.load_index_entries(&idx, &tidx, file_len, (&ipath, &tpath))
+    }
+
+    /// Installs index entries (the `.index` / `.timeindex` encodings) describing `[0, end)`,
+    /// validated, then walks batch headers from the last indexed position to `end`, which
+    /// must be reached exactly. `paths` name the sources in errors.
+    fn load_index_entries(
+        &mut self,
+        idx: &[u8],
+        tidx: &[u8],
+        end: u64,
+        paths: (&Path, &Path),
+    ) -> Result<()> {
+        let (ipath, tpath) = paths;
+        if !idx.len().is_multiple_of(OFFSET_ENTRY_BYTES)
+            || !tidx.len().is_multiple_of(TIME_ENTRY_BYTES)
+        {
             return Err(corrupt(
-                &ipath,
+                ipath,
                 0,
                 "index file length not a multiple of entry size",
             ));
         }
-        let file_len = self.size;
+        let file_len = end;
         self.reset();
         for c in idx.chunks_exact(OFFSET_ENTRY_BYTES) {
             let e = IndexEntry {
@@ -741,11 +823,11 @@ impl Segment {
             };
             if let Some(prev) = self.offset_index.last() {
                 if e.rel <= prev.rel || e.pos <= prev.pos {
-                    return Err(corrupt(&ipath, 0, "index entries not increasing"));
+                    return Err(corrupt(ipath, 0, "index entries not increasing"));
                 }
             }
             if u64::from(e.pos) >= file_len || e.pos == 0 {
-                return Err(corrupt(&ipath, 0, "index entry outside segment"));
+                return Err(corrupt(ipath, 0, "index entry outside segment"));
             }
             self.offset_index.push(e);
         }
@@ -758,7 +840,7 @@ impl Segment {
             };
             if let Some(prev) = self.time_index.last() {
                 if e.ts <= prev.ts {
-                    return Err(corrupt(&tpath, 0, "time index entries not increasing"));
+                    return Err(corrupt(tpath, 0, "time index entries not increasing"));
                 }
             }
             self.time_index.push(e);
@@ -814,7 +896,7 @@ impl Segment {
         self.size = pos;
         let rel_end = self.next_offset - self.base_offset;
         if self.time_index.iter().any(|e| i64::from(e.rel) >= rel_end) {
-            return Err(corrupt(&tpath, 0, "time index entry past segment end"));
+            return Err(corrupt(tpath, 0, "time index entry past segment end"));
         }
         Ok(())
     }
@@ -826,7 +908,7 @@ impl Segment {
     }
 }
 
-fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
+pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>> {
     let meta = fs::metadata(path).map_err(|e| StorageError::io("stat", path, e))?;
     if meta.len()
         > max
