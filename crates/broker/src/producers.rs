@@ -496,6 +496,11 @@ impl PartitionProducers {
     }
 
     /// The offset the state covers up to.
+    /// Whether the newest snapshot describes the state as it is now.
+    pub fn snapshot_is_current(&self) -> bool {
+        self.snapshot_offset == self.end_offset
+    }
+
     pub fn end_offset(&self) -> i64 {
         self.end_offset
     }

@@ -14,12 +14,15 @@ use crate::broker::{now_ms, Broker};
 
 /// Shortest pause between maintenance passes, whatever the configuration says.
 const TICK_MIN: Duration = Duration::from_millis(100);
+/// Extra passes (one per tick) for partitions a recovery-point pass found mid-flush.
+const CHECKPOINT_RETRIES: u32 = 10;
 
 pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let mut last_retention = tokio::time::Instant::now();
     let mut last_flush = tokio::time::Instant::now();
     let mut last_prune = tokio::time::Instant::now();
     let mut last_checkpoint = tokio::time::Instant::now();
+    let mut checkpoint_retries = 0u32;
     loop {
         let config = broker.current_config();
         let retention_every =
@@ -44,10 +47,22 @@ pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
             let broker = broker.clone();
             let _ = tokio::task::spawn_blocking(move || enforce_retention(&broker)).await;
         }
-        if last_checkpoint.elapsed() >= checkpoint_every {
-            last_checkpoint = tokio::time::Instant::now();
+        if last_checkpoint.elapsed() >= checkpoint_every || checkpoint_retries > 0 {
+            if checkpoint_retries == 0 {
+                last_checkpoint = tokio::time::Instant::now();
+            }
             let broker = broker.clone();
-            let _ = tokio::task::spawn_blocking(move || checkpoint_recovery_points(&broker)).await;
+            let skipped = tokio::task::spawn_blocking(move || checkpoint_recovery_points(&broker))
+                .await
+                .unwrap_or(0);
+            // Partitions caught mid-flush are tried again on the next ticks, a few times.
+            checkpoint_retries = if skipped == 0 {
+                0
+            } else if checkpoint_retries == 0 {
+                CHECKPOINT_RETRIES
+            } else {
+                checkpoint_retries - 1
+            };
         }
         let prune_every = Duration::from_millis(
             config.long("share.coordinator.state.topic.prune.interval.ms") as u64,
@@ -78,15 +93,42 @@ pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// Writes the recovery point of every partition whose fsynced prefix moved.
-fn checkpoint_recovery_points(broker: &Broker) {
+/// Writes the recovery point of every partition whose fsynced prefix moved, with a producer
+/// snapshot at the same offset (loading the producer state first if no one has yet), so that
+/// after a crash both the log scan and the producer-state replay start at the point. A
+/// partition with unflushed data is skipped (the snapshot would be past the point); returns
+/// how many were, for the caller to try again soon.
+fn checkpoint_recovery_points(broker: &Broker) -> usize {
+    let state = crate::producers::state_config(&broker.config);
+    let now = now_ms();
+    let mut skipped = 0;
     for topic in broker.topic_list() {
         for p in topic.partitions() {
-            if let Err(e) = p.lock().checkpoint_recovery_point() {
+            let mut log = p.lock();
+            if log.flushed_offset() < log.log_end_offset() {
+                skipped += 1;
+                continue;
+            }
+            match p.producers(&mut log, state, now) {
+                Ok(mut producers) => {
+                    if producers.end_offset() == log.log_end_offset()
+                        && !producers.snapshot_is_current()
+                    {
+                        if let Err(e) = producers.snapshot(&log, false) {
+                            warn!(topic = %p.topic, partition = p.index, error = %e, "producer snapshot not written");
+                        }
+                    }
+                }
+                Err(e) => {
+                    warn!(topic = %p.topic, partition = p.index, error = %e, "producer state not loaded");
+                }
+            }
+            if let Err(e) = log.checkpoint_recovery_point() {
                 warn!(topic = %p.topic, partition = p.index, error = %e, "recovery point not written");
             }
         }
     }
+    skipped
 }
 
 fn enforce_retention(broker: &Broker) {

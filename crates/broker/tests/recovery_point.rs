@@ -95,6 +95,19 @@ async fn after_kill_9_only_the_tail_past_the_recovery_point_is_scanned() {
     // Several checkpoint intervals: the recovery point now covers everything so far.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let covered: Vec<u64> = (0..2).map(|p| active_segment_len(dir.path(), p)).collect();
+    // With a producer snapshot at the same offset, so the producer-state replay after a
+    // crash starts at the point too (the state was loaded by the checkpoint if need be).
+    for p in 0..2 {
+        let (end, _, _) = log_state(&broker, p);
+        let snapshot = dir
+            .path()
+            .join(format!("{TOPIC}-{p}"))
+            .join(format!("{end:020}.snapshot"));
+        assert!(
+            snapshot.exists(),
+            "no producer snapshot at {end} in partition {p}"
+        );
+    }
     // A tail, then kill -9 before (or while) the next checkpoint runs.
     produce_rounds(&broker, "b", 5).await;
     let before: Vec<_> = (0..2).map(|p| log_state(&broker, p)).collect();

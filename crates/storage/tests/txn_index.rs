@@ -130,3 +130,43 @@ fn truncation_retention_and_delete_records_drop_entries() {
         "no segment holds it"
     );
 }
+
+#[test]
+fn a_recovery_point_keeps_the_active_segments_entries_below_it() {
+    let big = LogConfig {
+        segment_bytes: 1 << 20,
+        ..config()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), big).unwrap();
+    let before: Vec<AbortedTxn> = (0..4).map(|i| aborted_txn(&mut log, i, 3)).collect();
+    log.sync().unwrap();
+    assert!(log.checkpoint_recovery_point().unwrap());
+    let point = log.log_end_offset();
+    let after: Vec<AbortedTxn> = (4..6).map(|i| aborted_txn(&mut log, i, 2)).collect();
+    assert_eq!(log.segment_count(), 1, "one active segment");
+    drop(log); // kill -9
+
+    let mut log = Log::open(dir.path(), big).unwrap();
+    // Known below the point: a replay may start there, not at the segment's base.
+    assert_eq!(log.aborted_index_incomplete_from(), Some(point));
+    assert_eq!(log.collect_aborted_txns(0, i64::MAX), before);
+    for t in &after {
+        log.append_aborted_txn(*t).unwrap();
+    }
+    log.mark_aborted_index_complete().unwrap();
+    let all: Vec<AbortedTxn> = before.iter().chain(&after).copied().collect();
+    assert_eq!(log.collect_aborted_txns(0, i64::MAX), all);
+
+    // A recovery point saved while the index was incomplete saves none: the replay must
+    // start at the segment's base again.
+    drop(log);
+    let mut log = Log::open(dir.path(), big).unwrap();
+    assert_eq!(log.aborted_index_incomplete_from(), Some(point));
+    aborted_txn(&mut log, 9, 1);
+    log.sync().unwrap();
+    assert!(log.checkpoint_recovery_point().unwrap());
+    drop(log);
+    let log = Log::open(dir.path(), big).unwrap();
+    assert_eq!(log.aborted_index_incomplete_from(), Some(0));
+}

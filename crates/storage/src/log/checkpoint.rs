@@ -116,6 +116,8 @@ pub(crate) fn write_recovery_point(dir: &Path, point: RecoveryPoint) -> Result<(
 /// The active segment's offset and time index up to the recovery point, written before it.
 pub(crate) const RECOVERY_INDEX_FILE: &str = "recovery-point.index";
 pub(crate) const RECOVERY_TIME_INDEX_FILE: &str = "recovery-point.timeindex";
+/// The active segment's aborted transactions below the recovery point, when complete.
+pub(crate) const RECOVERY_TXN_INDEX_FILE: &str = "recovery-point.txnindex";
 
 /// Replaces `dir/name` (temporary + rename, no fsync: a hint validated when read).
 pub(crate) fn write_hint(dir: &Path, name: &str, contents: &[u8]) -> Result<()> {
@@ -132,6 +134,7 @@ pub(crate) fn remove_recovery_point(dir: &Path) -> Result<()> {
         RECOVERY_POINT_FILE,
         RECOVERY_INDEX_FILE,
         RECOVERY_TIME_INDEX_FILE,
+        RECOVERY_TXN_INDEX_FILE,
     ] {
         let path = dir.join(name);
         match fs::remove_file(&path) {
@@ -141,4 +144,14 @@ pub(crate) fn remove_recovery_point(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Removes `dir/name` if present.
+pub(crate) fn remove_hint(dir: &Path, name: &str) -> Result<()> {
+    let path = dir.join(name);
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StorageError::io("remove", &path, e)),
+    }
 }

@@ -35,9 +35,10 @@ use crate::batch::{
 use crate::error::{Result, StorageError};
 
 use checkpoint::{
-    read_log_start_offset, read_recovery_point, remove_recovery_point, sync_dir, write_atomic,
-    write_hint, write_log_start_offset, write_recovery_point, RecoveryPoint, CLEAN_SHUTDOWN_FILE,
-    RECOVERY_INDEX_FILE, RECOVERY_TIME_INDEX_FILE, TMP_SUFFIX,
+    read_log_start_offset, read_recovery_point, remove_hint, remove_recovery_point, sync_dir,
+    write_atomic, write_hint, write_log_start_offset, write_recovery_point, RecoveryPoint,
+    CLEAN_SHUTDOWN_FILE, RECOVERY_INDEX_FILE, RECOVERY_TIME_INDEX_FILE, RECOVERY_TXN_INDEX_FILE,
+    TMP_SUFFIX,
 };
 pub use cleaner::{
     offset_map_entries, CleanStats, CleanTask, CleanedLog, CompactionConfig, DirtyStats, Throttler,
@@ -388,6 +389,10 @@ impl Log {
                                 .map(|tidx| (idx, tidx))
                         })
                         .ok(),
+                    aborted: fs::read(dir.join(RECOVERY_TXN_INDEX_FILE))
+                        .ok()
+                        .filter(|bytes| bytes.len() as u64 <= p.position)
+                        .and_then(|bytes| txn_index::decode(&bytes, base, p.next_offset).ok()),
                 });
             let (seg, how) = Segment::open(dir, base, interval, clean || !is_last, durable)?;
             if let Opened::Recovered {
@@ -570,15 +575,17 @@ impl Log {
             .collect()
     }
 
-    /// The base offset of the first segment whose aborted-transaction index was lost (recovered
-    /// by a scan, or its `.txnindex` missing or invalid); `None` if every index is complete.
+    /// Where the aborted-transaction index stops being known: the base offset of the first
+    /// segment whose index was lost (recovered by a scan, or its `.txnindex` missing or
+    /// invalid), or, for an active segment recovered from a recovery point that saved its
+    /// index, that point's offset; `None` if every index is complete.
     /// The caller replays the log from at or below it and then calls
     /// [`Log::mark_aborted_index_complete`].
     pub fn aborted_index_incomplete_from(&self) -> Option<i64> {
         self.segments
             .iter()
             .find(|s| !s.aborted_complete)
-            .map(|s| s.base_offset)
+            .map(|s| s.aborted_known_below.unwrap_or(s.base_offset))
     }
 
     /// Declares every segment's aborted-transaction index complete (the caller replayed them)
@@ -591,6 +598,7 @@ impl Log {
         let mut first_error = None;
         for seg in self.segments.iter_mut().filter(|s| !s.aborted_complete) {
             seg.aborted_complete = true;
+            seg.aborted_known_below = None;
             if seg.sealed {
                 if let Err(e) = seg.write_txn_index(&dir) {
                     first_error.get_or_insert(e);
@@ -795,6 +803,22 @@ impl Log {
             .index_prefix(point.position, point.next_offset);
         write_hint(&self.dir, RECOVERY_INDEX_FILE, &idx)?;
         write_hint(&self.dir, RECOVERY_TIME_INDEX_FILE, &tidx)?;
+        let active = self.active();
+        if active.aborted_complete {
+            let below: Vec<AbortedTxn> = active
+                .aborted
+                .iter()
+                .filter(|t| t.last_offset < point.next_offset)
+                .copied()
+                .collect();
+            write_hint(
+                &self.dir,
+                RECOVERY_TXN_INDEX_FILE,
+                &txn_index::encode(&below),
+            )?;
+        } else {
+            remove_hint(&self.dir, RECOVERY_TXN_INDEX_FILE)?;
+        }
         write_recovery_point(&self.dir, point)?;
         self.recovery_point_written = Some(point);
         Ok(true)

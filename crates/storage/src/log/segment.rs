@@ -38,12 +38,14 @@ const TIME_ENTRY_BYTES: usize = 12;
 
 /// A prefix of a segment file known to be fsynced: it ends at `position`, a batch boundary,
 /// where the next offset is `next_offset`; `index` is its offset and time index as written
-/// with it (the `.index` / `.timeindex` encodings), if they could be read.
+/// with it (the `.index` / `.timeindex` encodings), if they could be read; `aborted` its
+/// complete aborted-transaction index (markers below `next_offset`), if one was saved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct DurablePrefix {
     pub(crate) position: u64,
     pub(crate) next_offset: i64,
     pub(crate) index: Option<(Vec<u8>, Vec<u8>)>,
+    pub(crate) aborted: Option<Vec<AbortedTxn>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,6 +195,9 @@ pub(crate) struct Segment {
     pub(crate) aborted: Vec<AbortedTxn>,
     /// Whether `aborted` holds every ABORT marker of the segment (see the module docs).
     pub(crate) aborted_complete: bool,
+    /// When not complete: every aborted transaction whose marker is below this offset is
+    /// known (saved with the recovery point), so a replay may start here.
+    pub(crate) aborted_known_below: Option<i64>,
 }
 
 impl std::fmt::Debug for Segment {
@@ -240,6 +245,7 @@ impl Segment {
             sealed: false,
             aborted: Vec::new(),
             aborted_complete: true,
+            aborted_known_below: None,
         }
     }
 
@@ -323,8 +329,8 @@ impl Segment {
         remove_index_files(dir, base_offset)?;
         seg.aborted_complete = false;
         let mut walked_bytes = 0;
-        let walked = match durable {
-            Some(prefix) => match seg.load_durable_prefix_index(&prefix) {
+        let walked = match &durable {
+            Some(prefix) => match seg.load_durable_prefix_index(prefix) {
                 Some(pos) => {
                     let indexed = seg.offset_index.last().map_or(0, |e| u64::from(e.pos));
                     walked_bytes = pos - indexed;
@@ -332,12 +338,18 @@ impl Segment {
                 }
                 None => {
                     walked_bytes = prefix.position;
-                    seg.walk_durable_prefix(&prefix)?
+                    seg.walk_durable_prefix(prefix)?
                 }
             },
             None => None,
         };
         let scan_start = walked.unwrap_or(0);
+        if let (Some(_), Some(prefix)) = (walked, &durable) {
+            if let Some(aborted) = &prefix.aborted {
+                seg.aborted.clone_from(aborted);
+                seg.aborted_known_below = Some(prefix.next_offset);
+            }
+        }
         let valid = match walked {
             Some(pos) => seg.scan_from(pos, len, true)?,
             None => {
