@@ -23,9 +23,12 @@ Phases (per label, in this order; each on fresh topics):
                    returning with nothing left.
   consume          one Consumer (assign() from the beginning, no group
                    rebalance, fetch.max.bytes = max.partition.fetch.bytes =
-                   50 MiB, auto commit off) reading back every record of each
+                   50 MiB, fetch.queue.backoff.ms = 0, auto commit off) reading back every record of each
                    produce topic with consume(num_messages=10000); timed from
-                   assign() to the last record.
+                   assign() to the last record. For each K in --consumers
+                   (default 1): K such consumers, one process each (K > 1), each
+                   reading the whole topic (fan-out: K x N records served),
+                   timed from the first assign() to the last record.
   produce_latency  same producer config, 1 partition, paced at each of
                    --latency-rates (default 'half,50mb': half the measured
                    1-partition produce rate, and 50 MB/s = half the 100 MB/s
@@ -125,11 +128,13 @@ class Sampler:
 
         self.client_cpu = pct(self.c0, c1)
         self.broker_cpu = pct(self.b0, b1)
+        self.broker_cpu_s = None if self.b0 is None or b1 is None else \
+            round((b1 - self.b0) / CLK_TCK, 3)
         return False
 
     def fields(self):
         return {"client_cpu_pct": self.client_cpu, "broker_cpu_pct": self.broker_cpu,
-                "loadavg_start": self.load_start, "loadavg_end": self.load_end}
+                "broker_cpu_s": self.broker_cpu_s, "loadavg_start": self.load_start, "loadavg_end": self.load_end}
 
 
 # ---------------------------------------------------------------- clients
@@ -301,7 +306,9 @@ def bench_latency(args, bootstrap, topic, rate, bufs):
     return r
 
 
-def bench_consume(args, bootstrap, topic, partitions, expected):
+def _consume_loop(bootstrap, topic, partitions, expected, timeout, barrier=None):
+    """One Consumer reads `expected` records of `topic` from the start; returns counts and the
+    monotonic start/end of the timed part (assign() to the last record)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     c = Consumer({
@@ -313,36 +320,85 @@ def bench_consume(args, bootstrap, topic, partitions, expected):
         "max.partition.fetch.bytes": 52428800,
         "receive.message.max.bytes": 104857600,
         "enable.partition.eof": False,
+        # librdkafka pauses fetching for this long once its local queue passes
+        # queued.max.messages.kbytes (64 MiB), which one 50 MiB response nearly does: with its
+        # default (1000 ms) a 300 MB read spends most of its time in that pause, whatever the
+        # broker. 0 keeps the consumer fetching.
+        "fetch.queue.backoff.ms": 0,
         "log_level": 3,
     })
     c.list_topics(topic=topic, timeout=10)
+    if barrier is not None:
+        barrier.wait()
     count = nbytes = 0
     in_consume = in_loop = 0.0
-    deadline = time.monotonic() + args.phase_timeout
+    deadline = time.monotonic() + timeout
     try:
-        with Sampler(args.broker_pid) as s:
-            t0 = time.perf_counter()
-            c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-            while count < expected:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"consume: {count}/{expected} after --phase-timeout")
-                ta = time.perf_counter()
-                batch = c.consume(num_messages=10000, timeout=1.0)
-                tb = time.perf_counter()
-                in_consume += tb - ta
-                for m in batch:
-                    if m.error():
-                        raise RuntimeError(f"consume error: {m.error()}")
-                    count += 1
-                    nbytes += len(m.value())
-                in_loop += time.perf_counter() - tb
-            secs = time.perf_counter() - t0
+        t0 = time.monotonic()
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        while count < expected:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"consume: {count}/{expected} after --phase-timeout")
+            ta = time.perf_counter()
+            batch = c.consume(num_messages=10000, timeout=1.0)
+            tb = time.perf_counter()
+            in_consume += tb - ta
+            for m in batch:
+                if m.error():
+                    raise RuntimeError(f"consume error: {m.error()}")
+                count += 1
+                nbytes += len(m.value())
+            in_loop += time.perf_counter() - tb
+        t1 = time.monotonic()
     finally:
         c.close()
+    return {"records": count, "bytes": nbytes, "t0": t0, "t1": t1,
+            "consume_call_s": in_consume, "python_loop_s": in_loop}
+
+
+def _consume_worker(q, barrier, worker, kw):
+    try:
+        q.put((worker, _consume_loop(**kw, barrier=barrier)))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        q.put((worker, e))
+
+
+def bench_consume(args, bootstrap, topic, partitions, expected, consumers=1):
+    """`consumers` Consumers, each in a group of its own and (for more than one) a process of
+    its own, each read all `expected` records of `topic`: the broker serves consumers x
+    expected records. records/s over the span from the first assign() to the last record."""
+    kw = dict(bootstrap=bootstrap, topic=topic, partitions=partitions, expected=expected,
+              timeout=args.phase_timeout)
+    if consumers <= 1:
+        with Sampler(args.broker_pid) as s:
+            parts = [_consume_loop(**kw)]
+    else:
+        import multiprocessing as mp
+        ctx = mp.get_context("spawn")  # no librdkafka state inherited through fork
+        q, barrier = ctx.Queue(), ctx.Barrier(consumers + 1)
+        procs = [ctx.Process(target=_consume_worker, args=(q, barrier, w, kw))
+                 for w in range(consumers)]
+        for pr in procs:
+            pr.start()
+        barrier.wait(timeout=120)
+        with Sampler(args.broker_pid) as s:
+            got = dict(q.get(timeout=args.phase_timeout + 60) for _ in range(consumers))
+        for pr in procs:
+            pr.join(10)
+        bad = [x for x in got.values() if isinstance(x, BaseException)]
+        if bad:
+            raise RuntimeError(f"{len(bad)} of {consumers} consumers failed: {bad[0]!r}")
+        parts = list(got.values())
+    count = sum(x["records"] for x in parts)
+    nbytes = sum(x["bytes"] for x in parts)
+    secs = max(x["t1"] for x in parts) - min(x["t0"] for x in parts)
     r = base_result(args, "consume", partitions)
     r.update(records=count, seconds=round(secs, 3), records_per_s=round(count / secs),
-             mb_per_s=round(nbytes / secs / 1e6, 1),
-             consume_call_s=round(in_consume, 3), python_loop_s=round(in_loop, 3), **s.fields())
+             mb_per_s=round(nbytes / secs / 1e6, 1), consumers=consumers,
+             consume_call_s=round(sum(x["consume_call_s"] for x in parts), 3),
+             python_loop_s=round(sum(x["python_loop_s"] for x in parts), 3), **s.fields())
+    if consumers > 1:
+        r["client_cpu_pct"] = None  # this process only waits; the consumers are others
     return r
 
 
@@ -933,10 +989,11 @@ def run_phases(args, bootstrap):
                 rate_1p = r["records_per_s"]
     if "consume" in args.phases:
         for topic, P, n in produced:
-            log(f"{args.label}: consume {n} from {topic} ...")
-            r = bench_consume(args, bootstrap, topic, P, n)
-            r.update(common)
-            emit(r, args.out)
+            for k in (int(x) for x in args.consumers.split(",") if x):
+                log(f"{args.label}: consume {n} from {topic} by {k} consumer(s) ...")
+                r = bench_consume(args, bootstrap, topic, P, n, consumers=k)
+                r.update(common)
+                emit(r, args.out)
     if "share" in args.phases:
         if args.mock_listener:
             raise SystemExit("the share phase does not run against the mock broker")
@@ -1067,6 +1124,8 @@ def cmd_summary(args):
             test = f"fsync_probe {r['record_bytes'] // 1024} KiB"
         elif test == "txn_produce":
             test = f"txn N={r['records_per_txn']}"
+        elif test == "consume" and r.get("consumers", 1) > 1:
+            test = f"consume x{r['consumers']}"
         elif test == "txn_flush_baseline":
             test = f"plain+flush/{r['records_per_txn']}"
         groups.setdefault((r["label"], test, str(r["partitions"])), []).append(r)
@@ -1084,6 +1143,8 @@ def cmd_summary(args):
            "client CPU%", "broker CPU%", "broker CPU ms/MB", "load 1m", "notes"]
 
     def cpu_per_mb(r):  # CPU time the broker spent per MB moved: robust to a busy machine
+        if r.get("broker_cpu_s") is not None and r.get("records"):
+            return r["broker_cpu_s"] * 1000 / (r["records"] * r["record_bytes"] / 1e6)
         if r.get("broker_cpu_pct") is None or not r.get("seconds") or not r.get("records"):
             return None
         return r["broker_cpu_pct"] / 100 * r["seconds"] * 1000 / (r["records"] * r["record_bytes"] / 1e6)
@@ -1181,6 +1242,9 @@ def main():
     r.add_argument("--records", type=int, default=300000)
     r.add_argument("--size", type=int, default=1024)
     r.add_argument("--partitions", default="1,4", help="comma list, one produce topic each")
+    r.add_argument("--consumers", default="1",
+                   help="comma list: for each K, K consumers (own group, own process) each "
+                        "read every produce topic whole")
     r.add_argument("--warmup", type=int, default=50000,
                    help="records produced+consumed untimed first (0: none)")
     r.add_argument("--phases", default="produce,latency,consume")

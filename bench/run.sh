@@ -3,7 +3,7 @@
 # through librdkafka (confluent-kafka 2.16.1), see bench/kbench.py.
 #
 #   bench/run.sh [--modes durable,lazy[,kafka][,mock]] [--reps N] [--records N] [--size BYTES]
-#                [--partitions 1,4] [--latency-seconds S] [--latency-rates half,50mb]
+#                [--partitions 1,4] [--consumers 1,8] [--latency-seconds S] [--latency-rates half,50mb]
 #                [--idempotence] [--txn [--txn-sizes 1000,100,10] [--txn-records N]
 #                [--txn-producers K] [--txn-client python|java]] [--share [--share-records N] [--share-consumers 1,2,4]]
 #                [--out FILE.jsonl] [-- extra kbench.py run args]
@@ -84,6 +84,7 @@ while [ $# -gt 0 ]; do
     --share) txn_mode=2; txn+=(--phases share); shift ;;
     --share-records) txn+=(--share-records "$2"); shift 2 ;;
     --share-consumers) txn+=(--share-consumers "$2"); shift 2 ;;
+    --consumers) txn+=(--consumers "$2"); shift 2 ;;
     --txn-sizes) txn+=(--txn-sizes "$2"); shift 2 ;;
     --txn-records) txn+=(--txn-records "$2"); shift 2 ;;
     --txn-producers) txn+=(--txn-producers "$2"); shift 2 ;;
