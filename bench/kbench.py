@@ -880,12 +880,12 @@ def run_txn_phase(args, bootstrap, parts, bufs, run_id, common):
 
 
 # ---------------------------------------------------------------- reference Kafka
-def start_kafka(workdir):
-    """Start single-node KRaft Apache Kafka with tests/interop/conftest.py's Broker."""
-    os.environ["INTEROP_TARGET"] = "kafka"
+def conftest_module():
+    """tests/interop/conftest.py (its Broker starts Shoal or Kafka), importable without
+    pytest installed: it only needs a few of pytest's decorators."""
     try:
         import pytest  # noqa: F401  (conftest imports it)
-    except ImportError:  # conftest only needs a few decorators from pytest
+    except ImportError:
         stub = types.ModuleType("pytest")
         stub.UsageError = RuntimeError
         stub.fixture = lambda *a, **k: a[0] if a and callable(a[0]) else (lambda f: f)
@@ -897,7 +897,13 @@ def start_kafka(workdir):
         sys.modules["pytest"] = stub
     sys.path.insert(0, str(REPO / "tests" / "interop"))
     import conftest
+    return conftest
 
+
+def start_kafka(workdir):
+    """Start single-node KRaft Apache Kafka with tests/interop/conftest.py's Broker."""
+    os.environ["INTEROP_TARGET"] = "kafka"
+    conftest = conftest_module()
     conftest.TARGET = "kafka"
     b = conftest.Broker(Path(workdir))
     log("starting reference Kafka (JVM, KRaft) ...")

@@ -51,9 +51,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 import uuid
 from pathlib import Path
+
+from kbench import conftest_module
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -62,25 +63,6 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def log(*a):
     print("[scale]", *a, file=sys.stderr, flush=True)
-
-
-def conftest_module():
-    """tests/interop/conftest.py, importable without pytest installed."""
-    try:
-        import pytest  # noqa: F401
-    except ImportError:
-        stub = types.ModuleType("pytest")
-        stub.UsageError = RuntimeError
-        stub.fixture = lambda *a, **k: a[0] if a and callable(a[0]) else (lambda f: f)
-        stub.hookimpl = lambda *a, **k: (lambda f: f)
-
-        def fail(msg, pytrace=True):
-            raise RuntimeError(msg)
-        stub.fail = fail
-        sys.modules["pytest"] = stub
-    sys.path.insert(0, str(REPO / "tests" / "interop"))
-    import conftest
-    return conftest
 
 
 def shoal_bin():

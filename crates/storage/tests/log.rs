@@ -1,24 +1,10 @@
 //! Partition log behaviour: append/read, rolls, recovery, retention, timestamps.
 
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::path::Path;
+mod common;
 
-use shoal_storage::batch::{encode_batch, split_batches, BatchOptions, TimestampType};
+use common::{append_garbage, batch, last_segment};
+use shoal_storage::batch::{split_batches, TimestampType};
 use shoal_storage::{codes, Log, LogConfig, StorageError};
-
-fn batch(n: usize, ts: i64, tag: &str) -> Vec<u8> {
-    let values: Vec<Vec<u8>> = (0..n).map(|i| format!("{tag}-{i}").into_bytes()).collect();
-    let recs: Vec<shoal_storage::batch::KeyValue<'_>> =
-        values.iter().map(|v| (None, Some(v.as_slice()))).collect();
-    encode_batch(
-        &recs,
-        BatchOptions {
-            timestamp_ms: ts,
-            ..BatchOptions::default()
-        },
-    )
-}
 
 fn small_config() -> LogConfig {
     LogConfig {
@@ -128,21 +114,6 @@ fn read_from_middle_and_limits() {
         let (b, l) = offsets(&r.records)[0];
         assert!(b <= o && o <= l, "offset {o} got {b}..{l}");
     }
-}
-
-fn append_garbage(path: &Path, bytes: &[u8]) {
-    let mut f = OpenOptions::new().append(true).open(path).unwrap();
-    f.write_all(bytes).unwrap();
-}
-
-fn last_segment(dir: &Path) -> std::path::PathBuf {
-    let mut logs: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    logs.sort();
-    logs.pop().unwrap()
 }
 
 #[test]

@@ -2,25 +2,12 @@
 //! written recovery point are scanned with CRC checks; a stale, foreign or garbage recovery
 //! point costs a full scan, never data.
 
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+mod common;
 
-use shoal_storage::batch::{encode_batch, BatchOptions};
+use std::path::Path;
+
+use common::{append_garbage, batch, last_segment};
 use shoal_storage::{Log, LogConfig};
-
-fn batch(n: usize, ts: i64, tag: &str) -> Vec<u8> {
-    let values: Vec<Vec<u8>> = (0..n).map(|i| format!("{tag}-{i}").into_bytes()).collect();
-    let recs: Vec<shoal_storage::batch::KeyValue<'_>> =
-        values.iter().map(|v| (None, Some(v.as_slice()))).collect();
-    encode_batch(
-        &recs,
-        BatchOptions {
-            timestamp_ms: ts,
-            ..BatchOptions::default()
-        },
-    )
-}
 
 /// One big active segment with a dense index, so the walk and the scan both have work.
 fn config() -> LogConfig {
@@ -38,16 +25,6 @@ fn fill(log: &mut Log, count: usize, ts0: i64) {
         let mut b = batch(3, ts0 + i as i64, &format!("b{ts0}-{i}"));
         log.append(&mut b, 5000).unwrap();
     }
-}
-
-fn active_segment(dir: &Path) -> PathBuf {
-    let mut logs: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    logs.sort();
-    logs.pop().unwrap()
 }
 
 fn file_len(path: &Path) -> u64 {
@@ -70,6 +47,17 @@ fn assert_whole(log: &Log, end: i64) {
     }
 }
 
+/// Reopens after a crash; checks the whole active segment was CRC-scanned and all reads.
+fn reopen_expecting_full_scan(dir: &Path, end: i64, case: &str) {
+    let log = Log::open(dir, config()).unwrap();
+    assert_eq!(
+        log.recovery_scanned_bytes(),
+        file_len(&last_segment(dir)),
+        "{case:?}"
+    );
+    assert_whole(&log, end);
+}
+
 #[test]
 fn only_the_tail_past_the_recovery_point_is_scanned() {
     let dir = tempfile::tempdir().unwrap();
@@ -81,14 +69,14 @@ fn only_the_tail_past_the_recovery_point_is_scanned() {
         !log.checkpoint_recovery_point().unwrap(),
         "unchanged point rewritten"
     );
-    let checkpointed = file_len(&active_segment(dir.path()));
+    let checkpointed = file_len(&last_segment(dir.path()));
     fill(&mut log, 40, 5000);
     let end = log.log_end_offset();
     let ts_offset = log.offset_for_timestamp(1150).unwrap();
     drop(log); // kill -9: no clean shutdown
 
     let log = Log::open(dir.path(), config()).unwrap();
-    let tail = file_len(&active_segment(dir.path())) - checkpointed;
+    let tail = file_len(&last_segment(dir.path())) - checkpointed;
     assert_eq!(log.recovery_scanned_bytes(), tail);
     assert!(tail < checkpointed / 5);
     assert_whole(&log, end);
@@ -107,12 +95,7 @@ fn without_a_recovery_point_the_whole_segment_is_scanned() {
     log.sync().unwrap();
     let end = log.log_end_offset();
     drop(log);
-    let log = Log::open(dir.path(), config()).unwrap();
-    assert_eq!(
-        log.recovery_scanned_bytes(),
-        file_len(&active_segment(dir.path()))
-    );
-    assert_whole(&log, end);
+    reopen_expecting_full_scan(dir.path(), end, "");
 }
 
 #[test]
@@ -126,12 +109,7 @@ fn a_torn_tail_past_the_recovery_point_is_cut() {
     let end = log.log_end_offset();
     drop(log);
     let half = batch(3, 1, "torn");
-    let mut f = OpenOptions::new()
-        .append(true)
-        .open(active_segment(dir.path()))
-        .unwrap();
-    f.write_all(&half[..half.len() / 2]).unwrap();
-    drop(f);
+    append_garbage(&last_segment(dir.path()), &half[..half.len() / 2]);
     let mut log = Log::open(dir.path(), config()).unwrap();
     assert_whole(&log, end);
     let info = log.append(&mut batch(1, 1, "after"), 0).unwrap();
@@ -156,13 +134,7 @@ fn a_recovery_point_that_does_not_match_the_file_costs_a_full_scan_only() {
         let end = log.log_end_offset();
         drop(log);
         std::fs::write(dir.path().join("recovery-point"), garbage).unwrap();
-        let log = Log::open(dir.path(), config()).unwrap();
-        assert_eq!(
-            log.recovery_scanned_bytes(),
-            file_len(&active_segment(dir.path())),
-            "{garbage:?}"
-        );
-        assert_whole(&log, end);
+        reopen_expecting_full_scan(dir.path(), end, garbage);
     }
 }
 
@@ -181,12 +153,7 @@ fn a_recovery_point_whose_offset_disagrees_is_not_trusted() {
     let fields: Vec<&str> = text.split_whitespace().collect();
     let wrong = format!("{} {} {}\n", fields[0], fields[1], end + 3);
     std::fs::write(dir.path().join("recovery-point"), wrong).unwrap();
-    let log = Log::open(dir.path(), config()).unwrap();
-    assert_eq!(
-        log.recovery_scanned_bytes(),
-        file_len(&active_segment(dir.path()))
-    );
-    assert_whole(&log, end);
+    reopen_expecting_full_scan(dir.path(), end, "");
 }
 
 #[test]
@@ -202,12 +169,7 @@ fn truncation_drops_the_recovery_point() {
     fill(&mut log, 40, 9000);
     let end = log.log_end_offset();
     drop(log);
-    let log = Log::open(dir.path(), config()).unwrap();
-    assert_eq!(
-        log.recovery_scanned_bytes(),
-        file_len(&active_segment(dir.path()))
-    );
-    assert_whole(&log, end);
+    reopen_expecting_full_scan(dir.path(), end, "");
 }
 
 #[test]
@@ -253,7 +215,7 @@ fn the_saved_index_is_used_and_a_bad_one_costs_a_walk_only() {
         let log = Log::open(dir.path(), config()).unwrap();
         // Either way only the tail past the point is CRC-scanned, and everything reads; the
         // prefix is walked from the saved index's last entry only when that index is good.
-        let len = file_len(&active_segment(dir.path()));
+        let len = file_len(&last_segment(dir.path()));
         assert!(log.recovery_scanned_bytes() < len / 5);
         if i == 0 {
             assert!(
