@@ -36,7 +36,9 @@ connections: per target and size N, a fresh broker; N idle connections, each hav
 ApiVersions exchange; broker RSS and fds, per connection over the broker with none; then one
 idempotent producer (acks=all, linger.ms=0) paced at --rate 1 KiB records/s for --seconds on
 a 1-partition topic: produce latency p50/p99 (produce() to delivery) with the N idle
-connections open.
+connections open. With --active A: the latency run again while A producers (each
+--active-rate records/s) and A consumers (a group each, all 8 partitions) work on another
+topic beside the idle connections.
 
 Brokers come from tests/interop/conftest.py's Broker (Shoal: SHOAL_BIN or
 target/release/shoal; Kafka: the jars of tests/interop/kafka_ref/fetch.sh). One JSON line per
@@ -384,6 +386,45 @@ def latency_run(bootstrap, topic, rate, seconds):
             "max_ms": round(lat[-1] * 1000, 2) if lat else None}
 
 
+def _active_clients(bootstrap, topic, partitions, clients, rate_each, ready, stop, q):
+    """`clients` producers and `clients` consumers (a client handle each, one process):
+    every producer writes `rate_each` 1 KiB records/s round robin, every consumer (a group
+    of its own) reads the topic from its end. Reports records written and read."""
+    from confluent_kafka import Consumer, Producer, TopicPartition, OFFSET_END
+    try:
+        value = b"a" * 1024
+        prods = [Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                           "log_level": 3}) for _ in range(clients)]
+        cons = []
+        for i in range(clients):
+            c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"active-{i}",
+                          "enable.auto.commit": False, "log_level": 3})
+            c.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+            cons.append(c)
+        ready.set()
+        sent_by = [0] * clients
+        read = 0
+        start = time.monotonic()
+        while not stop.is_set():
+            due = int((time.monotonic() - start) * rate_each)
+            for i, p in enumerate(prods):
+                if sent_by[i] < due:  # at most one per pass: a late producer catches up
+                    p.produce(topic, value, partition=(sent_by[i] + i) % partitions)
+                    sent_by[i] += 1
+                p.poll(0)
+            for c in cons:
+                read += len(c.consume(1000, 0))
+            time.sleep(0.005)
+        for p in prods:
+            p.flush(10)
+        for c in cons:
+            c.close()
+        q.put({"sent": sum(sent_by), "read": read, "seconds": time.monotonic() - start})
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        ready.set()
+        q.put({"error": repr(e)})
+
+
 def run_connections(conftest, target, size, args):
     broker, tmp = start_broker(conftest, target, "connections")
     socks = []
@@ -403,6 +444,31 @@ def run_connections(conftest, target, size, args):
         time.sleep(1)
         rss1, fds1 = rss_mib(pid), fd_count(pid)
         loaded = latency_run(broker.bootstrap, topic, args.rate, args.seconds)
+        active = {}
+        if args.active:
+            # The same run again with `--active` producers and consumers working beside
+            # the idle connections.
+            import multiprocessing as mp
+            ctx = mp.get_context("spawn")
+            create_topic(broker.bootstrap, "active", 8)
+            ready, stop, q = ctx.Event(), ctx.Event(), ctx.Queue()
+            proc = ctx.Process(target=_active_clients,
+                               args=(broker.bootstrap, "active", 8, args.active,
+                                     args.active_rate, ready, stop, q))
+            proc.start()
+            ready.wait(120)
+            time.sleep(2)
+            fds2, rss2 = fd_count(pid), rss_mib(pid)
+            busy = latency_run(broker.bootstrap, topic, args.rate, args.seconds)
+            stop.set()
+            got = q.get(timeout=120)
+            proc.join(30)
+            if "error" in got:
+                raise RuntimeError(f"active clients failed: {got['error']}")
+            active = {"active_clients": 2 * args.active, "fds_active": fds2,
+                      "rss_mib_active": rss2, "active_written": got["sent"],
+                      "active_read": got["read"], "p50_ms_active": busy["p50_ms"],
+                      "p99_ms_active": busy["p99_ms"], "max_ms_active": busy["max_ms"]}
         for s in socks:  # still served after the run: every idle connection answers
             api_versions_v0(s)
         emit({"test": "connections", "target": target, "connections": size,
@@ -413,7 +479,7 @@ def run_connections(conftest, target, size, args):
               "rate": args.rate, "p50_ms_without": base["p50_ms"],
               "p99_ms_without": base["p99_ms"], "p50_ms_with": loaded["p50_ms"],
               "p99_ms_with": loaded["p99_ms"], "max_ms_with": loaded["max_ms"],
-              "acked_with": loaded["acked"], "sent_with": loaded["sent"]}, args.out)
+              "acked_with": loaded["acked"], "sent_with": loaded["sent"], **active}, args.out)
     finally:
         for s in socks:
             s.close()
@@ -539,6 +605,10 @@ def main():
     co.add_argument("--sizes", default="10,100,1000")
     co.add_argument("--rate", type=float, default=2000)
     co.add_argument("--seconds", type=float, default=5)
+    co.add_argument("--active", type=int, default=0,
+                    help="then again with this many producers and as many consumers active")
+    co.add_argument("--active-rate", type=float, default=20,
+                    help="records/s each active producer writes")
     co.add_argument("--out")
     args = ap.parse_args()
     conftest = conftest_module()
