@@ -463,8 +463,7 @@ impl Log {
         let flushed_offset = segments.last().map_or(log_start_offset, |s| s.next_offset);
         let cleaner_offset = cleaner::read_cleaner_checkpoint(dir)?.unwrap_or(log_start_offset);
         // Everything is fsynced now: the whole active segment is the recovery point.
-        let active = segments.last().expect("a log always has an active segment");
-        let recovery_point = Some(RecoveryPoint {
+        let recovery_point = segments.last().map(|active| RecoveryPoint {
             base: active.base_offset,
             position: active.size,
             next_offset: active.next_offset,
