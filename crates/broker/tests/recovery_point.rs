@@ -4,9 +4,11 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{create_topic, produce_once, TestBroker};
+use shoal_broker::topics::Partition;
 use shoal_storage::{encode_batch, BatchOptions};
 
 const TOPIC: &str = "rp";
@@ -47,13 +49,17 @@ async fn produce_rounds(broker: &TestBroker, tag: &str, rounds: usize) {
     }
 }
 
-fn log_state(broker: &TestBroker, partition: i32) -> (i64, u64, usize) {
-    let p = broker
+fn partition(broker: &TestBroker, index: i32) -> Arc<Partition> {
+    broker
         .broker
         .topic(TOPIC)
         .unwrap()
-        .partition(partition)
-        .unwrap();
+        .partition(index)
+        .unwrap()
+}
+
+fn log_state(broker: &TestBroker, index: i32) -> (i64, u64, usize) {
+    let p = partition(broker, index);
     let log = p.lock();
     let mut batches = 0;
     for b in log.iter_batches(0) {
@@ -81,17 +87,7 @@ async fn after_kill_9_only_the_tail_past_the_recovery_point_is_scanned() {
     let broker = TestBroker::start_with(dir.path(), &settings).await;
     create_topic(&mut broker.connect().await, TOPIC, 2).await;
     produce_rounds(&broker, "a", 60).await;
-    assert_eq!(
-        broker
-            .broker
-            .topic(TOPIC)
-            .unwrap()
-            .partition(0)
-            .unwrap()
-            .lock()
-            .segment_count(),
-        1
-    );
+    assert_eq!(partition(&broker, 0).lock().segment_count(), 1);
     // Several checkpoint intervals: the recovery point now covers everything so far.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let covered: Vec<u64> = (0..2).map(|p| active_segment_len(dir.path(), p)).collect();

@@ -1,6 +1,8 @@
 //! Log compaction checked against a model (the latest record of every key), plus tombstones,
 //! transactions, producer state and crash-safe swaps.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
@@ -105,13 +107,7 @@ fn latest(records: &[(i64, Vec<u8>, Value)]) -> BTreeMap<Vec<u8>, (i64, Value)> 
 }
 
 fn active_bytes(dir: &Path) -> Vec<u8> {
-    let mut logs: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    logs.sort();
-    std::fs::read(logs.pop().unwrap()).unwrap()
+    std::fs::read(common::last_segment(dir)).unwrap()
 }
 
 #[derive(Clone, Debug)]

@@ -1,10 +1,9 @@
 //! Random append / read / reopen / torn-write / truncate / delete-records sequences checked
 //! against an in-memory model (a Vec of batches).
 
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::path::Path;
+mod common;
 
+use common::{append_garbage, last_segment};
 use proptest::prelude::*;
 use shoal_storage::batch::{encode_batch, split_batches, BatchOptions};
 use shoal_storage::{Log, LogConfig};
@@ -80,16 +79,6 @@ impl Model {
             .iter()
             .filter(move |b| b.last >= self.log_start)
     }
-}
-
-fn last_segment(dir: &Path) -> std::path::PathBuf {
-    let mut logs: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    logs.sort();
-    logs.pop().unwrap()
 }
 
 fn check_all(log: &Log, model: &Model) -> Result<(), TestCaseError> {
@@ -242,12 +231,7 @@ fn run(ops: Vec<Op>, segment_bytes: u64, index_interval_bytes: u32) -> Result<()
             }
             Op::Torn { garbage } => {
                 drop(log.take());
-                let mut f = OpenOptions::new()
-                    .append(true)
-                    .open(last_segment(dir.path()))
-                    .unwrap();
-                f.write_all(&garbage).unwrap();
-                drop(f);
+                append_garbage(&last_segment(dir.path()), &garbage);
                 log = Some(Log::open(dir.path(), config).unwrap());
                 check_all(log.as_ref().unwrap(), &model)?;
             }

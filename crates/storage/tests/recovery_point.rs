@@ -47,6 +47,18 @@ fn assert_whole(log: &Log, end: i64) {
     }
 }
 
+/// A log in `dir` with `batches` batches fsynced, and its recovery point written if
+/// `checkpoint`.
+fn durable_log(dir: &Path, batches: usize, checkpoint: bool) -> Log {
+    let mut log = Log::open(dir, config()).unwrap();
+    fill(&mut log, batches, 1000);
+    log.sync().unwrap();
+    if checkpoint {
+        assert!(log.checkpoint_recovery_point().unwrap());
+    }
+    log
+}
+
 /// Reopens after a crash; checks the whole active segment was CRC-scanned and all reads.
 fn reopen_expecting_full_scan(dir: &Path, end: i64, case: &str) {
     let log = Log::open(dir, config()).unwrap();
@@ -61,10 +73,7 @@ fn reopen_expecting_full_scan(dir: &Path, end: i64, case: &str) {
 #[test]
 fn only_the_tail_past_the_recovery_point_is_scanned() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), config()).unwrap();
-    fill(&mut log, 300, 1000);
-    log.sync().unwrap();
-    assert!(log.checkpoint_recovery_point().unwrap());
+    let mut log = durable_log(dir.path(), 300, true);
     assert!(
         !log.checkpoint_recovery_point().unwrap(),
         "unchanged point rewritten"
@@ -90,9 +99,7 @@ fn only_the_tail_past_the_recovery_point_is_scanned() {
 #[test]
 fn without_a_recovery_point_the_whole_segment_is_scanned() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), config()).unwrap();
-    fill(&mut log, 100, 1000);
-    log.sync().unwrap();
+    let log = durable_log(dir.path(), 100, false);
     let end = log.log_end_offset();
     drop(log);
     reopen_expecting_full_scan(dir.path(), end, "");
@@ -101,10 +108,7 @@ fn without_a_recovery_point_the_whole_segment_is_scanned() {
 #[test]
 fn a_torn_tail_past_the_recovery_point_is_cut() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), config()).unwrap();
-    fill(&mut log, 100, 1000);
-    log.sync().unwrap();
-    log.checkpoint_recovery_point().unwrap();
+    let mut log = durable_log(dir.path(), 100, true);
     fill(&mut log, 10, 2000);
     let end = log.log_end_offset();
     drop(log);
@@ -128,9 +132,7 @@ fn a_recovery_point_that_does_not_match_the_file_costs_a_full_scan_only() {
         "18446744073709551615 0 0\n", // not an i64
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = Log::open(dir.path(), config()).unwrap();
-        fill(&mut log, 50, 1000);
-        log.sync().unwrap();
+        let log = durable_log(dir.path(), 50, false);
         let end = log.log_end_offset();
         drop(log);
         std::fs::write(dir.path().join("recovery-point"), garbage).unwrap();
@@ -143,10 +145,7 @@ fn a_recovery_point_whose_offset_disagrees_is_not_trusted() {
     // A point at a real batch boundary whose offset is wrong (the file changed under it):
     // the walk lands on the position but not on the offset, so everything is scanned.
     let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), config()).unwrap();
-    fill(&mut log, 50, 1000);
-    log.sync().unwrap();
-    log.checkpoint_recovery_point().unwrap();
+    let log = durable_log(dir.path(), 50, true);
     let end = log.log_end_offset();
     drop(log);
     let text = std::fs::read_to_string(dir.path().join("recovery-point")).unwrap();
@@ -159,10 +158,7 @@ fn a_recovery_point_whose_offset_disagrees_is_not_trusted() {
 #[test]
 fn truncation_drops_the_recovery_point() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), config()).unwrap();
-    fill(&mut log, 50, 1000);
-    log.sync().unwrap();
-    log.checkpoint_recovery_point().unwrap();
+    let mut log = durable_log(dir.path(), 50, true);
     log.truncate_to(30).unwrap();
     assert!(!dir.path().join("recovery-point").exists());
     // Different bytes where the old point was: it must not be trusted.
@@ -175,10 +171,7 @@ fn truncation_drops_the_recovery_point() {
 #[test]
 fn a_clean_shutdown_scans_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), config()).unwrap();
-    fill(&mut log, 50, 1000);
-    log.sync().unwrap();
-    log.checkpoint_recovery_point().unwrap();
+    let mut log = durable_log(dir.path(), 50, true);
     fill(&mut log, 5, 2000);
     let end = log.log_end_offset();
     log.close().unwrap();
@@ -199,10 +192,7 @@ fn the_saved_index_is_used_and_a_bad_one_costs_a_walk_only() {
     ];
     for (i, lie) in lies.iter().enumerate() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = Log::open(dir.path(), config()).unwrap();
-        fill(&mut log, 200, 1000);
-        log.sync().unwrap();
-        assert!(log.checkpoint_recovery_point().unwrap());
+        let mut log = durable_log(dir.path(), 200, true);
         let saved = std::fs::read(dir.path().join("recovery-point.index")).unwrap();
         assert!(saved.len() >= 8 * 10, "the saved index has entries");
         fill(&mut log, 20, 3000);
