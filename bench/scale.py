@@ -28,7 +28,8 @@ than 100 = one topic), timed
 until Metadata shows them all led; broker RSS and open file descriptors idle, per partition
 over the empty broker; one producer writing --records-per-partition 1 KiB records to every
 partition (round robin) and one consumer assigned every partition reading them back, in
-records/s; a clean restart (SIGTERM, start) timed to Metadata with every partition led, and
+records/s; with --idle S, S seconds of idleness and the fds counted again (Shoal closes
+segment files unused for one to two minutes); a clean restart (SIGTERM, start) timed to Metadata with every partition led, and
 RSS and fds after it; then every topic deleted (10 per DeleteTopics), timed until Metadata
 lists none.
 
@@ -292,6 +293,11 @@ def run_partitions(conftest, target, size, args):
         consume_rps = n / (time.monotonic() - t)
         cons.close()
         rss2, fds2 = rss_mib(pid), fd_count(pid)
+        fds_idle_again = None
+        if args.idle > 0:
+            log(f"{target}: idle {args.idle}s after the I/O")
+            time.sleep(args.idle)
+            fds_idle_again = fd_count(pid)
 
         broker.stop()
         t = time.monotonic()
@@ -329,7 +335,8 @@ def run_partitions(conftest, target, size, args):
               "fds_empty": fds0, "fds_idle": fds1, "fds_per_partition": per(fds0, fds1),
               "produce_records": n, "produce_rps": round(produce_rps),
               "consume_rps": round(consume_rps), "rss_mib_after_io": rss2,
-              "fds_after_io": fds2, "restart_s": round(restart_s, 2),
+              "fds_after_io": fds2, "idle_s": args.idle, "fds_after_idle": fds_idle_again,
+              "restart_s": round(restart_s, 2),
               "rss_mib_after_restart": rss3, "fds_after_restart": fds3,
               "delete_s": round(delete_s, 2)}, args.out)
     finally:
@@ -599,6 +606,8 @@ def main():
     pa.add_argument("--targets", default="shoal,kafka")
     pa.add_argument("--sizes", default="10,1000,10000")
     pa.add_argument("--records-per-partition", type=int, default=20)
+    pa.add_argument("--idle", type=float, default=0,
+                    help="seconds to stay idle after the I/O before counting fds again")
     pa.add_argument("--out")
     co = sub.add_parser("connections")
     co.add_argument("--targets", default="shoal,kafka")

@@ -67,6 +67,7 @@ async fn flush_partition(partition: &Arc<Partition>) -> Result<(), String> {
             return Ok(());
         }
         log.sync_handle()
+            .map_err(|e| format!("{}-{}: {e}", partition.topic, partition.index))?
     };
     let synced = {
         let partition = partition.clone();

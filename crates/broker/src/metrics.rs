@@ -1,5 +1,5 @@
 //! Prometheus metrics: request rate, errors and latency per api, bytes in and out,
-//! connections, per-partition log end offset and size, per-share-partition windows and
+//! connections, segment files held open (`shoal_open_segment_files`), per-partition log end offset and size, per-share-partition windows and
 //! transactional acknowledgements (read at scrape time), and the time records spend
 //! TX_PENDING.
 //!
@@ -352,6 +352,11 @@ impl Metrics {
                 "shoal_bytes_out_total",
                 "counter",
                 self.bytes_out.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "shoal_open_segment_files",
+                "gauge",
+                shoal_storage::log::open_files() as i64,
             ),
         ];
         for (name, kind, value) in gauges {

@@ -1,14 +1,15 @@
 //! Periodic log maintenance: retention by time and size (`log.retention.check.interval.ms`),
 //! time-based flushing when `flush.messages` is not 1 (`log.flush.interval.ms`), each
 //! partition's recovery point (`log.flush.offset.checkpoint.interval.ms`: after kill -9 only the
-//! bytes past it are scanned), and pruning of superseded `__share_group_state` records
-//! (`share.coordinator.state.topic.prune.interval.ms`).
+//! bytes past it are scanned), pruning of superseded `__share_group_state` records
+//! (`share.coordinator.state.topic.prune.interval.ms`), and closing segment files left idle
+//! (every minute; see `shoal_storage::log::close_idle_files`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::broker::{now_ms, Broker};
 
@@ -16,6 +17,9 @@ use crate::broker::{now_ms, Broker};
 const TICK_MIN: Duration = Duration::from_millis(100);
 /// Extra passes (one per tick) for partitions a recovery-point pass found mid-flush.
 const CHECKPOINT_RETRIES: u32 = 10;
+/// How often segment files unused since the previous sweep are closed: a partition idle for
+/// one to two of these holds no descriptor.
+const IDLE_FILES_EVERY: Duration = Duration::from_secs(60);
 
 pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let mut last_retention = tokio::time::Instant::now();
@@ -23,6 +27,7 @@ pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
     let mut last_prune = tokio::time::Instant::now();
     let mut last_checkpoint = tokio::time::Instant::now();
     let mut checkpoint_retries = 0u32;
+    let mut last_idle_sweep = tokio::time::Instant::now();
     loop {
         let config = broker.current_config();
         let retention_every =
@@ -63,6 +68,15 @@ pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
             } else {
                 checkpoint_retries - 1
             };
+        }
+        if last_idle_sweep.elapsed() >= IDLE_FILES_EVERY {
+            last_idle_sweep = tokio::time::Instant::now();
+            let closed = tokio::task::spawn_blocking(shoal_storage::log::close_idle_files)
+                .await
+                .unwrap_or(0);
+            if closed > 0 {
+                debug!(closed, "closed idle segment files");
+            }
         }
         let prune_every = Duration::from_millis(
             config.long("share.coordinator.state.topic.prune.interval.ms") as u64,

@@ -95,6 +95,11 @@ struct ServeArgs {
     /// Set a configuration key, overriding the file and the environment (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// Most segment files held open at once (least recently used closed first; any unused
+    /// for a minute or two are closed anyway). Default: 4096, or half the process's open-file
+    /// limit if that is lower.
+    #[arg(long, env = "SHOAL_MAX_OPEN_SEGMENT_FILES")]
+    max_open_segment_files: Option<usize>,
 }
 
 fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
@@ -152,8 +157,40 @@ async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// Raises the soft open-file limit to the hard one, as the JVM does for Kafka (connections and
+/// segment files both need descriptors); returns the soft limit in force.
+fn raise_open_file_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(&args)?;
+    let nofile = raise_open_file_limit();
+    let segment_files = args.max_open_segment_files.unwrap_or_else(|| {
+        usize::try_from(nofile / 2)
+            .unwrap_or(usize::MAX)
+            .min(shoal_storage::log::OPEN_FILES_LIMIT_DEFAULT)
+    });
+    shoal_storage::log::set_open_files_limit(segment_files);
     let listen = resolve(&args.listen)?;
     let listener = shoal_broker::server::bind(listen).await?;
     let local = listener.local_addr()?;
@@ -187,7 +224,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             metrics_stop_rx,
         ));
     }
-    info!(listen = %local, data_dir = ?args.data_dir, node_id = broker.node_id, "shoal broker started");
+    info!(listen = %local, data_dir = ?args.data_dir, node_id = broker.node_id, open_file_limit = nofile, segment_files, "shoal broker started");
     let result = shoal_broker::server::run(broker, listener, shutdown_signal()).await;
     let _ = metrics_stop.send(true);
     result

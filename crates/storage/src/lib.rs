@@ -6,8 +6,9 @@
 //! partition directory.
 //!
 //! Invariants: nothing on a disk or network path panics; every size read from input is bounded
-//! by a named limit. The API is synchronous and does no locking: the broker serialises calls per
-//! partition and may fsync outside its lock through [`log::SyncHandle`].
+//! by a named limit. The API is synchronous: the broker serialises calls per partition and may
+//! fsync outside its lock through [`log::SyncHandle`]. The one shared state is the pool of open
+//! segment files (`log::files`, bounded by [`log::set_open_files_limit`]), locked inside.
 //!
 //! Must not: spawn threads or tasks, read clocks (time comes in as `now_ms`), or take directory
 //! locks (the broker does).

@@ -211,7 +211,7 @@ fn sync_handle_group_commit() {
     let mut log = Log::open(dir.path(), small_config()).unwrap();
     assert_eq!(log.flushed_offset(), 0);
     fill(&mut log, 30);
-    let h = log.sync_handle();
+    let h = log.sync_handle().unwrap();
     assert_eq!(h.end_offset(), 90);
     fill(&mut log, 1);
     std::thread::spawn(move || {
@@ -223,7 +223,7 @@ fn sync_handle_group_commit() {
     .unwrap();
     assert_eq!(log.flushed_offset(), 90);
     // A handle from before a truncation does not advance the flushed offset.
-    let h = log.sync_handle();
+    let h = log.sync_handle().unwrap();
     log.truncate_to(60).unwrap();
     fill(&mut log, 20);
     h.sync().unwrap();

@@ -1,5 +1,6 @@
-//! Random append / read / reopen / torn-write / truncate / delete-records sequences checked
-//! against an in-memory model (a Vec of batches).
+//! Random append / read / reopen / torn-write / truncate / delete-records / close-files
+//! sequences checked against an in-memory model (a Vec of batches), with at most two segment
+//! files open at a time.
 
 mod common;
 
@@ -38,6 +39,8 @@ enum Op {
     Timestamp {
         ts: i64,
     },
+    /// Two idle sweeps: every segment file is closed and must reopen on its next use.
+    CloseFiles,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -52,6 +55,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u16>().prop_map(|at| Op::Truncate { at }),
         1 => any::<u16>().prop_map(|at| Op::DeleteRecords { at }),
         1 => (0i64..110).prop_map(|ts| Op::Timestamp { ts }),
+        1 => Just(Op::CloseFiles),
     ]
 }
 
@@ -128,7 +132,12 @@ fn check_slices(
     Ok(())
 }
 
+/// The open-file bound for this test: small, so that logs of several segments keep closing
+/// and reopening their files.
+const OPEN_FILES: usize = 2;
+
 fn run(ops: Vec<Op>, segment_bytes: u64, index_interval_bytes: u32) -> Result<(), TestCaseError> {
+    shoal_storage::log::set_open_files_limit(OPEN_FILES);
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {
         segment_bytes,
@@ -277,7 +286,12 @@ fn run(ops: Vec<Op>, segment_bytes: u64, index_interval_bytes: u32) -> Result<()
                     .map(|b| (b.base.max(model.log_start), b.max_ts));
                 prop_assert_eq!(got, want);
             }
+            Op::CloseFiles => {
+                shoal_storage::log::close_idle_files();
+                shoal_storage::log::close_idle_files();
+            }
         }
+        prop_assert!(shoal_storage::log::open_files() <= OPEN_FILES);
     }
     check_all(log.as_ref().unwrap(), &model)
 }

@@ -55,6 +55,7 @@ use crate::batch::{
 use crate::error::{Result, StorageError};
 
 use super::checkpoint::{read_offset_file, sync_dir, write_atomic};
+use super::files::SegmentFile;
 use super::segment::{log_path, remove_index_files, Segment, Window};
 use super::{AbortedTxn, Log, SEGMENT_BYTES_MAX};
 
@@ -234,7 +235,7 @@ struct Input {
     base: i64,
     next_offset: i64,
     size: u64,
-    file: Arc<File>,
+    file: SegmentFile,
     path: PathBuf,
     aborted: Vec<AbortedTxn>,
 }
@@ -258,8 +259,8 @@ pub struct CleanTask {
 /// One group of input segments and the segment that replaces it.
 #[derive(Debug)]
 struct Group {
-    /// `(base, file)` of each input, to check nothing changed before the swap.
-    inputs: Vec<(i64, Arc<File>, u64)>,
+    /// `(base, file, size)` of each input, to check nothing changed before the swap.
+    inputs: Vec<(i64, SegmentFile, u64)>,
     /// The cleaned segment (its file named `{base}.log.cleaned`), `None` if nothing was kept.
     output: Option<Segment>,
 }
@@ -317,7 +318,7 @@ fn for_each_batch(
     mut f: impl FnMut(BatchHeader, &[u8], &mut IoHook<'_>) -> Result<()>,
 ) -> Result<()> {
     let mut pos = 0u64;
-    let mut win = Window::new(&input.file, &input.path, input.size);
+    let mut win = Window::new(input.file.get()?, &input.path, input.size);
     while pos < input.size {
         let header = win.header_at(pos)?;
         let size = header.size_bytes();
@@ -338,7 +339,7 @@ fn for_each_header(
     mut f: impl FnMut(&BatchHeader),
 ) -> Result<()> {
     let mut pos = 0u64;
-    let mut win = Window::new(&input.file, &input.path, input.size);
+    let mut win = Window::new(input.file.get()?, &input.path, input.size);
     while pos < input.size {
         let header = win.header_at(pos)?;
         io(BATCH_HEADER_BYTES as u64)?;
@@ -449,7 +450,7 @@ impl CleanTask {
             cleaned.groups.push(Group {
                 inputs: group
                     .iter()
-                    .map(|g| (g.base, Arc::clone(&g.file), g.size))
+                    .map(|g| (g.base, g.file.clone(), g.size))
                     .collect(),
                 output: None,
             });
@@ -515,7 +516,7 @@ impl CleanTask {
                 fs::remove_file(out.path())
                     .map_err(|e| StorageError::io("remove", out.path(), e))?;
             } else {
-                out.file()
+                out.file()?
                     .sync_data()
                     .map_err(|e| StorageError::io("fsync", out.path(), e))?;
                 cleaned.stats.segments_written += 1;
@@ -722,7 +723,7 @@ impl Log {
                 base: s.base_offset,
                 next_offset: s.next_offset,
                 size: s.size,
-                file: Arc::clone(s.file()),
+                file: s.file_handle().clone(),
                 path: s.path().to_path_buf(),
                 aborted: s.aborted.clone(),
             })
@@ -782,7 +783,7 @@ impl Log {
                     s.base_offset == *base
                         && s.size == *size
                         && s.sealed
-                        && Arc::ptr_eq(s.file(), file)
+                        && s.file_handle().same(file)
                 })
             });
         if !unchanged || cleaned.dir != self.dir || self.closed {
@@ -885,12 +886,12 @@ pub(crate) fn read_cleaner_checkpoint(dir: &Path) -> Result<Option<i64>> {
 
 /// The offset after the last whole batch of a segment file (header scan), its base if empty.
 fn scan_next_offset(path: &Path, base: i64) -> Result<i64> {
-    let file = File::open(path).map_err(|e| StorageError::io("open", path, e))?;
+    let file = Arc::new(File::open(path).map_err(|e| StorageError::io("open", path, e))?);
     let len = file
         .metadata()
         .map_err(|e| StorageError::io("stat", path, e))?
         .len();
-    let mut win = Window::new(&file, path, len);
+    let mut win = Window::new(file, path, len);
     let mut pos = 0;
     let mut next = base;
     while pos < len {

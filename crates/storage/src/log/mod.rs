@@ -19,6 +19,7 @@
 
 mod checkpoint;
 pub mod cleaner;
+mod files;
 mod segment;
 pub mod txn_index;
 
@@ -42,6 +43,9 @@ use checkpoint::{
 };
 pub use cleaner::{
     offset_map_entries, CleanStats, CleanTask, CleanedLog, CompactionConfig, DirtyStats, Throttler,
+};
+pub use files::{
+    close_idle_files, open_files, open_files_limit, set_open_files_limit, OPEN_FILES_LIMIT_DEFAULT,
 };
 use segment::{read_bounded, remove_index_files, DurablePrefix, Opened, Segment};
 pub use txn_index::AbortedTxn;
@@ -445,7 +449,7 @@ impl Log {
         let n = segments.len();
         for (i, seg) in segments.iter_mut().enumerate() {
             if !seg.sealed && !clean {
-                seg.file()
+                seg.file()?
                     .sync_data()
                     .map_err(|e| StorageError::io("fsync", seg.path(), e))?;
             }
@@ -460,6 +464,10 @@ impl Log {
             fs::remove_file(&marker).map_err(|e| StorageError::io("remove", &marker, e))?;
         }
         sync_dir(dir)?;
+        // Opened lazily from here on: an idle partition holds no descriptor.
+        for seg in &segments {
+            seg.release_file();
+        }
         let flushed_offset = segments.last().map_or(log_start_offset, |s| s.next_offset);
         let cleaner_offset = cleaner::read_cleaner_checkpoint(dir)?.unwrap_or(log_start_offset);
         // Everything is fsynced now: the whole active segment is the recovery point.
@@ -727,18 +735,22 @@ impl Log {
     }
 
     /// Captures what must be fsynced to make everything below the current log end offset
-    /// durable. Cheap (clones `Arc`s); call under the partition lock, then run
-    /// [`SyncHandle::sync`] outside it and pass the handle to [`Log::mark_flushed`].
-    pub fn sync_handle(&self) -> SyncHandle {
+    /// durable. Cheap (clones `Arc`s; opens a file only if the pool closed it since the
+    /// write); call under the partition lock, then run [`SyncHandle::sync`] outside it and pass
+    /// the handle to [`Log::mark_flushed`].
+    ///
+    /// # Errors
+    /// `Io` if a segment file cannot be opened again.
+    pub fn sync_handle(&self) -> Result<SyncHandle> {
         let files = self
             .segments
             .iter()
             .filter(|s| s.next_offset > self.flushed_offset && !s.sealed)
-            .map(|s| (Arc::clone(s.file()), s.path().to_path_buf()))
-            .collect();
+            .map(|s| Ok((s.file()?, s.path().to_path_buf())))
+            .collect::<Result<_>>()?;
         let dir_dirty = self.dir_dirty_seq != self.dir_synced_seq;
         let active = self.active();
-        SyncHandle {
+        Ok(SyncHandle {
             files,
             dir: dir_dirty.then(|| self.dir.clone()),
             dir_seq: self.dir_dirty_seq,
@@ -749,7 +761,7 @@ impl Log {
                 position: active.size,
                 next_offset: active.next_offset,
             },
-        }
+        })
     }
 
     /// Records that `handle` was synced successfully: advances the flushed offset and seals
@@ -840,7 +852,7 @@ impl Log {
     /// # Errors
     /// `Io` if an fsync fails.
     pub fn sync(&mut self) -> Result<()> {
-        let handle = self.sync_handle();
+        let handle = self.sync_handle()?;
         handle.sync()?;
         self.mark_flushed(&handle);
         Ok(())
@@ -931,7 +943,7 @@ impl Log {
             let batches = with_batches.then_some(&mut slice.batches);
             let (end, next_offset) = seg.extent(pos, first, max_bytes, limit, batches)?;
             slice.region = Some(FileRegion {
-                file: Arc::clone(seg.file()),
+                file: seg.file()?,
                 segment: i,
                 position: pos,
                 len: (end - pos) as usize,
@@ -967,7 +979,7 @@ impl Log {
             let Some((mut pos, _)) = seg.find_batch(from)? else {
                 continue;
             };
-            let mut win = seg.window();
+            let mut win = seg.window()?;
             while pos < seg.size {
                 let header = win.header_at(pos)?;
                 if header.max_timestamp() >= ts {

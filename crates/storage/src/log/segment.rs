@@ -24,6 +24,7 @@ use crate::batch::{check_batch, BatchHeader, BATCH_HEADER_BYTES, NO_TIMESTAMP};
 use crate::error::{Result, StorageError};
 
 use super::checkpoint::TMP_SUFFIX;
+use super::files::SegmentFile;
 use super::txn_index::{self, txn_index_path, AbortedTxn};
 
 /// Bytes read per `pread` when scanning whole batches (recovery, cleaning, iteration).
@@ -95,7 +96,7 @@ fn corrupt(path: &Path, position: u64, reason: impl Into<String>) -> StorageErro
 
 /// A window over a file region read in chunks, so scanning small batches costs few syscalls.
 pub(crate) struct Window<'a> {
-    file: &'a File,
+    file: Arc<File>,
     path: &'a Path,
     end: u64,
     buf: Vec<u8>,
@@ -109,7 +110,7 @@ pub(crate) struct Window<'a> {
 
 impl<'a> Window<'a> {
     /// A window for scans that read whole batches.
-    pub(crate) fn new(file: &'a File, path: &'a Path, end: u64) -> Self {
+    pub(crate) fn new(file: Arc<File>, path: &'a Path, end: u64) -> Self {
         Window {
             file,
             path,
@@ -124,7 +125,7 @@ impl<'a> Window<'a> {
     /// A window for walks that read only batch headers (locating the batches a fetch sends):
     /// it reads a small chunk while batches are small and only the header once they are not,
     /// so the record bytes it skips are mostly never copied.
-    pub(crate) fn headers(file: &'a File, path: &'a Path, end: u64) -> Self {
+    pub(crate) fn headers(file: Arc<File>, path: &'a Path, end: u64) -> Self {
         Window {
             chunk: None,
             ..Window::new(file, path, end)
@@ -174,7 +175,7 @@ impl<'a> Window<'a> {
 pub(crate) struct Segment {
     pub(crate) base_offset: i64,
     path: PathBuf,
-    file: Arc<File>,
+    file: SegmentFile,
     /// Bytes in the file (a batch boundary).
     pub(crate) size: u64,
     /// Offset after the last batch (`base_offset` if empty).
@@ -231,8 +232,8 @@ impl Segment {
     fn empty(base_offset: i64, path: PathBuf, file: File, index_interval: u64) -> Segment {
         Segment {
             base_offset,
+            file: SegmentFile::new(path.clone(), file),
             path,
-            file: Arc::new(file),
             size: 0,
             next_offset: base_offset,
             offset_index: Vec::new(),
@@ -282,6 +283,7 @@ impl Segment {
 
     /// Records that the segment's file was renamed to `path`.
     pub(crate) fn set_path(&mut self, path: PathBuf) {
+        self.file.set_path(&path);
         self.path = path;
     }
 
@@ -364,7 +366,7 @@ impl Segment {
                 removed_bytes = len - valid,
                 "truncating torn or corrupt segment tail"
             );
-            seg.file
+            seg.file()?
                 .set_len(valid)
                 .map_err(|e| StorageError::io("truncate", &seg.path, e))?;
             seg.size = valid;
@@ -396,8 +398,20 @@ impl Segment {
         self.sealed = false;
     }
 
-    pub(crate) fn file(&self) -> &Arc<File> {
+    /// The segment file, opened again if the pool closed it.
+    ///
+    /// # Errors
+    /// `Io` if it cannot be opened.
+    pub(crate) fn file(&self) -> Result<Arc<File>> {
+        self.file.get()
+    }
+    /// The file's slot in the pool: its identity, and a way to open it later.
+    pub(crate) fn file_handle(&self) -> &SegmentFile {
         &self.file
+    }
+    /// Closes the file until it is next used.
+    pub(crate) fn release_file(&self) {
+        self.file.release();
     }
     pub(crate) fn path(&self) -> &Path {
         &self.path
@@ -478,9 +492,8 @@ impl Segment {
             self.size = file_len;
             return Ok(None);
         }
-        let file = Arc::clone(&self.file);
         let path = self.path.clone();
-        let mut win = Window::headers(&file, &path, prefix.position);
+        let mut win = Window::headers(self.file()?, &path, prefix.position);
         let mut pos = 0u64;
         let mut landed = true;
         while pos < prefix.position {
@@ -509,9 +522,8 @@ impl Segment {
     /// Continues a scan at `pos` (a batch boundary, state rebuilt below it) up to `file_len`;
     /// returns the end of the last good batch.
     fn scan_from(&mut self, mut pos: u64, file_len: u64, check_crc: bool) -> Result<u64> {
-        let file = Arc::clone(&self.file);
         let path = self.path.clone();
-        let mut win = Window::new(&file, &path, file_len);
+        let mut win = Window::new(self.file()?, &path, file_len);
         while pos < file_len {
             let Some(bytes) = win.get(pos, BATCH_HEADER_BYTES)? else {
                 break;
@@ -586,8 +598,9 @@ impl Segment {
     pub(crate) fn append(&mut self, bytes: &[u8], headers: &[BatchHeader]) -> Result<()> {
         debug_assert!(!self.sealed, "append to a sealed segment");
         let start = self.size;
-        if let Err(e) = self.file.write_all_at(bytes, start) {
-            if let Err(e2) = self.file.set_len(start) {
+        let file = self.file()?;
+        if let Err(e) = file.write_all_at(bytes, start) {
+            if let Err(e2) = file.set_len(start) {
                 tracing::error!(segment = ?self.path, error = %e2, "cannot cut back failed append");
             }
             return Err(StorageError::io("write", &self.path, e));
@@ -614,8 +627,8 @@ impl Segment {
         }
     }
 
-    pub(crate) fn window(&self) -> Window<'_> {
-        Window::new(&self.file, &self.path, self.size)
+    pub(crate) fn window(&self) -> Result<Window<'_>> {
+        Ok(Window::new(self.file()?, &self.path, self.size))
     }
 
     /// Position and header of the first batch with `last_offset >= offset`, if any.
@@ -623,7 +636,7 @@ impl Segment {
         if offset >= self.next_offset {
             return Ok(None);
         }
-        let mut win = Window::headers(&self.file, &self.path, self.size);
+        let mut win = Window::headers(self.file()?, &self.path, self.size);
         let mut pos = self.index_position(offset);
         while pos < self.size {
             let header = win.header_at(pos)?;
@@ -681,7 +694,7 @@ impl Segment {
                 }
             }
         }
-        let mut win = Window::headers(&self.file, &self.path, self.size);
+        let mut win = Window::headers(self.file()?, &self.path, self.size);
         while end < self.size {
             let header = win.header_at(end)?;
             let stop = end + header.size_bytes() as u64;
@@ -702,7 +715,7 @@ impl Segment {
             return Err(corrupt(&self.path, pos, "read past segment end"));
         }
         let mut buf = vec![0u8; len];
-        self.file
+        self.file()?
             .read_exact_at(&mut buf, pos)
             .map_err(|e| StorageError::io("read", &self.path, e))?;
         Ok(buf)
@@ -718,7 +731,7 @@ impl Segment {
         self.aborted.retain(|t| t.last_offset < cut);
         remove_index_files(dir, self.base_offset)?;
         self.sealed = false;
-        self.file
+        self.file()?
             .set_len(pos)
             .map_err(|e| StorageError::io("truncate", &self.path, e))?;
         self.size = pos;
@@ -861,9 +874,8 @@ impl Segment {
             self.max_timestamp = last.ts;
             self.offset_of_max_timestamp = self.base_offset + i64::from(last.rel);
         }
-        let file = Arc::clone(&self.file);
         let path = self.path.clone();
-        let mut win = Window::new(&file, &path, file_len);
+        let mut win = Window::new(self.file()?, &path, file_len);
         if file_len > 0 {
             let first = win.header_at(0)?;
             if first.base_offset() < self.base_offset {
