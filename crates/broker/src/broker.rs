@@ -22,7 +22,7 @@ use crate::groups::GroupService;
 use crate::meta::{MetaRecord, MetadataImage, TopicMeta};
 use crate::metrics::Metrics;
 use crate::producers::ProducerIdAllocator;
-use crate::topics::{self, grow_topic, open_topic, Topic, TopicMaps};
+use crate::topics::{self, grow_topic, open_topic, Opening, Topic, TopicMaps};
 
 /// Name of the internal topic holding group membership and committed offsets.
 pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
@@ -216,7 +216,7 @@ impl Broker {
         let startup_config = with_overrides(&config, &image.broker_configs);
         let opening = std::time::Instant::now();
         for meta in image.topics.values() {
-            let topic = open_topic(&data_dir, &startup_config, meta)?;
+            let topic = open_topic(&data_dir, &startup_config, meta, Opening::Existing)?;
             maps.by_id.insert(topic.id, topic.clone());
             maps.by_name.insert(topic.name.clone(), topic);
         }
@@ -509,7 +509,7 @@ impl Broker {
             }
         }
         Self::append_meta(&mut store, MetaRecord::Topic(meta.clone())).await?;
-        let topic = open_topic(&self.data_dir, &self.current_config(), &meta)
+        let topic = open_topic(&self.data_dir, &self.current_config(), &meta, Opening::New)
             .map_err(|e| AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()))?;
         let mut maps = self.topics.write().expect("topic map lock poisoned");
         maps.by_id.insert(topic.id, topic.clone());

@@ -358,7 +358,17 @@ pub struct TopicMaps {
     pub by_id: HashMap<Uuid, Arc<Topic>>,
 }
 
-/// Opens (creating if needed) every partition log of `meta`.
+/// How a partition's log comes to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opening {
+    /// At start-up: open (recovering) what is on disk, creating what is missing.
+    Existing,
+    /// Just created by the caller: make the directory, fsyncing nothing until the first write
+    /// ([`Log::create`]).
+    New,
+}
+
+/// Opens every partition log of `meta`.
 ///
 /// # Errors
 /// The first storage error.
@@ -366,11 +376,12 @@ pub fn open_topic(
     data_dir: &Path,
     broker: &BrokerConfig,
     meta: &TopicMeta,
+    opening: Opening,
 ) -> Result<Arc<Topic>, shoal_storage::StorageError> {
     let config = log_config(broker, &meta.configs);
     let mut partitions = Vec::with_capacity(meta.partitions as usize);
     for index in 0..meta.partitions as i32 {
-        partitions.push(open_partition(data_dir, meta, index, config)?);
+        partitions.push(open_partition(data_dir, meta, index, config, opening)?);
     }
     Ok(Arc::new(Topic {
         name: meta.name.clone(),
@@ -386,10 +397,19 @@ fn open_partition(
     meta: &TopicMeta,
     index: i32,
     config: LogConfig,
+    opening: Opening,
 ) -> Result<Arc<Partition>, shoal_storage::StorageError> {
-    let log = Log::open(&partition_dir(data_dir, &meta.name, index), config)?;
-    // Before anything is appended: a snapshot past the recovered end describes lost data.
-    remove_stale_snapshots(&log)?;
+    let dir = partition_dir(data_dir, &meta.name, index);
+    let log = match opening {
+        Opening::New => Log::create(&dir, config)?,
+        Opening::Existing => {
+            let log = Log::open(&dir, config)?;
+            // Before anything is appended: a snapshot past the recovered end describes lost
+            // data.
+            remove_stale_snapshots(&log)?;
+            log
+        }
+    };
     Ok(Arc::new(Partition {
         topic: meta.name.clone(),
         topic_id: meta.id,
@@ -414,7 +434,7 @@ pub fn grow_topic(
     let config = log_config(broker, &meta.configs);
     let existing = topic.partition_count() as i32;
     for index in existing..meta.partitions as i32 {
-        let partition = open_partition(data_dir, meta, index, config)?;
+        let partition = open_partition(data_dir, meta, index, config, Opening::New)?;
         topic
             .partitions
             .write()

@@ -408,3 +408,39 @@ fn corruption_in_unsynced_older_segment_drops_later_segments() {
     assert_eq!(log.log_end_offset(), 3);
     assert_eq!(log.segment_count(), 1);
 }
+
+#[test]
+fn create_makes_an_empty_log_that_survives_a_crash_and_keeps_what_was_synced() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    let log = Log::create(&dir, small_config()).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+    drop(log); // kill -9 right after creation: nothing was fsynced, nothing was promised
+    let log = Log::open(&dir, small_config()).unwrap();
+    assert_eq!(log.log_end_offset(), 0);
+    drop(log);
+
+    let fresh = root.path().join("t-1");
+    let mut log = Log::create(&fresh, small_config()).unwrap();
+    fill(&mut log, 12);
+    assert!(log.segment_count() > 1);
+    log.sync().unwrap();
+    assert_eq!(log.flushed_offset(), 36);
+    drop(log); // unclean
+    let log = Log::open(&fresh, small_config()).unwrap();
+    assert_eq!(log.log_end_offset(), 36);
+    let read = log.read(0, 1 << 20, None).unwrap();
+    assert_eq!(offsets(&read.records).first(), Some(&(0, 2)));
+    log.close().unwrap();
+}
+
+#[test]
+fn create_over_an_existing_log_opens_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_config()).unwrap();
+    fill(&mut log, 2);
+    log.close().unwrap();
+    let log = Log::create(dir.path(), small_config()).unwrap();
+    assert_eq!(log.log_end_offset(), 6);
+    log.close().unwrap();
+}
