@@ -543,22 +543,29 @@ impl Broker {
             maps.by_name.remove(name);
             maps.by_id.remove(&topic.id);
         }
+        // Moved aside now (a name can be reused at once), removed in the background as Kafka
+        // does; a restart removes whatever a crash left (`remove_deleted_dirs`).
+        let mut trash = Vec::with_capacity(topic.partition_count());
         for p in topic.partitions() {
             let dir = topics::partition_dir(&self.data_dir, name, p.index);
-            let trash = self.data_dir.join(format!(
+            let aside = self.data_dir.join(format!(
                 "{}-{}.{}-delete",
                 name,
                 p.index,
                 uuid_base64(topic.id)
             ));
-            if let Err(e) = fs::rename(&dir, &trash) {
-                warn!(?dir, error = %e, "could not move deleted partition aside");
-                continue;
-            }
-            if let Err(e) = fs::remove_dir_all(&trash) {
-                warn!(?trash, error = %e, "could not remove deleted partition");
+            match fs::rename(&dir, &aside) {
+                Ok(()) => trash.push(aside),
+                Err(e) => warn!(?dir, error = %e, "could not move deleted partition aside"),
             }
         }
+        tokio::task::spawn_blocking(move || {
+            for dir in trash {
+                if let Err(e) = fs::remove_dir_all(&dir) {
+                    warn!(?dir, error = %e, "could not remove deleted partition");
+                }
+            }
+        });
         info!(topic = name, "topic deleted");
         for p in topic.partitions() {
             p.wake();

@@ -220,6 +220,22 @@ async fn topics_are_created_validated_deleted_and_recreated_with_new_ids() {
     let second = conn.request(12, &metadata(vec!["orders"])).await.unwrap();
     assert_ne!(second.topics[0].topic_id, old_id);
 
+    // The old partitions were moved aside at once and are removed in the background.
+    let leftovers = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("orders-"))
+            .collect();
+        names.sort();
+        names
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while leftovers() != ["orders-0"] && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(leftovers(), ["orders-0"]);
+
     // A fetch by the old topic id is told the id is unknown.
     let mut by_old_id = fetch("", 0, 0, 0);
     by_old_id.topics[0].topic_id = old_id;
