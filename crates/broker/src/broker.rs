@@ -215,8 +215,9 @@ impl Broker {
         let mut maps = TopicMaps::default();
         let startup_config = with_overrides(&config, &image.broker_configs);
         let opening = std::time::Instant::now();
-        for meta in image.topics.values() {
-            let topic = open_topic(&data_dir, &startup_config, meta, Opening::Existing)?;
+        let metas: Vec<&TopicMeta> = image.topics.values().collect();
+        let threads = startup_config.long("num.recovery.threads.per.data.dir") as usize;
+        for topic in topics::open_topics(&data_dir, &startup_config, &metas, threads)? {
             maps.by_id.insert(topic.id, topic.clone());
             maps.by_name.insert(topic.name.clone(), topic);
         }

@@ -230,7 +230,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("num.io.threads", int(1, I32_MAX), Some("8"), CLUSTER, "No effect: Shoal sizes and schedules this work itself."),
     b("num.network.threads", int(1, I32_MAX), Some("3"), CLUSTER, "No effect: Shoal sizes and schedules this work itself."),
     b("num.partitions", int(1, I32_MAX), Some("1"), RO, "Partitions of auto-created topics and of CreateTopics with -1."),
-    b("num.recovery.threads.per.data.dir", int(1, I32_MAX), Some("2"), CLUSTER, "No effect: Shoal sizes and schedules this work itself."),
+    b("num.recovery.threads.per.data.dir", int(1, I32_MAX), Some("2"), CLUSTER, "Partitions opened (and after a crash recovered) at once at start-up."),
     b("num.replica.alter.log.dirs.threads", int(I32_MIN, I32_MAX), None, RO, "No effect: a single node has no replicas to manage."),
     b("num.replica.fetchers", int(1, I32_MAX), Some("1"), CLUSTER, "No effect: a single node has no replicas to manage."),
     b("offset.metadata.max.bytes", int(I32_MIN, I32_MAX), Some("4096"), RO, "No effect: Shoal sizes and schedules this work itself."),
