@@ -133,3 +133,35 @@ fn a_region_keeps_its_file_readable_after_the_pool_closes_it() {
     drop(region);
     assert_eq!(fds_under(root.path()), 0);
 }
+
+#[test]
+fn logs_used_from_many_threads_share_a_small_pool_without_losing_a_byte() {
+    let _turn = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    set_open_files_limit(3);
+    let root = tempfile::tempdir().unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let root = root.path();
+            scope.spawn(move || {
+                for l in 0..3 {
+                    let dir = root.join(format!("t{t}-{l}"));
+                    let mut written = fill(&dir, &format!("{t}{l}"));
+                    let mut log = Log::open(&dir, config()).unwrap();
+                    for round in 0..5 {
+                        assert_eq!(all_batches(&log), written);
+                        let mut b = batch(2, 20 + round, &format!("x{t}{l}{round}"));
+                        log.append(&mut b, 0).unwrap();
+                        log.sync().unwrap();
+                        written.push(b);
+                        close_idle_files();
+                    }
+                    log.close().unwrap();
+                }
+            });
+        }
+    });
+    close_idle_files();
+    close_idle_files();
+    assert_eq!(fds_under(root.path()), 0);
+    assert_eq!(open_files(), 0);
+}

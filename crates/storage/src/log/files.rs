@@ -203,8 +203,8 @@ impl SegmentFile {
             }),
             last_used: AtomicU64::new(pool.tick()),
         });
-        pool.register(&slot);
         pool.open.fetch_add(1, Ordering::Relaxed);
+        pool.register(&slot);
         pool.evict();
         SegmentFile(slot)
     }
@@ -226,9 +226,10 @@ impl SegmentFile {
             .open(&state.path)
             .map_err(|e| StorageError::io("open", &state.path, e))?;
         let file = Arc::new(file);
+        // Counted before it can be seen (and closed), so the count never dips below zero.
+        pool.open.fetch_add(1, Ordering::Relaxed);
         state.file = Some(Arc::clone(&file));
         drop(state);
-        pool.open.fetch_add(1, Ordering::Relaxed);
         pool.evict();
         Ok(file)
     }
