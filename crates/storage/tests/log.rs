@@ -444,3 +444,34 @@ fn create_over_an_existing_log_opens_it() {
     assert_eq!(log.log_end_offset(), 6);
     log.close().unwrap();
 }
+
+#[test]
+fn a_reopened_active_segment_keeps_its_index_files_until_the_next_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_config()).unwrap();
+    fill(&mut log, 2);
+    log.close().unwrap();
+    let index = last_segment(dir.path()).with_extension("index");
+    assert!(index.exists(), "close seals the active segment");
+
+    // An idle open and close neither removes nor rewrites them.
+    let log = Log::open(dir.path(), small_config()).unwrap();
+    assert!(index.exists());
+    let written = std::fs::metadata(&index).unwrap().modified().unwrap();
+    log.close().unwrap();
+    assert_eq!(
+        std::fs::metadata(&index).unwrap().modified().unwrap(),
+        written
+    );
+
+    // The first append unseals: the files go, and a crash after it recovers by a scan.
+    let mut log = Log::open(dir.path(), small_config()).unwrap();
+    fill(&mut log, 1);
+    assert!(!index.exists());
+    log.sync().unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), small_config()).unwrap();
+    assert_eq!(log.log_end_offset(), 9);
+    assert_eq!(log.iter_batches(0).count(), 3);
+    log.close().unwrap();
+}

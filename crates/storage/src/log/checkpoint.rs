@@ -77,6 +77,22 @@ pub(crate) fn write_log_start_offset(dir: &Path, offset: i64) -> Result<()> {
     write_atomic(dir, LOG_START_OFFSET_FILE, format!("{offset}\n").as_bytes())
 }
 
+/// Creates the clean-shutdown marker without fsync. The data it vouches for is fsynced first and
+/// the index files it lets the next open trust are validated anyway, so a marker lost in a power
+/// cut only costs that open a recovery scan; the broker fsyncs the file system once when every
+/// log is closed.
+pub(crate) fn write_clean_shutdown_marker(dir: &Path) -> Result<()> {
+    let path = dir.join(CLEAN_SHUTDOWN_FILE);
+    fs::write(&path, b"").map_err(|e| StorageError::io("write", &path, e))
+}
+
+/// Writes the log start offset of a new, empty log without fsync: if it is lost, the next open
+/// finds no checkpoint, starts at the first segment (the same offset) and writes it then.
+pub(crate) fn write_initial_log_start_offset(dir: &Path, offset: i64) -> Result<()> {
+    let path = dir.join(LOG_START_OFFSET_FILE);
+    fs::write(&path, format!("{offset}\n")).map_err(|e| StorageError::io("write", &path, e))
+}
+
 /// The active segment's recovery point: its base offset and the durable prefix of its file.
 pub(crate) const RECOVERY_POINT_FILE: &str = "recovery-point";
 

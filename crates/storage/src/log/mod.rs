@@ -12,7 +12,9 @@
 //! segments are sorted by base offset and do not overlap (compacted segments may leave gaps of
 //! offsets between and inside them); `log_start_offset <= log_end_offset`;
 //! `flushed_offset <= log_end_offset`; data below `flushed_offset` has been fsynced; the
-//! `clean_shutdown` marker exists only while no `Log` has the directory open.
+//! `clean_shutdown` marker exists only while no `Log` has the directory open; the active
+//! segment is sealed only between an open that loaded it from its index files and the first
+//! append after it.
 //!
 //! Must not: fsync on append (the broker decides when, through [`Log::sync`] or a
 //! [`SyncHandle`]), lock the directory, read clocks, or panic on bytes read from disk.
@@ -37,9 +39,9 @@ use crate::error::{Result, StorageError};
 
 use checkpoint::{
     read_log_start_offset, read_recovery_point, remove_hint, remove_recovery_point, sync_dir,
-    write_atomic, write_hint, write_log_start_offset, write_recovery_point, RecoveryPoint,
-    CLEAN_SHUTDOWN_FILE, RECOVERY_INDEX_FILE, RECOVERY_TIME_INDEX_FILE, RECOVERY_TXN_INDEX_FILE,
-    TMP_SUFFIX,
+    write_clean_shutdown_marker, write_hint, write_initial_log_start_offset,
+    write_log_start_offset, write_recovery_point, RecoveryPoint, CLEAN_SHUTDOWN_FILE,
+    RECOVERY_INDEX_FILE, RECOVERY_TIME_INDEX_FILE, RECOVERY_TXN_INDEX_FILE, TMP_SUFFIX,
 };
 pub use cleaner::{
     offset_map_entries, CleanStats, CleanTask, CleanedLog, CompactionConfig, DirtyStats, Throttler,
@@ -353,6 +355,8 @@ impl Log {
         let interval = u64::from(config.index_interval_bytes);
         let segment = Segment::create_at(segment::log_path(dir, 0), 0, interval)?;
         segment.release_file();
+        // Saves the first open an fsynced checkpoint write.
+        write_initial_log_start_offset(dir, 0)?;
         Ok(Log {
             dir: dir.to_path_buf(),
             config,
@@ -493,7 +497,8 @@ impl Log {
         }
 
         // Segments scanned now are durable from here on: fsync them, then seal the inactive
-        // ones so the next recovery can skip them.
+        // ones so the next recovery can skip them. An active segment loaded from its index
+        // files stays sealed until the first append (an idle partition never rewrites them).
         let n = segments.len();
         for (i, seg) in segments.iter_mut().enumerate() {
             if !seg.sealed && !clean {
@@ -503,8 +508,6 @@ impl Log {
             }
             if i + 1 < n && !seg.sealed {
                 seg.seal(dir)?;
-            } else if i + 1 == n {
-                seg.unseal(dir)?;
             }
         }
         if clean {
@@ -739,6 +742,10 @@ impl Log {
             next = header.next_offset();
             max_timestamp = max_timestamp.max(header.max_timestamp());
             headers.push(header);
+        }
+        if self.active().sealed {
+            let dir = self.dir.clone();
+            self.active_mut().unseal(&dir)?;
         }
         let active = self.active_mut();
         active.append(batch_set, &headers)?;
@@ -1251,7 +1258,7 @@ impl Log {
                 seg.seal(&dir)?;
             }
         }
-        write_atomic(&dir, CLEAN_SHUTDOWN_FILE, b"")
+        write_clean_shutdown_marker(&dir)
     }
 
     /// [`Log::close`] for a log owned behind a lock (the broker's partition mutex): syncs, seals
@@ -1272,7 +1279,7 @@ impl Log {
             }
         }
         self.closed = true;
-        write_atomic(&dir, CLEAN_SHUTDOWN_FILE, b"")
+        write_clean_shutdown_marker(&dir)
     }
 
     /// Deletes the log's directory and everything in it.
