@@ -567,7 +567,16 @@ def run_recovery(conftest, target, args, out):
         bad_offsets = sum(1 for o in offsets.values() if o != 1)
         if bad_offsets:
             log(f"{target}: offsets read back: {offsets}")
+        scanned = open_ms = None
+        if target == "shoal":
+            import re
+            text = re.sub(r"\x1b\[[0-9;]*m", "",
+                          Path(broker.log_path).read_text(errors="replace"))
+            m = re.findall(r"open_ms=(\d+) recovery_scanned_bytes=(\d+)", text)
+            if m:
+                open_ms, scanned = int(m[-1][0]), int(m[-1][1])
         r = {"test": "recovery", "target": target, "partitions": args.partitions,
+             "open_ms": open_ms, "recovery_scanned_bytes": scanned,
              "records": records, "data_bytes": data, "groups": args.groups,
              "settle_s": args.settle, "produce_mb_per_s": round(records * 1024 / produce_s / 1e6),
              **{k: round(v, 3) for k, v in marks.items()},
