@@ -44,6 +44,10 @@ use shoal_storage::{end_txn_marker, AbortedTxn, BatchHeader, Log, StorageError};
 
 use crate::config::BrokerConfig;
 
+/// Bytes of log located per step when catching the producer state up (headers are read, not
+/// the records).
+const CATCH_UP_SLICE_BYTES: usize = 16 << 20;
+
 /// Producer ids reserved per fsync of the block file.
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
 /// File in the data directory holding the end of the last reserved block.
@@ -317,18 +321,43 @@ impl PartitionProducers {
     }
 
     /// Applies the log's batches from `end_offset` to the log end; returns how many.
+    ///
+    /// Walks batch headers only ([`Log::read_slice`]) and reads the bytes of control batches
+    /// alone: after a crash this replays whole segments, and reading every record of them
+    /// cost more than the recovery scan itself.
     fn catch_up(&mut self, log: &mut Log) -> Result<usize, StorageError> {
         let mut replayed = 0;
         let mut aborted = Vec::new();
-        for batch in log.iter_batches(self.end_offset) {
-            let batch = batch?;
-            let h = &batch.header;
-            if h.next_offset() <= self.end_offset {
-                continue;
+        let end = log.log_end_offset();
+        let mut offset = self.end_offset.max(log.log_start_offset());
+        while offset < end {
+            let slice = log.read_slice(offset, CATCH_UP_SLICE_BYTES, None, true)?;
+            let Some(region) = &slice.region else { break };
+            for (h, pos) in &slice.batches {
+                if h.next_offset() <= self.end_offset {
+                    continue;
+                }
+                let bytes = if h.is_control() {
+                    let at = (pos - region.position()) as usize;
+                    region
+                        .sub(at, h.size_bytes())
+                        .read()
+                        .map_err(|source| StorageError::Io {
+                            op: "read",
+                            path: log.dir().to_path_buf(),
+                            source,
+                        })?
+                } else {
+                    bytes::Bytes::new()
+                };
+                self.record(h, &bytes, &mut aborted);
+                self.end_offset = h.next_offset();
+                replayed += 1;
             }
-            self.record(h, &batch.bytes, &mut aborted);
-            self.end_offset = h.next_offset();
-            replayed += 1;
+            if slice.next_offset <= offset {
+                break;
+            }
+            offset = slice.next_offset;
         }
         self.end_offset = log.log_end_offset();
         for txn in aborted {
