@@ -434,12 +434,17 @@ fn create_makes_an_empty_log_that_survives_a_crash_and_keeps_what_was_synced() {
     log.close().unwrap();
 }
 
+/// A log of two batches (six records) in `dir`, closed cleanly.
+fn closed_log_of_two_batches(dir: &std::path::Path) {
+    let mut log = Log::open(dir, small_config()).unwrap();
+    fill(&mut log, 2);
+    log.close().unwrap();
+}
+
 #[test]
 fn create_over_an_existing_log_opens_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), small_config()).unwrap();
-    fill(&mut log, 2);
-    log.close().unwrap();
+    closed_log_of_two_batches(dir.path());
     let log = Log::create(dir.path(), small_config()).unwrap();
     assert_eq!(log.log_end_offset(), 6);
     log.close().unwrap();
@@ -448,9 +453,7 @@ fn create_over_an_existing_log_opens_it() {
 #[test]
 fn a_reopened_active_segment_keeps_its_index_files_until_the_next_append() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), small_config()).unwrap();
-    fill(&mut log, 2);
-    log.close().unwrap();
+    closed_log_of_two_batches(dir.path());
     let index = last_segment(dir.path()).with_extension("index");
     assert!(index.exists(), "close seals the active segment");
 
