@@ -95,10 +95,8 @@ struct ServeArgs {
     /// Set a configuration key, overriding the file and the environment (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Most segment files held open at once (least recently used closed first; any unused
-    /// for a minute or two are closed anyway). Default: 4096, or half the process's open-file
-    /// limit if that is lower.
-    #[arg(long, env = "SHOAL_MAX_OPEN_SEGMENT_FILES")]
+    /// Segment files kept open at most (4096, or half the open-file limit)
+    #[arg(long, env = "SHOAL_MAX_OPEN_SEGMENT_FILES", value_name = "N")]
     max_open_segment_files: Option<usize>,
 }
 
