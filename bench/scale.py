@@ -3,6 +3,7 @@
 
   scale.py partitions [--targets shoal,kafka] [--sizes 10,1000,10000] [--records-per-partition 20]
   scale.py connections [--targets shoal,kafka] [--sizes 10,100,1000] [--rate 2000] [--seconds 5]
+                      [--active A] [--burst-kib K] [--ab R]
 
   scale.py recovery [--targets shoal,kafka] [--gib 10] [--partitions 100] [--settle 65]
                     [--groups 200] [--out FILE.jsonl]
@@ -39,7 +40,12 @@ idempotent producer (acks=all, linger.ms=0) paced at --rate 1 KiB records/s for 
 a 1-partition topic: produce latency p50/p99 (produce() to delivery) with the N idle
 connections open. With --active A: the latency run again while A producers (each
 --active-rate records/s) and A consumers (a group each, all 8 partitions) work on another
-topic beside the idle connections.
+topic beside the idle connections. With --burst-kib K: then every idle connection sends one
+Metadata request of about K KiB (unknown topics, no auto-creation; about as large a response)
+and goes quiet; RSS --burst-quiet seconds later, per connection. With --ab R instead: R paired repetitions on one broker,
+each timing the paced producer without and with the N idle connections (opened just before,
+closed after, the order alternating), so the comparison does not rest on one run; with
+--active as well, the active clients work through every repetition on both sides.
 
 Brokers come from tests/interop/conftest.py's Broker (Shoal: SHOAL_BIN or
 target/release/shoal; Kafka: the jars of tests/interop/kafka_ref/fetch.sh). One JSON line per
@@ -360,6 +366,33 @@ def api_versions_v0(sock):
         left -= len(chunk)
 
 
+def metadata_burst(sock, kib):
+    """One Metadata v4 request of about `kib` KiB (unknown topic names of 200 characters,
+    no auto-creation) and its response read whole: a large request and a large response,
+    to see what a connection keeps afterwards."""
+    import struct
+    name = b"m" * 190
+    count = max(1, kib * 1024 // (2 + len(name) + 10))
+    body = b"".join(struct.pack(">h", len(name) + 10) + name + b"%010d" % i
+                    for i in range(count))
+    req = struct.pack(">hhih", 3, 4, 2, -1) + struct.pack(">i", count) + body + b"\x00"
+    sock.sendall(struct.pack(">i", len(req)) + req)
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            raise RuntimeError("connection closed before the Metadata response")
+        head += chunk
+    left = struct.unpack(">i", head)[0]
+    got = left
+    while left > 0:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise RuntimeError("connection closed inside the Metadata response")
+        left -= len(chunk)
+    return got
+
+
 def latency_run(bootstrap, topic, rate, seconds):
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
@@ -476,6 +509,20 @@ def run_connections(conftest, target, size, args):
                       "rss_mib_active": rss2, "active_written": got["sent"],
                       "active_read": got["read"], "p50_ms_active": busy["p50_ms"],
                       "p99_ms_active": busy["p99_ms"], "max_ms_active": busy["max_ms"]}
+        burst = {}
+        if args.burst_kib:
+            # Every idle connection sends one large request and reads a large response,
+            # then goes quiet again: what each keeps of it is what it costs afterwards.
+            t = time.monotonic()
+            response_bytes = sum(metadata_burst(s, args.burst_kib) for s in socks)
+            burst_s = time.monotonic() - t
+            time.sleep(args.burst_quiet)
+            rss3 = rss_mib(pid)
+            burst = {"burst_kib": args.burst_kib, "burst_s": round(burst_s, 2),
+                     "burst_response_kib": round(response_bytes / 1024 / size, 1),
+                     "quiet_s": args.burst_quiet, "rss_mib_after_burst": rss3,
+                     "rss_kib_per_connection_after_burst": None if rss0 is None or rss3 is None
+                     else round((rss3 - rss0) * 1024 / size, 1)}
         for s in socks:  # still served after the run: every idle connection answers
             api_versions_v0(s)
         emit({"test": "connections", "target": target, "connections": size,
@@ -486,10 +533,95 @@ def run_connections(conftest, target, size, args):
               "rate": args.rate, "p50_ms_without": base["p50_ms"],
               "p99_ms_without": base["p99_ms"], "p50_ms_with": loaded["p50_ms"],
               "p99_ms_with": loaded["p99_ms"], "max_ms_with": loaded["max_ms"],
-              "acked_with": loaded["acked"], "sent_with": loaded["sent"], **active}, args.out)
+              "acked_with": loaded["acked"], "sent_with": loaded["sent"], **active, **burst}, args.out)
     finally:
         for s in socks:
             s.close()
+        stop_broker(broker, tmp)
+
+
+def _open_idle(port, n):
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        api_versions_v0(s)
+        socks.append(s)
+    return socks
+
+
+def run_connections_ab(conftest, target, size, args):
+    """--ab R: R paired repetitions on one broker. Each repetition runs the paced producer
+    once with no idle connections and once with `size` of them open (opened just before,
+    closed just after), the order alternating between repetitions so that drift in the
+    machine (page cache, the disk's fsync outliers, the JVM warming up) falls on both
+    sides. A warm-up run before the first repetition is discarded."""
+    broker, tmp = start_broker(conftest, target, "connections-ab")
+    active = None
+    try:
+        topic = "latency"
+        create_topic(broker.bootstrap, topic, 1)
+        time.sleep(1)
+        if args.active:
+            # The active clients work through every repetition, on both sides of each pair.
+            import multiprocessing as mp
+            ctx = mp.get_context("spawn")
+            create_topic(broker.bootstrap, "active", 8)
+            ready, stop, q = ctx.Event(), ctx.Event(), ctx.Queue()
+            proc = ctx.Process(target=_active_clients,
+                               args=(broker.bootstrap, "active", 8, args.active,
+                                     args.active_rate, ready, stop, q))
+            proc.start()
+            active = (proc, stop, q)
+            ready.wait(120)
+            time.sleep(2)
+        latency_run(broker.bootstrap, topic, args.rate, 2)
+        runs = {"without": [], "with": []}
+        for rep in range(args.ab):
+            order = ("without", "with") if rep % 2 == 0 else ("with", "without")
+            for side in order:
+                socks = []
+                try:
+                    if side == "with":
+                        socks = _open_idle(broker.port, size)
+                        time.sleep(1)
+                    r = latency_run(broker.bootstrap, topic, args.rate, args.seconds)
+                    for s in socks:  # every idle connection is still served
+                        api_versions_v0(s)
+                finally:
+                    for s in socks:
+                        s.close()
+                runs[side].append(r)
+                log(f"{target}: rep {rep} {side}: p50 {r['p50_ms']} p99 {r['p99_ms']} ms")
+
+        def med(xs):
+            xs = sorted(xs)
+            return xs[len(xs) // 2] if len(xs) % 2 else round((xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2, 2)
+        line = {"test": "connections-ab", "target": target, "connections": size,
+                "reps": args.ab, "rate": args.rate, "seconds": args.seconds}
+        for side, rs in runs.items():
+            for k in ("p50_ms", "p99_ms", "max_ms"):
+                line[f"{k}_{side}"] = [r[k] for r in rs]
+                line[f"{k}_{side}_median"] = med([r[k] for r in rs])
+            line[f"acked_{side}"] = sum(r["acked"] for r in rs)
+            line[f"sent_{side}"] = sum(r["sent"] for r in rs)
+        # Paired: in how many repetitions was the p99 higher with the idle connections?
+        line["p99_higher_with"] = sum(
+            1 for a, b in zip(runs["without"], runs["with"]) if b["p99_ms"] > a["p99_ms"])
+        if active:
+            proc, stop, q = active
+            active = None
+            stop.set()
+            got = q.get(timeout=120)
+            proc.join(30)
+            if "error" in got:
+                raise RuntimeError(f"active clients failed: {got['error']}")
+            line.update({"active_clients": 2 * args.active, "active_written": got["sent"],
+                         "active_read": got["read"]})
+        emit(line, args.out)
+    finally:
+        if active:
+            active[1].set()
+            active[0].join(30)
         stop_broker(broker, tmp)
 
 
@@ -627,6 +759,12 @@ def main():
                     help="then again with this many producers and as many consumers active")
     co.add_argument("--active-rate", type=float, default=20,
                     help="records/s each active producer writes")
+    co.add_argument("--burst-kib", type=int, default=0,
+                    help="then each idle connection sends one Metadata request of this size")
+    co.add_argument("--burst-quiet", type=float, default=3,
+                    help="seconds of quiet after the burst before RSS is read")
+    co.add_argument("--ab", type=int, default=0,
+                    help="instead: this many paired runs without/with the idle connections")
     co.add_argument("--out")
     args = ap.parse_args()
     conftest = conftest_module()
@@ -643,7 +781,10 @@ def main():
         for size in (int(x) for x in args.sizes.split(",")):
             for target in targets:
                 log(f"{target}: {size} idle connections")
-                run_connections(conftest, target, size, args)
+                if args.ab:
+                    run_connections_ab(conftest, target, size, args)
+                else:
+                    run_connections(conftest, target, size, args)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 //! Prometheus metrics: request rate, errors and latency per api, bytes in and out,
-//! connections, segment files held open (`shoal_open_segment_files`), per-partition log end offset and size, per-share-partition windows and
+//! connections and how often quiet ones gave their buffers back
+//! (`shoal_connection_buffer_releases_total`), segment files held open
+//! (`shoal_open_segment_files`), per-partition log end offset and size, per-share-partition windows and
 //! transactional acknowledgements (read at scrape time), and the time records spend
 //! TX_PENDING.
 //!
@@ -129,6 +131,7 @@ pub struct Metrics {
     connections_total: AtomicU64,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
+    buffer_releases: AtomicU64,
     tx_pending_time: TxPendingTime,
 }
 
@@ -142,6 +145,7 @@ impl Default for Metrics {
             connections_total: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            buffer_releases: AtomicU64::new(0),
             tx_pending_time: TxPendingTime::new(),
         }
     }
@@ -247,6 +251,17 @@ impl Metrics {
         self.connections.fetch_sub(1, Ordering::Relaxed);
     }
 
+    /// A quiet connection gave its buffers back to the allocator.
+    pub fn connection_buffers_released(&self) {
+        self.buffer_releases.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many times quiet connections gave their buffers back: a process that can return
+    /// freed memory to the system (glibc's `malloc_trim`) does so when this moves.
+    pub fn connection_buffer_releases(&self) -> u64 {
+        self.buffer_releases.load(Ordering::Relaxed)
+    }
+
     pub fn bytes_in(&self, n: usize) {
         self.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
     }
@@ -342,6 +357,11 @@ impl Metrics {
                 "shoal_connections_created_total",
                 "counter",
                 self.connections_total.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "shoal_connection_buffer_releases_total",
+                "counter",
+                self.buffer_releases.load(Ordering::Relaxed) as i64,
             ),
             (
                 "shoal_bytes_in_total",
