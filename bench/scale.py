@@ -43,8 +43,8 @@ connections open. With --active A: the latency run again while A producers (each
 topic beside the idle connections. With --burst-kib K: then every idle connection sends one
 Metadata request of about K KiB (unknown topics, no auto-creation; about as large a response)
 and goes quiet; RSS --burst-quiet seconds later, per connection. With --ab R instead: R paired repetitions on one broker,
-each timing the paced producer without and with the N idle connections (opened just before,
-closed after, the order alternating), so the comparison does not rest on one run; with
+each timing the paced producer without and with the N idle connections (opened --settle
+seconds before, closed after, the order alternating), so the comparison does not rest on one run; with
 --active as well, the active clients work through every repetition on both sides.
 
 Brokers come from tests/interop/conftest.py's Broker (Shoal: SHOAL_BIN or
@@ -583,7 +583,7 @@ def run_connections_ab(conftest, target, size, args):
                 try:
                     if side == "with":
                         socks = _open_idle(broker.port, size)
-                        time.sleep(1)
+                        time.sleep(args.settle)
                     r = latency_run(broker.bootstrap, topic, args.rate, args.seconds)
                     for s in socks:  # every idle connection is still served
                         api_versions_v0(s)
@@ -616,7 +616,7 @@ def run_connections_ab(conftest, target, size, args):
             if "error" in got:
                 raise RuntimeError(f"active clients failed: {got['error']}")
             line.update({"active_clients": 2 * args.active, "active_written": got["sent"],
-                         "active_read": got["read"]})
+                         "active_read": got["read"], "active_seconds": round(got["seconds"], 1)})
         emit(line, args.out)
     finally:
         if active:
@@ -765,6 +765,8 @@ def main():
                     help="seconds of quiet after the burst before RSS is read")
     co.add_argument("--ab", type=int, default=0,
                     help="instead: this many paired runs without/with the idle connections")
+    co.add_argument("--settle", type=float, default=1,
+                    help="with --ab: seconds between opening the idle connections and timing")
     co.add_argument("--out")
     args = ap.parse_args()
     conftest = conftest_module()
