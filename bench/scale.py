@@ -465,6 +465,33 @@ def _active_clients(bootstrap, topic, partitions, clients, rate_each, ready, sto
         q.put({"error": repr(e)})
 
 
+def _start_active(broker, args):
+    """Starts `--active` producers and as many consumers (another process) on an 8-partition
+    topic of their own and waits until they work; returns the handle `_stop_active` takes."""
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    create_topic(broker.bootstrap, "active", 8)
+    ready, stop, q = ctx.Event(), ctx.Event(), ctx.Queue()
+    proc = ctx.Process(target=_active_clients,
+                       args=(broker.bootstrap, "active", 8, args.active,
+                             args.active_rate, ready, stop, q))
+    proc.start()
+    ready.wait(120)
+    time.sleep(2)
+    return proc, stop, q
+
+
+def _stop_active(handle):
+    """Stops the active clients; returns what they wrote and read."""
+    proc, stop, q = handle
+    stop.set()
+    got = q.get(timeout=120)
+    proc.join(30)
+    if "error" in got:
+        raise RuntimeError(f"active clients failed: {got['error']}")
+    return got
+
+
 def run_connections(conftest, target, size, args):
     broker, tmp = start_broker(conftest, target, "connections")
     socks = []
@@ -476,10 +503,7 @@ def run_connections(conftest, target, size, args):
         rss0, fds0 = rss_mib(pid), fd_count(pid)
         base = latency_run(broker.bootstrap, topic, args.rate, args.seconds)
         t = time.monotonic()
-        for _ in range(size):
-            s = socket.create_connection(("127.0.0.1", broker.port), timeout=30)
-            api_versions_v0(s)
-            socks.append(s)
+        socks = _open_idle(broker.port, size)
         open_s = time.monotonic() - t
         time.sleep(1)
         rss1, fds1 = rss_mib(pid), fd_count(pid)
@@ -488,23 +512,10 @@ def run_connections(conftest, target, size, args):
         if args.active:
             # The same run again with `--active` producers and consumers working beside
             # the idle connections.
-            import multiprocessing as mp
-            ctx = mp.get_context("spawn")
-            create_topic(broker.bootstrap, "active", 8)
-            ready, stop, q = ctx.Event(), ctx.Event(), ctx.Queue()
-            proc = ctx.Process(target=_active_clients,
-                               args=(broker.bootstrap, "active", 8, args.active,
-                                     args.active_rate, ready, stop, q))
-            proc.start()
-            ready.wait(120)
-            time.sleep(2)
+            handle = _start_active(broker, args)
             fds2, rss2 = fd_count(pid), rss_mib(pid)
             busy = latency_run(broker.bootstrap, topic, args.rate, args.seconds)
-            stop.set()
-            got = q.get(timeout=120)
-            proc.join(30)
-            if "error" in got:
-                raise RuntimeError(f"active clients failed: {got['error']}")
+            got = _stop_active(handle)
             active = {"active_clients": 2 * args.active, "fds_active": fds2,
                       "rss_mib_active": rss2, "active_written": got["sent"],
                       "active_read": got["read"], "p50_ms_active": busy["p50_ms"],
@@ -563,17 +574,7 @@ def run_connections_ab(conftest, target, size, args):
         time.sleep(1)
         if args.active:
             # The active clients work through every repetition, on both sides of each pair.
-            import multiprocessing as mp
-            ctx = mp.get_context("spawn")
-            create_topic(broker.bootstrap, "active", 8)
-            ready, stop, q = ctx.Event(), ctx.Event(), ctx.Queue()
-            proc = ctx.Process(target=_active_clients,
-                               args=(broker.bootstrap, "active", 8, args.active,
-                                     args.active_rate, ready, stop, q))
-            proc.start()
-            active = (proc, stop, q)
-            ready.wait(120)
-            time.sleep(2)
+            active = _start_active(broker, args)
         latency_run(broker.bootstrap, topic, args.rate, 2)
         runs = {"without": [], "with": []}
         for rep in range(args.ab):
@@ -608,13 +609,8 @@ def run_connections_ab(conftest, target, size, args):
         line["p99_higher_with"] = sum(
             1 for a, b in zip(runs["without"], runs["with"]) if b["p99_ms"] > a["p99_ms"])
         if active:
-            proc, stop, q = active
+            got = _stop_active(active)
             active = None
-            stop.set()
-            got = q.get(timeout=120)
-            proc.join(30)
-            if "error" in got:
-                raise RuntimeError(f"active clients failed: {got['error']}")
             line.update({"active_clients": 2 * args.active, "active_written": got["sent"],
                          "active_read": got["read"], "active_seconds": round(got["seconds"], 1)})
         emit(line, args.out)
