@@ -349,21 +349,28 @@ def run_partitions(conftest, target, size, args):
         stop_broker(broker, tmp)
 
 
-def api_versions_v0(sock):
+def read_response(sock, what):
+    """Reads one response frame whole and discards it; returns its size."""
     import struct
-    sock.sendall(struct.pack(">ihhih", 10, 18, 0, 1, -1))
     head = b""
     while len(head) < 4:
         chunk = sock.recv(4 - len(head))
         if not chunk:
-            raise RuntimeError("connection closed before the ApiVersions response")
+            raise RuntimeError(f"connection closed before the {what} response")
         head += chunk
-    left = struct.unpack(">i", head)[0]
+    size = left = struct.unpack(">i", head)[0]
     while left > 0:
-        chunk = sock.recv(min(left, 65536))
+        chunk = sock.recv(min(left, 1 << 20))
         if not chunk:
-            raise RuntimeError("connection closed inside the ApiVersions response")
+            raise RuntimeError(f"connection closed inside the {what} response")
         left -= len(chunk)
+    return size
+
+
+def api_versions_v0(sock):
+    import struct
+    sock.sendall(struct.pack(">ihhih", 10, 18, 0, 1, -1))
+    read_response(sock, "ApiVersions")
 
 
 def metadata_burst(sock, kib):
@@ -377,20 +384,7 @@ def metadata_burst(sock, kib):
                     for i in range(count))
     req = struct.pack(">hhih", 3, 4, 2, -1) + struct.pack(">i", count) + body + b"\x00"
     sock.sendall(struct.pack(">i", len(req)) + req)
-    head = b""
-    while len(head) < 4:
-        chunk = sock.recv(4 - len(head))
-        if not chunk:
-            raise RuntimeError("connection closed before the Metadata response")
-        head += chunk
-    left = struct.unpack(">i", head)[0]
-    got = left
-    while left > 0:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            raise RuntimeError("connection closed inside the Metadata response")
-        left -= len(chunk)
-    return got
+    return read_response(sock, "Metadata")
 
 
 def latency_run(bootstrap, topic, rate, seconds):
