@@ -258,11 +258,11 @@ const FREE_HEAP_KEPT_BYTES: libc::c_int = 32 << 20;
 const RETURN_MEMORY_EVERY: Duration = Duration::from_secs(10);
 
 /// Hands freed heap memory back to the system after quiet connections released their
-/// buffers. [`tune_allocator`] tells glibc to keep up to 256 MiB of free heap per arena, which
-/// serves a busy broker well but, after a burst of large requests on many connections, leaves
-/// the process holding what they freed: 1 000 connections that each sent and received 1 MiB
-/// once held 2.1 GiB while they kept their buffers, about 200 MiB once they gave them back,
-/// and 17 MiB (less than before the burst) once trimmed.
+/// buffers. glibc keeps what is freed inside its heaps for reuse, so after a burst of large
+/// requests on many connections the process went on holding what they had freed. 1 000
+/// connections that each sent and received 1 MiB once (21 MiB resident before) held 2.1 GiB
+/// while they kept their buffers, 100–240 MiB once they gave them back, and 41 MiB once
+/// trimmed (docs/benchmarks.md, "Connections after a burst").
 /// `malloc_trim` runs on a blocking thread, at most every [`RETURN_MEMORY_EVERY`], and only
 /// when a connection released something since the last time.
 async fn return_released_memory(broker: Arc<Broker>) {
