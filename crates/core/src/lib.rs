@@ -1,6 +1,8 @@
 //! Shoal's deterministic state machines.
 //!
 //! Owns the protocol logic that must be exactly right and therefore exhaustively testable:
+//! - [`coordinator`]: the interface every coordinator gives the broker's one coordinator
+//!   runtime (handle an input, emit records and replies, replay records and markers);
 //! - [`group_coordinator`]: the classic consumer-group protocol and committed offsets;
 //! - [`producer_state`]: per-partition idempotent-producer sequence and epoch checks;
 //! - [`txn_coordinator`]: transactional ids, producer epochs and fencing, the transaction
@@ -18,6 +20,7 @@
 //! rebuilds the same state. Must not: perform I/O, read clocks, spawn tasks, take locks or
 //! depend on the wire codec — the broker converts between wire messages and these types.
 
+pub mod coordinator;
 pub mod faults;
 pub mod group_coordinator;
 pub mod hash;

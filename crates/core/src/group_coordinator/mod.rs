@@ -25,6 +25,7 @@
 
 mod group;
 mod records;
+mod shard;
 pub mod share;
 mod types;
 
@@ -43,6 +44,7 @@ pub use records::{
     RECORD_TYPE_GROUP_METADATA, RECORD_TYPE_OFFSET_COMMIT, RECORD_TYPE_PENDING_OFFSET_COMMIT,
     VALUE_VERSION,
 };
+pub use shard::{GroupInput, GroupReply, GroupShard, OffsetsRecord, ShareCall, ShareReply};
 pub use types::*;
 
 use crate::hash::{java_string_hash, kafka_abs};
