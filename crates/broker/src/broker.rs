@@ -17,8 +17,8 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::config::{BrokerConfig, ConfigMap};
+use crate::coordinators::group_coordinator::GroupService;
 use crate::flush::Flusher;
-use crate::groups::GroupService;
 use crate::meta::{MetaRecord, MetadataImage, TopicMeta};
 use crate::metrics::Metrics;
 use crate::producers::ProducerIdAllocator;

@@ -26,34 +26,25 @@ use tracing::warn;
 use crate::broker::{Broker, CONSUMER_OFFSETS};
 use crate::share::SHARE_GROUP_STATE;
 
-/// A COMMIT or ABORT marker appended to partition `partition` of a participant's topic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TxnMarker {
-    pub partition: i32,
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub commit: bool,
-}
+pub use shoal_core::coordinator::TxnMarker;
 
-impl TxnMarker {
-    /// The marker a control batch read back from `partition` holds; None for other control
-    /// records (or an unreadable key).
-    pub fn from_control(
-        partition: i32,
-        header: &BatchHeader,
-        records: &[RecordView],
-    ) -> Option<Self> {
-        let commit = records
-            .first()
-            .and_then(|r| r.key.as_deref())
-            .and_then(control_record_is_commit)?;
-        Some(TxnMarker {
-            partition,
-            producer_id: header.producer_id(),
-            producer_epoch: header.producer_epoch(),
-            commit,
-        })
-    }
+/// The marker a control batch read back from `partition` holds; None for other control
+/// records (or an unreadable key).
+pub fn marker_from_control(
+    partition: i32,
+    header: &BatchHeader,
+    records: &[RecordView],
+) -> Option<TxnMarker> {
+    let commit = records
+        .first()
+        .and_then(|r| r.key.as_deref())
+        .and_then(control_record_is_commit)?;
+    Some(TxnMarker {
+        partition,
+        producer_id: header.producer_id(),
+        producer_epoch: header.producer_epoch(),
+        commit,
+    })
 }
 
 /// Reads a control record key (`[version i16][type i16]`, type 0 = ABORT, 1 = COMMIT).

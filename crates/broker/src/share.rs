@@ -141,7 +141,9 @@ impl ShareManager {
                     header,
                     records,
                 } => {
-                    if let Some(marker) = TxnMarker::from_control(partition, header, records) {
+                    if let Some(marker) =
+                        crate::participants::marker_from_control(partition, header, records)
+                    {
                         self.apply_marker_to(broker, &mut store, marker);
                         count += 1;
                     }

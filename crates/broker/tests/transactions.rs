@@ -814,7 +814,7 @@ async fn add_partition(
 /// commit).
 fn share_state_markers(broker: &TestBroker) -> Vec<(i64, i64, bool)> {
     use shoal_broker::internal::Replayed;
-    use shoal_broker::participants::TxnMarker;
+    use shoal_broker::participants::marker_from_control;
     let mut markers = Vec::new();
     shoal_broker::internal::replay_topic(&broker.broker, SHARE_STATE, |item| {
         if let Replayed::Control {
@@ -823,7 +823,7 @@ fn share_state_markers(broker: &TestBroker) -> Vec<(i64, i64, bool)> {
             records,
         } = item
         {
-            let marker = TxnMarker::from_control(0, header, records).unwrap();
+            let marker = marker_from_control(0, header, records).unwrap();
             markers.push((header.base_offset(), marker.producer_id, marker.commit));
         }
     })

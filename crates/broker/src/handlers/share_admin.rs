@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::groups::{ShareCall, ShareReply};
+use shoal_core::group_coordinator::{ShareCall, ShareReply};
 
 /// Whether `group_id` is a share group, and whether it has members.
 async fn group_members(broker: &Broker, group_id: &str) -> Result<usize, ErrorCode> {

@@ -17,7 +17,9 @@ use uuid::Uuid;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::dispatch::RequestContext;
-use crate::groups::{ShareCall, ShareReply};
+use shoal_core::group_coordinator::{ShareCall, ShareReply};
+
+use crate::coordinators::group_coordinator::share_overrides;
 
 /// Kafka's limit on client-generated member ids.
 const MEMBER_ID_MAX_CHARS: usize = 36;
@@ -59,9 +61,10 @@ pub async fn share_group_heartbeat(
         client_id: client_id.to_string(),
         client_host: format!("/{}", ctx.peer.ip()),
     };
+    let overrides = share_overrides(broker, &request.group_id);
     match broker
         .groups
-        .call_share(ShareCall::Heartbeat(request))
+        .call_share(ShareCall::Heartbeat(request, overrides))
         .await
     {
         Ok(ShareReply::Heartbeat(Ok(reply))) => ShareGroupHeartbeatResponse::default()

@@ -54,9 +54,9 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::groups::{ShareCall, ShareReply};
 use crate::internal::TxnProducer;
 use crate::share::{state_partition, SHARE_GROUP_STATE};
+use shoal_core::group_coordinator::{ShareCall, ShareReply};
 
 /// A refusal of the whole request.
 struct Refusal {

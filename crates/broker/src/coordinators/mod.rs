@@ -1,0 +1,6 @@
+//! The coordinators: one runtime ([`runtime`]) that drives every coordinator's sans-IO shard
+//! the same way, and each coordinator's place in the broker (its topic, configuration and
+//! effects).
+
+pub mod group_coordinator;
+pub mod runtime;

@@ -1,0 +1,326 @@
+//! The one coordinator runtime: drives any [`CoordinatorShard`] the same way.
+//!
+//! One task owns the shard. At start it rebuilds the shard by replaying the shard's internal
+//! topic (records and transaction markers, in log order per partition). Then, pass after
+//! pass, it takes every input queued since the last pass (at most [`PASS_INPUTS_MAX`]), in
+//! the order they were queued, feeds them and a timer tick to the shard, appends the records
+//! the shard emitted — one batch per partition of the topic, then one group-commit fsync — and
+//! only then delivers the pass's replies and hands its effects to the [`Host`]. If the append
+//! fails, nothing of the pass is answered (every waiting caller, deferred ones included, gets
+//! [`Unavailable`], which handlers answer as COORDINATOR_NOT_AVAILABLE so clients retry) and
+//! the shard is rebuilt from the log, so its state never runs ahead of what is durable.
+//!
+//! Order: [`Runtime::submit`] queues an input before it returns, and a connection handles its
+//! requests one at a time up to that point, so the inputs of one connection take effect in
+//! the order they were sent even when their replies are awaited later (pipelined
+//! OffsetCommits share passes, and so fsyncs, without being reordered).
+//!
+//! Must not: deliver a reply before the records of its pass are durable; apply an input out of
+//! its queue order; keep serving from a state the log does not hold after a failed append.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use shoal_core::coordinator::{
+    CoordinatorShard, Emitted, EncodedRecord, ReplyToken, ShardRecord, TxnMarker,
+};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, info, warn};
+
+use crate::broker::{now_ms, Broker};
+use crate::internal::Replayed;
+use crate::participants::marker_from_control;
+
+/// Inputs queued at most before callers wait (backpressure).
+pub const QUEUE_INPUTS_MAX: usize = 10_000;
+/// Inputs handled in one pass (one fsync) at most.
+pub const PASS_INPUTS_MAX: usize = 1_000;
+/// Longest sleep between timer checks.
+const TICK_MAX: Duration = Duration::from_millis(500);
+
+/// The coordinator failed to answer (not running, or the write of its pass failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unavailable;
+
+/// What a coordinator gives the runtime besides its shard: where its records live, how to
+/// make a fresh shard, and what to do with its effects.
+pub trait Host<S: CoordinatorShard>: Send + Sync + 'static {
+    /// The internal topic holding the shard's records.
+    fn topic(&self) -> &'static str;
+
+    /// A new, empty shard configured from the broker (replay fills it).
+    fn new_shard(&self, broker: &Broker) -> S;
+
+    /// Inputs fed at the start of every pass, before the queued ones: state the shard follows
+    /// from elsewhere in the broker (the topics). Their replies are not awaited.
+    fn pass_inputs(&self, broker: &Broker) -> Vec<S::Input>;
+
+    /// Work to do once a pass is durable.
+    fn effects(&self, broker: &Arc<Broker>, effects: Vec<S::Effect>);
+}
+
+enum Pending<S: CoordinatorShard> {
+    Input(S::Input, oneshot::Sender<S::Reply>),
+    /// A transaction marker appended to the shard's topic; answered once applied (None: not
+    /// waited for).
+    Marker(TxnMarker, Option<oneshot::Sender<()>>),
+}
+
+/// Handle to one coordinator's task.
+pub struct Runtime<S: CoordinatorShard> {
+    tx: Mutex<Option<mpsc::Sender<Pending<S>>>>,
+}
+
+impl<S: CoordinatorShard> Default for Runtime<S> {
+    fn default() -> Self {
+        Self {
+            tx: Mutex::new(None),
+        }
+    }
+}
+
+impl<S> Runtime<S>
+where
+    S: CoordinatorShard + Send + 'static,
+    S::Input: Send,
+    S::Reply: Send,
+    S::Record: Send + Sync,
+    S::Effect: Send,
+{
+    /// Replays the host's topic into a new shard and starts the task.
+    ///
+    /// # Errors
+    /// The log cannot be read.
+    pub fn start<H: Host<S>>(&self, broker: &Arc<Broker>, host: H) -> anyhow::Result<()> {
+        let (shard, resumed, replayed) = load(broker, &host)?;
+        info!(
+            topic = host.topic(),
+            records = replayed,
+            "coordinator loaded"
+        );
+        let (tx, rx) = mpsc::channel(QUEUE_INPUTS_MAX);
+        *self.tx.lock().expect("coordinator runtime lock poisoned") = Some(tx);
+        tokio::spawn(run(Arc::downgrade(broker), host, shard, rx, resumed));
+        Ok(())
+    }
+
+    fn sender(&self) -> Result<mpsc::Sender<Pending<S>>, Unavailable> {
+        self.tx
+            .lock()
+            .expect("coordinator runtime lock poisoned")
+            .clone()
+            .ok_or(Unavailable)
+    }
+
+    /// Queues `input` (waiting for room if the queue is full) and returns a future of its
+    /// reply. The input is in the queue when this returns: inputs submitted one after another
+    /// are handled in that order, whenever their replies are awaited.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the coordinator is not running; the future fails the same way when
+    /// the pass holding the input could not be persisted.
+    pub async fn submit(
+        &self,
+        input: S::Input,
+    ) -> Result<impl Future<Output = Result<S::Reply, Unavailable>> + Send + 'static, Unavailable>
+    {
+        let (reply, wait) = oneshot::channel();
+        self.sender()?
+            .send(Pending::Input(input, reply))
+            .await
+            .map_err(|_| Unavailable)?;
+        Ok(async move { wait.await.map_err(|_| Unavailable) })
+    }
+
+    /// Sends one input and waits for its (possibly deferred) reply.
+    ///
+    /// # Errors
+    /// [`Unavailable`] as [`Runtime::submit`].
+    pub async fn call(&self, input: S::Input) -> Result<S::Reply, Unavailable> {
+        self.submit(input).await?.await
+    }
+
+    /// Applies a transaction marker just appended to the shard's topic (see
+    /// `crate::participants`). Waits until it is applied.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the coordinator is not running (the marker is in the log, so the
+    /// next load applies it).
+    pub async fn apply_marker(&self, marker: TxnMarker) -> Result<(), Unavailable> {
+        let (reply, wait) = oneshot::channel();
+        self.sender()?
+            .send(Pending::Marker(marker, Some(reply)))
+            .await
+            .map_err(|_| Unavailable)?;
+        wait.await.map_err(|_| Unavailable)
+    }
+
+    /// [`Runtime::apply_marker`] without waiting: queued ahead of every input submitted after
+    /// this returns.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the coordinator is not running or its queue is full.
+    pub fn queue_marker(&self, marker: TxnMarker) -> Result<(), Unavailable> {
+        self.sender()?
+            .try_send(Pending::Marker(marker, None))
+            .map_err(|_| Unavailable)
+    }
+}
+
+/// A fresh shard rebuilt from the host's topic, what its `loaded` emitted, and how many
+/// records and markers were replayed.
+fn load<S: CoordinatorShard, H: Host<S>>(
+    broker: &Broker,
+    host: &H,
+) -> anyhow::Result<(S, Emitted<S>, usize)> {
+    let mut shard = host.new_shard(broker);
+    let mut count = 0;
+    let topic = host.topic();
+    crate::internal::replay_topic(broker, topic, |item| match item {
+        Replayed::Control {
+            partition,
+            header,
+            records,
+        } => {
+            if let Some(marker) = marker_from_control(partition, header, records) {
+                shard.replay_marker(marker);
+                count += 1;
+            }
+        }
+        Replayed::Record { partition, record } => {
+            let Some(key) = record.key.as_deref() else {
+                return;
+            };
+            match S::Record::decode(key, record.value.as_deref()) {
+                Ok(r) => {
+                    shard.replay(r);
+                    count += 1;
+                }
+                Err(e) => warn!(
+                    topic,
+                    partition,
+                    offset = record.offset,
+                    error = %e,
+                    "skipping undecodable coordinator record"
+                ),
+            }
+        }
+    })?;
+    let mut resumed = Emitted::default();
+    shard.loaded(now_ms(), &mut resumed);
+    Ok((shard, resumed, count))
+}
+
+/// Appends `records` to `topic`, one batch per partition, and fsyncs them.
+async fn persist<R: ShardRecord>(
+    broker: &Arc<Broker>,
+    topic: &str,
+    records: &[R],
+) -> Result<(), String> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let partitions = crate::internal::partition_count(broker, topic);
+    let mut by_partition: BTreeMap<u32, Vec<EncodedRecord>> = BTreeMap::new();
+    for r in records {
+        let encoded = r.encode().map_err(|e| e.to_string())?;
+        by_partition
+            .entry(r.partition(partitions))
+            .or_default()
+            .push(encoded);
+    }
+    crate::internal::append_and_flush(broker, topic, by_partition).await
+}
+
+async fn run<S, H>(
+    broker: Weak<Broker>,
+    host: H,
+    mut shard: S,
+    mut rx: mpsc::Receiver<Pending<S>>,
+    resumed: Emitted<S>,
+) where
+    S: CoordinatorShard,
+    H: Host<S>,
+{
+    let mut next_token: u64 = 0;
+    let mut token = move || {
+        next_token += 1;
+        ReplyToken(next_token)
+    };
+    let mut waiting: HashMap<ReplyToken, oneshot::Sender<S::Reply>> = HashMap::new();
+    let mut carried = Some(resumed);
+    loop {
+        let mut out = carried.take().unwrap_or_default();
+        let mut batch = Vec::new();
+        if out.is_empty() {
+            let sleep = shard
+                .next_deadline()
+                .map(|d| Duration::from_millis((d - now_ms()).max(0) as u64))
+                .unwrap_or(TICK_MAX)
+                .min(TICK_MAX);
+            tokio::select! {
+                received = rx.recv() => {
+                    let Some(first) = received else { return };
+                    batch.push(first);
+                    while batch.len() < PASS_INPUTS_MAX {
+                        match rx.try_recv() {
+                            Ok(more) => batch.push(more),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                _ = tokio::time::sleep(sleep) => {}
+            }
+        }
+        let Some(broker) = broker.upgrade() else {
+            return;
+        };
+        let now = now_ms();
+        for input in host.pass_inputs(&broker) {
+            shard.handle(now, token(), input, &mut out);
+        }
+        let mut marker_replies = Vec::new();
+        for pending in batch {
+            match pending {
+                Pending::Input(input, reply) => {
+                    let t = token();
+                    waiting.insert(t, reply);
+                    shard.handle(now, t, input, &mut out);
+                }
+                Pending::Marker(marker, reply) => {
+                    shard.replay_marker(marker);
+                    marker_replies.extend(reply);
+                }
+            }
+        }
+        shard.tick(now, &mut out);
+        if let Err(e) = persist(&broker, host.topic(), &out.records).await {
+            error!(topic = host.topic(), error = %e,
+                "coordinator write failed; reloading state from the log");
+            // Every waiting caller fails, deferred ones too: their state is being rebuilt
+            // from what is durable, which the pass's records are not.
+            waiting.clear();
+            match load(&broker, &host) {
+                Ok((reloaded, resumed, _)) => {
+                    shard = reloaded;
+                    carried = Some(resumed);
+                }
+                Err(e) => error!(topic = host.topic(), error = %e, "coordinator reload failed"),
+            }
+            continue;
+        }
+        for (t, reply) in out.replies {
+            if let Some(waiter) = waiting.remove(&t) {
+                let _ = waiter.send(reply);
+            }
+        }
+        for reply in marker_replies {
+            let _ = reply.send(());
+        }
+        if !out.effects.is_empty() {
+            host.effects(&broker, out.effects);
+        }
+    }
+}
