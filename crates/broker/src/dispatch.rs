@@ -34,7 +34,8 @@ pub enum Reply {
 }
 
 /// Handles one request. Work whose order matters (appends) is done before this returns, in
-/// request order; only waiting (for an fsync) is left to [`Reply::Later`].
+/// request order; only waiting (for an fsync, or for a coordinator's pass that already holds
+/// the request) is left to [`Reply::Later`].
 pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, frame: RequestFrame) -> Reply {
     if let Request::Produce(r) = &frame.body {
         let appended = produce::append(broker, frame.version(), r).await;
@@ -50,6 +51,11 @@ pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, frame: Request
             }));
         }
         return Reply::Now(appended.finish(broker.clone()).await.map(Response::from));
+    }
+    // Queued on the group coordinator now, in request order; answered once durable.
+    if let Request::OffsetCommit(r) = &frame.body {
+        let answer = groups::offset_commit(broker, frame.version(), r).await;
+        return Reply::Later(Box::pin(async move { Some(answer.await.into()) }));
     }
     // Responses carrying records: those go from the segment files to the socket. (Neither API
     // is behind the feature gate of `respond`.)
@@ -127,7 +133,6 @@ async fn respond(
         Request::SyncGroup(r) => groups::sync_group(broker, version, r).await.into(),
         Request::Heartbeat(r) => groups::heartbeat(broker, r).await.into(),
         Request::LeaveGroup(r) => groups::leave_group(broker, version, r).await.into(),
-        Request::OffsetCommit(r) => groups::offset_commit(broker, version, r).await.into(),
         Request::OffsetFetch(r) => groups::offset_fetch(broker, version, r).await.into(),
         Request::DescribeGroups(r) => groups::describe_groups(broker, version, r).await.into(),
         Request::ListGroups(r) => groups::list_groups(broker, r).await.into(),

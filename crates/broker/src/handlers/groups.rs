@@ -1,6 +1,7 @@
 //! Classic consumer-group APIs: wire messages to and from the core coordinator's types.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 
 use shoal_core::group_coordinator as gc;
 use shoal_protocol::messages::{
@@ -207,37 +208,49 @@ fn partition_exists(broker: &Broker, topic: &str, partition: i32) -> bool {
         .is_some_and(|t| t.partition(partition).is_some())
 }
 
+/// OffsetCommit. The commit is queued on the group coordinator before this returns, so the
+/// commits of one connection take effect in the order they were sent; the returned future
+/// answers once the commit is durable. A client that pipelines commits (librdkafka sends
+/// every asynchronous one at once) has them share the coordinator's passes and fsyncs.
 pub async fn offset_commit(
     broker: &Broker,
     version: i16,
     r: &m::OffsetCommitRequest,
-) -> m::OffsetCommitResponse {
+) -> impl Future<Output = m::OffsetCommitResponse> + Send + 'static {
     let by_id = version >= 10;
     let mut offsets = Vec::new();
-    let mut unknown: Vec<(usize, i32)> = Vec::new();
-    let mut names = Vec::with_capacity(r.topics.len());
-    for (ti, t) in r.topics.iter().enumerate() {
+    // Per topic: its name and id as sent, and per partition either the code known now or
+    // the name to look its result up under.
+    let mut answers = Vec::with_capacity(r.topics.len());
+    for t in &r.topics {
         let name = if by_id {
             name_of(broker, t.topic_id)
         } else {
             Some(s(&t.name.0))
         };
-        names.push(name.clone());
+        let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
-            match &name {
+            let answer = match &name {
                 // Kafka answers partitions its metadata does not know without asking the
-                // group coordinator (UNKNOWN_TOPIC_OR_PARTITION, set when answering).
-                Some(name) if !partition_exists(broker, name, p.partition_index) => {}
-                Some(name) => offsets.push(gc::OffsetCommitPartition {
-                    topic: name.clone(),
-                    partition: p.partition_index,
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: opt(&p.committed_metadata),
-                }),
-                None => unknown.push((ti, p.partition_index)),
-            }
+                // group coordinator.
+                None => Err(ErrorCode::UNKNOWN_TOPIC_ID.code()),
+                Some(name) if !partition_exists(broker, name, p.partition_index) => {
+                    Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code())
+                }
+                Some(name) => {
+                    offsets.push(gc::OffsetCommitPartition {
+                        topic: name.clone(),
+                        partition: p.partition_index,
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: opt(&p.committed_metadata),
+                    });
+                    Ok(name.clone())
+                }
+            };
+            partitions.push((p.partition_index, answer));
         }
+        answers.push((t.name.clone(), t.topic_id, partitions));
     }
     let request = gc::OffsetCommitRequest {
         group_id: s(&r.group_id.0),
@@ -246,45 +259,45 @@ pub async fn offset_commit(
         group_instance_id: opt(&r.group_instance_id),
         offsets,
     };
-    let results: BTreeMap<(String, i32), i16> =
-        match call(broker, gc::GroupRequest::OffsetCommit(request)).await {
-            Some(gc::GroupResponse::OffsetCommit(c)) => c
-                .partitions
-                .into_iter()
-                .map(|p| ((p.topic, p.partition), p.error_code.code()))
-                .collect(),
-            _ => BTreeMap::new(),
+    let reply = broker
+        .groups
+        .submit(gc::GroupRequest::OffsetCommit(request))
+        .await;
+    async move {
+        let results: BTreeMap<(String, i32), i16> = match reply {
+            Ok(reply) => match reply.await {
+                Ok(gc::GroupResponse::OffsetCommit(c)) => c
+                    .partitions
+                    .into_iter()
+                    .map(|p| ((p.topic, p.partition), p.error_code.code()))
+                    .collect(),
+                _ => BTreeMap::new(),
+            },
+            Err(_) => BTreeMap::new(),
         };
-    let topics = r
-        .topics
-        .iter()
-        .zip(&names)
-        .map(|(t, name)| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    let code = match name {
-                        None => ErrorCode::UNKNOWN_TOPIC_ID.code(),
-                        Some(name) if !partition_exists(broker, name, p.partition_index) => {
-                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
-                        }
-                        Some(name) => *results
-                            .get(&(name.clone(), p.partition_index))
-                            .unwrap_or(&UNAVAILABLE),
-                    };
-                    offset_commit_response::OffsetCommitResponsePartition::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(code)
-                })
-                .collect();
-            offset_commit_response::OffsetCommitResponseTopic::default()
-                .with_name(t.name.clone())
-                .with_topic_id(t.topic_id)
-                .with_partitions(partitions)
-        })
-        .collect();
-    m::OffsetCommitResponse::default().with_topics(topics)
+        let topics = answers
+            .into_iter()
+            .map(|(name, topic_id, partitions)| {
+                let partitions = partitions
+                    .into_iter()
+                    .map(|(index, answer)| {
+                        let code = match answer {
+                            Err(code) => code,
+                            Ok(name) => *results.get(&(name, index)).unwrap_or(&UNAVAILABLE),
+                        };
+                        offset_commit_response::OffsetCommitResponsePartition::default()
+                            .with_partition_index(index)
+                            .with_error_code(code)
+                    })
+                    .collect();
+                offset_commit_response::OffsetCommitResponseTopic::default()
+                    .with_name(name)
+                    .with_topic_id(topic_id)
+                    .with_partitions(partitions)
+            })
+            .collect();
+        m::OffsetCommitResponse::default().with_topics(topics)
+    }
 }
 
 async fn fetch_group(
