@@ -75,7 +75,7 @@ pub struct Broker {
     pub metrics: Metrics,
     pub flusher: Flusher,
     pub groups: GroupService,
-    pub txn: crate::txn::TxnService,
+    pub txn: crate::coordinators::txn_coordinator::TxnService,
     /// Share partitions, share sessions and share-group state.
     pub share: crate::share::ShareManager,
     /// Producer ids for InitProducerId.
@@ -254,7 +254,7 @@ impl Broker {
             metrics: Metrics::default(),
             flusher,
             groups,
-            txn: crate::txn::TxnService::new(),
+            txn: crate::coordinators::txn_coordinator::TxnService::new(),
             share: crate::share::ShareManager::new(&config)?,
             producer_ids,
             topics: RwLock::new(maps),
@@ -292,7 +292,7 @@ impl Broker {
                 .await
                 .map_err(|e| anyhow::anyhow!("creating {CONSUMER_OFFSETS}: {}", e.message))?;
         }
-        let state = crate::txn::TRANSACTION_STATE;
+        let state = crate::coordinators::txn_coordinator::TRANSACTION_STATE;
         if self.topic(state).is_none() {
             let mut configs = ConfigMap::new();
             configs.insert("cleanup.policy", "compact");

@@ -44,7 +44,6 @@ pub mod retention;
 pub mod server;
 pub mod share;
 pub mod topics;
-pub mod txn;
 
 pub use broker::{Broker, BrokerOptions};
 pub use config::BrokerConfig;

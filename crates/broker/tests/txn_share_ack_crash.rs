@@ -11,8 +11,8 @@ use common::share::ACCEPT;
 use common::txn::{committed_values, txn_batch};
 use common::txn_share::*;
 use common::{txn, TestBroker};
+use shoal_broker::coordinators::txn_coordinator::TRANSACTION_STATE;
 use shoal_broker::share::SHARE_GROUP_STATE;
-use shoal_broker::txn::TRANSACTION_STATE;
 use shoal_core::txn_coordinator::{partition_for, TransactionState, TxnRecord};
 
 /// g10 / case 1 / case 12: the broker crashes (kill -9) while records are TX_PENDING. The

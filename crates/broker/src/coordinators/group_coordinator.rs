@@ -104,12 +104,20 @@ impl Host<GroupShard> for OffsetsHost {
         CONSUMER_OFFSETS
     }
 
-    fn new_shard(&self, broker: &Broker) -> GroupShard {
-        GroupShard::new(group_config(broker), share_group_config(broker))
+    fn new_shard(&self, broker: &Broker) -> anyhow::Result<GroupShard> {
+        Ok(GroupShard::new(
+            group_config(broker),
+            share_group_config(broker),
+        ))
     }
 
     /// Topics created, deleted or grown since the last pass move share assignments.
-    fn pass_inputs(&self, broker: &Broker) -> Vec<GroupInput> {
+    fn pass_inputs(
+        &self,
+        broker: &Broker,
+        _shard: &GroupShard,
+        _queued: &[&GroupInput],
+    ) -> Vec<GroupInput> {
         vec![GroupInput::Topics(topics_image(broker))]
     }
 

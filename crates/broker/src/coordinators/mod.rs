@@ -4,3 +4,4 @@
 
 pub mod group_coordinator;
 pub mod runtime;
+pub mod txn_coordinator;

@@ -51,11 +51,31 @@ pub trait Host<S: CoordinatorShard>: Send + Sync + 'static {
     fn topic(&self) -> &'static str;
 
     /// A new, empty shard configured from the broker (replay fills it).
-    fn new_shard(&self, broker: &Broker) -> S;
+    ///
+    /// # Errors
+    /// What the shard needs cannot be had (a coordinator epoch cannot be recorded).
+    fn new_shard(&self, broker: &Broker) -> anyhow::Result<S>;
 
-    /// Inputs fed at the start of every pass, before the queued ones: state the shard follows
-    /// from elsewhere in the broker (the topics). Their replies are not awaited.
-    fn pass_inputs(&self, broker: &Broker) -> Vec<S::Input>;
+    /// Called after the replay, before [`CoordinatorShard::loaded`] (whose output follows
+    /// what this adds to `out`): work that must be done before anything is served, on the
+    /// broker's first load (`first`) or on a reload after a failed append.
+    ///
+    /// # Errors
+    /// The coordinator must not serve (at the first load, the broker does not start).
+    fn after_replay(
+        &self,
+        _broker: &Broker,
+        _shard: &mut S,
+        _first: bool,
+        _out: &mut Emitted<S>,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// Inputs fed at the start of every pass, before the `queued` ones: state the shard
+    /// follows from elsewhere in the broker (the topics), or that it needs for the queued
+    /// inputs (fresh producer ids). Their replies are not awaited.
+    fn pass_inputs(&self, broker: &Broker, shard: &S, queued: &[&S::Input]) -> Vec<S::Input>;
 
     /// Work to do once a pass is durable.
     fn effects(&self, broker: &Arc<Broker>, effects: Vec<S::Effect>);
@@ -94,7 +114,7 @@ where
     /// # Errors
     /// The log cannot be read.
     pub fn start<H: Host<S>>(&self, broker: &Arc<Broker>, host: H) -> anyhow::Result<()> {
-        let (shard, resumed, replayed) = load(broker, &host)?;
+        let (shard, resumed, replayed) = load(broker, &host, true)?;
         info!(
             topic = host.topic(),
             records = replayed,
@@ -174,8 +194,9 @@ where
 fn load<S: CoordinatorShard, H: Host<S>>(
     broker: &Broker,
     host: &H,
+    first: bool,
 ) -> anyhow::Result<(S, Emitted<S>, usize)> {
-    let mut shard = host.new_shard(broker);
+    let mut shard = host.new_shard(broker)?;
     let mut count = 0;
     let topic = host.topic();
     crate::internal::replay_topic(broker, topic, |item| match item {
@@ -209,6 +230,7 @@ fn load<S: CoordinatorShard, H: Host<S>>(
         }
     })?;
     let mut resumed = Emitted::default();
+    host.after_replay(broker, &mut shard, first, &mut resumed)?;
     shard.loaded(now_ms(), &mut resumed);
     Ok((shard, resumed, count))
 }
@@ -277,8 +299,18 @@ async fn run<S, H>(
         let Some(broker) = broker.upgrade() else {
             return;
         };
+        let fed = {
+            let queued: Vec<&S::Input> = batch
+                .iter()
+                .filter_map(|p| match p {
+                    Pending::Input(input, _) => Some(input),
+                    Pending::Marker(..) => None,
+                })
+                .collect();
+            host.pass_inputs(&broker, &shard, &queued)
+        };
         let now = now_ms();
-        for input in host.pass_inputs(&broker) {
+        for input in fed {
             shard.handle(now, token(), input, &mut out);
         }
         let mut marker_replies = Vec::new();
@@ -302,7 +334,7 @@ async fn run<S, H>(
             // Every waiting caller fails, deferred ones too: their state is being rebuilt
             // from what is durable, which the pass's records are not.
             waiting.clear();
-            match load(&broker, &host) {
+            match load(&broker, &host, false) {
                 Ok((reloaded, resumed, _)) => {
                     shard = reloaded;
                     carried = Some(resumed);

@@ -42,6 +42,7 @@
 
 pub mod markers;
 mod records;
+mod shard;
 mod types;
 
 #[cfg(test)]
@@ -54,6 +55,10 @@ use std::collections::{BTreeMap, BTreeSet};
 pub use records::{
     DecodeError, PendingMarker, TransactionLogValue, TxnRecord, KEY_VERSION, MARKERS_KEY_VERSION,
     VALUE_VERSION,
+};
+pub use shard::{
+    TxnEffect, TxnInput, TxnReply, TxnShard, FRESH_IDS_RESERVE, HELD_PER_ID_MAX, HOLD_MAX_MS,
+    MARKERS_LISTED_MAX,
 };
 pub use types::*;
 

@@ -1,0 +1,459 @@
+//! The transaction coordinator on the runtime: a [`TxnShard`] whose records live in
+//! `__transaction_state`. What is particular to it is here: its coordinator epoch, the fresh
+//! producer ids it is fed, and its effects — the markers the shard asks for are written by a
+//! separate task per transaction (a COMMIT or ABORT control batch appended to every partition
+//! of the transaction, and on the partitions of a transactional participant
+//! (`__consumer_offsets`, `__share_group_state`: `crate::participants`) also handed to it),
+//! which reports back so the shard can complete the transaction. A marker that cannot be
+//! written is retried with backoff; a partition that no longer exists is skipped, as Kafka
+//! skips deleted partitions. At the first load, markers a crash lost are written again before
+//! anything is served, and transactions left in PrepareCommit/PrepareAbort get their markers
+//! again.
+//!
+//! Markers are not fsynced before the transaction completes (they become durable with the
+//! partition's next group commit, which a background flush starts at once on partitions that
+//! fsync every write, or with the partition's lazy flushes otherwise). Instead the
+//! Complete record is preceded, in the same fsync, by a `TxnRecord::Markers` record listing
+//! the id's markers not yet known durable with their offsets. Log recovery keeps a prefix of
+//! each partition, so at the next start a marker was lost iff its partition now ends at or
+//! before its offset; such a marker is written again (and fsynced) before the broker serves
+//! anyone, if its producer still has the transaction open there. This takes one fsync of a
+//! busy data partition out of every commit's critical path (the next transaction of the id
+//! waits for its predecessor to complete).
+//!
+//! Must not: answer before the records a reply depends on are fsynced; let a Complete record
+//! become durable without the Markers record that covers its markers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use shoal_core::coordinator::Emitted;
+use shoal_core::txn_coordinator as tc;
+use shoal_core::txn_coordinator::{
+    ListTransactionsRequest, ListTransactionsResponse, PendingMarker, ProducerId, TopicPartition,
+    TransactionDescription, TransactionResult, TxnConfig, TxnEffect, TxnInput, TxnReply,
+    TxnRequest, TxnResponse, TxnShard, WriteMarkers,
+};
+use tracing::{error, info, warn};
+
+pub use super::runtime::Unavailable;
+use super::runtime::{Host, Runtime};
+use crate::broker::{now_ms, Broker};
+use crate::participants::{Participant, TxnMarker};
+
+/// Name of the internal topic holding transaction state.
+pub const TRANSACTION_STATE: &str = "__transaction_state";
+/// Backoff bounds between marker write attempts.
+const MARKER_RETRY_MIN: Duration = Duration::from_millis(50);
+const MARKER_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// Handle to the transaction coordinator.
+#[derive(Default)]
+pub struct TxnService {
+    runtime: Runtime<TxnShard>,
+}
+
+/// File in the data directory holding the transaction coordinator's last epoch.
+pub const COORDINATOR_EPOCH_FILE: &str = "transaction-coordinator-epoch";
+
+/// The epoch of a new coordinator load: one more than the last, recorded durably first
+/// (the first load of a directory starts at the current time in seconds).
+///
+/// Every load gets a higher epoch, which goes into its markers: a partition refuses markers
+/// older than the last it saw (TRANSACTION_COORDINATOR_FENCED), so a marker write still in
+/// flight from an earlier incarnation cannot land after the new one's.
+///
+/// # Errors
+/// The file cannot be read, parsed or written.
+pub fn next_coordinator_epoch(data_dir: &std::path::Path) -> anyhow::Result<i32> {
+    let path = data_dir.join(COORDINATOR_EPOCH_FILE);
+    let last = match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| anyhow::anyhow!("{path:?} does not hold a coordinator epoch"))?,
+        // Data directories from before this file used the load time in seconds as the epoch
+        // (their markers carry it): start above any of those.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            (now_ms() / 1000).clamp(0, i64::from(i32::MAX - 1)) as i32
+        }
+        Err(e) => anyhow::bail!("cannot read {path:?}: {e}"),
+    };
+    let next = last
+        .checked_add(1)
+        .ok_or_else(|| anyhow::anyhow!("coordinator epochs exhausted"))?;
+    crate::producers::write_durably(&path, format!("{next}\n").as_bytes())
+        .map_err(|e| anyhow::anyhow!("cannot write {path:?}: {e}"))?;
+    Ok(next)
+}
+
+impl TxnService {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replays `__transaction_state`, writes again the markers a crash lost, and starts the
+    /// coordinator (which re-sends the markers of transactions found prepared).
+    ///
+    /// # Errors
+    /// The log cannot be read, the coordinator epoch cannot be recorded, or a lost marker
+    /// cannot be written again.
+    pub fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
+        self.runtime.start(broker, TxnHost)
+    }
+
+    /// Sends one request and waits for its (possibly deferred) reply.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the coordinator is not running or could not persist the change.
+    pub async fn call(&self, request: TxnRequest) -> Result<TxnResponse, Unavailable> {
+        match self.runtime.call(TxnInput::Request(request)).await? {
+            TxnReply::Response(response) => Ok(response),
+            _ => Err(Unavailable),
+        }
+    }
+
+    /// DescribeTransactions.
+    ///
+    /// # Errors
+    /// [`Unavailable`].
+    pub async fn describe(
+        &self,
+        ids: Vec<String>,
+    ) -> Result<Vec<TransactionDescription>, Unavailable> {
+        match self.runtime.call(TxnInput::Describe(ids)).await? {
+            TxnReply::Describe(described) => Ok(described),
+            _ => Err(Unavailable),
+        }
+    }
+
+    /// ListTransactions.
+    ///
+    /// # Errors
+    /// [`Unavailable`].
+    pub async fn list(
+        &self,
+        request: ListTransactionsRequest,
+    ) -> Result<ListTransactionsResponse, Unavailable> {
+        match self.runtime.call(TxnInput::List(request)).await? {
+            TxnReply::List(listed) => Ok(listed),
+            _ => Err(Unavailable),
+        }
+    }
+}
+
+/// The transaction coordinator's place in the broker.
+struct TxnHost;
+
+impl Host<TxnShard> for TxnHost {
+    fn topic(&self) -> &'static str {
+        TRANSACTION_STATE
+    }
+
+    /// Every load gets a new coordinator epoch, recorded first.
+    fn new_shard(&self, broker: &Broker) -> anyhow::Result<TxnShard> {
+        let epoch = next_coordinator_epoch(&broker.data_dir)?;
+        Ok(TxnShard::new(txn_config(broker), epoch))
+    }
+
+    /// At the first load, the markers the Markers records list that a crash lost are written
+    /// again (and every listed partition fsynced) before anything is served, and the lists
+    /// are then cleared durably, first thing. On a reload after a failed append the broker is
+    /// serving, so nothing is rewritten: the lists stay as the log has them.
+    fn after_replay(
+        &self,
+        broker: &Broker,
+        shard: &mut TxnShard,
+        first: bool,
+        out: &mut Emitted<TxnShard>,
+    ) -> anyhow::Result<()> {
+        if !first {
+            return Ok(());
+        }
+        let coordinator_epoch = shard.machine().coordinator_epoch();
+        let rewritten = recover_markers(broker, shard.listed_markers(), coordinator_epoch)?;
+        out.records.extend(shard.clear_listed_markers());
+        info!(
+            transactions = shard.machine().len(),
+            markers_rewritten = rewritten,
+            "transaction coordinator recovered its markers"
+        );
+        Ok(())
+    }
+
+    /// Fresh producer ids for the requests that may need one.
+    fn pass_inputs(
+        &self,
+        broker: &Broker,
+        shard: &TxnShard,
+        queued: &[&TxnInput],
+    ) -> Vec<TxnInput> {
+        let wanted = shard.fresh_ids_wanted(queued.iter().copied());
+        let mut ids = Vec::with_capacity(wanted);
+        for _ in 0..wanted {
+            match broker.producer_ids.allocate() {
+                Ok(id) => ids.push(ProducerId(id)),
+                Err(e) => {
+                    error!(error = %e, "cannot allocate a producer id");
+                    break;
+                }
+            }
+        }
+        if ids.is_empty() {
+            Vec::new()
+        } else {
+            vec![TxnInput::FreshIds(ids)]
+        }
+    }
+
+    fn effects(&self, broker: &Arc<Broker>, effects: Vec<TxnEffect>) {
+        for effect in effects {
+            match effect {
+                TxnEffect::WriteMarkers { markers, listed } => {
+                    tokio::spawn(write_markers(Arc::downgrade(broker), markers, listed));
+                }
+                TxnEffect::Flush(partitions) => {
+                    let partitions = partitions
+                        .iter()
+                        .filter_map(|tp| {
+                            crate::markers::partition(broker, &tp.topic, tp.partition).ok()
+                        })
+                        .collect();
+                    flush_in_background(broker, partitions);
+                }
+            }
+        }
+    }
+}
+
+fn txn_config(broker: &Broker) -> TxnConfig {
+    let c = &broker.config;
+    TxnConfig {
+        transaction_max_timeout_ms: c.long("transaction.max.timeout.ms") as i32,
+        transactional_id_expiration_ms: c.long("transactional.id.expiration.ms"),
+        ..TxnConfig::default()
+    }
+}
+
+/// Writes again, and fsyncs, every listed marker a crash lost ([`tc::markers::lost_markers`]:
+/// it is no longer at its offset and its producer still has a transaction open there; on a
+/// participant's partition, always, and the participant is then handed the marker), then
+/// fsyncs every listed partition. Runs before the broker serves requests, so nothing can have
+/// been appended since recovery. Returns how many markers were written.
+///
+/// # Errors
+/// A partition's producer state cannot be loaded, or a marker cannot be written or fsynced:
+/// the transaction would stay open there, so the broker must not start.
+fn recover_markers(
+    broker: &Broker,
+    pending: &HashMap<String, Vec<PendingMarker>>,
+    coordinator_epoch: i32,
+) -> anyhow::Result<usize> {
+    let mut written = 0;
+    // Every listed marker is judged before any is written again (a rewrite appends where
+    // another lost marker was; see `tc::markers::lost_markers`).
+    let lost = tc::markers::lost_markers(
+        pending.values().flatten(),
+        |m| {
+            let tp = &m.partition;
+            let Ok(partition) = crate::markers::partition(broker, &tp.topic, tp.partition) else {
+                return Ok(None);
+            };
+            let log = partition.lock();
+            let at = match log.iter_batches(m.offset).next() {
+                Some(batch) => Some(batch?.header),
+                None => None,
+            };
+            Ok::<_, anyhow::Error>(Some(at.is_some_and(|h| {
+                h.base_offset() == m.offset
+                    && h.is_control()
+                    && h.producer_id() == m.producer_id.0
+                    && h.producer_epoch() == m.producer_epoch.0
+            })))
+        },
+        |tp| Participant::of(&tp.topic).is_some(),
+        |m| {
+            let tp = &m.partition;
+            let Ok(partition) = crate::markers::partition(broker, &tp.topic, tp.partition) else {
+                return Ok(false);
+            };
+            let mut log = partition.lock();
+            let config = crate::producers::state_config(&broker.config);
+            let mut producers = partition.producers(&mut log, config, now_ms())?;
+            producers.sync_with(&mut log)?;
+            let open = producers
+                .state()
+                .ongoing_txns()
+                .any(|(_, pid)| pid.0 == m.producer_id.0);
+            Ok::<bool, anyhow::Error>(open)
+        },
+    )?;
+    for m in lost {
+        let tp = &m.partition;
+        let Ok(partition) = crate::markers::partition(broker, &tp.topic, tp.partition) else {
+            continue;
+        };
+        let commit = m.result.is_commit();
+        crate::markers::write_marker(
+            broker,
+            &partition,
+            m.producer_id.0,
+            m.producer_epoch.0,
+            commit,
+            coordinator_epoch,
+        )
+        .map_err(|code| {
+            anyhow::anyhow!(
+                "cannot write the lost marker of producer {} on {}-{}: error {}",
+                m.producer_id.0,
+                tp.topic,
+                tp.partition,
+                code.0
+            )
+        })?;
+        partition.lock().sync()?;
+        warn!(topic = %tp.topic, partition = tp.partition, producer_id = m.producer_id.0, commit, "transaction marker lost in a crash written again");
+        written += 1;
+        if let Some(participant) = Participant::of(&tp.topic) {
+            // The participant loaded (replayed its topic) before this marker existed.
+            participant.hand_at_start(
+                broker,
+                TxnMarker {
+                    partition: tp.partition,
+                    producer_id: m.producer_id.0,
+                    producer_epoch: m.producer_epoch.0,
+                    commit,
+                },
+            );
+        }
+    }
+    // Every listed partition durable, so that the lists can be cleared (the caller writes
+    // `tc::markers::cleared_lists` before serving).
+    for m in pending.values().flatten() {
+        if let Ok(partition) =
+            crate::markers::partition(broker, &m.partition.topic, m.partition.partition)
+        {
+            partition.lock().sync()?;
+        }
+    }
+    Ok(written)
+}
+
+/// Appends one transaction's markers to every partition, retrying the ones that fail until
+/// each is written or its partition is gone, hands those on a participant's partition to the
+/// participant, starts a background flush of the partitions, and reports completion with the
+/// markers' offsets (see the module docs for why it does not wait for the fsync).
+async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, listed: Vec<TopicPartition>) {
+    let commit = markers.result == TransactionResult::Commit;
+    let mut remaining = markers.partitions.clone();
+    let mut appended = Vec::with_capacity(remaining.len());
+    let mut to_flush = Vec::with_capacity(remaining.len());
+    let mut backoff = MARKER_RETRY_MIN;
+    while !remaining.is_empty() {
+        let Some(broker) = broker.upgrade() else {
+            return;
+        };
+        let mut failed = Vec::new();
+        for tp in remaining {
+            let partition = match crate::markers::partition(&broker, &tp.topic, tp.partition) {
+                Ok(p) => p,
+                Err(_) => {
+                    warn!(topic = %tp.topic, partition = tp.partition, "transaction marker skipped: partition no longer exists");
+                    continue;
+                }
+            };
+            match crate::markers::write_marker(
+                &broker,
+                &partition,
+                markers.producer_id.0,
+                markers.producer_epoch.0,
+                commit,
+                markers.coordinator_epoch,
+            ) {
+                Ok(offset) => {
+                    crate::participants::marker_appended(
+                        &broker,
+                        &tp.topic,
+                        TxnMarker {
+                            partition: tp.partition,
+                            producer_id: markers.producer_id.0,
+                            producer_epoch: markers.producer_epoch.0,
+                            commit,
+                        },
+                    )
+                    .await;
+                    to_flush.push(partition);
+                    appended.push(PendingMarker {
+                        partition: tp,
+                        offset,
+                        producer_id: markers.producer_id,
+                        producer_epoch: markers.producer_epoch,
+                        result: markers.result,
+                    });
+                }
+                Err(code) => {
+                    warn!(topic = %tp.topic, partition = tp.partition, ?code, "transaction marker failed; retrying");
+                    failed.push(tp);
+                }
+            }
+        }
+        remaining = failed;
+        if !remaining.is_empty() {
+            drop(broker);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MARKER_RETRY_MAX);
+        }
+    }
+    let Some(broker) = broker.upgrade() else {
+        return;
+    };
+    // Under the partition's own policy: at once where every write is fsynced, else with its
+    // lazy flushes (the Markers record covers them meanwhile).
+    to_flush.retain(|p| flushes_every_write(&broker, &p.topic));
+    flush_in_background(&broker, to_flush);
+    // Flushed offsets read after the appends: a marker flushed since is left out of the
+    // Markers record, one flushed later stays listed (harmless: it is found at its offset).
+    let mut flushed = Vec::new();
+    for tp in appended.iter().map(|m| &m.partition).chain(&listed) {
+        if flushed.iter().any(|(p, _)| p == tp) {
+            continue;
+        }
+        if let Ok(partition) = crate::markers::partition(&broker, &tp.topic, tp.partition) {
+            flushed.push((tp.clone(), partition.lock().flushed_offset()));
+        }
+    }
+    let input = TxnInput::MarkersWritten {
+        markers,
+        appended,
+        flushed,
+    };
+    // The reply only says the input was handled; nothing waits for it.
+    if let Ok(reply) = broker.txn.runtime.submit(input).await {
+        drop(reply);
+    }
+}
+
+/// Starts fsyncing `partitions` without waiting. A failure is only logged: the markers on them
+/// stay listed in their ids' Markers records, and a restart writes them again if lost.
+fn flush_in_background(broker: &Broker, partitions: Vec<Arc<crate::topics::Partition>>) {
+    if partitions.is_empty() {
+        return;
+    }
+    let flusher = broker.flusher.clone();
+    tokio::spawn(async move {
+        if let Err(e) = flusher.flush(partitions).await {
+            warn!(error = %e, "transaction markers not flushed");
+        }
+    });
+}
+
+/// Whether `topic` fsyncs every write before acknowledging it (`flush.messages` = 1).
+fn flushes_every_write(broker: &Broker, topic: &str) -> bool {
+    let Some(t) = broker.topic(topic) else {
+        return false;
+    };
+    crate::topics::effective(&broker.current_config(), &t.overrides(), "flush.messages") == "1"
+}
