@@ -19,6 +19,7 @@ mod admin;
 mod features;
 mod perf;
 mod perf_client;
+mod perf_commits;
 mod share_groups;
 mod transactions;
 mod verify;

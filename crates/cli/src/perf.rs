@@ -81,6 +81,9 @@ pub enum PerfCommand {
     /// Leaves `--records` records TX_PENDING in an open transaction (KIP-1289), for
     /// measuring the broker's memory and restart time with them (one JSON line).
     StagePending(crate::perf_client::StagePendingArgs),
+    /// Rounds of OffsetCommits pipelined on one connection, as librdkafka sends its
+    /// asynchronous commits (one JSON line).
+    Commits(crate::perf_commits::CommitsArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -143,6 +146,7 @@ pub async fn run(bootstrap: SocketAddr, command: PerfCommand) -> anyhow::Result<
         PerfCommand::StagePending(args) => {
             crate::perf_client::stage_pending(&bootstrap.to_string(), &args).await
         }
+        PerfCommand::Commits(args) => crate::perf_commits::commits(bootstrap, &args).await,
     }
 }
 
