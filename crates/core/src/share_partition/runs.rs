@@ -7,13 +7,17 @@
 //! neighbours with equal attributes are joined again ([`Runs::coalesce`]).
 //!
 //! Every insertion and removal goes through [`Runs::insert`] / [`Runs::remove`], which keep
-//! the indexes (lock deadlines, AVAILABLE runs, records per state) exact.
+//! the indexes (lock deadlines, AVAILABLE runs, records per state) exact. `insert` checks, in
+//! every build, that the run is not empty, has an owner exactly when ACQUIRED and a staging
+//! exactly when TX_PENDING, and overlaps no tracked run (one state and at most one holder per
+//! record); a run failing a check is not stored and the [`Violation`] is kept
+//! ([`Runs::violation`]) for the share partition to stop on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::types::{AcknowledgeType, RecordState, StateCounts};
+use super::types::{AcknowledgeType, RecordState, StateCounts, Violation};
 use crate::share_coordinator::StagedTxn;
 
 /// The staging of TX_PENDING records (KIP-1289).
@@ -118,6 +122,8 @@ pub(super) struct Runs {
     /// (producer id, first) of every TX_PENDING run.
     pending: BTreeSet<(i64, i64)>,
     counts: StateCounts,
+    /// The first broken invariant found, if any.
+    violation: Option<Violation>,
 }
 
 impl Runs {
@@ -216,20 +222,54 @@ impl Runs {
         keys
     }
 
+    /// The first broken invariant found, if any.
+    pub fn violation(&self) -> Option<&Violation> {
+        self.violation.as_ref()
+    }
+
+    /// Records a broken invariant (the first one is kept).
+    pub fn flag(&mut self, violation: Violation) {
+        if self.violation.is_none() {
+            self.violation = Some(violation);
+        }
+    }
+
+    /// Whether `run` may be stored at `first`: not empty, owner and staging matching its
+    /// state, no overlap with a tracked run (which also rules out inserting twice).
+    pub fn check_insert(&self, first: i64, run: &Run) -> Result<(), Violation> {
+        let last = run.last;
+        if first > last {
+            return Err(Violation::EmptyRange { first, last });
+        }
+        let owner = run.owner.is_some();
+        let staging = run.txn.is_some();
+        if owner != (run.state == RecordState::Acquired)
+            || staging != (run.state == RecordState::TxPending)
+        {
+            return Err(Violation::Attributes {
+                first,
+                last,
+                state: run.state,
+                owner,
+                staging,
+            });
+        }
+        // The tracked run starting last at or before `last` is the only one that can overlap.
+        match self.map.range(..=last).next_back() {
+            Some((&other, r)) if other >= first || r.last >= first => {
+                Err(Violation::Overlap { first, last, other })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Stores `run` at `first` if [`Runs::check_insert`] allows it; else keeps the violation
+    /// and leaves the runs as they were.
     pub fn insert(&mut self, first: i64, run: Run) {
-        // Internal invariants, checked where they cannot panic a broker.
-        #[cfg(test)]
-        assert!(first <= run.last, "empty run {first}..{}", run.last);
-        #[cfg(test)]
-        assert!(
-            (run.state == RecordState::Acquired) == run.owner.is_some(),
-            "owner set exactly when acquired"
-        );
-        #[cfg(test)]
-        assert!(
-            (run.state == RecordState::TxPending) == run.txn.is_some(),
-            "staging set exactly when TX_PENDING"
-        );
+        if let Err(v) = self.check_insert(first, &run) {
+            self.flag(v);
+            return;
+        }
         match run.state {
             RecordState::Acquired => {
                 self.locks.insert((run.deadline_ms, first));
@@ -245,12 +285,8 @@ impl Runs {
             RecordState::Acknowledged | RecordState::Archived => {}
         }
         *self.counts.slot(run.state) += run.len(first);
-        if let Some(old) = self.map.insert(first, run) {
-            // Callers remove before inserting; keep the indexes right regardless.
-            self.unindex(first, &old);
-            #[cfg(test)]
-            panic!("run at {first} inserted twice");
-        }
+        // No overlap (checked above): nothing is replaced.
+        self.map.insert(first, run);
     }
 
     pub fn remove(&mut self, first: i64) -> Option<Run> {
