@@ -258,12 +258,12 @@ impl SharePartition {
             // Nothing in flight: the window restarts at the first data found.
             self.start = new_first;
         }
-        self.runs.insert(
+        self.runs.track(
             new_first,
             Run::acquired(acquired_last, 1, acq.member.clone(), acq.deadline_ms),
         );
         if tracked_last > acquired_last {
-            self.runs.insert(
+            self.runs.track(
                 acquired_last + 1,
                 Run::unowned(tracked_last, RecordState::Available, 0),
             );

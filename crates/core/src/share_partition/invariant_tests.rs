@@ -4,7 +4,7 @@
 //!
 //! No public call can break an invariant (that is what the property tests check), so these
 //! tests make the buggy change through the crate-internal paths every call goes through
-//! (`update_range` with `begin`/`finish`, `Runs::insert`). Nothing here is compiled out of
+//! (`update_range` with `begin`/`finish`, `Runs::insert`, `Runs::track`). Nothing here is compiled out of
 //! release builds: `cargo test --release` runs the same checks.
 
 use super::*;
@@ -236,28 +236,34 @@ fn malformed_runs_are_not_stored_and_stop_the_partition() {
         owner,
         staging,
     };
+    // (stored as new records (`track`) or as a change (`insert`), at, run, what is broken)
     let cases = [
         (
+            false,
             20,
             run(29, RecordState::Acquired, None, None),
             attributes(RecordState::Acquired, false, false),
         ),
         (
+            false,
             20,
             run(29, RecordState::Available, owner(), None),
             attributes(RecordState::Available, true, false),
         ),
         (
+            false,
             20,
             run(29, RecordState::TxPending, None, None),
             attributes(RecordState::TxPending, false, false),
         ),
         (
+            false,
             20,
             run(29, RecordState::Acquired, owner(), staging()),
             attributes(RecordState::Acquired, true, true),
         ),
         (
+            false,
             20,
             run(19, RecordState::Available, None, None),
             Violation::EmptyRange {
@@ -267,6 +273,7 @@ fn malformed_runs_are_not_stored_and_stop_the_partition() {
         ),
         // A second holder for records m1 holds: overlapping, or the same first offset.
         (
+            true,
             5,
             run(12, RecordState::Acquired, owner(), None),
             Violation::Overlap {
@@ -276,6 +283,7 @@ fn malformed_runs_are_not_stored_and_stop_the_partition() {
             },
         ),
         (
+            false,
             0,
             run(3, RecordState::Acquired, owner(), None),
             Violation::Overlap {
@@ -285,12 +293,16 @@ fn malformed_runs_are_not_stored_and_stop_the_partition() {
             },
         ),
     ];
-    for (first, bad, violation) in cases {
+    for (new_records, first, bad, violation) in cases {
         let mut sp = sp();
         acquire(&mut sp, "m1", 0, 9).expect("acquired");
         let before = ranges(&sp);
         let counts = sp.counts();
-        sp.runs.insert(first, bad);
+        if new_records {
+            sp.runs.track(first, bad);
+        } else {
+            sp.runs.insert(first, bad);
+        }
         assert_eq!(sp.violation(), Some(&violation));
         assert_eq!(ranges(&sp), before, "{violation}");
         assert_eq!(sp.counts(), counts, "{violation}");

@@ -48,8 +48,9 @@
 //!   producer that staged a record, at the staging's epoch or later, moves it on (not lock
 //!   expiry, a release, an acknowledgement or another producer's marker);
 //! - one holder per record: a stored range of records has an owner exactly when ACQUIRED (and
-//!   a staging exactly when TX_PENDING), no range is stored over offsets already tracked, and
-//!   ACQUIRED records never pass to another member without being released first.
+//!   a staging exactly when TX_PENDING); new records are never stored over offsets already
+//!   tracked, and a change keeps a range's offsets and never stores it where another range
+//!   starts; ACQUIRED records never pass to another member without being released first.
 //!
 //! The others (delivery counts, SPSO, per-state counts, run order) are checked by a full scan
 //! in tests only (`check_invariants`, after every step of the property tests).
@@ -280,12 +281,12 @@ impl SharePartition {
         for b in &state.state_batches {
             let run = check_persisted_batch(b, cursor)?;
             if b.first_offset > cursor {
-                sp.runs.insert(
+                sp.runs.track(
                     cursor,
                     Run::unowned(b.first_offset - 1, RecordState::Available, 0),
                 );
             }
-            sp.runs.insert(b.first_offset, run);
+            sp.runs.track(b.first_offset, run);
             cursor = b.last_offset + 1;
         }
         sp.next_new = cursor;

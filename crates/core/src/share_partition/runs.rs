@@ -9,10 +9,14 @@
 //! Every insertion and removal goes through [`Runs::insert`] / [`Runs::remove`], which keep
 //! the indexes (lock deadlines, AVAILABLE runs, records per state) exact. `insert` checks, in
 //! every build, that the run is not empty, has an owner exactly when ACQUIRED and a staging
-//! exactly when TX_PENDING, and overlaps no tracked run (one state and at most one holder per
-//! record); a run failing a check is not stored and the [`Violation`] is kept
+//! exactly when TX_PENDING, and that no run starts at its first offset; [`Runs::track`],
+//! which stores offsets not tracked before (new records, loading), checks besides that it
+//! overlaps no tracked run. Every other insertion stores a run over exactly the offsets just
+//! removed (a split, a join, a change keeping the offsets), so records keep one state and at
+//! most one holder. A run failing a check is not stored and the [`Violation`] is kept
 //! ([`Runs::violation`]) for the share partition to stop on.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -234,9 +238,9 @@ impl Runs {
         }
     }
 
-    /// Whether `run` may be stored at `first`: not empty, owner and staging matching its
-    /// state, no overlap with a tracked run (which also rules out inserting twice).
-    pub fn check_insert(&self, first: i64, run: &Run) -> Result<(), Violation> {
+    /// Whether `run`, to be stored at `first`, is well formed: not empty, owner and staging
+    /// matching its state.
+    fn check_run(first: i64, run: &Run) -> Result<(), Violation> {
         let last = run.last;
         if first > last {
             return Err(Violation::EmptyRange { first, last });
@@ -254,39 +258,63 @@ impl Runs {
                 staging,
             });
         }
-        // The tracked run starting last at or before `last` is the only one that can overlap.
-        match self.map.range(..=last).next_back() {
-            Some((&other, r)) if other >= first || r.last >= first => {
-                Err(Violation::Overlap { first, last, other })
-            }
-            _ => Ok(()),
-        }
+        Ok(())
     }
 
-    /// Stores `run` at `first` if [`Runs::check_insert`] allows it; else keeps the violation
-    /// and leaves the runs as they were.
+    /// Stores `run` at `first`, over offsets not tracked before (new records, loading): as
+    /// [`Runs::insert`], and the run must overlap no tracked run (one lookup).
+    pub fn track(&mut self, first: i64, run: Run) {
+        // The tracked run starting last at or before `run.last` is the only one that can
+        // overlap.
+        let last = run.last;
+        if let Some((&other, r)) = self.map.range(..=last).next_back() {
+            if first <= last && (other >= first || r.last >= first) {
+                self.flag(Violation::Overlap { first, last, other });
+                return;
+            }
+        }
+        self.insert(first, run);
+    }
+
+    /// Stores `run` at `first` if it is well formed and no run starts at `first`; else keeps
+    /// the violation and leaves the runs as they were. Callers store a run over exactly the
+    /// offsets they just removed, or use [`Runs::track`].
     pub fn insert(&mut self, first: i64, run: Run) {
-        if let Err(v) = self.check_insert(first, &run) {
+        if let Err(v) = Self::check_run(first, &run) {
             self.flag(v);
             return;
         }
-        match run.state {
+        let (state, deadline_ms, len) = (run.state, run.deadline_ms, run.len(first));
+        let producer_id = run.txn.as_ref().map(|t| t.producer_id);
+        match self.map.entry(first) {
+            Entry::Occupied(_) => {
+                let last = run.last;
+                self.flag(Violation::Overlap {
+                    first,
+                    last,
+                    other: first,
+                });
+                return;
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(run);
+            }
+        }
+        match state {
             RecordState::Acquired => {
-                self.locks.insert((run.deadline_ms, first));
+                self.locks.insert((deadline_ms, first));
             }
             RecordState::Available => {
                 self.available.insert(first);
             }
             RecordState::TxPending => {
-                if let Some(t) = &run.txn {
-                    self.pending.insert((t.producer_id, first));
+                if let Some(producer_id) = producer_id {
+                    self.pending.insert((producer_id, first));
                 }
             }
             RecordState::Acknowledged | RecordState::Archived => {}
         }
-        *self.counts.slot(run.state) += run.len(first);
-        // No overlap (checked above): nothing is replaced.
-        self.map.insert(first, run);
+        *self.counts.slot(state) += len;
     }
 
     pub fn remove(&mut self, first: i64) -> Option<Run> {
