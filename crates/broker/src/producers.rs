@@ -263,7 +263,26 @@ impl PartitionProducers {
         Ok(())
     }
 
+    /// Logs the violation that stopped the producer state during a step, once: when it was
+    /// not stopped before the step (`was_stopped`) and is now. From then on every produce to
+    /// the partition fails with UNKNOWN_SERVER_ERROR (see `shoal_core::producer_state`).
+    fn report_stop(&self, was_stopped: bool) {
+        if was_stopped {
+            return;
+        }
+        if let Some(v) = self.state.violation() {
+            tracing::error!(
+                dir = ?self.dir,
+                invariant = v.invariant(),
+                violation = %v,
+                "producer state stopped: invariant violated, produce requests to this partition \
+                 now fail with UNKNOWN_SERVER_ERROR until the broker restarts"
+            );
+        }
+    }
+
     fn restore(&mut self, s: &ProducerSnapshot) {
+        let was_stopped = self.state.violation().is_some();
         for e in &s.entries {
             let batches = e.batches.iter().map(|b| BatchMetadata {
                 first_sequence: b.first_sequence,
@@ -284,12 +303,15 @@ impl PartitionProducers {
                 ),
             );
         }
+        self.report_stop(was_stopped);
     }
 
     /// Records one batch in the state; an ABORT marker that ended a transaction is pushed to
     /// `aborted` (for the log's index) with the LSO right after it, as Kafka computes it.
     fn record(&mut self, h: &BatchHeader, bytes: &[u8], aborted: &mut Vec<AbortedTxn>) {
+        let was_stopped = self.state.violation().is_some();
         let done = self.state.on_append(&batch_info(h), h.base_offset());
+        self.report_stop(was_stopped);
         if !h.is_control() {
             return;
         }

@@ -15,6 +15,12 @@
 //! the offset `share.auto.offset.reset` gives (latest, earliest, by_duration). Acquisition
 //! locks expire in a background task; expiries, releases and acknowledgements wake share
 //! fetches waiting for records.
+//!
+//! A machine that finds one of its invariants broken (a bug, see `shoal_core::share_partition`)
+//! stops: [`refusal_code`] logs it once, as an error naming the group, the topic partition and
+//! the invariant, and that share partition answers UNKNOWN_SERVER_ERROR from then on (until
+//! the broker restarts and rebuilds it from its persisted state, which the offending call
+//! never reached); the other share partitions are served as before.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -26,7 +32,9 @@ use shoal_core::share_coordinator::{
     InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord, ShareStateStore,
     StateSummary, TopicId, UNINITIALIZED_START_OFFSET,
 };
-use shoal_core::share_partition::{AckBatch, SharePartition, SharePartitionConfig, StateWrite};
+use shoal_core::share_partition::{
+    AckBatch, ShareError, SharePartition, SharePartitionConfig, StateWrite,
+};
 use shoal_core::share_session::{SessionKey, ShareSessionCache, TopicIdPartition};
 use shoal_protocol::ErrorCode;
 use tokio::sync::{watch, Notify};
@@ -189,7 +197,14 @@ impl ShareManager {
             };
             let mut state = slot.state.lock().await;
             let Some(sp) = state.as_mut() else { continue };
-            let outcome = sp.apply_marker(marker.producer_id, marker.producer_epoch, marker.commit);
+            let outcome =
+                match sp.apply_marker(marker.producer_id, marker.producer_epoch, marker.commit) {
+                    Ok(outcome) => outcome,
+                    Err(e) => {
+                        refusal_code(broker, &key, &e);
+                        continue;
+                    }
+                };
             broker
                 .metrics
                 .tx_pending_resolved(&outcome.staged_at_ms, now_ms());
@@ -300,10 +315,18 @@ impl ShareManager {
             producer.producer_id,
             producer.producer_epoch,
         )
-        .map_err(|(i, e)| StageRefusal {
-            key: Some(parts[i].0.clone()),
-            code: ErrorCode(e.error_code().0),
-            message: e.to_string(),
+        .map_err(|(i, e)| {
+            // The copy that broke an invariant was dropped: stop the machine it copied.
+            if let (Some(v), Some(sp)) = (e.violation(), guards.get_mut(i)) {
+                if let Some(sp) = sp.as_mut() {
+                    sp.stop(v.clone());
+                }
+            }
+            StageRefusal {
+                key: Some(parts[i].0.clone()),
+                code: refusal_code(broker, &parts[i].0, &e),
+                message: e.to_string(),
+            }
         })?;
         let storage_error = || StageRefusal {
             key: None,
@@ -621,7 +644,13 @@ impl ShareManager {
             let slot = self.slot(&key);
             let mut state = slot.state.lock().await;
             let Some(sp) = state.as_mut() else { continue };
-            let write = sp.release_member(member_id, now_ms());
+            let write = match sp.release_member(member_id, now_ms()) {
+                Ok(write) => write,
+                Err(e) => {
+                    refusal_code(broker, &key, &e);
+                    continue;
+                }
+            };
             if let Err(code) = self.persist(broker, &key, write).await {
                 warn!(
                     ?key,
@@ -821,10 +850,16 @@ impl ShareManager {
         for (key, slot) in self.existing_slots() {
             let mut state = slot.state.lock().await;
             let Some(sp) = state.as_mut() else { continue };
-            if sp.next_lock_deadline().is_none_or(|d| d > now) {
+            if sp.violation().is_some() || sp.next_lock_deadline().is_none_or(|d| d > now) {
                 continue;
             }
-            let write = sp.expire_locks(now);
+            let write = match sp.expire_locks(now) {
+                Ok(write) => write,
+                Err(e) => {
+                    refusal_code(broker, &key, &e);
+                    continue;
+                }
+            };
             any = true;
             if let Err(code) = self.persist(broker, &key, write).await {
                 warn!(?key, ?code, "lock expiry was not persisted");
@@ -852,6 +887,29 @@ impl ShareManager {
 }
 
 pub use shoal_core::share_coordinator::state_partition;
+
+/// The error code for a share partition's refusal `e` of a call. An invariant violation found
+/// by this call is logged here, once per share partition (later calls fail with
+/// [`ShareError::Stopped`], not logged again): the machine stopped, and every request for it
+/// fails with UNKNOWN_SERVER_ERROR.
+pub fn refusal_code(broker: &Broker, key: &SharePartitionKey, e: &ShareError) -> ErrorCode {
+    if let ShareError::InvariantViolated(v) = e {
+        let topic_id = uuid::Uuid::from_bytes(key.topic_id.0);
+        let topic = broker
+            .topic_by_id(topic_id)
+            .map_or_else(|| topic_id.to_string(), |t| t.name.clone());
+        error!(
+            group = %key.group_id,
+            topic = %topic,
+            partition = key.partition,
+            invariant = v.invariant(),
+            violation = %v,
+            "share partition stopped: invariant violated, its requests now fail with \
+             UNKNOWN_SERVER_ERROR until the broker restarts"
+        );
+    }
+    ErrorCode(e.error_code().0)
+}
 
 /// The share-partition limits of a group (its configs, else the broker's).
 pub fn partition_config(broker: &Broker, group_id: &str) -> SharePartitionConfig {

@@ -398,7 +398,9 @@ impl Broker {
         );
         for key in resolved {
             if let Some(sp) = self.sps.get_mut(&key) {
-                sp.apply_marker(pid, epoch, commit);
+                if let Err(e) = sp.apply_marker(pid, epoch, commit) {
+                    self.notes.push(format!("marker refused: {e}"));
+                }
                 self.observed.push(Observed::MarkerApplied {
                     partition: key.partition,
                     producer_id: pid,
@@ -744,7 +746,10 @@ impl Broker {
         }
         let keys: Vec<SharePartitionKey> = self.sps.keys().cloned().collect();
         for key in keys {
-            let write = self.sps.get_mut(&key).and_then(|sp| sp.expire_locks(now));
+            let write = self
+                .sps
+                .get_mut(&key)
+                .and_then(|sp| sp.expire_locks(now).ok().flatten());
             if let Some(write) = write {
                 let _ = self.persist_write(disk, &key, &write, now);
             }
@@ -760,7 +765,7 @@ impl Broker {
             let write = self
                 .sps
                 .get_mut(&key)
-                .and_then(|sp| sp.release_member(member, now));
+                .and_then(|sp| sp.release_member(member, now).ok().flatten());
             if let Some(write) = write {
                 let _ = self.persist_write(disk, &key, &write, now);
             }
@@ -1186,7 +1191,13 @@ impl Broker {
                     .zip(staged)
                     .map(|(k, (sp, w))| (k, sp, w))
                     .collect(),
-                Err((_, e)) => return refuse(code(e.error_code())),
+                Err((i, e)) => {
+                    // A copy that broke an invariant stops the original, as the broker does.
+                    if let (Some(v), Some(sp)) = (e.violation(), self.sps.get_mut(&keys[i])) {
+                        sp.stop(v.clone());
+                    }
+                    return refuse(code(e.error_code()));
+                }
             };
         let mut records = Vec::new();
         for (key, _, write) in &staged {

@@ -332,6 +332,14 @@ impl Model {
         let txn_of = |pid: i64| coordinator.values().find(|v| v.producer_id.0 == pid);
         // Delivery counts, TX_PENDING lifetimes.
         for (key, sp) in broker.share_partitions() {
+            // The machine's own checks (in every build): a stopped share partition is a bug.
+            if let Some(v) = sp.violation() {
+                return Err(format!(
+                    "{INPUT}-{} stopped: invariant {} violated: {v}",
+                    key.partition,
+                    v.invariant()
+                ));
+            }
             for r in sp.ranges() {
                 if r.delivery_count > layout.share.delivery_count_limit {
                     return Err(format!(

@@ -45,7 +45,7 @@ use super::{records_field, str_bytes};
 use crate::broker::{now_ms, Broker};
 use crate::dispatch::RequestContext;
 use crate::producers::state_config;
-use crate::share::connection_id;
+use crate::share::{connection_id, refusal_code};
 
 /// Longest MaxWaitMs honoured.
 const SHARE_FETCH_WAIT_MAX: Duration = Duration::from_secs(30);
@@ -121,7 +121,7 @@ async fn acknowledge(
         }
         Err(e) => {
             tracing::debug!(group_id, member_id, partition, error = %e, "acknowledgements refused");
-            ErrorCode(e.error_code().0)
+            refusal_code(broker, &key, &e)
         }
     }
 }
@@ -171,6 +171,10 @@ async fn acquire(
     let Some(sp) = state.as_mut() else {
         return empty(ErrorCode::UNKNOWN_SERVER_ERROR);
     };
+    if sp.violation().is_some() {
+        // Stopped (logged when found): nothing to read for it.
+        return empty(ErrorCode::UNKNOWN_SERVER_ERROR);
+    }
     let read_committed = broker.share_group_settings(group_id).read_committed;
     let now = now_ms();
     // Read under the log lock; the machine's own lock (the slot) is held throughout.
@@ -204,7 +208,10 @@ async fn acquire(
         }
     };
     if sp.start_offset() < log_start {
-        let write = sp.update_log_start_offset(log_start);
+        let write = match sp.update_log_start_offset(log_start) {
+            Ok(write) => write,
+            Err(e) => return empty(refusal_code(broker, &key, &e)),
+        };
         if let Err(code) = broker.share.persist(broker, &key, write).await {
             return empty(code);
         }
@@ -245,7 +252,7 @@ async fn acquire(
         now_ms: now,
     }) {
         Ok(a) => a,
-        Err(e) => return empty(ErrorCode(e.error_code().0)),
+        Err(e) => return empty(refusal_code(broker, &key, &e)),
     };
     if let Err(code) = broker.share.persist(broker, &key, acquisition.write).await {
         return empty(code);

@@ -12,6 +12,46 @@ pub const INVALID_TXN_STATE: i16 = 48;
 pub const INVALID_RECORD: i16 = 87;
 /// Kafka's `TRANSACTION_COORDINATOR_FENCED`.
 pub const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
+/// Kafka's `UNKNOWN_SERVER_ERROR`.
+pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+
+/// A broken invariant of a partition's producer state, found in production as in tests: a bug
+/// in Shoal, never a client's doing. The producer state that finds one stops (see
+/// [`super::ProducerStateManager::violation`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProducerStateViolation {
+    /// The ongoing-transaction index does not mirror the producers' entries: a transaction
+    /// ended that the index did not hold, or one started (or was restored) that it already
+    /// held. The last stable offset is read from that index.
+    #[error(
+        "ongoing-transaction index out of step: producer {} transaction at offset {} {}",
+        producer_id.0, first_offset,
+        if *indexed { "already indexed" } else { "not indexed" }
+    )]
+    OngoingIndex {
+        producer_id: ProducerId,
+        first_offset: i64,
+        /// Whether the index already held it (a start) or not (an end).
+        indexed: bool,
+    },
+    /// More than `BATCHES_RETAINED` batches remembered for a producer.
+    #[error("producer {} remembers {} batches", producer_id.0, batches)]
+    BatchesRetained {
+        producer_id: ProducerId,
+        batches: usize,
+    },
+}
+
+impl ProducerStateViolation {
+    /// A short, stable name of the broken invariant, for logs.
+    pub fn invariant(&self) -> &'static str {
+        match self {
+            Self::OngoingIndex { .. } => "ongoing-index",
+            Self::BatchesRetained { .. } => "batches-retained",
+        }
+    }
+}
 
 /// A batch the producer state refuses; nothing of the request may be appended.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,6 +104,11 @@ pub enum ProducerStateError {
         coordinator_epoch: i32,
         current: i32,
     },
+    /// The partition's producer state found one of its invariants broken and stopped: nothing
+    /// is appended to the partition (UNKNOWN_SERVER_ERROR) until the broker restarts and
+    /// rebuilds it from the log.
+    #[error("producer state stopped: invariant violated: {0}")]
+    Stopped(ProducerStateViolation),
 }
 
 impl ProducerStateError {
@@ -75,6 +120,7 @@ impl ProducerStateError {
             Self::InvalidSequence { .. } => INVALID_RECORD,
             Self::NotTransactional { .. } => INVALID_TXN_STATE,
             Self::CoordinatorFenced { .. } => TRANSACTION_COORDINATOR_FENCED,
+            Self::Stopped(_) => UNKNOWN_SERVER_ERROR,
         }
     }
 }

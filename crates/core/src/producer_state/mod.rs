@@ -25,6 +25,16 @@
 //! an ongoing transaction is never expired and is evicted only if every producer has one.
 //! Whether the coordinator added the partition to the transaction is not checked here.
 //!
+//! Checked in production (every build, O(log n) per batch; issue 28 point 6): the ongoing
+//! index mirrors the entries where they change (a transaction that ends was indexed, one that
+//! starts or is restored was not), and no producer remembers more than [`BATCHES_RETAINED`]
+//! batches. A violation ([`ProducerStateViolation`]) is a value, never a panic: the state is
+//! kept, and stopped ([`ProducerStateManager::violation`]): `check` and `check_marker` refuse
+//! everything with [`ProducerStateError::Stopped`] (UNKNOWN_SERVER_ERROR), so nothing more is
+//! appended to the partition on a last stable offset that may be wrong; `clear` keeps the
+//! stop. The broker rebuilds the state from the log on restart. The full O(n) comparison of
+//! the index with the entries runs in debug builds only.
+//!
 //! Must not: read clocks (time comes in as `now_ms`), perform I/O, or panic on batch headers.
 
 mod error;
@@ -38,8 +48,8 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 pub use error::{
-    ProducerStateError, INVALID_PRODUCER_EPOCH, INVALID_RECORD, INVALID_TXN_STATE,
-    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    ProducerStateError, ProducerStateViolation, INVALID_PRODUCER_EPOCH, INVALID_RECORD,
+    INVALID_TXN_STATE, OUT_OF_ORDER_SEQUENCE_NUMBER,
 };
 
 /// Batches remembered per producer for de-duplication (Kafka's `NUM_BATCHES_TO_RETAIN`, which
@@ -235,6 +245,8 @@ pub struct ProducerStateManager {
     /// `(current_txn_first_offset, producer)` of every producer with an ongoing transaction:
     /// exactly the entries whose `current_txn_first_offset` is set.
     ongoing: BTreeSet<(i64, ProducerId)>,
+    /// The first broken invariant found; the state is stopped once it is set.
+    violation: Option<ProducerStateViolation>,
 }
 
 impl ProducerStateManager {
@@ -246,6 +258,39 @@ impl ProducerStateManager {
             config,
             producers: HashMap::new(),
             ongoing: BTreeSet::new(),
+            violation: None,
+        }
+    }
+
+    /// The broken invariant that stopped this producer state, if one did (see the module
+    /// docs).
+    pub fn violation(&self) -> Option<&ProducerStateViolation> {
+        self.violation.as_ref()
+    }
+
+    /// Records a broken invariant (the first one is kept).
+    fn flag(&mut self, violation: ProducerStateViolation) {
+        if self.violation.is_none() {
+            self.violation = Some(violation);
+        }
+    }
+
+    /// `Ok` while no invariant was found broken.
+    fn running(&self) -> Result<(), ProducerStateError> {
+        match &self.violation {
+            Some(v) => Err(ProducerStateError::Stopped(v.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds `(first_offset, producer_id)` to the ongoing index, which must not hold it.
+    fn index_ongoing(&mut self, first_offset: i64, producer_id: ProducerId) {
+        if !self.ongoing.insert((first_offset, producer_id)) {
+            self.flag(ProducerStateViolation::OngoingIndex {
+                producer_id,
+                first_offset,
+                indexed: true,
+            });
         }
     }
 
@@ -289,6 +334,7 @@ impl ProducerStateManager {
         epoch: ProducerEpoch,
         coordinator_epoch: i32,
     ) -> Result<(), ProducerStateError> {
+        self.running()?;
         match self.producers.get(&producer_id) {
             Some(e) if epoch < e.epoch => Err(ProducerStateError::InvalidProducerEpoch {
                 producer_id,
@@ -363,7 +409,7 @@ impl ProducerStateManager {
             self.make_room();
         }
         if let Some(first) = entry.current_txn_first_offset {
-            self.ongoing.insert((first, producer_id));
+            self.index_ongoing(first, producer_id);
         }
         self.producers.insert(producer_id, entry);
     }
@@ -376,6 +422,7 @@ impl ProducerStateManager {
     /// # Errors
     /// The first batch's [`ProducerStateError`]; nothing may then be appended.
     pub fn check(&self, batches: &[BatchInfo]) -> Result<Decision, ProducerStateError> {
+        self.running()?;
         // (epoch, last sequence, in a transaction) of producers changed by earlier batches of
         // this set.
         let mut pending: Vec<(ProducerId, ProducerEpoch, i32, bool)> = Vec::new();
@@ -502,7 +549,13 @@ impl ProducerStateManager {
         if batch.control {
             // A transaction marker ends the producer's transaction; it carries no sequence.
             let first = entry.current_txn_first_offset.take()?;
-            self.ongoing.remove(&(first, id));
+            if !self.ongoing.remove(&(first, id)) {
+                self.flag(ProducerStateViolation::OngoingIndex {
+                    producer_id: id,
+                    first_offset: first,
+                    indexed: false,
+                });
+            }
             debug_assert!(self.ongoing_consistent());
             return Some(CompletedTxn {
                 producer_id: id,
@@ -510,9 +563,9 @@ impl ProducerStateManager {
                 last_offset: base_offset,
             });
         }
-        if batch.transactional && entry.current_txn_first_offset.is_none() {
+        let started = batch.transactional && entry.current_txn_first_offset.is_none();
+        if started {
             entry.current_txn_first_offset = Some(base_offset);
-            self.ongoing.insert((base_offset, id));
         }
         let last_offset = base_offset.saturating_add(i64::from(batch.last_offset_delta.max(0)));
         if entry.batches.len() == BATCHES_RETAINED {
@@ -525,7 +578,16 @@ impl ProducerStateManager {
             last_offset,
             max_timestamp: batch.max_timestamp,
         });
-        assert!(entry.batches.len() <= BATCHES_RETAINED);
+        let batches = entry.batches.len();
+        if started {
+            self.index_ongoing(base_offset, id);
+        }
+        if batches > BATCHES_RETAINED {
+            self.flag(ProducerStateViolation::BatchesRetained {
+                producer_id: id,
+                batches,
+            });
+        }
         debug_assert!(self.ongoing_consistent());
         None
     }
@@ -543,7 +605,8 @@ impl ProducerStateManager {
         before - self.producers.len()
     }
 
-    /// Forgets every producer (the log was emptied or is being rebuilt).
+    /// Forgets every producer (the log was emptied or is being rebuilt); a stopped state stays
+    /// stopped.
     pub fn clear(&mut self) {
         self.producers.clear();
         self.ongoing.clear();

@@ -380,3 +380,68 @@ fn markers_from_an_older_coordinator_are_fenced() {
         .unwrap_err();
     assert_eq!(both.error_code(), 47);
 }
+
+// Invariants checked in production (issue 28 point 6). No batch sequence can break one (the
+// property tests check that), so these put the ongoing-transaction index out of step by hand;
+// the checks that find it are the ones release builds run.
+
+/// The state is stopped on `violation`: every produce and marker is refused.
+fn assert_stopped(m: &mut ProducerStateManager, violation: &ProducerStateViolation) {
+    assert_eq!(m.violation(), Some(violation));
+    let stopped = ProducerStateError::Stopped(violation.clone());
+    assert_eq!(m.check(&[batch(9, 0, 0, 1)]), Err(stopped.clone()));
+    assert_eq!(stopped.error_code(), -1, "UNKNOWN_SERVER_ERROR");
+    assert_eq!(
+        m.check_marker(ProducerId(9), ProducerEpoch(0), 0),
+        Err(stopped.clone())
+    );
+    m.clear();
+    assert_eq!(
+        m.check(&[batch(9, 0, 0, 1)]),
+        Err(stopped),
+        "clear keeps the stop"
+    );
+}
+
+#[test]
+fn a_transaction_ending_outside_the_ongoing_index_stops_the_state() {
+    let mut m = manager();
+    let mut end = 0;
+    produce(&mut m, &mut end, &[txn(7, 0, 0, 3)]).unwrap();
+    assert_eq!(m.first_unstable_offset(), Some(0));
+    m.ongoing.clear();
+    m.on_append(&marker(7, 0), end);
+    let violation = ProducerStateViolation::OngoingIndex {
+        producer_id: ProducerId(7),
+        first_offset: 0,
+        indexed: false,
+    };
+    assert_eq!(violation.invariant(), "ongoing-index");
+    assert_stopped(&mut m, &violation);
+}
+
+#[test]
+fn a_transaction_starting_where_the_index_already_has_it_stops_the_state() {
+    let mut m = manager();
+    m.ongoing.insert((0, ProducerId(7)));
+    m.on_append(&txn(7, 0, 0, 3), 0);
+    let violation = ProducerStateViolation::OngoingIndex {
+        producer_id: ProducerId(7),
+        first_offset: 0,
+        indexed: true,
+    };
+    assert_stopped(&mut m, &violation);
+    // A snapshot entry restored over an index that already holds it: the same.
+    let mut m = manager();
+    m.ongoing.insert((4, ProducerId(8)));
+    m.restore(
+        ProducerId(8),
+        ProducerEntry::restore(ProducerEpoch(0), Vec::new(), NOW, Some(4), -1),
+    );
+    let violation = ProducerStateViolation::OngoingIndex {
+        producer_id: ProducerId(8),
+        first_offset: 4,
+        indexed: true,
+    };
+    assert_stopped(&mut m, &violation);
+}

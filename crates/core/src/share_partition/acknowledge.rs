@@ -95,13 +95,16 @@ impl SharePartition {
     /// INVALID_REQUEST for malformed batches (see [`validate_acknowledge_batches`], with
     /// RENEW allowed: the broker checks `IsRenewAck`) or a batch ending past the last
     /// acquired offset; INVALID_RECORD_STATE when no in-flight record is in a batch or a
-    /// record is not acquired by the member. Nothing changes on error.
+    /// record is not acquired by the member. Nothing changes on these errors.
+    /// [`ShareError::InvariantViolated`] or [`ShareError::Stopped`] (see
+    /// [`SharePartition::violation`]).
     pub fn acknowledge(
         &mut self,
         member_id: &str,
         batches: &[AckBatch],
         now_ms: i64,
     ) -> Result<Option<StateWrite>, ShareError> {
+        self.running()?;
         validate_acknowledge_batches(batches, true)?;
         for b in batches {
             self.check_acknowledge(member_id, b, now_ms)?;
@@ -140,7 +143,7 @@ impl SharePartition {
             }
         }
         self.advance_start();
-        Ok(self.finish(op))
+        self.finish(op)
     }
 
     /// The state checks of one (structurally valid) batch, without changing anything.
@@ -193,7 +196,15 @@ impl SharePartition {
     /// observed with librdkafka 2.16 delivers records a consumer closed on without
     /// acknowledging again with delivery count 2 (tests/interop/test_share.py): Shoal does
     /// what the broker does, not what its source seems to say. Locks already due expire too.
-    pub fn release_member(&mut self, member_id: &str, now_ms: i64) -> Option<StateWrite> {
+    ///
+    /// # Errors
+    /// [`ShareError::InvariantViolated`] or [`ShareError::Stopped`].
+    pub fn release_member(
+        &mut self,
+        member_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<StateWrite>, ShareError> {
+        self.running()?;
         let mut op = self.begin();
         self.expire_due(now_ms, &mut op);
         let held: Vec<(i64, i64)> = self
@@ -221,7 +232,11 @@ impl SharePartition {
 
     /// Releases every lock whose deadline is at or before `now_ms`: AVAILABLE again, or
     /// ARCHIVED at the delivery limit (Kafka's acquisition lock timeout).
-    pub fn expire_locks(&mut self, now_ms: i64) -> Option<StateWrite> {
+    ///
+    /// # Errors
+    /// [`ShareError::InvariantViolated`] or [`ShareError::Stopped`].
+    pub fn expire_locks(&mut self, now_ms: i64) -> Result<Option<StateWrite>, ShareError> {
+        self.running()?;
         let mut op = self.begin();
         self.expire_due(now_ms, &mut op);
         self.advance_start();
@@ -231,9 +246,16 @@ impl SharePartition {
     /// The log start offset moved (retention, DeleteRecords): records below it are gone, so
     /// the SPSO moves to it and tracking below it ends, ACQUIRED records included (their
     /// acknowledgements are then skipped). Returns the write with the new SPSO.
-    pub fn update_log_start_offset(&mut self, log_start_offset: i64) -> Option<StateWrite> {
+    ///
+    /// # Errors
+    /// [`ShareError::InvariantViolated`] or [`ShareError::Stopped`].
+    pub fn update_log_start_offset(
+        &mut self,
+        log_start_offset: i64,
+    ) -> Result<Option<StateWrite>, ShareError> {
+        self.running()?;
         if log_start_offset <= self.start {
-            return None;
+            return Ok(None);
         }
         let op = self.begin();
         self.runs.split_at(log_start_offset);

@@ -78,8 +78,10 @@ impl SharePartition {
     ///
     /// # Errors
     /// [`ShareError::InvalidFetchedBatches`] if the batches are not ascending, disjoint and
-    /// well-formed (a broker bug); nothing changes then.
+    /// well-formed (a broker bug); nothing changes then. [`ShareError::InvariantViolated`] or
+    /// [`ShareError::Stopped`] (see [`SharePartition::violation`]).
     pub fn acquire(&mut self, req: &AcquireRequest<'_>) -> Result<Acquisition, ShareError> {
+        self.running()?;
         validate_fetched(req.fetched)?;
         let mut op = self.begin();
         self.expire_due(req.now_ms, &mut op);
@@ -96,11 +98,9 @@ impl SharePartition {
             Isolation::ReadUncommitted => chunks,
         };
         self.advance_start();
+        let write = self.finish(op)?;
         let records = split_for_response(&join_chunks(chunks), req);
-        Ok(Acquisition {
-            records,
-            write: self.finish(op),
-        })
+        Ok(Acquisition { records, write })
     }
 
     fn acquire_fetched(
@@ -258,12 +258,12 @@ impl SharePartition {
             // Nothing in flight: the window restarts at the first data found.
             self.start = new_first;
         }
-        self.runs.insert(
+        self.runs.track(
             new_first,
             Run::acquired(acquired_last, 1, acq.member.clone(), acq.deadline_ms),
         );
         if tracked_last > acquired_last {
-            self.runs.insert(
+            self.runs.track(
                 acquired_last + 1,
                 Run::unowned(tracked_last, RecordState::Available, 0),
             );

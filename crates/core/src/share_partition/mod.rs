@@ -40,6 +40,32 @@
 //! (SPSO..=SPEO) is below `share.partition.max.record.locks`, and whole log batches are
 //! acquired, so the window exceeds the limit by less than one log batch.
 //!
+//! Checked in production (every build, on every change, as TigerBeetle checks its state
+//! machines' assertions in release), each in O(1) or one map lookup:
+//! - a valid transition: every state change of a record is one
+//!   [`RecordState::validate_transition`] allows (so terminal records never change);
+//! - TX_PENDING changed only by its own transaction: only the COMMIT or ABORT marker of the
+//!   producer that staged a record, at the staging's epoch or later, moves it on (not lock
+//!   expiry, a release, an acknowledgement or another producer's marker);
+//! - one holder per record: a stored range of records has an owner exactly when ACQUIRED (and
+//!   a staging exactly when TX_PENDING); new records are never stored over offsets already
+//!   tracked, and a change keeps a range's offsets and never stores it where another range
+//!   starts; ACQUIRED records never pass to another member without being released first.
+//!
+//! The others (delivery counts, SPSO, per-state counts, run order) are checked by a full scan
+//! in tests only (`check_invariants`, after every step of the property tests).
+//!
+//! On a violation (a bug in Shoal, never a client's doing): the offending change is not
+//! applied (the records keep their state), the call returns
+//! [`ShareError::InvariantViolated`] naming the invariant and the offsets, and drops its state
+//! write, so nothing of it is persisted or answered; the share partition is then stopped:
+//! every later state-changing call returns [`ShareError::Stopped`] and changes nothing. Both
+//! map to UNKNOWN_SERVER_ERROR (what Kafka answers for a share partition in state FAILED).
+//! Changes the same call made before the violation stay in memory but are never persisted,
+//! so the persisted state (the share coordinator's) is the state before that call; the broker
+//! logs the violation once and serves the group's other share partitions as before. Nothing
+//! panics.
+//!
 //! Must not: read clocks (time comes in as `now_ms`), perform I/O, or panic on any input.
 //!
 //! Deliberate differences from Kafka:
@@ -96,6 +122,8 @@ mod txn;
 mod types;
 
 #[cfg(test)]
+mod invariant_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
@@ -132,6 +160,9 @@ struct Op {
     start_before: i64,
     /// Ranges whose persisted view changed.
     touched: Vec<(i64, i64)>,
+    /// The transaction marker (producer id, epoch) this call applies: the only thing allowed
+    /// to change TX_PENDING records, and only those that transaction staged.
+    marker: Option<(i64, i16)>,
 }
 
 /// How a run's records appear in the persisted view (see the module docs).
@@ -151,6 +182,53 @@ fn persisted(run: &Run) -> Option<(RecordState, i16, Option<StagedTxn>)> {
             run.txn.as_ref().map(Staging::persisted),
         )),
     }
+}
+
+/// Whether a change of the run at `first` from `old` to `new` keeps the invariants: a valid
+/// state transition ([`RecordState::validate_transition`]); TX_PENDING records changed only by
+/// `marker`, the marker of the transaction that staged them (its producer, at the staging's
+/// epoch or later); ACQUIRED records never passed to another holder (a lock renewal keeps
+/// the holder). Attribute consistency (owner, staging) is checked by [`Runs::insert`].
+///
+/// # Errors
+/// The broken invariant.
+fn check_change(
+    first: i64,
+    old: &Run,
+    new: &Run,
+    marker: Option<(i64, i16)>,
+) -> Result<(), Violation> {
+    let last = old.last;
+    if new.state != old.state {
+        old.state
+            .validate_transition(new.state)
+            .map_err(|e| Violation::Transition {
+                first,
+                last,
+                from: e.from,
+                to: e.to,
+            })?;
+    }
+    if let Some(t) = &old.txn {
+        let own = marker.is_some_and(|(producer_id, producer_epoch)| {
+            t.producer_id == producer_id && t.producer_epoch <= producer_epoch
+        });
+        if !own && new != old {
+            return Err(Violation::ForeignTxPending {
+                first,
+                last,
+                producer_id: t.producer_id,
+                producer_epoch: t.producer_epoch,
+            });
+        }
+    }
+    if old.state == RecordState::Acquired
+        && new.state == RecordState::Acquired
+        && new.owner != old.owner
+    {
+        return Err(Violation::HolderChanged { first, last });
+    }
+    Ok(())
 }
 
 fn saturating_i32(v: i64) -> i32 {
@@ -198,23 +276,24 @@ impl SharePartition {
         state: &ReadState,
     ) -> Result<(SharePartition, Option<StateWrite>), ShareError> {
         let mut sp = SharePartition::new(config, state.start_offset, state.state_epoch)?;
+        // Batches are checked before they are stored; `Runs::insert` checks the runs again.
         let mut cursor = sp.start;
         for b in &state.state_batches {
             let run = check_persisted_batch(b, cursor)?;
             if b.first_offset > cursor {
-                sp.runs.insert(
+                sp.runs.track(
                     cursor,
                     Run::unowned(b.first_offset - 1, RecordState::Available, 0),
                 );
             }
-            sp.runs.insert(b.first_offset, run);
+            sp.runs.track(b.first_offset, run);
             cursor = b.last_offset + 1;
         }
         sp.next_new = cursor;
         sp.runs.coalesce(sp.start, cursor);
         let op = sp.begin();
         sp.advance_start();
-        let write = sp.finish(op);
+        let write = sp.finish(op)?;
         Ok((sp, write))
     }
 
@@ -235,6 +314,30 @@ impl SharePartition {
 
     pub fn state_epoch(&self) -> i32 {
         self.state_epoch
+    }
+
+    /// The broken invariant that stopped this share partition, if one did: every
+    /// state-changing call then fails with [`ShareError::Stopped`].
+    pub fn violation(&self) -> Option<&Violation> {
+        self.runs.violation()
+    }
+
+    /// Stops this share partition on `violation`, found on a copy of it (a
+    /// [`stage_all`] that failed with [`ShareError::InvariantViolated`]); a partition
+    /// already stopped keeps its first violation.
+    pub fn stop(&mut self, violation: Violation) {
+        self.runs.flag(violation);
+    }
+
+    /// `Ok` while no invariant was found broken.
+    ///
+    /// # Errors
+    /// [`ShareError::Stopped`] with the first violation.
+    fn running(&self) -> Result<(), ShareError> {
+        match self.runs.violation() {
+            Some(v) => Err(ShareError::Stopped(v.clone())),
+            None => Ok(()),
+        }
     }
 
     /// SPSO.
@@ -337,13 +440,21 @@ impl SharePartition {
         Op {
             start_before: self.start,
             touched: Vec::new(),
+            marker: None,
         }
     }
 
     /// The write for `op`, if the SPSO or any persisted range changed.
-    fn finish(&self, mut op: Op) -> Option<StateWrite> {
+    ///
+    /// # Errors
+    /// [`ShareError::InvariantViolated`] if an invariant broke during the call (the call
+    /// started on a running partition, see [`SharePartition::running`]): its write is dropped.
+    fn finish(&self, mut op: Op) -> Result<Option<StateWrite>, ShareError> {
+        if let Some(v) = self.runs.violation() {
+            return Err(ShareError::InvariantViolated(v.clone()));
+        }
         if op.touched.is_empty() && op.start_before == self.start {
-            return None;
+            return Ok(None);
         }
         op.touched.sort_unstable();
         let mut merged: Vec<(i64, i64)> = Vec::with_capacity(op.touched.len());
@@ -360,12 +471,12 @@ impl SharePartition {
                 append_joined(&mut batches, self.persisted_batches(first, last));
             }
         }
-        Some(StateWrite {
+        Ok(Some(StateWrite {
             start_offset: self.start,
             state_epoch: self.state_epoch,
             delivery_complete_count: saturating_i32(self.delivery_complete_count()),
             batches,
-        })
+        }))
     }
 
     /// The persisted view of the tracked offsets in `[first, last]`, joined.
@@ -395,8 +506,8 @@ impl SharePartition {
 
     /// Applies `change` to every tracked run in `[first, last]`, splitting runs at the edges.
     /// `change` returns the new attributes (offsets are kept) or `None` to leave a run as is.
-    /// A state change [`RecordState::validate_transition`] refuses is not applied (callers
-    /// check first; this is the backstop).
+    /// A change [`check_change`] refuses is not applied and stops the partition (callers
+    /// check first; this is the backstop, in every build).
     fn update_range(
         &mut self,
         first: i64,
@@ -416,14 +527,12 @@ impl SharePartition {
             let new = match change(&old) {
                 Some(mut new) => {
                     new.last = old.last;
-                    let valid =
-                        new.state == old.state || old.state.validate_transition(new.state).is_ok();
-                    #[cfg(test)]
-                    assert!(valid, "{:?} -> {:?} at {key}", old.state, new.state);
-                    if valid {
-                        new
-                    } else {
-                        old.clone()
+                    match check_change(key, &old, &new, op.marker) {
+                        Ok(()) => new,
+                        Err(v) => {
+                            self.runs.flag(v);
+                            old.clone()
+                        }
                     }
                 }
                 None => old.clone(),
@@ -515,9 +624,11 @@ impl SharePartition {
         Arc::from(member_id)
     }
 
-    /// Checks the structural invariants (tests and debug builds).
+    /// Checks every invariant by a full scan (tests only: it is O(runs); production checks
+    /// each change as it is made, see the module docs).
     #[cfg(test)]
     fn check_invariants(&self) {
+        assert_eq!(self.violation(), None, "invariant violated");
         assert!(
             self.start <= self.next_new,
             "start {} > next {}",

@@ -1003,9 +1003,9 @@ impl World {
         // Everything that releases locks, at once, on a copy.
         let mut released = self.sp.clone();
         let far = self.now.saturating_add(1_000 * LOCK);
-        let _ = released.expire_locks(far);
+        let _ = released.expire_locks(far).expect("running");
         for m in 0..MEMBERS {
-            let _ = released.release_member(&member(m), far);
+            let _ = released.release_member(&member(m), far).expect("running");
         }
         assert_eq!(
             released.next_lock_deadline(),
@@ -1345,14 +1345,17 @@ impl World {
             Op::Release { who } => {
                 self.model
                     .release(*who, self.now, self.cfg.delivery_count_limit);
-                let write = self.sp.release_member(&member(*who), self.now);
+                let write = self
+                    .sp
+                    .release_member(&member(*who), self.now)
+                    .expect("running");
                 self.persist(write);
             }
             Op::Advance { ms } => self.now += ms,
             Op::Expire => {
                 self.model.expire(self.now, self.cfg.delivery_count_limit);
                 self.model.normalize();
-                let write = self.sp.expire_locks(self.now);
+                let write = self.sp.expire_locks(self.now).expect("running");
                 self.persist(write);
             }
             Op::LogStart { delta } => {
@@ -1360,7 +1363,7 @@ impl World {
                 if offset > self.log.start {
                     self.log.start = offset;
                     self.model.log_start(offset);
-                    let write = self.sp.update_log_start_offset(offset);
+                    let write = self.sp.update_log_start_offset(offset).expect("running");
                     self.persist(write);
                 }
             }
@@ -1637,7 +1640,10 @@ impl World {
         for r in &records {
             replayed.replay(r);
         }
-        let out = self.sp.apply_marker(producer_id, epoch, commit);
+        let out = self
+            .sp
+            .apply_marker(producer_id, epoch, commit)
+            .expect("running");
         let (got, wake, wrote) = (out.resolved, out.wake, out.write.is_some());
         let timed: i64 = out.staged_at_ms.iter().map(|(n, _)| n).sum();
         let now = self.now;

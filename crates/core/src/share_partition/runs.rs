@@ -7,13 +7,21 @@
 //! neighbours with equal attributes are joined again ([`Runs::coalesce`]).
 //!
 //! Every insertion and removal goes through [`Runs::insert`] / [`Runs::remove`], which keep
-//! the indexes (lock deadlines, AVAILABLE runs, records per state) exact.
+//! the indexes (lock deadlines, AVAILABLE runs, records per state) exact. `insert` checks, in
+//! every build, that the run is not empty, has an owner exactly when ACQUIRED and a staging
+//! exactly when TX_PENDING, and that no run starts at its first offset; [`Runs::track`],
+//! which stores offsets not tracked before (new records, loading), checks besides that it
+//! overlaps no tracked run. Every other insertion stores a run over exactly the offsets just
+//! removed (a split, a join, a change keeping the offsets), so records keep one state and at
+//! most one holder. A run failing a check is not stored and the [`Violation`] is kept
+//! ([`Runs::violation`]) for the share partition to stop on.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::types::{AcknowledgeType, RecordState, StateCounts};
+use super::types::{AcknowledgeType, RecordState, StateCounts, Violation};
 use crate::share_coordinator::StagedTxn;
 
 /// The staging of TX_PENDING records (KIP-1289).
@@ -118,6 +126,8 @@ pub(super) struct Runs {
     /// (producer id, first) of every TX_PENDING run.
     pending: BTreeSet<(i64, i64)>,
     counts: StateCounts,
+    /// The first broken invariant found, if any.
+    violation: Option<Violation>,
 }
 
 impl Runs {
@@ -216,41 +226,95 @@ impl Runs {
         keys
     }
 
+    /// The first broken invariant found, if any.
+    pub fn violation(&self) -> Option<&Violation> {
+        self.violation.as_ref()
+    }
+
+    /// Records a broken invariant (the first one is kept).
+    pub fn flag(&mut self, violation: Violation) {
+        if self.violation.is_none() {
+            self.violation = Some(violation);
+        }
+    }
+
+    /// Whether `run`, to be stored at `first`, is well formed: not empty, owner and staging
+    /// matching its state.
+    fn check_run(first: i64, run: &Run) -> Result<(), Violation> {
+        let last = run.last;
+        if first > last {
+            return Err(Violation::EmptyRange { first, last });
+        }
+        let owner = run.owner.is_some();
+        let staging = run.txn.is_some();
+        if owner != (run.state == RecordState::Acquired)
+            || staging != (run.state == RecordState::TxPending)
+        {
+            return Err(Violation::Attributes {
+                first,
+                last,
+                state: run.state,
+                owner,
+                staging,
+            });
+        }
+        Ok(())
+    }
+
+    /// Stores `run` at `first`, over offsets not tracked before (new records, loading): as
+    /// [`Runs::insert`], and the run must overlap no tracked run (one lookup).
+    pub fn track(&mut self, first: i64, run: Run) {
+        // The tracked run starting last at or before `run.last` is the only one that can
+        // overlap.
+        let last = run.last;
+        if let Some((&other, r)) = self.map.range(..=last).next_back() {
+            if first <= last && (other >= first || r.last >= first) {
+                self.flag(Violation::Overlap { first, last, other });
+                return;
+            }
+        }
+        self.insert(first, run);
+    }
+
+    /// Stores `run` at `first` if it is well formed and no run starts at `first`; else keeps
+    /// the violation and leaves the runs as they were. Callers store a run over exactly the
+    /// offsets they just removed, or use [`Runs::track`].
     pub fn insert(&mut self, first: i64, run: Run) {
-        // Internal invariants, checked where they cannot panic a broker.
-        #[cfg(test)]
-        assert!(first <= run.last, "empty run {first}..{}", run.last);
-        #[cfg(test)]
-        assert!(
-            (run.state == RecordState::Acquired) == run.owner.is_some(),
-            "owner set exactly when acquired"
-        );
-        #[cfg(test)]
-        assert!(
-            (run.state == RecordState::TxPending) == run.txn.is_some(),
-            "staging set exactly when TX_PENDING"
-        );
-        match run.state {
+        if let Err(v) = Self::check_run(first, &run) {
+            self.flag(v);
+            return;
+        }
+        let (state, deadline_ms, len) = (run.state, run.deadline_ms, run.len(first));
+        let producer_id = run.txn.as_ref().map(|t| t.producer_id);
+        match self.map.entry(first) {
+            Entry::Occupied(_) => {
+                let last = run.last;
+                self.flag(Violation::Overlap {
+                    first,
+                    last,
+                    other: first,
+                });
+                return;
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(run);
+            }
+        }
+        match state {
             RecordState::Acquired => {
-                self.locks.insert((run.deadline_ms, first));
+                self.locks.insert((deadline_ms, first));
             }
             RecordState::Available => {
                 self.available.insert(first);
             }
             RecordState::TxPending => {
-                if let Some(t) = &run.txn {
-                    self.pending.insert((t.producer_id, first));
+                if let Some(producer_id) = producer_id {
+                    self.pending.insert((producer_id, first));
                 }
             }
             RecordState::Acknowledged | RecordState::Archived => {}
         }
-        *self.counts.slot(run.state) += run.len(first);
-        if let Some(old) = self.map.insert(first, run) {
-            // Callers remove before inserting; keep the indexes right regardless.
-            self.unindex(first, &old);
-            #[cfg(test)]
-            panic!("run at {first} inserted twice");
-        }
+        *self.counts.slot(state) += len;
     }
 
     pub fn remove(&mut self, first: i64) -> Option<Run> {

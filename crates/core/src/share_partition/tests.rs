@@ -560,12 +560,15 @@ fn release_and_lock_expiry_archive_at_the_delivery_limit() {
     );
     // Lock expiry at the limit archives too.
     acquire(&mut sp, "m1", &[data(5, 9)], 100, 10);
-    sp.expire_locks(10 + LOCK).expect("write");
+    sp.expire_locks(10 + LOCK).expect("running").expect("write");
     assert_eq!(
         acquire(&mut sp, "m1", &[data(5, 9)], 100, 2_000),
         vec![(5, 9, 2)]
     );
-    let w = sp.expire_locks(2_000 + LOCK).expect("write");
+    let w = sp
+        .expire_locks(2_000 + LOCK)
+        .expect("running")
+        .expect("write");
     assert_eq!((w.start_offset, sp.start_offset()), (10, 10));
 }
 
@@ -574,8 +577,8 @@ fn lock_expiry_makes_records_available_again() {
     let mut sp = sp();
     acquire(&mut sp, "m1", &[data(0, 4), data(5, 9)], 5, 0);
     assert_eq!(sp.next_lock_deadline(), Some(LOCK));
-    assert_eq!(sp.expire_locks(LOCK - 1), None);
-    let w = sp.expire_locks(LOCK).expect("write");
+    assert_eq!(sp.expire_locks(LOCK - 1).expect("running"), None);
+    let w = sp.expire_locks(LOCK).expect("running").expect("write");
     assert_eq!(w.batches, vec![pb(0, 4, RecordState::Available, 1)]);
     assert_eq!(sp.next_lock_deadline(), None);
     assert_eq!(state_of(&sp, 0), Some((RecordState::Available, 1, None)));
@@ -615,7 +618,7 @@ fn renew_extends_the_lock_and_persists_nothing() {
     acquire(&mut sp, "m1", &[data(0, 4)], 100, 0);
     assert_eq!(ack(&mut sp, "m1", 0, 4, vec![RENEW], 500), Ok(None));
     assert_eq!(sp.next_lock_deadline(), Some(500 + LOCK));
-    assert_eq!(sp.expire_locks(LOCK), None);
+    assert_eq!(sp.expire_locks(LOCK).expect("running"), None);
     assert_eq!(
         state_of(&sp, 0),
         Some((RecordState::Acquired, 1, Some("m1".into())))
@@ -636,6 +639,7 @@ fn releasing_a_member_keeps_the_delivery_count() {
     acquire(&mut sp, "m2", &[data(10, 12)], 100, 2);
     let write = sp
         .release_member("m1", 3)
+        .expect("running")
         .expect("the counts become persisted");
     assert_eq!(
         write.batches,
@@ -889,8 +893,11 @@ fn loading_moves_the_start_past_terminal_records() {
 fn log_start_offset_moves_drop_records_below_it() {
     let mut sp = sp();
     acquire(&mut sp, "m1", &[data(0, 9)], 100, 0);
-    assert_eq!(sp.update_log_start_offset(0), None);
-    let w = sp.update_log_start_offset(5).expect("write");
+    assert_eq!(sp.update_log_start_offset(0).expect("running"), None);
+    let w = sp
+        .update_log_start_offset(5)
+        .expect("running")
+        .expect("write");
     assert_eq!((w.start_offset, w.batches.len()), (5, 0));
     assert_eq!((sp.start_offset(), sp.in_flight_count()), (5, 5));
     // The member's acknowledgement of the whole batch applies to what is left.
@@ -898,7 +905,9 @@ fn log_start_offset_moves_drop_records_below_it() {
     assert_eq!(sp.start_offset(), 10);
     // Past everything tracked: the window restarts there.
     acquire(&mut sp, "m1", &[data(10, 14)], 100, 1);
-    sp.update_log_start_offset(20).expect("write");
+    sp.update_log_start_offset(20)
+        .expect("running")
+        .expect("write");
     assert_eq!(
         (
             sp.start_offset(),

@@ -73,7 +73,8 @@ impl SharePartition {
     /// INVALID_REQUEST for malformed batches (first > last, not ascending, types length);
     /// INVALID_RECORD_STATE for RELEASE, RENEW or unknown types, and for an offset that is
     /// not in flight or not ACQUIRED by the member (TX_PENDING included). Nothing changes on
-    /// error.
+    /// these errors. [`ShareError::InvariantViolated`] or [`ShareError::Stopped`] (see
+    /// [`SharePartition::violation`]).
     pub fn stage(
         &mut self,
         now_ms: i64,
@@ -82,6 +83,7 @@ impl SharePartition {
         producer_epoch: i16,
         batches: &[AckBatch],
     ) -> Result<Option<StateWrite>, ShareError> {
+        self.running()?;
         // Structure first (types are checked below, as spec §3.2 orders it).
         let structural: Vec<AckBatch> = batches
             .iter()
@@ -129,8 +131,9 @@ impl SharePartition {
             .iter()
             .map(|b| b.last_offset - b.first_offset + 1)
             .sum();
+        let write = self.finish(op)?;
         self.txn_stats.staged = self.txn_stats.staged.saturating_add(total);
-        Ok(self.finish(op))
+        Ok(write)
     }
 
     /// Every offset of `b` must be a tracked record ACQUIRED by `member_id`, lock not due.
@@ -183,13 +186,19 @@ impl SharePartition {
     /// resolves every TX_PENDING record it staged at that epoch or before. Idempotent: a
     /// duplicate marker, an older-epoch one or one for a producer with nothing staged changes
     /// nothing (no write, no wake-up).
+    ///
+    /// # Errors
+    /// [`ShareError::InvariantViolated`] (a TX_PENDING record of another transaction was
+    /// touched, say) or [`ShareError::Stopped`].
     pub fn apply_marker(
         &mut self,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
-    ) -> MarkerOutcome {
+    ) -> Result<MarkerOutcome, ShareError> {
+        self.running()?;
         let mut op = self.begin();
+        op.marker = Some((producer_id, producer_epoch));
         let limit = self.config.delivery_count_limit;
         let mut resolved = 0i64;
         let mut staged_at_ms = Vec::new();
@@ -238,17 +247,18 @@ impl SharePartition {
             });
         }
         self.advance_start();
+        let write = self.finish(op)?;
         if commit {
             self.txn_stats.committed = self.txn_stats.committed.saturating_add(resolved);
         } else {
             self.txn_stats.aborted = self.txn_stats.aborted.saturating_add(resolved);
         }
-        MarkerOutcome {
-            write: self.finish(op),
+        Ok(MarkerOutcome {
+            write,
             wake: resolved > 0,
             resolved,
             staged_at_ms,
-        }
+        })
     }
 
     /// TX_PENDING records (the `txn-pending-records` gauge).

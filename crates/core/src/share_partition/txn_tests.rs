@@ -161,7 +161,7 @@ fn staging_is_all_or_nothing_and_names_why() {
 fn commit_acknowledges_accepts_and_archives_rejects_and_gaps() {
     let mut sp = fixture();
     stage(&mut sp, "m1", &[(0, 2, vec![1, 3, 0]), (3, 3, vec![1])], 1).expect("staged");
-    let out = sp.apply_marker(PID, EPOCH + 1, true);
+    let out = sp.apply_marker(PID, EPOCH + 1, true).expect("running");
     assert!(out.wake);
     assert_eq!(out.resolved, 4);
     assert_eq!(out.staged_at_ms.iter().map(|(n, _)| n).sum::<i64>(), 4);
@@ -175,7 +175,7 @@ fn commit_acknowledges_accepts_and_archives_rejects_and_gaps() {
     // Resolution states before the SPSO moves: check on a partition with an earlier hole.
     let mut sp = fixture();
     stage(&mut sp, "m1", &[(1, 3, vec![1, 3, 0])], 1).expect("staged");
-    sp.apply_marker(PID, EPOCH, true);
+    sp.apply_marker(PID, EPOCH, true).expect("running");
     assert_eq!(
         state_of(&sp, 1).map(|r| r.state),
         Some(RecordState::Acknowledged)
@@ -197,7 +197,7 @@ fn abort_makes_records_available_keeping_the_count_and_archives_at_the_limit() {
     let mut sp = SharePartition::new(config(2, 100), 0, 0).expect("valid");
     acquire(&mut sp, "m1", 0, 4, 0);
     stage(&mut sp, "m1", &[(0, 4, vec![1])], 1).expect("staged");
-    let out = sp.apply_marker(PID, EPOCH + 1, false);
+    let out = sp.apply_marker(PID, EPOCH + 1, false).expect("running");
     assert!(out.wake);
     let r = state_of(&sp, 0).expect("tracked");
     assert_eq!((r.state, r.delivery_count), (RecordState::Available, 1));
@@ -207,7 +207,7 @@ fn abort_makes_records_available_keeping_the_count_and_archives_at_the_limit() {
     acquire(&mut sp, "m2", 0, 4, 2);
     sp.stage(3, "m2", PID, EPOCH + 1, &[AckBatch::new(0, 4, vec![1])])
         .expect("staged");
-    sp.apply_marker(PID, EPOCH + 2, false);
+    sp.apply_marker(PID, EPOCH + 2, false).expect("running");
     assert_eq!(sp.start_offset(), 5, "archived at the delivery limit");
     sp.check_invariants();
 }
@@ -219,17 +219,20 @@ fn older_epoch_duplicate_and_foreign_markers_change_nothing() {
     let before: Vec<RecordRange> = sp.ranges().collect();
     for (pid, epoch) in [(PID, EPOCH - 1), (PID + 1, EPOCH + 5)] {
         for commit in [true, false] {
-            let out = sp.apply_marker(pid, epoch, commit);
+            let out = sp.apply_marker(pid, epoch, commit).expect("running");
             assert_eq!(out, MarkerOutcome::default(), "{pid} {epoch} {commit}");
         }
     }
     assert_eq!(sp.ranges().collect::<Vec<_>>(), before);
-    assert!(sp.apply_marker(PID, EPOCH, true).wake);
+    assert!(sp.apply_marker(PID, EPOCH, true).expect("running").wake);
     let after: Vec<RecordRange> = sp.ranges().collect();
     // A duplicate, and a late abort of the same transaction.
-    assert_eq!(sp.apply_marker(PID, EPOCH, true), MarkerOutcome::default());
     assert_eq!(
-        sp.apply_marker(PID, EPOCH + 1, false),
+        sp.apply_marker(PID, EPOCH, true).expect("running"),
+        MarkerOutcome::default()
+    );
+    assert_eq!(
+        sp.apply_marker(PID, EPOCH + 1, false).expect("running"),
         MarkerOutcome::default()
     );
     assert_eq!(sp.ranges().collect::<Vec<_>>(), after);
@@ -257,8 +260,8 @@ fn acknowledgements_of_tx_pending_records_are_refused_and_leave_them_pending() {
 fn lock_expiry_member_leave_and_session_close_do_not_release_tx_pending() {
     let mut sp = fixture();
     stage(&mut sp, "m1", &[(0, 4, vec![1])], 1).expect("staged");
-    sp.expire_locks(10 * LOCK);
-    sp.release_member("m1", 10 * LOCK);
+    sp.expire_locks(10 * LOCK).expect("running");
+    sp.release_member("m1", 10 * LOCK).expect("running");
     let r = state_of(&sp, 0).expect("tracked");
     assert_eq!((r.first_offset, r.last_offset), (0, 4));
     assert_eq!(r.state, RecordState::TxPending);
@@ -281,7 +284,7 @@ fn the_spso_stops_at_tx_pending_and_the_record_lock_window_counts_it() {
     assert_eq!(sp.start_offset(), 0);
     assert_eq!(sp.in_flight_count(), 10);
     assert!(!sp.can_acquire_records(), "the window is full");
-    let out = sp.apply_marker(PID, EPOCH + 1, true);
+    let out = sp.apply_marker(PID, EPOCH + 1, true).expect("running");
     assert!(out.wake);
     assert_eq!(sp.start_offset(), 10);
     assert!(sp.can_acquire_records());
@@ -291,13 +294,19 @@ fn the_spso_stops_at_tx_pending_and_the_record_lock_window_counts_it() {
 fn a_log_start_move_past_tx_pending_drops_it_and_its_marker_is_then_a_no_op() {
     let mut sp = fixture();
     stage(&mut sp, "m1", &[(0, 4, vec![1])], 1).expect("staged");
-    let write = sp.update_log_start_offset(3).expect("moved");
+    let write = sp
+        .update_log_start_offset(3)
+        .expect("running")
+        .expect("moved");
     assert_eq!(write.start_offset, 3);
     assert_eq!(sp.tx_pending_count(), 2);
-    let out = sp.apply_marker(PID, EPOCH, false);
+    let out = sp.apply_marker(PID, EPOCH, false).expect("running");
     assert_eq!(out.resolved, 2);
-    sp.update_log_start_offset(20);
-    assert_eq!(sp.apply_marker(PID, EPOCH, true), MarkerOutcome::default());
+    sp.update_log_start_offset(20).expect("running");
+    assert_eq!(
+        sp.apply_marker(PID, EPOCH, true).expect("running"),
+        MarkerOutcome::default()
+    );
 }
 
 #[test]
@@ -383,8 +392,10 @@ fn staging_survives_a_restart_and_resolves_as_it_would_have_live() {
         let r = state_of(&reloaded, 6).expect("tracked");
         assert_eq!((r.state, r.delivery_count), (RecordState::TxPending, 2));
         assert_eq!(reloaded.tx_pending_count(), 8);
-        let live = sp.apply_marker(PID, EPOCH + 1, commit);
-        let replayed = reloaded.apply_marker(PID, EPOCH + 1, commit);
+        let live = sp.apply_marker(PID, EPOCH + 1, commit).expect("running");
+        let replayed = reloaded
+            .apply_marker(PID, EPOCH + 1, commit)
+            .expect("running");
         assert_eq!(live.write, replayed.write);
         assert_eq!(sp.persisted_view(), reloaded.persisted_view());
         // The resolution wins over the staging in the store's merge.
@@ -474,7 +485,7 @@ fn state_batches_carry_the_staging_in_a_tagged_field_and_old_records_decode() {
 fn staging_expires_due_locks_and_moves_the_spso_past_what_they_archive() {
     let mut sp = SharePartition::new(config(2, 100), 0, 0).expect("valid");
     acquire(&mut sp, "m1", 0, 0, 0);
-    sp.expire_locks(LOCK);
+    sp.expire_locks(LOCK).expect("running");
     acquire(&mut sp, "m1", 0, 0, LOCK);
     acquire(&mut sp, "m2", 1, 1, 2 * LOCK - 1);
     // m1's lock on 0 (second and last delivery) is due: it is archived, the SPSO passes it.
@@ -547,7 +558,7 @@ fn read_committed_and_stale_batch_archiving_leave_tx_pending_alone() {
         })
     ));
     // Committing moves the SPSO past the staged records and the archived data to the marker.
-    sp.apply_marker(PID, EPOCH, true);
+    sp.apply_marker(PID, EPOCH, true).expect("running");
     assert_eq!(sp.start_offset(), 8);
     sp.check_invariants();
 }
@@ -556,11 +567,11 @@ fn read_committed_and_stale_batch_archiving_leave_tx_pending_alone() {
 fn a_lowered_delivery_limit_archives_on_abort() {
     let mut sp = SharePartition::new(config(5, 100), 0, 0).expect("valid");
     acquire(&mut sp, "m1", 0, 0, 0);
-    sp.expire_locks(LOCK);
+    sp.expire_locks(LOCK).expect("running");
     acquire(&mut sp, "m1", 0, 0, LOCK);
     stage(&mut sp, "m1", &[(0, 0, vec![1])], LOCK + 1).expect("staged");
     sp.set_config(config(2, 100)).expect("valid");
-    sp.apply_marker(PID, EPOCH, false);
+    sp.apply_marker(PID, EPOCH, false).expect("running");
     assert_eq!(sp.start_offset(), 1, "second delivery of 2: archived");
 }
 

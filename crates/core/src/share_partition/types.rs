@@ -484,7 +484,8 @@ pub enum RecordStateReason {
     NotInFlight,
 }
 
-/// Why a share-partition call was refused. A refused call changed nothing.
+/// Why a share-partition call was refused. A refused call changed nothing, except
+/// [`ShareError::InvariantViolated`] (see its doc).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ShareError {
@@ -502,6 +503,14 @@ pub enum ShareError {
     InvalidPersistedState(&'static str),
     #[error("invalid share-partition config: {0}")]
     InvalidConfig(&'static str),
+    /// This call found one of the machine's invariants broken (a bug in Shoal, see
+    /// [`Violation`]): the offending change was not applied, the call's state write is dropped
+    /// (nothing of it may be persisted or answered), and the share partition is stopped.
+    #[error("invariant violated, share partition stopped: {0}")]
+    InvariantViolated(Violation),
+    /// An earlier call found an invariant broken; the share partition refuses every call.
+    #[error("share partition stopped by an earlier invariant violation: {0}")]
+    Stopped(Violation),
 }
 
 impl ShareError {
@@ -511,9 +520,89 @@ impl ShareError {
         match self {
             Self::InvalidRequest(_) => error_codes::INVALID_REQUEST,
             Self::InvalidRecordState { .. } => error_codes::INVALID_RECORD_STATE,
+            // Kafka answers a share partition it cannot serve (state FAILED) with an
+            // IllegalStateException, which the wire carries as UNKNOWN_SERVER_ERROR.
             Self::InvalidFetchedBatches { .. }
             | Self::InvalidPersistedState(_)
-            | Self::InvalidConfig(_) => error_codes::UNKNOWN_SERVER_ERROR,
+            | Self::InvalidConfig(_)
+            | Self::InvariantViolated(_)
+            | Self::Stopped(_) => error_codes::UNKNOWN_SERVER_ERROR,
+        }
+    }
+
+    /// The broken invariant, for [`ShareError::InvariantViolated`] and
+    /// [`ShareError::Stopped`].
+    pub fn violation(&self) -> Option<&Violation> {
+        match self {
+            Self::InvariantViolated(v) | Self::Stopped(v) => Some(v),
+            Self::InvalidRequest(_)
+            | Self::InvalidRecordState { .. }
+            | Self::InvalidFetchedBatches { .. }
+            | Self::InvalidPersistedState(_)
+            | Self::InvalidConfig(_) => None,
+        }
+    }
+}
+
+/// A broken invariant of the share-partition machine, found in production as in tests (see
+/// the module docs of [`super`]). Never caused by a client: it means a bug in Shoal (or
+/// memory corruption), and the share partition that saw it stops.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Violation {
+    /// A state change [`RecordState::validate_transition`] refuses.
+    #[error("invalid record state transition {from:?} -> {to:?} at offsets {first}..={last}")]
+    Transition {
+        first: i64,
+        last: i64,
+        from: RecordState,
+        to: RecordState,
+    },
+    /// TX_PENDING records changed by something other than the COMMIT or ABORT marker of the
+    /// transaction that staged them.
+    #[error(
+        "TX_PENDING offsets {first}..={last} staged by producer {producer_id} epoch \
+         {producer_epoch} changed outside that transaction's marker"
+    )]
+    ForeignTxPending {
+        first: i64,
+        last: i64,
+        producer_id: i64,
+        producer_epoch: i16,
+    },
+    /// ACQUIRED records passed from one member to another without being released.
+    #[error("ACQUIRED offsets {first}..={last} changed holder without a release")]
+    HolderChanged { first: i64, last: i64 },
+    /// A range of records stored with its last offset before its first.
+    #[error("empty range of records {first}..={last}")]
+    EmptyRange { first: i64, last: i64 },
+    /// A range of records whose owner or staging does not match its state (an owner exactly
+    /// when ACQUIRED, a staging exactly when TX_PENDING).
+    #[error(
+        "offsets {first}..={last} in state {state:?} with owner: {owner}, staging: {staging} \
+         (an owner exactly when ACQUIRED, a staging exactly when TX_PENDING)"
+    )]
+    Attributes {
+        first: i64,
+        last: i64,
+        state: RecordState,
+        owner: bool,
+        staging: bool,
+    },
+    /// A range of records stored over offsets already tracked: a record would have two states,
+    /// or two holders.
+    #[error("offsets {first}..={last} overlap the records tracked from {other}")]
+    Overlap { first: i64, last: i64, other: i64 },
+}
+
+impl Violation {
+    /// A short, stable name of the broken invariant, for logs and metrics.
+    pub fn invariant(&self) -> &'static str {
+        match self {
+            Violation::Transition { .. } => "valid-transition",
+            Violation::ForeignTxPending { .. } => "tx-pending-own-transaction",
+            Violation::HolderChanged { .. } | Violation::Overlap { .. } => "one-holder-per-record",
+            Violation::EmptyRange { .. } | Violation::Attributes { .. } => "record-attributes",
         }
     }
 }

@@ -23,6 +23,17 @@
 //! once when the transaction has no partitions); collections are bounded by [`TxnConfig`]
 //! limits, and hitting one is an error code.
 //!
+//! Checked in production (every build; issue 28 point 6): every written transition is one of
+//! Kafka's `validPreviousStates` and never to a state that is not stored (Dead,
+//! PrepareEpochFence); each internal step (fence, send markers, complete, a parked
+//! InitProducerId) finds the transaction in the state it needs. A violation
+//! ([`TxnViolation`]) is a value, never a panic: the offending record is not written, the call
+//! that found it emits no records and no markers and fails every reply it carries with
+//! UNKNOWN_SERVER_ERROR, and the coordinator stops ([`TxnCoordinator::violation`]): every
+//! later request is answered UNKNOWN_SERVER_ERROR without being handled, and `tick`,
+//! `markers_written` and `loaded` do nothing. The broker rebuilds it from
+//! `__transaction_state`, which never received the offending call's records, on restart.
+//!
 //! Must not: read clocks, perform I/O, or panic on request or record bytes.
 //!
 //! Deviations from Kafka, on purpose:
@@ -125,6 +136,8 @@ pub struct TxnCoordinator {
     txns: BTreeMap<String, Entry>,
     /// (deadline, transactional id): timeout aborts and id expiration.
     timers: BTreeSet<(i64, String)>,
+    /// The first broken invariant found; the coordinator is stopped once it is set.
+    violation: Option<TxnViolation>,
 }
 
 type Reply<T> = Result<T, ErrorCode>;
@@ -139,7 +152,33 @@ impl TxnCoordinator {
             coordinator_epoch,
             txns: BTreeMap::new(),
             timers: BTreeSet::new(),
+            violation: None,
         }
+    }
+
+    /// The broken invariant that stopped this coordinator, if one did (see the module docs).
+    pub fn violation(&self) -> Option<&TxnViolation> {
+        self.violation.as_ref()
+    }
+
+    /// Records a broken invariant (the first one is kept).
+    fn flag(&mut self, violation: TxnViolation) {
+        if self.violation.is_none() {
+            self.violation = Some(violation);
+        }
+    }
+
+    /// The end of a call that started on a running coordinator: if it broke an invariant,
+    /// nothing of it goes out (no records, no markers) and its replies fail.
+    fn seal(&self, mut out: Output) -> Output {
+        if self.violation.is_some() {
+            out.records.clear();
+            out.markers.clear();
+            for (_, reply) in &mut out.replies {
+                reply.fail(UNKNOWN_SERVER_ERROR);
+            }
+        }
+        out
     }
 
     pub fn config(&self) -> &TxnConfig {
@@ -154,6 +193,10 @@ impl TxnCoordinator {
     /// ongoing transaction) in the output of the call that completes the abort.
     pub fn handle(&mut self, now_ms: i64, token: ReplyToken, request: TxnRequest) -> Output {
         let mut out = Output::default();
+        if self.violation.is_some() {
+            out.reply(token, TxnResponse::refusal(&request, UNKNOWN_SERVER_ERROR));
+            return out;
+        }
         match request {
             TxnRequest::InitProducerId(r) => self.init_producer_id(now_ms, token, r, &mut out),
             TxnRequest::AddPartitions(r) => {
@@ -224,7 +267,7 @@ impl TxnCoordinator {
                 out.reply(token, TxnResponse::EndTxn(resp));
             }
         }
-        out
+        self.seal(out)
     }
 
     /// Whether `request` could consume `fresh_producer_id` (conservative: true may still not
@@ -252,7 +295,7 @@ impl TxnCoordinator {
     /// notifications are no-ops).
     pub fn markers_written(&mut self, now_ms: i64, markers: &WriteMarkers) -> Output {
         let mut out = Output::default();
-        if markers.coordinator_epoch != self.coordinator_epoch {
+        if markers.coordinator_epoch != self.coordinator_epoch || self.violation.is_some() {
             return out;
         }
         let Some(e) = self.txns.get(&markers.transactional_id) else {
@@ -269,13 +312,16 @@ impl TxnCoordinator {
         {
             self.complete(now_ms, &markers.transactional_id, &mut out);
         }
-        out
+        self.seal(out)
     }
 
     /// Aborts transactions past their timeout (fencing the producer first) and expires idle
     /// transactional ids.
     pub fn tick(&mut self, now_ms: i64) -> Output {
         let mut out = Output::default();
+        if self.violation.is_some() {
+            return out;
+        }
         let due: Vec<String> = self
             .timers
             .iter()
@@ -309,7 +355,7 @@ impl TxnCoordinator {
                 );
             }
         }
-        out
+        self.seal(out)
     }
 
     /// When [`tick`](Self::tick) next has work to do.
@@ -352,6 +398,9 @@ impl TxnCoordinator {
     /// written again (Kafka's loader resumes them).
     pub fn loaded(&mut self, now_ms: i64) -> Output {
         let mut out = Output::default();
+        if self.violation.is_some() {
+            return out;
+        }
         let pending: Vec<String> = self
             .txns
             .iter()
@@ -361,7 +410,7 @@ impl TxnCoordinator {
         for id in pending {
             self.send_markers_or_complete(now_ms, &id, &mut out);
         }
-        out
+        self.seal(out)
     }
 
     /// The durable state: equal for live state and state rebuilt by replay.
@@ -455,6 +504,9 @@ impl TxnCoordinator {
     /// # Errors
     /// A description of the first violated invariant.
     pub fn check_invariants(&self) -> Result<(), String> {
+        if let Some(v) = &self.violation {
+            return Err(format!("stopped: {v}"));
+        }
         let mut timers = BTreeSet::new();
         for (id, e) in &self.txns {
             let v = &e.value;
@@ -507,10 +559,15 @@ impl TxnCoordinator {
         match self.try_init(now_ms, &req, out) {
             Ok(Some((pid, epoch))) => out.reply(token, init_reply(NONE, pid, epoch)),
             Ok(None) => {
-                let e = self
-                    .txns
-                    .get_mut(&req.transactional_id)
-                    .expect("fenced entry exists");
+                let Some(e) = self.txns.get_mut(&req.transactional_id) else {
+                    self.flag(TxnViolation::WrongState {
+                        transactional_id: req.transactional_id.clone(),
+                        step: "a fencing InitProducerId",
+                        state: None,
+                    });
+                    out.reply(token, init_error(UNKNOWN_SERVER_ERROR));
+                    return;
+                };
                 if e.value.state == TransactionState::PrepareAbort {
                     e.parked_init = Some((token, req));
                 } else {
@@ -833,14 +890,25 @@ impl TxnCoordinator {
 
     /// PrepareEpochFence then PrepareAbort, in one step (only the PrepareAbort is written).
     fn fence_and_abort(&mut self, now_ms: i64, id: &str, out: &mut Output) {
-        let v = self.txns.get(id).expect("fenced id exists").value.clone();
-        assert!(
-            TransactionState::PrepareEpochFence
-                .valid_previous()
-                .contains(&v.state),
-            "fence from {:?}",
-            v.state
-        );
+        let Some(v) = self.txns.get(id).map(|e| e.value.clone()) else {
+            self.flag(TxnViolation::WrongState {
+                transactional_id: id.to_string(),
+                step: "fence",
+                state: None,
+            });
+            return;
+        };
+        if !TransactionState::PrepareEpochFence
+            .valid_previous()
+            .contains(&v.state)
+        {
+            self.flag(TxnViolation::Transition {
+                transactional_id: id.to_string(),
+                from: v.state,
+                to: TransactionState::PrepareEpochFence,
+            });
+            return;
+        }
         let mut next = v.clone();
         let fenced = bump(v.producer_epoch);
         if v.client_transaction_version.supports_epoch_bump() {
@@ -859,8 +927,20 @@ impl TxnCoordinator {
     }
 
     fn send_markers_or_complete(&mut self, now_ms: i64, id: &str, out: &mut Output) {
-        let v = &self.txns.get(id).expect("prepared id exists").value;
-        debug_assert!(v.state.is_prepare());
+        let state = self.txns.get(id).map(|e| e.value.state);
+        let Some(v) = self
+            .txns
+            .get(id)
+            .map(|e| &e.value)
+            .filter(|v| v.state.is_prepare())
+        else {
+            self.flag(TxnViolation::WrongState {
+                transactional_id: id.to_string(),
+                step: "send markers",
+                state,
+            });
+            return;
+        };
         if v.partitions.is_empty() {
             self.complete(now_ms, id, out);
             return;
@@ -882,18 +962,22 @@ impl TxnCoordinator {
 
     /// Kafka's prepareComplete, then any InitProducerId that waited for this abort.
     fn complete(&mut self, now_ms: i64, id: &str, out: &mut Output) {
-        let v = self
-            .txns
-            .get(id)
-            .expect("completed id exists")
-            .value
-            .clone();
-        let mut next = v.clone();
-        next.state = match v.state {
-            TransactionState::PrepareCommit => TransactionState::CompleteCommit,
-            TransactionState::PrepareAbort => TransactionState::CompleteAbort,
-            other => panic!("complete from {other:?}"),
+        let v = self.txns.get(id).map(|e| e.value.clone());
+        let complete = match v.as_ref().map(|v| v.state) {
+            Some(TransactionState::PrepareCommit) => TransactionState::CompleteCommit,
+            Some(TransactionState::PrepareAbort) => TransactionState::CompleteAbort,
+            state => {
+                self.flag(TxnViolation::WrongState {
+                    transactional_id: id.to_string(),
+                    step: "complete",
+                    state,
+                });
+                return;
+            }
         };
+        let Some(v) = v else { return };
+        let mut next = v.clone();
+        next.state = complete;
         next.partitions.clear();
         next.txn_last_update_timestamp_ms = now_ms;
         if v.next_producer_id.0 != NO_PRODUCER_ID {
@@ -914,14 +998,12 @@ impl TxnCoordinator {
     // Records and timers
     // -----------------------------------------------------------------------------------------
 
+    /// Writes `value` for `id`, unless the transition breaks an invariant: then nothing is
+    /// written and the coordinator stops.
     fn write_value(&mut self, id: &str, value: TransactionLogValue, out: &mut Output) {
-        if let Some(e) = self.txns.get(id) {
-            assert!(
-                value.state.valid_previous().contains(&e.value.state),
-                "illegal transition {:?} -> {:?}",
-                e.value.state,
-                value.state
-            );
+        if let Err(v) = self.check_write(id, &value) {
+            self.flag(v);
+            return;
         }
         self.write(
             TxnRecord::Transaction {
@@ -930,6 +1012,34 @@ impl TxnCoordinator {
             },
             out,
         );
+    }
+
+    /// Whether writing `value` for `id` keeps the invariants: a state that is stored, reached
+    /// by one of Kafka's `validPreviousStates` (a new id may start anywhere, as replay allows).
+    ///
+    /// # Errors
+    /// The broken invariant.
+    fn check_write(&self, id: &str, value: &TransactionLogValue) -> Result<(), TxnViolation> {
+        let to = value.state;
+        if matches!(
+            to,
+            TransactionState::Dead | TransactionState::PrepareEpochFence
+        ) {
+            return Err(TxnViolation::Unstorable {
+                transactional_id: id.to_string(),
+                state: to,
+            });
+        }
+        match self.txns.get(id) {
+            Some(e) if !to.valid_previous().contains(&e.value.state) => {
+                Err(TxnViolation::Transition {
+                    transactional_id: id.to_string(),
+                    from: e.value.state,
+                    to,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Applies a record exactly as replay does, and emits it.

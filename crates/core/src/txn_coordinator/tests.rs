@@ -932,3 +932,128 @@ fn state_table_matches_kafka() {
     assert!(!PrepareCommit.valid_previous().contains(&Empty));
     assert!(CompleteCommit.valid_previous() == [PrepareCommit]);
 }
+
+// Invariants checked in production (issue 28 point 6). No request can break one (the property
+// tests check that), so these make the buggy step through the crate-internal functions every
+// call goes through; nothing here is compiled out of release builds.
+
+/// An idle (Empty) transaction for `T`, and its producer id and epoch.
+fn idle() -> (H, i64, i16) {
+    let mut h = H::new();
+    let r = h.init(T, -1, -1);
+    assert_eq!(r.error_code, NONE);
+    (h, r.producer_id.0, r.producer_epoch.0)
+}
+
+/// The coordinator is stopped on `violation`: requests are answered UNKNOWN_SERVER_ERROR
+/// without being handled, and nothing else runs.
+fn assert_stopped(h: &mut H, violation: &TxnViolation, pid: i64, epoch: i16) {
+    let before = h.c.durable_state();
+    assert_eq!(h.c.violation(), Some(violation));
+    assert!(h.c.check_invariants().is_err());
+    let add = TxnRequest::AddPartitions(AddPartitionsRequest {
+        transactional_id: T.to_string(),
+        producer_id: ProducerId(pid),
+        producer_epoch: ProducerEpoch(epoch),
+        partitions: vec![tp("a", 0), tp("b", 1)],
+        verify_only: false,
+    });
+    let init = h.init_req(T, pid, epoch);
+    for (i, req) in [add, init].into_iter().enumerate() {
+        let token = ReplyToken(100 + i as u64);
+        let out = h.c.handle(h.now, token, req);
+        assert!(out.records.is_empty() && out.markers.is_empty(), "{out:?}");
+        match &out.replies[..] {
+            [(t, TxnResponse::AddPartitions(r))] if *t == token => {
+                assert_eq!(r.results.len(), 2);
+                assert!(r
+                    .results
+                    .iter()
+                    .all(|p| p.error_code == UNKNOWN_SERVER_ERROR));
+            }
+            [(t, TxnResponse::InitProducerId(r))] if *t == token => {
+                assert_eq!(r.error_code, UNKNOWN_SERVER_ERROR);
+                assert_eq!(r.producer_id, ProducerId(NO_PRODUCER_ID));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(h.c.tick(i64::MAX).is_empty());
+    assert!(h.c.loaded(h.now).is_empty());
+    assert_eq!(h.c.durable_state(), before);
+}
+
+#[test]
+fn an_invalid_transition_is_not_written_and_stops_the_coordinator() {
+    let (mut h, pid, epoch) = idle();
+    let before = h.c.durable_state();
+    let mut next = h.state(T);
+    // Empty -> CompleteCommit: not one of Kafka's valid previous states of CompleteCommit.
+    next.state = TransactionState::CompleteCommit;
+    let mut out = Output::default();
+    h.c.write_value(T, next, &mut out);
+    assert!(out.records.is_empty());
+    assert_eq!(h.c.durable_state(), before);
+    let violation = TxnViolation::Transition {
+        transactional_id: T.to_string(),
+        from: TransactionState::Empty,
+        to: TransactionState::CompleteCommit,
+    };
+    assert_eq!(violation.invariant(), "valid-transition");
+    assert_stopped(&mut h, &violation, pid, epoch);
+}
+
+#[test]
+fn a_state_that_is_never_stored_is_not_written() {
+    let (mut h, pid, epoch) = idle();
+    let mut next = h.state(T);
+    next.state = TransactionState::PrepareEpochFence;
+    let mut out = Output::default();
+    h.c.write_value(T, next, &mut out);
+    assert!(out.records.is_empty());
+    let violation = TxnViolation::Unstorable {
+        transactional_id: T.to_string(),
+        state: TransactionState::PrepareEpochFence,
+    };
+    assert_stopped(&mut h, &violation, pid, epoch);
+}
+
+#[test]
+fn a_step_in_the_wrong_state_emits_nothing_and_fails_the_call() {
+    // Markers for a transaction that is not preparing, or completing one: each once a
+    // debug_assert or a panic, now a stop.
+    for step in ["send markers", "complete"] {
+        let (mut h, pid, epoch) = idle();
+        assert_eq!(h.add_code(T, pid, epoch, &[tp("a", 0)]), NONE);
+        let mut out = Output::default();
+        // What the call had produced before the bad step.
+        out.reply(
+            ReplyToken(7),
+            init_reply(NONE, ProducerId(pid), ProducerEpoch(epoch)),
+        );
+        out.records.push(TxnRecord::Tombstone {
+            transactional_id: "other".to_string(),
+        });
+        match step {
+            "send markers" => h.c.send_markers_or_complete(h.now, T, &mut out),
+            _ => h.c.complete(h.now, T, &mut out),
+        }
+        let out = h.c.seal(out);
+        assert!(
+            out.records.is_empty() && out.markers.is_empty(),
+            "{step}: {out:?}"
+        );
+        assert_eq!(out.replies.len(), 1);
+        assert_eq!(
+            out.replies[0].1.error_code(),
+            UNKNOWN_SERVER_ERROR,
+            "{step}"
+        );
+        let violation = TxnViolation::WrongState {
+            transactional_id: T.to_string(),
+            step,
+            state: Some(TransactionState::Ongoing),
+        };
+        assert_stopped(&mut h, &violation, pid, epoch);
+    }
+}

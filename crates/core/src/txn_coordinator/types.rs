@@ -484,6 +484,91 @@ pub fn downgrade_error(api: TxnApi, version: i16, code: ErrorCode) -> ErrorCode 
     }
 }
 
+/// A broken invariant of the transaction coordinator, found in production as in tests: a bug
+/// in Shoal, never a client's doing. The coordinator that finds one stops (see
+/// [`super::TxnCoordinator::violation`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TxnViolation {
+    /// A transition that is not one of Kafka's `validPreviousStates`.
+    #[error("transactional id {transactional_id}: invalid state transition {from:?} -> {to:?}")]
+    Transition {
+        transactional_id: String,
+        from: TransactionState,
+        to: TransactionState,
+    },
+    /// A state that is never written to `__transaction_state` (Dead, PrepareEpochFence).
+    #[error("transactional id {transactional_id}: state {state:?} is never stored")]
+    Unstorable {
+        transactional_id: String,
+        state: TransactionState,
+    },
+    /// A step that needs the transaction in a given state found it elsewhere, or missing.
+    #[error("transactional id {transactional_id}: {step} found the transaction in {state:?}")]
+    WrongState {
+        transactional_id: String,
+        step: &'static str,
+        /// `None`: no transaction at all.
+        state: Option<TransactionState>,
+    },
+}
+
+impl TxnViolation {
+    /// A short, stable name of the broken invariant, for logs.
+    pub fn invariant(&self) -> &'static str {
+        match self {
+            TxnViolation::Transition { .. } => "valid-transition",
+            TxnViolation::Unstorable { .. } => "stored-state",
+            TxnViolation::WrongState { .. } => "step-state",
+        }
+    }
+}
+
+impl TxnResponse {
+    /// The same response failed with `error_code` (every partition of an add; no producer id
+    /// or epoch).
+    pub(crate) fn fail(&mut self, error_code: ErrorCode) {
+        match self {
+            TxnResponse::InitProducerId(r) => {
+                r.error_code = error_code;
+                r.producer_id = ProducerId(NO_PRODUCER_ID);
+                r.producer_epoch = ProducerEpoch(NO_PRODUCER_EPOCH);
+            }
+            TxnResponse::AddPartitions(r) | TxnResponse::AddPartitionsImplicit(r) => {
+                for p in &mut r.results {
+                    p.error_code = error_code;
+                }
+            }
+            TxnResponse::AddOffsets(r) => r.error_code = error_code,
+            TxnResponse::EndTxn(r) => {
+                r.error_code = error_code;
+                r.producer_id = ProducerId(NO_PRODUCER_ID);
+                r.producer_epoch = ProducerEpoch(NO_PRODUCER_EPOCH);
+            }
+        }
+    }
+
+    /// The answer to `request` failed with `error_code`, without handling it.
+    pub(crate) fn refusal(request: &TxnRequest, error_code: ErrorCode) -> TxnResponse {
+        let partitions = |tps: &[TopicPartition]| {
+            partition_results(&tps.iter().cloned().collect(), |_| error_code)
+        };
+        match request {
+            TxnRequest::InitProducerId(_) => init_error(error_code),
+            TxnRequest::AddPartitions(r) => TxnResponse::AddPartitions(partitions(&r.partitions)),
+            TxnRequest::AddPartitionsImplicit(r) => {
+                TxnResponse::AddPartitionsImplicit(partitions(&r.partitions))
+            }
+            TxnRequest::AddOffsets(_) => TxnResponse::AddOffsets(AddOffsetsResponse { error_code }),
+            TxnRequest::EndTxn(_) => TxnResponse::EndTxn(EndTxnResponse {
+                error_code,
+                producer_id: ProducerId(NO_PRODUCER_ID),
+                producer_epoch: ProducerEpoch(NO_PRODUCER_EPOCH),
+            }),
+        }
+    }
+}
+
 pub(crate) fn init_reply(
     error_code: ErrorCode,
     producer_id: ProducerId,
