@@ -224,6 +224,11 @@ impl Host<TxnShard> for TxnHost {
                         .collect();
                     flush_in_background(broker, partitions);
                 }
+                TxnEffect::Stopped(violation) => error!(
+                    %violation,
+                    "transaction coordinator stopped on a broken invariant: it answers \
+                     UNKNOWN_SERVER_ERROR until the broker restarts and reloads it from the log"
+                ),
             }
         }
     }

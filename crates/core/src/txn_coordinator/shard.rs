@@ -77,6 +77,9 @@ pub enum TxnEffect {
     },
     /// Flush these partitions in the background: an id lists too many markers.
     Flush(Vec<TopicPartition>),
+    /// The machine stopped on a broken invariant (emitted once): every later request is
+    /// answered UNKNOWN_SERVER_ERROR until the broker restarts and reloads it from the log.
+    Stopped(String),
 }
 
 impl ShardRecord for TxnRecord {
@@ -111,6 +114,8 @@ pub struct TxnShard {
     /// Per id, the markers not yet known durable (what its last Markers record lists).
     unflushed: HashMap<String, Vec<PendingMarker>>,
     fresh_ids: VecDeque<ProducerId>,
+    /// Whether the machine's stop was reported ([`TxnEffect::Stopped`]).
+    stop_reported: bool,
 }
 
 impl TxnShard {
@@ -122,6 +127,7 @@ impl TxnShard {
             held: HashMap::new(),
             unflushed: HashMap::new(),
             fresh_ids: VecDeque::new(),
+            stop_reported: false,
         }
     }
 
@@ -196,6 +202,12 @@ impl TxnShard {
                 .unwrap_or_default();
             out.effects
                 .push(TxnEffect::WriteMarkers { markers: m, listed });
+        }
+        if !self.stop_reported {
+            if let Some(violation) = self.machine.violation() {
+                self.stop_reported = true;
+                out.effects.push(TxnEffect::Stopped(violation.to_string()));
+            }
         }
     }
 
@@ -520,6 +532,39 @@ mod tests {
             r.error_code(),
             crate::txn_coordinator::CONCURRENT_TRANSACTIONS
         );
+    }
+
+    #[test]
+    fn a_stopped_machine_is_reported_once() {
+        let mut d = Driver::new();
+        d.shard
+            .machine
+            .flag(crate::txn_coordinator::TxnViolation::Unstorable {
+                transactional_id: "t".to_string(),
+                state: crate::txn_coordinator::TransactionState::Dead,
+            });
+        let init = || {
+            TxnInput::Request(TxnRequest::InitProducerId(InitProducerIdRequest {
+                transactional_id: "t".to_string(),
+                txn_timeout_ms: 60_000,
+                producer_id: ProducerId(-1),
+                producer_epoch: ProducerEpoch(-1),
+                transaction_version_supported: true,
+                fresh_producer_id: None,
+            }))
+        };
+        let (_, out) = d.send(init());
+        let stopped: Vec<_> = out
+            .effects
+            .iter()
+            .filter(|e| matches!(e, TxnEffect::Stopped(_)))
+            .collect();
+        assert_eq!(stopped.len(), 1, "{:?}", out.effects);
+        let (_, out) = d.send(init());
+        assert!(out
+            .effects
+            .iter()
+            .all(|e| !matches!(e, TxnEffect::Stopped(_))));
     }
 
     #[test]
