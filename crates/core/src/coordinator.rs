@@ -129,3 +129,256 @@ pub trait CoordinatorShard {
     /// emit records or effects to resume work (a transaction found prepared).
     fn loaded(&mut self, now_ms: i64, out: &mut Emitted<Self>);
 }
+
+/// The runtime's order of work for one coordinator, without I/O: the broker's async runtime
+/// and the simulator both drive a shard through it, so the order they test is the order that
+/// ships. A pass is [`Passes::pass`] (the inputs fed by the host, then the queued inputs in
+/// queue order, each under a fresh token, then a tick), the caller's append of the pass's
+/// records, then [`Passes::durable`] (the replies for their waiters, and the effects) or
+/// [`Passes::failed`] (every waiter dropped, deferred ones included, for the caller to rebuild
+/// the shard from the log and [`Passes::replace`] it).
+///
+/// `W` is whatever stands for a waiting caller (a channel, a simulated client's address).
+pub struct Passes<S: CoordinatorShard, W> {
+    shard: S,
+    next_token: u64,
+    waiting: std::collections::HashMap<ReplyToken, W>,
+}
+
+/// One input of a pass: for the shard, or a transaction marker to replay.
+pub enum Queued<S: CoordinatorShard, W> {
+    /// An input and who waits for its reply (None: nobody).
+    Input(S::Input, Option<W>),
+    /// A marker appended to the shard's topic; `W` is told once the pass is durable.
+    Marker(TxnMarker, Option<W>),
+}
+
+/// What a durable pass delivers.
+pub struct Delivered<S: CoordinatorShard, W> {
+    /// Replies to their waiters.
+    pub replies: Vec<(W, S::Reply)>,
+    /// Waiters of the pass's markers, to be told they are applied.
+    pub markers: Vec<W>,
+    /// The shard's effects, in order.
+    pub effects: Vec<S::Effect>,
+}
+
+/// A pass's output before its records are durable.
+pub struct Pending<S: CoordinatorShard, W> {
+    /// Records to append (one batch per partition) before anything else of the pass.
+    pub records: Vec<S::Record>,
+    replies: Vec<(ReplyToken, S::Reply)>,
+    effects: Vec<S::Effect>,
+    marker_waiters: Vec<W>,
+}
+
+impl<S: CoordinatorShard, W> Passes<S, W> {
+    /// Drives `shard`, already loaded (replayed, then [`CoordinatorShard::loaded`]).
+    pub fn new(shard: S) -> Self {
+        Self {
+            shard,
+            next_token: 0,
+            waiting: std::collections::HashMap::new(),
+        }
+    }
+
+    pub fn shard(&self) -> &S {
+        &self.shard
+    }
+
+    /// Replaces the shard (a reload after a failed pass).
+    pub fn replace(&mut self, shard: S) {
+        self.shard = shard;
+    }
+
+    fn token(&mut self) -> ReplyToken {
+        self.next_token += 1;
+        ReplyToken(self.next_token)
+    }
+
+    /// Runs one pass at `now_ms`, starting from `carried` (what the load emitted, or an empty
+    /// value): `fed` first, then `queued` in order, then a tick.
+    pub fn pass(
+        &mut self,
+        now_ms: i64,
+        carried: Emitted<S>,
+        fed: Vec<S::Input>,
+        queued: Vec<Queued<S, W>>,
+    ) -> Pending<S, W> {
+        let mut out = carried;
+        for input in fed {
+            let t = self.token();
+            self.shard.handle(now_ms, t, input, &mut out);
+        }
+        let mut marker_waiters = Vec::new();
+        for q in queued {
+            match q {
+                Queued::Input(input, waiter) => {
+                    let t = self.token();
+                    if let Some(w) = waiter {
+                        self.waiting.insert(t, w);
+                    }
+                    self.shard.handle(now_ms, t, input, &mut out);
+                }
+                Queued::Marker(marker, waiter) => {
+                    self.shard.replay_marker(marker);
+                    marker_waiters.extend(waiter);
+                }
+            }
+        }
+        self.shard.tick(now_ms, &mut out);
+        Pending {
+            records: out.records,
+            replies: out.replies,
+            effects: out.effects,
+            marker_waiters,
+        }
+    }
+
+    /// The pass's records are durable: its replies go to their waiters (a reply may answer an
+    /// input of an earlier pass) and its effects may run.
+    pub fn durable(&mut self, pending: Pending<S, W>) -> Delivered<S, W> {
+        let replies = pending
+            .replies
+            .into_iter()
+            .filter_map(|(t, reply)| self.waiting.remove(&t).map(|w| (w, reply)))
+            .collect();
+        Delivered {
+            replies,
+            markers: pending.marker_waiters,
+            effects: pending.effects,
+        }
+    }
+
+    /// The pass's append failed: nothing of it is answered and every waiter is dropped (their
+    /// state is about to be rebuilt from what is durable); returns them so the caller can
+    /// tell them.
+    pub fn failed(&mut self, pending: Pending<S, W>) -> Vec<W> {
+        let mut dropped: Vec<W> = self.waiting.drain().map(|(_, w)| w).collect();
+        dropped.extend(pending.marker_waiters);
+        dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers an input `n` with `n` at once, or, for `0`, at the next tick after another
+    /// input (a deferred reply).
+    #[derive(Default)]
+    struct Echo {
+        deferred: Option<ReplyToken>,
+        records: usize,
+    }
+
+    #[derive(Debug)]
+    struct Rec;
+
+    impl ShardRecord for Rec {
+        fn partition(&self, _partitions: u32) -> u32 {
+            0
+        }
+        fn encode(&self) -> Result<EncodedRecord, RecordError> {
+            Ok((Vec::new(), None))
+        }
+        fn decode(_key: &[u8], _value: Option<&[u8]>) -> Result<Self, RecordError> {
+            Ok(Rec)
+        }
+    }
+
+    impl CoordinatorShard for Echo {
+        type Input = u32;
+        type Reply = u32;
+        type Record = Rec;
+        type Effect = u32;
+
+        fn handle(&mut self, _now_ms: i64, token: ReplyToken, input: u32, out: &mut Emitted<Self>) {
+            out.records.push(Rec);
+            self.records += 1;
+            if input == 0 {
+                self.deferred = Some(token);
+            } else {
+                out.reply(token, input);
+                out.effects.push(input);
+            }
+        }
+        fn tick(&mut self, _now_ms: i64, out: &mut Emitted<Self>) {
+            if self.records > 1 {
+                if let Some(t) = self.deferred.take() {
+                    out.reply(t, 0);
+                }
+            }
+        }
+        fn next_deadline(&self) -> Option<i64> {
+            None
+        }
+        fn replay(&mut self, _record: Rec) {}
+        fn replay_marker(&mut self, _marker: TxnMarker) {}
+        fn loaded(&mut self, _now_ms: i64, _out: &mut Emitted<Self>) {}
+    }
+
+    #[test]
+    fn replies_wait_for_durability_and_find_their_waiters_across_passes() {
+        let mut passes: Passes<Echo, &str> = Passes::new(Echo::default());
+        let pending = passes.pass(
+            0,
+            Emitted::default(),
+            Vec::new(),
+            vec![Queued::Input(0, Some("deferred"))],
+        );
+        assert_eq!(pending.records.len(), 1);
+        let delivered = passes.durable(pending);
+        assert!(delivered.replies.is_empty(), "deferred to a later pass");
+        let pending = passes.pass(
+            1,
+            Emitted::default(),
+            vec![9],
+            vec![Queued::Input(5, Some("five")), Queued::Input(6, None)],
+        );
+        let delivered = passes.durable(pending);
+        // The fed input has no waiter; the deferred reply reaches its waiter after the pass
+        // that released it; effects keep their order.
+        assert_eq!(delivered.replies, vec![("five", 5), ("deferred", 0)]);
+        assert_eq!(delivered.effects, vec![9, 5, 6]);
+    }
+
+    #[test]
+    fn a_failed_pass_drops_every_waiter_and_delivers_nothing() {
+        let mut passes: Passes<Echo, &str> = Passes::new(Echo::default());
+        let pending = passes.pass(
+            0,
+            Emitted::default(),
+            Vec::new(),
+            vec![Queued::Input(0, Some("deferred"))],
+        );
+        passes.durable(pending);
+        let marker = TxnMarker {
+            partition: 0,
+            producer_id: 1,
+            producer_epoch: 0,
+            commit: true,
+        };
+        let pending = passes.pass(
+            1,
+            Emitted::default(),
+            Vec::new(),
+            vec![
+                Queued::Input(5, Some("five")),
+                Queued::Marker(marker, Some("marker")),
+            ],
+        );
+        let mut dropped = passes.failed(pending);
+        dropped.sort_unstable();
+        assert_eq!(dropped, vec!["deferred", "five", "marker"]);
+        // A later pass has nobody left to answer from before.
+        passes.replace(Echo::default());
+        let pending = passes.pass(
+            2,
+            Emitted::default(),
+            Vec::new(),
+            vec![Queued::Input(0, None)],
+        );
+        assert!(passes.durable(pending).replies.is_empty());
+    }
+}

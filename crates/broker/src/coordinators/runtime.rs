@@ -10,6 +10,9 @@
 //! [`Unavailable`], which handlers answer as COORDINATOR_NOT_AVAILABLE so clients retry) and
 //! the shard is rebuilt from the log, so its state never runs ahead of what is durable.
 //!
+//! The order of a pass is `shoal_core::coordinator::Passes`, which the simulator drives too;
+//! this module adds the queue, the timer, the append and the reload.
+//!
 //! Order: [`Runtime::submit`] queues an input before it returns, and a connection handles its
 //! requests one at a time up to that point, so the inputs of one connection take effect in
 //! the order they were sent even when their replies are awaited later (pipelined
@@ -18,13 +21,13 @@
 //! Must not: deliver a reply before the records of its pass are durable; apply an input out of
 //! its queue order; keep serving from a state the log does not hold after a failed append.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use shoal_core::coordinator::{
-    CoordinatorShard, Emitted, EncodedRecord, ReplyToken, ShardRecord, TxnMarker,
+    CoordinatorShard, Emitted, EncodedRecord, Passes, Queued, ShardRecord, TxnMarker,
 };
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
@@ -81,16 +84,17 @@ pub trait Host<S: CoordinatorShard>: Send + Sync + 'static {
     fn effects(&self, broker: &Arc<Broker>, effects: Vec<S::Effect>);
 }
 
-enum Pending<S: CoordinatorShard> {
-    Input(S::Input, oneshot::Sender<S::Reply>),
-    /// A transaction marker appended to the shard's topic; answered once applied (None: not
-    /// waited for).
-    Marker(TxnMarker, Option<oneshot::Sender<()>>),
+/// Who waits for an answer of the runtime.
+enum Waiter<R> {
+    Reply(oneshot::Sender<R>),
+    Marker(oneshot::Sender<()>),
 }
+
+type Message<S> = Queued<S, Waiter<<S as CoordinatorShard>::Reply>>;
 
 /// Handle to one coordinator's task.
 pub struct Runtime<S: CoordinatorShard> {
-    tx: Mutex<Option<mpsc::Sender<Pending<S>>>>,
+    tx: Mutex<Option<mpsc::Sender<Message<S>>>>,
 }
 
 impl<S: CoordinatorShard> Default for Runtime<S> {
@@ -126,7 +130,7 @@ where
         Ok(())
     }
 
-    fn sender(&self) -> Result<mpsc::Sender<Pending<S>>, Unavailable> {
+    fn sender(&self) -> Result<mpsc::Sender<Message<S>>, Unavailable> {
         self.tx
             .lock()
             .expect("coordinator runtime lock poisoned")
@@ -148,7 +152,7 @@ where
     {
         let (reply, wait) = oneshot::channel();
         self.sender()?
-            .send(Pending::Input(input, reply))
+            .send(Queued::Input(input, Some(Waiter::Reply(reply))))
             .await
             .map_err(|_| Unavailable)?;
         Ok(async move { wait.await.map_err(|_| Unavailable) })
@@ -171,7 +175,7 @@ where
     pub async fn apply_marker(&self, marker: TxnMarker) -> Result<(), Unavailable> {
         let (reply, wait) = oneshot::channel();
         self.sender()?
-            .send(Pending::Marker(marker, Some(reply)))
+            .send(Queued::Marker(marker, Some(Waiter::Marker(reply))))
             .await
             .map_err(|_| Unavailable)?;
         wait.await.map_err(|_| Unavailable)
@@ -184,7 +188,7 @@ where
     /// [`Unavailable`] when the coordinator is not running or its queue is full.
     pub fn queue_marker(&self, marker: TxnMarker) -> Result<(), Unavailable> {
         self.sender()?
-            .try_send(Pending::Marker(marker, None))
+            .try_send(Queued::Marker(marker, None))
             .map_err(|_| Unavailable)
     }
 }
@@ -259,25 +263,21 @@ async fn persist<R: ShardRecord>(
 async fn run<S, H>(
     broker: Weak<Broker>,
     host: H,
-    mut shard: S,
-    mut rx: mpsc::Receiver<Pending<S>>,
+    shard: S,
+    mut rx: mpsc::Receiver<Message<S>>,
     resumed: Emitted<S>,
 ) where
     S: CoordinatorShard,
     H: Host<S>,
 {
-    let mut next_token: u64 = 0;
-    let mut token = move || {
-        next_token += 1;
-        ReplyToken(next_token)
-    };
-    let mut waiting: HashMap<ReplyToken, oneshot::Sender<S::Reply>> = HashMap::new();
+    let mut passes: Passes<S, Waiter<S::Reply>> = Passes::new(shard);
     let mut carried = Some(resumed);
     loop {
-        let mut out = carried.take().unwrap_or_default();
+        let out = carried.take().unwrap_or_default();
         let mut batch = Vec::new();
         if out.is_empty() {
-            let sleep = shard
+            let sleep = passes
+                .shard()
                 .next_deadline()
                 .map(|d| Duration::from_millis((d - now_ms()).max(0) as u64))
                 .unwrap_or(TICK_MAX)
@@ -302,57 +302,42 @@ async fn run<S, H>(
         let fed = {
             let queued: Vec<&S::Input> = batch
                 .iter()
-                .filter_map(|p| match p {
-                    Pending::Input(input, _) => Some(input),
-                    Pending::Marker(..) => None,
+                .filter_map(|q| match q {
+                    Queued::Input(input, _) => Some(input),
+                    Queued::Marker(..) => None,
                 })
                 .collect();
-            host.pass_inputs(&broker, &shard, &queued)
+            host.pass_inputs(&broker, passes.shard(), &queued)
         };
-        let now = now_ms();
-        for input in fed {
-            shard.handle(now, token(), input, &mut out);
-        }
-        let mut marker_replies = Vec::new();
-        for pending in batch {
-            match pending {
-                Pending::Input(input, reply) => {
-                    let t = token();
-                    waiting.insert(t, reply);
-                    shard.handle(now, t, input, &mut out);
-                }
-                Pending::Marker(marker, reply) => {
-                    shard.replay_marker(marker);
-                    marker_replies.extend(reply);
-                }
-            }
-        }
-        shard.tick(now, &mut out);
-        if let Err(e) = persist(&broker, host.topic(), &out.records).await {
+        let pending = passes.pass(now_ms(), out, fed, batch);
+        if let Err(e) = persist(&broker, host.topic(), &pending.records).await {
             error!(topic = host.topic(), error = %e,
                 "coordinator write failed; reloading state from the log");
-            // Every waiting caller fails, deferred ones too: their state is being rebuilt
-            // from what is durable, which the pass's records are not.
-            waiting.clear();
+            // Every waiting caller fails (its sender drops), deferred ones too: their state
+            // is being rebuilt from what is durable, which the pass's records are not.
+            drop(passes.failed(pending));
             match load(&broker, &host, false) {
                 Ok((reloaded, resumed, _)) => {
-                    shard = reloaded;
+                    passes.replace(reloaded);
                     carried = Some(resumed);
                 }
                 Err(e) => error!(topic = host.topic(), error = %e, "coordinator reload failed"),
             }
             continue;
         }
-        for (t, reply) in out.replies {
-            if let Some(waiter) = waiting.remove(&t) {
-                let _ = waiter.send(reply);
+        let delivered = passes.durable(pending);
+        for (waiter, reply) in delivered.replies {
+            if let Waiter::Reply(tx) = waiter {
+                let _ = tx.send(reply);
             }
         }
-        for reply in marker_replies {
-            let _ = reply.send(());
+        for waiter in delivered.markers {
+            if let Waiter::Marker(tx) = waiter {
+                let _ = tx.send(());
+            }
         }
-        if !out.effects.is_empty() {
-            host.effects(&broker, out.effects);
+        if !delivered.effects.is_empty() {
+            host.effects(&broker, delivered.effects);
         }
     }
 }
