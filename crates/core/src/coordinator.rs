@@ -132,7 +132,8 @@ pub trait CoordinatorShard {
 
 /// The runtime's order of work for one coordinator, without I/O: the broker's async runtime
 /// and the simulator both drive a shard through it, so the order they test is the order that
-/// ships. A pass is [`Passes::pass`] (the inputs fed by the host, then the queued inputs in
+/// ships. After a load, [`Passes::resume`] makes what the load emitted durable first. A pass
+/// is [`Passes::pass`] (the inputs fed by the host, then the queued inputs in
 /// queue order, each under a fresh token, then a tick), the caller's append of the pass's
 /// records, then [`Passes::durable`] (the replies for their waiters, and the effects) or
 /// [`Passes::failed`] (every waiter dropped, deferred ones included, for the caller to rebuild
@@ -142,7 +143,7 @@ pub trait CoordinatorShard {
 pub struct Passes<S: CoordinatorShard, W> {
     shard: S,
     next_token: u64,
-    waiting: std::collections::HashMap<ReplyToken, W>,
+    waiting: std::collections::BTreeMap<ReplyToken, W>,
 }
 
 /// One input of a pass: for the shard, or a transaction marker to replay.
@@ -178,7 +179,7 @@ impl<S: CoordinatorShard, W> Passes<S, W> {
         Self {
             shard,
             next_token: 0,
-            waiting: std::collections::HashMap::new(),
+            waiting: std::collections::BTreeMap::new(),
         }
     }
 
@@ -196,16 +197,25 @@ impl<S: CoordinatorShard, W> Passes<S, W> {
         ReplyToken(self.next_token)
     }
 
-    /// Runs one pass at `now_ms`, starting from `carried` (what the load emitted, or an empty
-    /// value): `fed` first, then `queued` in order, then a tick.
+    /// The first pass after a load: only what [`CoordinatorShard::loaded`] emitted (and what
+    /// the host added before it), made durable before any input is taken or time passes.
+    pub fn resume(&mut self, loaded: Emitted<S>) -> Pending<S, W> {
+        Pending {
+            records: loaded.records,
+            replies: loaded.replies,
+            effects: loaded.effects,
+            marker_waiters: Vec::new(),
+        }
+    }
+
+    /// Runs one pass at `now_ms`: `fed` first, then `queued` in order, then a tick.
     pub fn pass(
         &mut self,
         now_ms: i64,
-        carried: Emitted<S>,
         fed: Vec<S::Input>,
         queued: Vec<Queued<S, W>>,
     ) -> Pending<S, W> {
-        let mut out = carried;
+        let mut out = Emitted::default();
         for input in fed {
             let t = self.token();
             self.shard.handle(now_ms, t, input, &mut out);
@@ -254,7 +264,7 @@ impl<S: CoordinatorShard, W> Passes<S, W> {
     /// state is about to be rebuilt from what is durable); returns them so the caller can
     /// tell them.
     pub fn failed(&mut self, pending: Pending<S, W>) -> Vec<W> {
-        let mut dropped: Vec<W> = self.waiting.drain().map(|(_, w)| w).collect();
+        let mut dropped: Vec<W> = std::mem::take(&mut self.waiting).into_values().collect();
         dropped.extend(pending.marker_waiters);
         dropped
     }
@@ -321,18 +331,12 @@ mod tests {
     #[test]
     fn replies_wait_for_durability_and_find_their_waiters_across_passes() {
         let mut passes: Passes<Echo, &str> = Passes::new(Echo::default());
-        let pending = passes.pass(
-            0,
-            Emitted::default(),
-            Vec::new(),
-            vec![Queued::Input(0, Some("deferred"))],
-        );
+        let pending = passes.pass(0, Vec::new(), vec![Queued::Input(0, Some("deferred"))]);
         assert_eq!(pending.records.len(), 1);
         let delivered = passes.durable(pending);
         assert!(delivered.replies.is_empty(), "deferred to a later pass");
         let pending = passes.pass(
             1,
-            Emitted::default(),
             vec![9],
             vec![Queued::Input(5, Some("five")), Queued::Input(6, None)],
         );
@@ -346,12 +350,7 @@ mod tests {
     #[test]
     fn a_failed_pass_drops_every_waiter_and_delivers_nothing() {
         let mut passes: Passes<Echo, &str> = Passes::new(Echo::default());
-        let pending = passes.pass(
-            0,
-            Emitted::default(),
-            Vec::new(),
-            vec![Queued::Input(0, Some("deferred"))],
-        );
+        let pending = passes.pass(0, Vec::new(), vec![Queued::Input(0, Some("deferred"))]);
         passes.durable(pending);
         let marker = TxnMarker {
             partition: 0,
@@ -361,7 +360,6 @@ mod tests {
         };
         let pending = passes.pass(
             1,
-            Emitted::default(),
             Vec::new(),
             vec![
                 Queued::Input(5, Some("five")),
@@ -373,12 +371,7 @@ mod tests {
         assert_eq!(dropped, vec!["deferred", "five", "marker"]);
         // A later pass has nobody left to answer from before.
         passes.replace(Echo::default());
-        let pending = passes.pass(
-            2,
-            Emitted::default(),
-            Vec::new(),
-            vec![Queued::Input(0, None)],
-        );
+        let pending = passes.pass(2, Vec::new(), vec![Queued::Input(0, None)]);
         assert!(passes.durable(pending).replies.is_empty());
     }
 }

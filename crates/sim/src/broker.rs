@@ -3,8 +3,9 @@
 //!
 //! What runs is the real code of `shoal-core`: the share partitions, the share-state store
 //! (with the share-state participant's marker application), share-group membership, the
-//! transaction coordinator with the marker-recovery decisions, and each partition's producer
-//! state. What this module adds is the shell's ordering, as the broker has it: state writes
+//! transaction coordinator's shard driven through the coordinator runtime's order of a pass
+//! (`shoal_core::coordinator::Passes`, which the broker's runtime drives too) with the
+//! marker-recovery decisions, and each partition's producer state. What this module adds is the shell's ordering, as the broker has it: state writes
 //! are appended and fsynced before the answer; a TxnShareAcknowledge stages on copies, all or
 //! nothing, persists the staging as the producer's transactional batch, then answers;
 //! transaction records are fsynced before replies; markers are written one partition per
@@ -20,6 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use shoal_core::coordinator::{CoordinatorShard, Emitted, Passes, Pending, Queued, ShardRecord};
 use shoal_core::group_coordinator::share::{
     GroupIdUse, HeartbeatRequest, ShareGroupConfig, ShareGroupCoordinator, ShareGroupRecord,
     TopicsImage,
@@ -37,8 +39,8 @@ use shoal_core::share_partition::{
 };
 use shoal_core::txn_coordinator::{
     self as tc, AddPartitionsImplicitRequest, EndTxnRequest, InitProducerIdRequest, PendingMarker,
-    ReplyToken, TopicPartition, TransactionResult, TxnConfig, TxnCoordinator, TxnRecord,
-    TxnRequest, TxnResponse, WriteMarkers,
+    TopicPartition, TransactionResult, TxnConfig, TxnCoordinator, TxnEffect, TxnInput, TxnRecord,
+    TxnReply, TxnRequest, TxnResponse, TxnShard, WriteMarkers,
 };
 
 use crate::disk::{log_name, Batch, Body, Disk, Record};
@@ -112,8 +114,30 @@ pub enum Observed {
 #[derive(Debug)]
 struct MarkerTask {
     markers: WriteMarkers,
+    /// The partitions of the id's markers already listed as not durable.
+    listed: Vec<TopicPartition>,
     remaining: VecDeque<TopicPartition>,
     appended: Vec<PendingMarker>,
+}
+
+/// Who waits for a reply of the transaction coordinator.
+#[derive(Debug)]
+enum TxnWaiter {
+    /// A client's InitProducerId or EndTxn.
+    Client(Addr, u64),
+    /// The implicit add of a client's request (Produce, TxnShareAcknowledge): answered in the
+    /// same step, or, if the coordinator held it (its transaction's markers were being
+    /// written), later — then the request is handled again, as the broker's handler goes on
+    /// when its call returns.
+    Add(AddWait),
+}
+
+#[derive(Debug)]
+struct AddWait {
+    id: u64,
+    from: Addr,
+    corr: u64,
+    req: Req,
 }
 
 /// A staging answered but not yet persisted (only with `bug_stage_before_persist`).
@@ -126,15 +150,16 @@ struct LateStaging {
 
 pub struct Broker {
     layout: Layout,
-    txn: TxnCoordinator,
+    /// The transaction coordinator's shard, driven through the runtime's order of a pass.
+    txn: Passes<TxnShard, TxnWaiter>,
     groups: ShareGroupCoordinator,
     store: ShareStateStore,
     sps: BTreeMap<SharePartitionKey, SharePartition>,
     producers: BTreeMap<String, ProducerStateManager>,
-    unflushed_markers: BTreeMap<String, Vec<PendingMarker>>,
-    parked: BTreeMap<u64, (Addr, u64)>,
-    next_token: u64,
     tasks: VecDeque<MarkerTask>,
+    /// Implicit adds answered, with the request they belong to.
+    adds: Vec<(AddWait, TxnReply)>,
+    next_add: u64,
     late: VecDeque<LateStaging>,
     /// Answers to send.
     pub outbox: Vec<(Addr, u64, Resp)>,
@@ -177,7 +202,7 @@ impl Broker {
         disk.coordinator_epoch += 1;
         let mut b = Broker {
             layout: layout.clone(),
-            txn: TxnCoordinator::new(txn_config(), disk.coordinator_epoch),
+            txn: Passes::new(TxnShard::new(txn_config(), disk.coordinator_epoch)),
             groups: ShareGroupCoordinator::new(ShareGroupConfig {
                 session_timeout_ms: layout.session_timeout_ms,
                 heartbeat_interval_ms: (layout.session_timeout_ms / 4).max(1),
@@ -190,10 +215,9 @@ impl Broker {
             .expect("snapshot interval within 0..=500"),
             sps: BTreeMap::new(),
             producers: BTreeMap::new(),
-            unflushed_markers: BTreeMap::new(),
-            parked: BTreeMap::new(),
-            next_token: 0,
             tasks: VecDeque::new(),
+            adds: Vec::new(),
+            next_add: 0,
             late: VecDeque::new(),
             outbox: Vec::new(),
             observed: Vec::new(),
@@ -260,27 +284,18 @@ impl Broker {
         }
         b.groups.loaded(now);
         // The transaction coordinator, and the Markers records' lists.
-        let mut pending: BTreeMap<String, Vec<PendingMarker>> = BTreeMap::new();
+        let mut shard = TxnShard::new(txn_config(), disk.coordinator_epoch);
         for batch in disk.log(&log_name(TXN_STATE, 0)).batches() {
             if let Body::Data(records) = &batch.body {
                 for r in records {
-                    match TxnRecord::decode(&r.key, r.value.as_deref()) {
-                        Ok(TxnRecord::Markers {
-                            transactional_id,
-                            markers,
-                        }) => {
-                            if markers.is_empty() {
-                                pending.remove(&transactional_id);
-                            } else {
-                                pending.insert(transactional_id, markers);
-                            }
-                        }
-                        Ok(record) => b.txn.replay(&record),
+                    match <TxnRecord as ShardRecord>::decode(&r.key, r.value.as_deref()) {
+                        Ok(record) => shard.replay(record),
                         Err(e) => b.notes.push(format!("undecodable txn record: {e}")),
                     }
                 }
             }
         }
+        let pending = shard.listed_markers().clone();
         // The lost-marker rewrite, before anything is served: every listed marker judged
         // first, then the lost ones written again.
         let lost: Vec<PendingMarker> = {
@@ -335,24 +350,17 @@ impl Broker {
         for m in pending.values().flatten() {
             disk.flush(&log_name(&m.partition.topic, m.partition.partition));
         }
-        let cleared = tc::markers::cleared_lists(pending.keys());
-        if !cleared.is_empty() {
-            b.process_txn(
-                disk,
-                tc::Output {
-                    records: cleared,
-                    ..tc::Output::default()
-                },
-                now,
-            );
-        }
+        let mut resumed = Emitted::default();
+        resumed.records.extend(shard.clear_listed_markers());
         // Share partitions, from the store.
         let keys: Vec<SharePartitionKey> = b.store.keys().cloned().collect();
         for key in keys {
             b.load_share_partition(disk, &key, now);
         }
-        let out = b.txn.loaded(now);
-        b.process_txn(disk, out, now);
+        shard.loaded(now, &mut resumed);
+        b.txn = Passes::new(shard);
+        let pending = b.txn.resume(resumed);
+        b.txn_finish(disk, pending);
         b
     }
 
@@ -369,7 +377,7 @@ impl Broker {
     }
 
     pub fn txn(&self) -> &TxnCoordinator {
-        &self.txn
+        self.txn.shard().machine()
     }
 
     pub fn groups(&self) -> &ShareGroupCoordinator {
@@ -507,21 +515,37 @@ impl Broker {
         Ok(())
     }
 
-    fn token(&mut self) -> ReplyToken {
-        self.next_token += 1;
-        ReplyToken(self.next_token)
+    /// One pass of the transaction coordinator in the runtime's order (`Passes`, the code
+    /// the broker runs): fresh producer ids for the requests that may need one (from the
+    /// durable allocator), the inputs, a tick; the pass's records appended and fsynced; only
+    /// then its replies and effects.
+    fn txn_pass(&mut self, disk: &mut Disk, now: i64, queued: Vec<(TxnInput, Option<TxnWaiter>)>) {
+        let wanted = self
+            .txn
+            .shard()
+            .fresh_ids_wanted(queued.iter().map(|(input, _)| input));
+        let mut fed = Vec::new();
+        if wanted > 0 {
+            let ids = (0..wanted)
+                .map(|_| {
+                    disk.next_producer_id += 1;
+                    ProducerId(disk.next_producer_id - 1)
+                })
+                .collect();
+            fed.push(TxnInput::FreshIds(ids));
+        }
+        let queued = queued
+            .into_iter()
+            .map(|(input, waiter)| Queued::Input(input, waiter))
+            .collect();
+        let pending = self.txn.pass(now, fed, queued);
+        self.txn_finish(disk, pending);
     }
 
-    /// Persists a coordinator output's records (fsynced), delivers its replies, queues its
-    /// markers. Returns the replies to internal tokens.
-    fn process_txn(
-        &mut self,
-        disk: &mut Disk,
-        out: tc::Output,
-        _now: i64,
-    ) -> Vec<(ReplyToken, TxnResponse)> {
-        if !out.records.is_empty() {
-            let records: Vec<Record> = out
+    /// The end of a pass: its records appended and fsynced, then its replies and effects.
+    fn txn_finish(&mut self, disk: &mut Disk, pending: Pending<TxnShard, TxnWaiter>) {
+        if !pending.records.is_empty() {
+            let records: Vec<Record> = pending
                 .records
                 .iter()
                 .map(|r| {
@@ -533,17 +557,19 @@ impl Broker {
             disk.append(&name, Batch::plain(records));
             disk.flush(&name);
         }
-        let mut internal = Vec::new();
-        for (token, resp) in out.replies {
-            match self.parked.remove(&token.0) {
-                Some((addr, corr)) => {
-                    let resp = match resp {
-                        TxnResponse::InitProducerId(r) => Resp::InitProducerId {
-                            code: r.error_code.0,
-                            producer_id: r.producer_id.0,
-                            producer_epoch: r.producer_epoch.0,
-                        },
-                        TxnResponse::EndTxn(r) => Resp::EndTxn {
+        let delivered = self.txn.durable(pending);
+        for (waiter, reply) in delivered.replies {
+            match waiter {
+                TxnWaiter::Client(addr, corr) => {
+                    let resp = match reply {
+                        TxnReply::Response(TxnResponse::InitProducerId(r)) => {
+                            Resp::InitProducerId {
+                                code: r.error_code.0,
+                                producer_id: r.producer_id.0,
+                                producer_epoch: r.producer_epoch.0,
+                            }
+                        }
+                        TxnReply::Response(TxnResponse::EndTxn(r)) => Resp::EndTxn {
                             code: r.error_code.0,
                             producer_id: r.producer_id.0,
                             producer_epoch: r.producer_epoch.0,
@@ -556,32 +582,34 @@ impl Broker {
                     };
                     self.outbox.push((addr, corr, resp));
                 }
-                None => internal.push((token, resp)),
+                TxnWaiter::Add(wait) => self.adds.push((wait, reply)),
             }
         }
-        for markers in out.markers {
-            self.tasks.push_back(MarkerTask {
-                remaining: markers.partitions.iter().cloned().collect(),
-                markers,
-                appended: Vec::new(),
-            });
+        for effect in delivered.effects {
+            match effect {
+                TxnEffect::WriteMarkers { markers, listed } => self.tasks.push_back(MarkerTask {
+                    remaining: markers.partitions.iter().cloned().collect(),
+                    markers,
+                    listed,
+                    appended: Vec::new(),
+                }),
+                TxnEffect::Flush(partitions) => {
+                    for tp in partitions {
+                        disk.flush(&log_name(&tp.topic, tp.partition));
+                    }
+                }
+                TxnEffect::Stopped(violation) => self
+                    .notes
+                    .push(format!("transaction coordinator stopped: {violation}")),
+            }
         }
-        internal
-    }
-
-    fn txn_call(&mut self, disk: &mut Disk, now: i64, request: TxnRequest) -> TxnResponse {
-        let token = self.token();
-        let out = self.txn.handle(now, token, request);
-        let replies = self.process_txn(disk, out, now);
-        replies
-            .into_iter()
-            .find(|(t, _)| *t == token)
-            .map(|(_, r)| r)
-            .expect("an implicit add is answered at once")
     }
 
     /// Transaction version 2's implicit add of `partitions` to the producer's transaction
-    /// (Produce v12+, and TxnShareAcknowledge for the share-state partitions); its error code.
+    /// (Produce v12+, and TxnShareAcknowledge for the share-state partitions) for the client
+    /// request `(from, corr, req)`: its error code, or None when the coordinator held it (the
+    /// request is handled again once the add is answered, see [`Broker::resume_requests`]).
+    #[allow(clippy::too_many_arguments)]
     fn implicit_add(
         &mut self,
         disk: &mut Disk,
@@ -589,43 +617,58 @@ impl Broker {
         txn_id: String,
         (pid, epoch): (i64, i16),
         partitions: Vec<TopicPartition>,
-    ) -> i16 {
-        let resp = self.txn_call(
-            disk,
-            now,
-            TxnRequest::AddPartitionsImplicit(AddPartitionsImplicitRequest {
-                transactional_id: txn_id,
-                producer_id: ProducerId(pid),
-                producer_epoch: ProducerEpoch(epoch),
-                partitions,
-            }),
-        );
-        resp.error_code().0
+        (from, corr, req): (Addr, u64, Req),
+    ) -> Option<i16> {
+        self.next_add += 1;
+        let id = self.next_add;
+        let request = TxnRequest::AddPartitionsImplicit(AddPartitionsImplicitRequest {
+            transactional_id: txn_id,
+            producer_id: ProducerId(pid),
+            producer_epoch: ProducerEpoch(epoch),
+            partitions,
+        });
+        let waiter = TxnWaiter::Add(AddWait {
+            id,
+            from,
+            corr,
+            req,
+        });
+        self.txn_pass(disk, now, vec![(TxnInput::Request(request), Some(waiter))]);
+        let at = self.adds.iter().position(|(w, _)| w.id == id)?;
+        let (_, reply) = self.adds.remove(at);
+        Some(match reply {
+            TxnReply::Response(r) => r.error_code().0,
+            _ => codes::CONCURRENT_TRANSACTIONS,
+        })
     }
 
-    /// A coordinator request answered through its parked token (InitProducerId, EndTxn),
-    /// with a fresh producer id from the durable allocator when it may need one.
+    /// Handles again the client requests whose held implicit add was answered since.
+    fn resume_requests(&mut self, disk: &mut Disk, now: i64) {
+        while !self.adds.is_empty() {
+            let (wait, _) = self.adds.remove(0);
+            self.notes
+                .push(format!("request {} resumed after its held add", wait.corr));
+            self.handle(disk, now, wait.from, wait.corr, wait.req);
+        }
+    }
+
+    /// A coordinator request answered through its waiter (InitProducerId, EndTxn).
     fn parked_call(
         &mut self,
         disk: &mut Disk,
         now: i64,
         from: Addr,
         corr: u64,
-        mut request: TxnRequest,
+        request: TxnRequest,
     ) {
-        if self.txn.needs_fresh_producer_id(&request) {
-            let fresh = Some(ProducerId(disk.next_producer_id));
-            disk.next_producer_id += 1;
-            match &mut request {
-                TxnRequest::InitProducerId(r) => r.fresh_producer_id = fresh,
-                TxnRequest::EndTxn(r) => r.fresh_producer_id = fresh,
-                _ => {}
-            }
-        }
-        let token = self.token();
-        self.parked.insert(token.0, (from, corr));
-        let out = self.txn.handle(now, token, request);
-        self.process_txn(disk, out, now);
+        self.txn_pass(
+            disk,
+            now,
+            vec![(
+                TxnInput::Request(request),
+                Some(TxnWaiter::Client(from, corr)),
+            )],
+        );
     }
 
     /// Appends a marker to `tp` (producer-state epoch check first), hands it to the
@@ -640,7 +683,7 @@ impl Broker {
         now: i64,
     ) -> Result<i64, String> {
         let name = log_name(&tp.topic, tp.partition);
-        let coordinator_epoch = self.txn.coordinator_epoch();
+        let coordinator_epoch = self.txn.shard().machine().coordinator_epoch();
         let ps = self
             .producers
             .entry(name.clone())
@@ -704,24 +747,29 @@ impl Broker {
             self.tasks.push_front(task);
             return true;
         }
-        let id = task.markers.transactional_id.clone();
-        let mut out = self.txn.markers_written(now, &task.markers);
-        if !out.records.is_empty() {
-            let before = self.unflushed_markers.remove(&id).unwrap_or_default();
-            let (record, still) = tc::markers::markers_record(&id, before, task.appended, |tp| {
-                Some(
-                    disk.log(&log_name(&tp.topic, tp.partition))
-                        .flushed_offset(),
-                )
-            });
-            if !still.is_empty() {
-                self.unflushed_markers.insert(id, still);
-            }
-            if let Some(record) = record {
-                out.records.insert(0, record);
+        // The completion, with the flushed offsets of the markers' partitions and of those
+        // the id already lists, read now (as the broker's marker task reads them).
+        let mut flushed: Vec<(TopicPartition, i64)> = Vec::new();
+        for tp in task
+            .appended
+            .iter()
+            .map(|m| &m.partition)
+            .chain(&task.listed)
+        {
+            if !flushed.iter().any(|(p, _)| p == tp) {
+                let offset = disk
+                    .log(&log_name(&tp.topic, tp.partition))
+                    .flushed_offset();
+                flushed.push((tp.clone(), offset));
             }
         }
-        self.process_txn(disk, out, now);
+        let input = TxnInput::MarkersWritten {
+            markers: task.markers,
+            appended: task.appended,
+            flushed,
+        };
+        self.txn_pass(disk, now, vec![(input, None)]);
+        self.resume_requests(disk, now);
         true
     }
 
@@ -735,8 +783,8 @@ impl Broker {
 
     /// Timers: transaction timeouts, session expiry, lock expiry.
     pub fn tick(&mut self, disk: &mut Disk, now: i64) {
-        let out = self.txn.tick(now);
-        self.process_txn(disk, out, now);
+        self.txn_pass(disk, now, Vec::new());
+        self.resume_requests(disk, now);
         let expired = self.groups.expire(now);
         self.persist_group_records(disk, &expired.records);
         for m in expired.reply {
@@ -788,6 +836,9 @@ impl Broker {
 
     /// Handles one request; the answer (if any now) goes to the outbox.
     pub fn handle(&mut self, disk: &mut Disk, now: i64, from: Addr, corr: u64, req: Req) {
+        // What an implicit add held by the coordinator resumes.
+        let again = matches!(req, Req::Produce { .. } | Req::TxnShareAck { .. })
+            .then(|| (from, corr, req.clone()));
         let resp = match req {
             Req::Heartbeat {
                 group,
@@ -846,7 +897,7 @@ impl Broker {
                 partition,
                 base_sequence,
                 keys,
-            } => Some(self.produce(
+            } => self.produce(
                 disk,
                 now,
                 txn_id,
@@ -855,7 +906,8 @@ impl Broker {
                 partition,
                 base_sequence,
                 keys,
-            )),
+                again.expect("kept for a produce"),
+            ),
             Req::TxnShareAck {
                 txn_id,
                 producer_id,
@@ -864,7 +916,7 @@ impl Broker {
                 member,
                 member_epoch,
                 parts,
-            } => Some(self.txn_share_ack(
+            } => self.txn_share_ack(
                 disk,
                 now,
                 txn_id,
@@ -873,11 +925,13 @@ impl Broker {
                 &member,
                 member_epoch,
                 parts,
-            )),
+                again.expect("kept for a TxnShareAcknowledge"),
+            ),
         };
         if let Some(resp) = resp {
             self.outbox.push((from, corr, resp));
         }
+        self.resume_requests(disk, now);
     }
 
     fn heartbeat(
@@ -1092,7 +1146,8 @@ impl Broker {
         partition: i32,
         base_sequence: i32,
         keys: Vec<Vec<u8>>,
-    ) -> Resp {
+        again: (Addr, u64, Req),
+    ) -> Option<Resp> {
         let name = log_name(OUTPUT, partition);
         let ongoing = self
             .producers
@@ -1105,9 +1160,10 @@ impl Broker {
                 txn_id,
                 (pid, epoch),
                 vec![TopicPartition::new(OUTPUT, partition)],
-            );
+                again,
+            )?;
             if c != codes::NONE {
-                return Resp::Produce { code: c };
+                return Some(Resp::Produce { code: c });
             }
         }
         let batch = Batch {
@@ -1127,7 +1183,7 @@ impl Broker {
             .producers
             .entry(name.clone())
             .or_insert_with(|| ProducerStateManager::new(ProducerStateConfig::default()));
-        match ps.check(&[info]) {
+        Some(match ps.check(&[info]) {
             Err(e) => Resp::Produce {
                 code: e.error_code(),
             },
@@ -1138,7 +1194,7 @@ impl Broker {
                 ps.on_append(&info, offset);
                 Resp::Produce { code: codes::NONE }
             }
-        }
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1152,8 +1208,9 @@ impl Broker {
         member: &str,
         member_epoch: i32,
         parts: Vec<(i32, Vec<AckBatch>)>,
-    ) -> Resp {
-        let refuse = |code: i16| Resp::TxnShareAck { code };
+        again: (Addr, u64, Req),
+    ) -> Option<Resp> {
+        let refuse = |code: i16| Some(Resp::TxnShareAck { code });
         // 6. The member.
         match self.groups.member_epoch(group, member) {
             Err(e) => return refuse(code(e)),
@@ -1171,7 +1228,7 @@ impl Broker {
             .iter()
             .map(|p| TopicPartition::new(SHARE_STATE, *p))
             .collect();
-        let c = self.implicit_add(disk, now, txn_id, (pid, epoch), partitions);
+        let c = self.implicit_add(disk, now, txn_id, (pid, epoch), partitions, again)?;
         if c != codes::NONE {
             return refuse(c);
         }
@@ -1241,7 +1298,7 @@ impl Broker {
                 .flat_map(|(p, bs)| bs.into_iter().map(move |b| (p, b)))
                 .collect(),
         });
-        Resp::TxnShareAck { code: codes::NONE }
+        Some(Resp::TxnShareAck { code: codes::NONE })
     }
 }
 

@@ -261,7 +261,7 @@ async fn persist<R: ShardRecord>(
 }
 
 async fn run<S, H>(
-    broker: Weak<Broker>,
+    weak: Weak<Broker>,
     host: H,
     shard: S,
     mut rx: mpsc::Receiver<Message<S>>,
@@ -271,32 +271,39 @@ async fn run<S, H>(
     H: Host<S>,
 {
     let mut passes: Passes<S, Waiter<S::Reply>> = Passes::new(shard);
-    let mut carried = Some(resumed);
+    let mut loaded = Some(resumed);
     loop {
-        let out = carried.take().unwrap_or_default();
+        let Some(broker) = weak.upgrade() else {
+            return;
+        };
+        // What a load emitted is made durable before any input is taken.
+        if let Some(emitted) = loaded.take().filter(|l| !l.is_empty()) {
+            let pending = passes.resume(emitted);
+            loaded = finish_pass(&broker, &host, &mut passes, pending).await;
+            continue;
+        }
+        drop(broker);
+        let sleep = passes
+            .shard()
+            .next_deadline()
+            .map(|d| Duration::from_millis((d - now_ms()).max(0) as u64))
+            .unwrap_or(TICK_MAX)
+            .min(TICK_MAX);
         let mut batch = Vec::new();
-        if out.is_empty() {
-            let sleep = passes
-                .shard()
-                .next_deadline()
-                .map(|d| Duration::from_millis((d - now_ms()).max(0) as u64))
-                .unwrap_or(TICK_MAX)
-                .min(TICK_MAX);
-            tokio::select! {
-                received = rx.recv() => {
-                    let Some(first) = received else { return };
-                    batch.push(first);
-                    while batch.len() < PASS_INPUTS_MAX {
-                        match rx.try_recv() {
-                            Ok(more) => batch.push(more),
-                            Err(_) => break,
-                        }
+        tokio::select! {
+            received = rx.recv() => {
+                let Some(first) = received else { return };
+                batch.push(first);
+                while batch.len() < PASS_INPUTS_MAX {
+                    match rx.try_recv() {
+                        Ok(more) => batch.push(more),
+                        Err(_) => break,
                     }
                 }
-                _ = tokio::time::sleep(sleep) => {}
             }
+            _ = tokio::time::sleep(sleep) => {}
         }
-        let Some(broker) = broker.upgrade() else {
+        let Some(broker) = weak.upgrade() else {
             return;
         };
         let fed = {
@@ -309,35 +316,49 @@ async fn run<S, H>(
                 .collect();
             host.pass_inputs(&broker, passes.shard(), &queued)
         };
-        let pending = passes.pass(now_ms(), out, fed, batch);
-        if let Err(e) = persist(&broker, host.topic(), &pending.records).await {
-            error!(topic = host.topic(), error = %e,
+        let pending = passes.pass(now_ms(), fed, batch);
+        loaded = finish_pass(&broker, &host, &mut passes, pending).await;
+    }
+}
+
+/// Appends a pass's records; then delivers its replies and effects, or, if the append failed,
+/// drops its waiters and rebuilds the shard, returning what the reload emitted.
+async fn finish_pass<S: CoordinatorShard, H: Host<S>>(
+    broker: &Arc<Broker>,
+    host: &H,
+    passes: &mut Passes<S, Waiter<S::Reply>>,
+    pending: shoal_core::coordinator::Pending<S, Waiter<S::Reply>>,
+) -> Option<Emitted<S>> {
+    if let Err(e) = persist(broker, host.topic(), &pending.records).await {
+        error!(topic = host.topic(), error = %e,
                 "coordinator write failed; reloading state from the log");
-            // Every waiting caller fails (its sender drops), deferred ones too: their state
-            // is being rebuilt from what is durable, which the pass's records are not.
-            drop(passes.failed(pending));
-            match load(&broker, &host, false) {
-                Ok((reloaded, resumed, _)) => {
-                    passes.replace(reloaded);
-                    carried = Some(resumed);
-                }
-                Err(e) => error!(topic = host.topic(), error = %e, "coordinator reload failed"),
+        // Every waiting caller fails (its sender drops), deferred ones too: their state
+        // is being rebuilt from what is durable, which the pass's records are not.
+        drop(passes.failed(pending));
+        return match load(broker, host, false) {
+            Ok((reloaded, resumed, _)) => {
+                passes.replace(reloaded);
+                Some(resumed)
             }
-            continue;
-        }
-        let delivered = passes.durable(pending);
-        for (waiter, reply) in delivered.replies {
-            if let Waiter::Reply(tx) = waiter {
-                let _ = tx.send(reply);
+            Err(e) => {
+                error!(topic = host.topic(), error = %e, "coordinator reload failed");
+                None
             }
-        }
-        for waiter in delivered.markers {
-            if let Waiter::Marker(tx) = waiter {
-                let _ = tx.send(());
-            }
-        }
-        if !delivered.effects.is_empty() {
-            host.effects(&broker, delivered.effects);
+        };
+    }
+    let delivered = passes.durable(pending);
+    for (waiter, reply) in delivered.replies {
+        if let Waiter::Reply(tx) = waiter {
+            let _ = tx.send(reply);
         }
     }
+    for waiter in delivered.markers {
+        if let Waiter::Marker(tx) = waiter {
+            let _ = tx.send(());
+        }
+    }
+    if !delivered.effects.is_empty() {
+        host.effects(broker, delivered.effects);
+    }
+    None
 }

@@ -24,7 +24,7 @@
 //! Must not: answer before the records a reply depends on are fsynced; let a Complete record
 //! become durable without the Markers record that covers its markers.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -254,7 +254,7 @@ fn txn_config(broker: &Broker) -> TxnConfig {
 /// the transaction would stay open there, so the broker must not start.
 fn recover_markers(
     broker: &Broker,
-    pending: &HashMap<String, Vec<PendingMarker>>,
+    pending: &BTreeMap<String, Vec<PendingMarker>>,
     coordinator_epoch: i32,
 ) -> anyhow::Result<usize> {
     let mut written = 0;

@@ -14,7 +14,7 @@
 //! [`TxnInput::FreshIds`] before the requests that may need them; a request that needs one
 //! when none is left gets COORDINATOR_LOAD_IN_PROGRESS from the machine and is retried.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::markers;
 use super::{
@@ -109,10 +109,10 @@ struct Held {
 pub struct TxnShard {
     machine: TxnCoordinator,
     /// Transactions whose markers are being written.
-    completing: HashSet<String>,
-    held: HashMap<String, Vec<Held>>,
+    completing: BTreeSet<String>,
+    held: BTreeMap<String, Vec<Held>>,
     /// Per id, the markers not yet known durable (what its last Markers record lists).
-    unflushed: HashMap<String, Vec<PendingMarker>>,
+    unflushed: BTreeMap<String, Vec<PendingMarker>>,
     fresh_ids: VecDeque<ProducerId>,
     /// Whether the machine's stop was reported ([`TxnEffect::Stopped`]).
     stop_reported: bool,
@@ -123,9 +123,9 @@ impl TxnShard {
     pub fn new(config: TxnConfig, coordinator_epoch: i32) -> Self {
         Self {
             machine: TxnCoordinator::new(config, coordinator_epoch),
-            completing: HashSet::new(),
-            held: HashMap::new(),
-            unflushed: HashMap::new(),
+            completing: BTreeSet::new(),
+            held: BTreeMap::new(),
+            unflushed: BTreeMap::new(),
             fresh_ids: VecDeque::new(),
             stop_reported: false,
         }
@@ -137,7 +137,7 @@ impl TxnShard {
     }
 
     /// The markers the replayed Markers records list, by id (what a crash may have lost).
-    pub fn listed_markers(&self) -> &HashMap<String, Vec<PendingMarker>> {
+    pub fn listed_markers(&self) -> &BTreeMap<String, Vec<PendingMarker>> {
         &self.unflushed
     }
 
