@@ -16,12 +16,13 @@
 //! Invariants: every input is an explicit argument, time included (`now_ms`); every durable
 //! change is returned as a record for the caller to persist, and replaying those records
 //! rebuilds the same state. Must not: perform I/O, read clocks, spawn tasks, take locks or
-//! depend on the wire codec — the broker converts between wire messages and these types.
+//! depend on the wire messages (`kafka-protocol`) — the broker converts between wire messages
+//! and these types. Kafka's byte encoding of the stored records, `ErrorCode` and
+//! `DecodeError` come from `shoal-codec`.
 
 pub mod faults;
 pub mod group_coordinator;
 pub mod hash;
-mod kafka_wire;
 pub mod producer_state;
 pub mod share_coordinator;
 pub mod share_partition;

@@ -121,7 +121,7 @@ fn tombstones_use_the_snapshot_key() {
     assert_eq!(ShareStateRecord::decode(&k, None), Ok(rec));
     assert_eq!(
         ShareStateRecord::decode(&key_bytes(1), None),
-        Err(DecodeError::UpdateTombstone)
+        Err(DecodeError::MissingValue { record_type: 1 })
     );
 }
 
@@ -156,7 +156,10 @@ fn malformed_bytes_are_errors() {
         (
             k.clone(),
             cat(&[be(1i16.to_be_bytes()), good[2..].to_vec()]),
-            DecodeError::UnsupportedVersion(1),
+            DecodeError::UnsupportedVersion {
+                record_type: 0,
+                version: 1,
+            },
         ),
         (
             k.clone(),
@@ -205,7 +208,7 @@ fn malformed_bytes_are_errors() {
     let too_long = cat(&[header.to_vec(), vec![0xff, 0xff, 0xff, 0xff, 0x10]]);
     assert_eq!(
         ShareStateRecord::decode(&k, Some(&too_long)),
-        Err(DecodeError::VarintTooLong { at })
+        Err(DecodeError::InvalidVarint { at })
     );
     assert!(matches!(
         ShareStateRecord::decode(&k, Some(&good[..10])),
