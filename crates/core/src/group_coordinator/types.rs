@@ -7,9 +7,7 @@ use bytes::Bytes;
 
 use super::records::GroupRecord;
 
-/// Caller-chosen handle that pairs a (possibly deferred) reply with its request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ReplyToken(pub u64);
+pub use crate::ids::ReplyToken;
 
 /// A Kafka error code as it goes on the wire: the one `ErrorCode` of `shoal-codec`, kept at
 /// this path for the coordinators' callers.

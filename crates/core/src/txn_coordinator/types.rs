@@ -41,21 +41,7 @@ pub fn is_epoch_exhausted(epoch: ProducerEpoch) -> bool {
     epoch.0 >= EPOCH_EXHAUSTED_AT
 }
 
-/// One partition of a transaction.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    pub topic: String,
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
+pub use crate::ids::TopicPartition;
 
 /// Kafka's `TransactionState`, with its persisted ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
