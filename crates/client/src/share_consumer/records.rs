@@ -14,14 +14,10 @@ use std::cell::RefCell;
 
 use bytes::Bytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
-use shoal_codec::batch::{self as codec, Deltas};
+use shoal_codec::batch::{self as codec, Deltas, BATCH_HEADER_BYTES, RECORD_COUNT_POS};
 
 use crate::share_consumer::acknowledgements::Acquired;
 
-/// Size of a record batch v2 header: a shorter tail is a partial batch, cut by `max.bytes`.
-const BATCH_HEADER_BYTES: usize = 61;
-/// Where a batch header keeps its record count.
-const RECORD_COUNT_AT: usize = 57;
 /// Most records one batch may claim before it is decoded.
 pub const BATCH_RECORDS_MAX: i32 = 1 << 20;
 
@@ -52,8 +48,9 @@ pub fn decode(
     inflated_bytes_max: usize,
 ) -> Result<Vec<Decoded>, String> {
     let mut out = Vec::new();
+    // A tail shorter than a batch header is a partial batch, cut by `max.bytes`.
     while bytes.len() >= BATCH_HEADER_BYTES {
-        let count = be_i32(&bytes, RECORD_COUNT_AT);
+        let count = be_i32(&bytes, RECORD_COUNT_POS);
         if !(0..=BATCH_RECORDS_MAX).contains(&count) {
             return Err(format!("a batch claims {count} records"));
         }
@@ -196,7 +193,7 @@ mod tests {
         both.extend_from_slice(&cut);
         assert_eq!(decode(both.freeze(), &all, 1 << 20).unwrap().len(), 3);
         let mut huge = BytesMut::from(&whole[..]);
-        huge[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+        huge[RECORD_COUNT_POS..RECORD_COUNT_POS + 4].copy_from_slice(&i32::MAX.to_be_bytes());
         assert!(decode(huge.freeze(), &all, 1 << 20).is_err());
         for n in 0..whole.len() {
             let _ = decode(Bytes::from(vec![0xffu8; n]), &all, 1 << 20);

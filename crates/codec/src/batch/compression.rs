@@ -1,6 +1,7 @@
 //! Decompression of v2 batch payloads under a size budget.
 //!
-//! Owns: [`Compression`] and `decompress`. Invariant: output never exceeds the caller's budget;
+//! Owns: [`Compression`], [`decompress`] and [`compress`] (the one implementation of Kafka's
+//! codecs in Shoal). Invariant: decompressed output never exceeds the caller's budget;
 //! a payload that would is rejected with `DecompressedTooLarge` before (snappy) or while (stream
 //! codecs) it is produced, so a small batch cannot make the broker allocate gigabytes.
 

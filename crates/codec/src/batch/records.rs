@@ -1,8 +1,9 @@
 //! Records inside a v2 batch: walking (for validation), decoding and encoding.
 //!
 //! Owns: the record layout (`length varint, attributes i8, timestampDelta varlong, offsetDelta
-//! varint, key, value, headers`). Invariant: a walk succeeds only if exactly `recordCount`
-//! records fill the payload exactly and record `i` has `offsetDelta == i`.
+//! varint, key, value, headers`), its walker, decoder and the one encoder ([`BatchWriter`]).
+//! Invariant: a walk succeeds only if exactly `recordCount` records fill the payload exactly
+//! and their `offsetDelta`s follow the caller's [`Deltas`] rule.
 
 use std::ops::Range;
 

@@ -86,10 +86,10 @@ pub const NO_EPOCH: i32 = -1;
 pub mod error_codes {
     use super::ErrorCode;
 
-    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode(15);
-    pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
-    pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
-    pub const FENCED_STATE_EPOCH: ErrorCode = ErrorCode(124);
+    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode::COORDINATOR_NOT_AVAILABLE;
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode::INVALID_REQUEST;
+    pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode::FENCED_LEADER_EPOCH;
+    pub const FENCED_STATE_EPOCH: ErrorCode = ErrorCode::FENCED_STATE_EPOCH;
 }
 
 pub use crate::ids::TopicId;
