@@ -23,7 +23,6 @@
 
 pub mod broker;
 pub mod cleaner;
-pub mod codec;
 pub mod config;
 pub mod conn_limits;
 pub mod connection;

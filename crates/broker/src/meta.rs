@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use crate::codec::{DecodeError, Reader, Writer};
 use crate::config::ConfigMap;
+use shoal_codec::wire::{Reader, Writer};
+use shoal_codec::DecodeError;
 
 /// One topic as the metadata log knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,18 +47,20 @@ const RECORD_GROUP_CONFIGS: i16 = 4;
 const VERSION: i16 = 0;
 
 fn write_configs(w: &mut Writer, configs: &ConfigMap) {
-    w.i32(configs.len() as i32);
+    w.len_i32(configs.len());
     for (k, v) in configs.iter() {
-        w.str(k).str(v);
+        w.string_i32(k);
+        w.string_i32(v);
     }
 }
 
 fn read_configs(r: &mut Reader<'_>) -> Result<ConfigMap, DecodeError> {
-    let n = r.count(8)?;
+    // A config takes at least 8 bytes (two empty strings).
+    let n = r.count_i32(8)?;
     let mut configs = ConfigMap::new();
     for _ in 0..n {
-        let k = r.string()?;
-        let v = r.string()?;
+        let k = r.string_i32()?;
+        let v = r.string_i32()?;
         configs.insert(k, v);
     }
     Ok(configs)
@@ -66,36 +69,39 @@ fn read_configs(r: &mut Reader<'_>) -> Result<ConfigMap, DecodeError> {
 impl MetaRecord {
     /// `(key, value)` for the log. The key names what the record is about.
     pub fn encode(&self) -> (Vec<u8>, Vec<u8>) {
-        let mut key = Writer::new();
-        let mut value = Writer::new();
+        let mut key = Writer::default();
+        let mut value = Writer::default();
         value.i16(VERSION);
         match self {
             MetaRecord::Topic(t) => {
-                key.i16(RECORD_TOPIC).str(&t.name);
-                value
-                    .uuid(t.id)
-                    .i32(t.partitions as i32)
-                    .i8(t.internal as i8);
+                key.i16(RECORD_TOPIC);
+                key.string_i32(&t.name);
+                value.uuid(t.id.as_bytes());
+                value.i32(t.partitions as i32);
+                value.i8(i8::from(t.internal));
                 write_configs(&mut value, &t.configs);
             }
             MetaRecord::RemoveTopic { name, id } => {
-                key.i16(RECORD_REMOVE_TOPIC).str(name);
-                value.uuid(*id);
+                key.i16(RECORD_REMOVE_TOPIC);
+                key.string_i32(name);
+                value.uuid(id.as_bytes());
             }
             MetaRecord::BrokerConfigs(configs) => {
                 key.i16(RECORD_BROKER_CONFIGS);
                 write_configs(&mut value, configs);
             }
             MetaRecord::FeatureLevel { name, level } => {
-                key.i16(RECORD_FEATURE_LEVEL).str(name);
+                key.i16(RECORD_FEATURE_LEVEL);
+                key.string_i32(name);
                 value.i16(*level);
             }
             MetaRecord::GroupConfigs { group, configs } => {
-                key.i16(RECORD_GROUP_CONFIGS).str(group);
+                key.i16(RECORD_GROUP_CONFIGS);
+                key.string_i32(group);
                 write_configs(&mut value, configs);
             }
         }
-        (key.finish(), value.finish())
+        (key.into_inner(), value.into_inner())
     }
 
     /// # Errors
@@ -106,22 +112,24 @@ impl MetaRecord {
         let kind = k.i16()?;
         let version = v.i16()?;
         if version != VERSION {
-            return Err(DecodeError {
-                at: 0,
-                what: "unknown record version",
+            return Err(DecodeError::UnsupportedVersion {
+                record_type: kind,
+                version,
             });
         }
         match kind {
             RECORD_TOPIC => {
-                let name = k.string()?;
-                let id = v.uuid()?;
+                let name = k.string_i32()?;
+                let id = Uuid::from_bytes(v.uuid()?);
                 let partitions = v.i32()?;
                 let internal = v.i8()? != 0;
                 let configs = read_configs(&mut v)?;
-                let partitions = u32::try_from(partitions).map_err(|_| DecodeError {
-                    at: 0,
-                    what: "negative partition count",
-                })?;
+                let partitions =
+                    u32::try_from(partitions).map_err(|_| DecodeError::InvalidValue {
+                        what: "partition count",
+                        value: i64::from(partitions),
+                    })?;
+
                 Ok(MetaRecord::Topic(TopicMeta {
                     name,
                     id,
@@ -131,22 +139,19 @@ impl MetaRecord {
                 }))
             }
             RECORD_REMOVE_TOPIC => Ok(MetaRecord::RemoveTopic {
-                name: k.string()?,
-                id: v.uuid()?,
+                name: k.string_i32()?,
+                id: Uuid::from_bytes(v.uuid()?),
             }),
             RECORD_BROKER_CONFIGS => Ok(MetaRecord::BrokerConfigs(read_configs(&mut v)?)),
             RECORD_FEATURE_LEVEL => Ok(MetaRecord::FeatureLevel {
-                name: k.string()?,
+                name: k.string_i32()?,
                 level: v.i16()?,
             }),
             RECORD_GROUP_CONFIGS => Ok(MetaRecord::GroupConfigs {
-                group: k.string()?,
+                group: k.string_i32()?,
                 configs: read_configs(&mut v)?,
             }),
-            _ => Err(DecodeError {
-                at: 0,
-                what: "unknown record type",
-            }),
+            _ => Err(DecodeError::UnknownRecordType(kind)),
         }
     }
 }
@@ -264,5 +269,34 @@ mod tests {
         assert!(!image.group_configs.contains_key("h"));
         assert!(MetaRecord::decode(&[0, 9], &[0, 0]).is_err());
         assert!(MetaRecord::decode(&[], &[]).is_err());
+    }
+
+    /// The bytes of a topic record, written out field by field: records already in a
+    /// `__cluster_metadata` log must keep decoding, and new ones must not change.
+    #[test]
+    fn a_topic_record_has_its_layout() {
+        let mut configs = ConfigMap::new();
+        configs.insert("retention.ms", "1000");
+        let record = MetaRecord::Topic(TopicMeta {
+            name: "orders".into(),
+            id: Uuid::from_u128(0x0102_0304),
+            partitions: 3,
+            configs,
+            internal: true,
+        });
+        let string = |s: &str| [&(s.len() as i32).to_be_bytes()[..], s.as_bytes()].concat();
+        let key = [&RECORD_TOPIC.to_be_bytes()[..], &string("orders")].concat();
+        let value = [
+            &VERSION.to_be_bytes()[..],
+            Uuid::from_u128(0x0102_0304).as_bytes(),
+            &3i32.to_be_bytes(),
+            &[1],
+            &1i32.to_be_bytes(),
+            &string("retention.ms"),
+            &string("1000"),
+        ]
+        .concat();
+        assert_eq!(record.encode(), (key.clone(), value.clone()));
+        assert_eq!(MetaRecord::decode(&key, &value), Ok(record));
     }
 }

@@ -11,13 +11,12 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
+use shoal_codec::batch::BATCH_HEADER_BYTES;
 use shoal_protocol::ApiKey;
 
 use crate::cluster::Cluster;
 use crate::error::Error;
 
-/// Size of a record batch v2 header: a shorter tail is a partial batch.
-const BATCH_HEADER_BYTES: usize = 61;
 /// What one batch may inflate to.
 const INFLATED_BYTES_MAX: usize = 64 << 20;
 
@@ -91,6 +90,7 @@ pub async fn read_partition(
         let mut active: BTreeSet<i64> = BTreeSet::new();
         let mut bytes = p.records.clone().unwrap_or_default();
         let mut last = None;
+        // A tail shorter than a batch header is a partial batch.
         while bytes.len() >= BATCH_HEADER_BYTES {
             let set = RecordBatchDecoder::decode_with_custom_compression(
                 &mut bytes,

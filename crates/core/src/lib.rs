@@ -13,18 +13,22 @@
 //! - [`share_coordinator`]: the `__share_group_state` records (ShareSnapshot, ShareUpdate) in
 //!   Kafka's encoding and the share coordinator shard that replays them and merges updates;
 //! - [`share_session`]: share consumers' fetch sessions (epochs, partitions, limits);
-//! - [`hash`]: Java's `String.hashCode` and Kafka's `Utils.abs`, for coordinator partitioning.
+//! - [`hash`]: Java's `String.hashCode` and Kafka's `Utils.abs`, for coordinator partitioning;
+//! - [`ids`]: the id types the machines share (producer id and epoch, reply token, topic id,
+//!   transaction partition), re-exported from their former modules.
 //!
 //! Invariants: every input is an explicit argument, time included (`now_ms`); every durable
 //! change is returned as a record for the caller to persist, and replaying those records
 //! rebuilds the same state. Must not: perform I/O, read clocks, spawn tasks, take locks or
-//! depend on the wire codec — the broker converts between wire messages and these types.
+//! depend on the wire messages (`kafka-protocol`) — the broker converts between wire messages
+//! and these types. Kafka's byte encoding of the stored records, `ErrorCode` and
+//! `DecodeError` come from `shoal-codec`.
 
 pub mod coordinator;
 pub mod faults;
 pub mod group_coordinator;
 pub mod hash;
-mod kafka_wire;
+pub mod ids;
 pub mod producer_state;
 pub mod share_coordinator;
 pub mod share_partition;

@@ -13,7 +13,10 @@
 pub mod alloc;
 pub mod api;
 pub mod api_key;
-pub mod error;
+/// Kafka's error codes: [`ErrorCode`] lives in `shoal-codec`, re-exported here.
+pub mod error {
+    pub use shoal_codec::ErrorCode;
+}
 pub mod frame;
 pub mod request;
 pub mod response;

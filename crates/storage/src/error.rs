@@ -185,5 +185,33 @@ impl StorageError {
     }
 }
 
+impl From<shoal_codec::batch::BatchError> for StorageError {
+    /// The storage error of the same name (the batch format lives in `shoal-codec`).
+    fn from(e: shoal_codec::batch::BatchError) -> Self {
+        use shoal_codec::batch::BatchError as B;
+        match e {
+            B::Truncated {
+                what,
+                needed,
+                available,
+            } => StorageError::Truncated {
+                what,
+                needed,
+                available,
+            },
+            B::InvalidBatchLength { batch_length } => {
+                StorageError::InvalidBatchLength { batch_length }
+            }
+            B::UnsupportedMagic { magic } => StorageError::UnsupportedMagic { magic },
+            B::CrcMismatch { stored, computed } => StorageError::CrcMismatch { stored, computed },
+            B::UnknownCompression { codec } => StorageError::UnknownCompression { codec },
+            B::InvalidBatchHeader { reason } => StorageError::InvalidBatchHeader { reason },
+            B::Decompression { codec, reason } => StorageError::Decompression { codec, reason },
+            B::DecompressedTooLarge { max } => StorageError::DecompressedTooLarge { max },
+            B::InvalidRecord { index, reason } => StorageError::InvalidRecord { index, reason },
+        }
+    }
+}
+
 /// Shorthand used throughout the crate.
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

@@ -106,7 +106,7 @@ pub fn encode(snapshot: &ProducerSnapshot) -> Vec<u8> {
             out.extend_from_slice(&b.max_timestamp.to_be_bytes());
         }
     }
-    let crc = crc32c::crc32c(&out[10..]);
+    let crc = shoal_codec::batch::crc32c(&out[10..]);
     out[6..10].copy_from_slice(&crc.to_be_bytes());
     debug_assert_eq!(
         decode(&out).as_ref().map(|s| s.entries.len()),
@@ -163,7 +163,7 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<ProducerSnapshot, String> {
         return Err(format!("unknown version {version}"));
     }
     let stored = u32::from_be_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]);
-    let computed = crc32c::crc32c(&bytes[10..]);
+    let computed = shoal_codec::batch::crc32c(&bytes[10..]);
     if stored != computed {
         return Err(format!(
             "CRC mismatch: stored {stored:#x}, computed {computed:#x}"
@@ -395,7 +395,7 @@ mod tests {
         v1.extend_from_slice(&100i64.to_be_bytes());
         v1.extend_from_slice(&2i64.to_be_bytes());
         v1.push(0);
-        let crc = crc32c::crc32c(&v1[10..]);
+        let crc = shoal_codec::batch::crc32c(&v1[10..]);
         v1[6..10].copy_from_slice(&crc.to_be_bytes());
         let decoded = decode(&v1).unwrap();
         assert_eq!(decoded.offset, 5);

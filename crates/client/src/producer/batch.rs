@@ -11,14 +11,14 @@
 //!         length, -1 for null)
 //! ```
 //!
-//! Written here rather than with `kafka-protocol`'s encoder because that one keeps a
+//! Encoded with `shoal_codec::batch::BatchWriter` (the one batch encoder, shared with the
+//! broker's storage) rather than with `kafka-protocol`'s encoder, because that one keeps a
 //! record's headers in a map: a key given twice (Kafka allows it, the Java client keeps
 //! both) would lose all but its last value.
 
-use std::io::Write;
-
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::records::Compression;
+use shoal_codec::batch::{self as codec, BatchOptions, BatchWriter};
 
 /// One record of a batch, as the application gave it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,15 +40,6 @@ pub(crate) struct BatchHeader {
     pub transactional: bool,
 }
 
-/// Bytes before the records.
-const HEADER_BYTES: usize = 61;
-/// The CRC covers the batch from the attributes on.
-const CRC_AT: usize = 17;
-const ATTRIBUTES_AT: usize = 21;
-const TRANSACTIONAL_BIT: i16 = 0x10;
-/// Bound of one record or header field (Kafka's records are sized by i32).
-const FIELD_BYTES_MAX: usize = i32::MAX as usize;
-
 /// Encodes `records` (at least one) as one batch, compressed with `codec`.
 ///
 /// # Errors
@@ -59,55 +50,27 @@ pub(crate) fn encode(
     header: BatchHeader,
     codec: Compression,
 ) -> Result<Bytes, String> {
-    let first = records.first().ok_or("a batch needs a record")?;
-    let count = i32::try_from(records.len()).map_err(|_| "too many records")?;
-    let base_timestamp = first.timestamp;
-    let max_timestamp = records
-        .iter()
-        .map(|r| r.timestamp)
-        .max()
-        .unwrap_or(base_timestamp);
-    let mut plain = BytesMut::with_capacity(records.iter().map(estimate).sum());
-    let mut record = BytesMut::new();
-    for (i, r) in records.iter().enumerate() {
-        record.clear();
-        record.put_u8(0); // attributes: unused
-        put_varlong(&mut record, r.timestamp.wrapping_sub(base_timestamp));
-        put_varlong(&mut record, i as i64);
-        put_bytes(&mut record, r.key.as_deref())?;
-        put_bytes(&mut record, r.value.as_deref())?;
-        put_varlong(&mut record, r.headers.len() as i64);
-        for (k, v) in &r.headers {
-            put_bytes(&mut record, Some(k.as_bytes()))?;
-            put_bytes(&mut record, v.as_deref())?;
-        }
-        put_varlong(&mut plain, record.len() as i64);
-        plain.extend_from_slice(&record);
+    if records.is_empty() {
+        return Err("a batch needs a record".into());
     }
-    let mut out = BytesMut::with_capacity(HEADER_BYTES + plain.len());
-    out.put_i64(0); // base offset: the broker assigns it
-    out.put_i32(0); // batch length, below
-    out.put_i32(-1); // partition leader epoch
-    out.put_i8(2);
-    out.put_u32(0); // crc, below
-    let mut attributes = codec_bits(codec);
-    if header.transactional {
-        attributes |= TRANSACTIONAL_BIT;
+    let mut w = BatchWriter::with_capacity(records.iter().map(estimate).sum());
+    for r in records {
+        let headers = r.headers.iter().map(|(k, v)| (k.as_bytes(), v.as_deref()));
+        w.push(r.timestamp, r.key.as_deref(), r.value.as_deref(), headers)
+            .map_err(|e| e.to_string())?;
     }
-    out.put_i16(attributes);
-    out.put_i32(count - 1);
-    out.put_i64(base_timestamp);
-    out.put_i64(max_timestamp);
-    out.put_i64(header.producer_id);
-    out.put_i16(header.producer_epoch);
-    out.put_i32(header.base_sequence);
-    out.put_i32(count);
-    compress(&plain, &mut out, codec).map_err(|e| format!("{codec:?}: {e}"))?;
-    let length = i32::try_from(out.len() - 12).map_err(|_| "a batch over 2 GiB")?;
-    out[8..12].copy_from_slice(&length.to_be_bytes());
-    let crc = crc32c::crc32c(&out[ATTRIBUTES_AT..]);
-    out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-    Ok(out.freeze())
+    let options = BatchOptions {
+        producer_id: header.producer_id,
+        producer_epoch: header.producer_epoch,
+        base_sequence: header.base_sequence,
+        transactional: header.transactional,
+        // Base offset 0 (the broker assigns it), partition leader epoch -1, CreateTime.
+        ..BatchOptions::default()
+    };
+    let bytes = w
+        .finish(&options, to_codec(codec))
+        .map_err(|e| format!("{codec:?}: {e}"))?;
+    Ok(Bytes::from(bytes))
 }
 
 /// About a record's encoded size, for the buffer's first allocation.
@@ -121,69 +84,15 @@ fn estimate(r: &BatchRecord) -> usize {
             .sum::<usize>()
 }
 
-fn codec_bits(codec: Compression) -> i16 {
+/// `kafka-protocol`'s codec (the producer's configuration) as `shoal-codec`'s.
+pub(crate) fn to_codec(codec: Compression) -> codec::Compression {
     match codec {
-        Compression::None => 0,
-        Compression::Gzip => 1,
-        Compression::Snappy => 2,
-        Compression::Lz4 => 3,
-        Compression::Zstd => 4,
+        Compression::None => codec::Compression::None,
+        Compression::Gzip => codec::Compression::Gzip,
+        Compression::Snappy => codec::Compression::Snappy,
+        Compression::Lz4 => codec::Compression::Lz4,
+        Compression::Zstd => codec::Compression::Zstd,
     }
-}
-
-/// A zigzag varint (Kafka's varint and varlong share the encoding).
-fn put_varlong(out: &mut BytesMut, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    while z >= 0x80 {
-        out.put_u8((z as u8) | 0x80);
-        z >>= 7;
-    }
-    out.put_u8(z as u8);
-}
-
-fn put_bytes(out: &mut BytesMut, b: Option<&[u8]>) -> Result<(), String> {
-    match b {
-        None => put_varlong(out, -1),
-        Some(b) if b.len() > FIELD_BYTES_MAX => {
-            return Err(format!("a field of {} bytes", b.len()));
-        }
-        Some(b) => {
-            put_varlong(out, b.len() as i64);
-            out.extend_from_slice(b);
-        }
-    }
-    Ok(())
-}
-
-/// Kafka's codecs for a batch's records: gzip, snappy in the xerial framing the Java client
-/// writes, the LZ4 frame format, zstd.
-fn compress(records: &[u8], out: &mut BytesMut, codec: Compression) -> anyhow::Result<()> {
-    const XERIAL_HEADER: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
-    const XERIAL_BLOCK_BYTES: usize = 32 * 1024;
-    match codec {
-        Compression::None => out.extend_from_slice(records),
-        Compression::Gzip => {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-            e.write_all(records)?;
-            out.extend_from_slice(&e.finish()?);
-        }
-        Compression::Snappy => {
-            out.extend_from_slice(XERIAL_HEADER);
-            let mut e = snap::raw::Encoder::new();
-            for chunk in records.chunks(XERIAL_BLOCK_BYTES) {
-                let block = e.compress_vec(chunk)?;
-                out.extend_from_slice(&u32::try_from(block.len())?.to_be_bytes());
-                out.extend_from_slice(&block);
-            }
-        }
-        Compression::Lz4 => {
-            let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
-            e.write_all(records)?;
-            out.extend_from_slice(&e.finish()?);
-        }
-        Compression::Zstd => out.extend_from_slice(&zstd::stream::encode_all(records, 3)?),
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -283,5 +192,46 @@ mod tests {
         assert_eq!(set.records[0].sequence, -1);
         assert!(!set.records[0].transactional);
         assert!(encode(&[], PLAIN, Compression::None).is_err());
+    }
+
+    /// A larger batch: several xerial snappy blocks, headers repeated and null.
+    fn pinned_sample() -> Vec<BatchRecord> {
+        (0..2000u32)
+            .map(|i| BatchRecord {
+                key: (i % 3 != 0).then(|| Bytes::from(format!("key-{i}"))),
+                value: (i % 7 != 0)
+                    .then(|| Bytes::from(format!("value {i} ").repeat((i % 13) as usize + 1))),
+                headers: (0..(i % 4))
+                    .map(|h| {
+                        let value = (h % 3 != 1).then(|| Bytes::from(vec![h as u8; h as usize]));
+                        (format!("h{}", h % 2), value)
+                    })
+                    .collect(),
+                timestamp: 1_700_000_000_000 + i64::from(i % 17) * 1000 - 5000,
+            })
+            .collect()
+    }
+
+    /// (size, CRC-32C of the whole batch) as the producer's own encoder wrote them before it
+    /// moved to `shoal-codec`: the produced bytes must not change.
+    #[test]
+    fn produced_bytes_are_those_of_the_encoder_replaced() {
+        let header = BatchHeader {
+            producer_id: 42,
+            producer_epoch: 3,
+            base_sequence: 17,
+            transactional: true,
+        };
+        for (codec, want) in [
+            (Compression::None, (169_186, 0xec05_9bbb)),
+            (Compression::Gzip, (27_551, 0xb520_f773)),
+            (Compression::Snappy, (41_841, 0x93b0_56f6)),
+            (Compression::Lz4, (39_439, 0x7d72_13be)),
+            (Compression::Zstd, (30_416, 0x85b4_d976)),
+        ] {
+            let bytes = encode(&pinned_sample(), header, codec).unwrap();
+            let got = (bytes.len(), codec::crc32c(&bytes));
+            assert_eq!(got, want, "{codec:?}");
+        }
     }
 }

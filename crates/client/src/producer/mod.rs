@@ -26,7 +26,7 @@
 
 pub mod accumulator;
 mod acknowledger;
-mod batch;
+pub(crate) mod batch;
 pub mod config;
 pub mod errors;
 pub mod partitioner;

@@ -7,20 +7,17 @@
 //!
 //! Headers are read from the records' bytes again, in order: `kafka-protocol` keeps them in a
 //! map, which drops all but the last value of a repeated key, and Kafka allows any number of
-//! headers with one key (the Java client's `Headers.headers(key)`).
+//! headers with one key (the Java client's `Headers.headers(key)`). Decompression and that
+//! second reading are `shoal-codec`'s (the broker's storage uses the same code).
 
 use std::cell::RefCell;
-use std::io::Read;
 
 use bytes::Bytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
+use shoal_codec::batch::{self as codec, Deltas, BATCH_HEADER_BYTES, RECORD_COUNT_POS};
 
 use crate::share_consumer::acknowledgements::Acquired;
 
-/// Size of a record batch v2 header: a shorter tail is a partial batch, cut by `max.bytes`.
-const BATCH_HEADER_BYTES: usize = 61;
-/// Where a batch header keeps its record count.
-const RECORD_COUNT_AT: usize = 57;
 /// Most records one batch may claim before it is decoded.
 pub const BATCH_RECORDS_MAX: i32 = 1 << 20;
 
@@ -51,8 +48,9 @@ pub fn decode(
     inflated_bytes_max: usize,
 ) -> Result<Vec<Decoded>, String> {
     let mut out = Vec::new();
+    // A tail shorter than a batch header is a partial batch, cut by `max.bytes`.
     while bytes.len() >= BATCH_HEADER_BYTES {
-        let count = be_i32(&bytes, RECORD_COUNT_AT);
+        let count = be_i32(&bytes, RECORD_COUNT_POS);
         if !(0..=BATCH_RECORDS_MAX).contains(&count) {
             return Err(format!("a batch claims {count} records"));
         }
@@ -92,63 +90,30 @@ pub fn decode(
 }
 
 /// The headers of each of the `count` v2 records in `raw` (a batch's records, inflated), in
-/// order: `[length][attributes][timestamp delta][offset delta][key][value][headers]`, each
-/// length a zigzag varint, -1 for null.
-fn all_headers(raw: &[u8], count: usize) -> Result<Vec<Vec<Header>>, String> {
-    let mut rest = raw;
-    let mut out = Vec::with_capacity(count.min(raw.len()));
-    for _ in 0..count {
-        let length = usize::try_from(varint(&mut rest)?).map_err(|_| "a negative record length")?;
-        let mut r = take(&mut rest, length)?;
-        take(&mut r, 1)?; // attributes
-        varint(&mut r)?; // timestamp delta
-        varint(&mut r)?; // offset delta
-        bytes_field(&mut r)?; // key
-        bytes_field(&mut r)?; // value
-        let n = usize::try_from(varint(&mut r)?).map_err(|_| "a negative header count")?;
-        let mut headers = Vec::with_capacity(n.min(r.len()));
-        for _ in 0..n {
-            let key = bytes_field(&mut r)?.ok_or("a null header key")?;
-            let key = std::str::from_utf8(key).map_err(|_| "a header key that is not UTF-8")?;
-            let value = bytes_field(&mut r)?.map(Bytes::copy_from_slice);
-            headers.push((key.to_owned(), value));
-        }
+/// order, every header key UTF-8.
+fn all_headers(raw: &Bytes, count: usize) -> Result<Vec<Vec<Header>>, String> {
+    let count = i32::try_from(count).map_err(|_| format!("{count} records"))?;
+    let mut out = Vec::new();
+    let mut bad_key = false;
+    codec::walk_records(raw, count, true, Deltas::Any, |record| {
+        let headers = record
+            .headers
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let Ok(key) = std::str::from_utf8(&raw[k]) else {
+                    bad_key = true;
+                    return None;
+                };
+                Some((key.to_owned(), v.map(|v| raw.slice(v))))
+            })
+            .collect();
         out.push(headers);
+    })
+    .map_err(|e| e.to_string())?;
+    if bad_key {
+        return Err("a header key that is not UTF-8".into());
     }
     Ok(out)
-}
-
-fn take<'a>(rest: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
-    if rest.len() < n {
-        return Err("a record cut short".into());
-    }
-    let (head, tail) = rest.split_at(n);
-    *rest = tail;
-    Ok(head)
-}
-
-/// A length-prefixed field; `None` for length -1.
-fn bytes_field<'a>(rest: &mut &'a [u8]) -> Result<Option<&'a [u8]>, String> {
-    match varint(rest)? {
-        -1 => Ok(None),
-        n => {
-            let n = usize::try_from(n).map_err(|_| format!("a field length of {n}"))?;
-            take(rest, n).map(Some)
-        }
-    }
-}
-
-/// A zigzag varint of at most 10 bytes (Kafka's varint and varlong).
-fn varint(rest: &mut &[u8]) -> Result<i64, String> {
-    let mut v: u64 = 0;
-    for i in 0..10 {
-        let b = *take(rest, 1)?.first().ok_or("a record cut short")?;
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Ok((v >> 1) as i64 ^ -((v & 1) as i64));
-        }
-    }
-    Err("a varint longer than 10 bytes".into())
 }
 
 /// [`inflate`] without a bound, for other modules' tests.
@@ -157,57 +122,15 @@ pub(crate) fn inflate_for_tests(input: &mut Bytes, codec: Compression) -> anyhow
     inflate(input, codec, usize::MAX - 1)
 }
 
-/// Kafka's codecs, reading at most `max` bytes out (one more means the batch is too big).
+/// Kafka's codecs (`shoal_codec::batch::decompress`), reading at most `max` bytes out. An
+/// uncompressed batch is its input as it is, whatever its size (a fetch answers with at least
+/// one whole batch).
 pub(crate) fn inflate(input: &mut Bytes, codec: Compression, max: usize) -> anyhow::Result<Bytes> {
-    let limit = max as u64 + 1;
-    let mut out = Vec::new();
-    match codec {
-        Compression::None => return Ok(input.clone()),
-        Compression::Gzip => {
-            flate2::read::MultiGzDecoder::new(&input[..])
-                .take(limit)
-                .read_to_end(&mut out)?;
-        }
-        Compression::Lz4 => {
-            lz4_flex::frame::FrameDecoder::new(&input[..])
-                .take(limit)
-                .read_to_end(&mut out)?;
-        }
-        Compression::Zstd => {
-            zstd::stream::read::Decoder::new(&input[..])?
-                .take(limit)
-                .read_to_end(&mut out)?;
-        }
-        Compression::Snappy => snappy(input, max, &mut out)?,
+    if codec == Compression::None {
+        return Ok(input.clone());
     }
-    anyhow::ensure!(out.len() <= max, "a batch inflates past {max} bytes");
-    Ok(Bytes::from(out))
-}
-
-/// Snappy in the xerial framing Kafka's clients write (`[len u32][block]...` after a 16-byte
-/// header), or one raw block.
-fn snappy(input: &[u8], max: usize, out: &mut Vec<u8>) -> anyhow::Result<()> {
-    const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
-    let block = |b: &[u8], out: &mut Vec<u8>| -> anyhow::Result<()> {
-        let len = snap::raw::decompress_len(b)?;
-        anyhow::ensure!(out.len() + len <= max, "a batch inflates past {max} bytes");
-        out.extend(snap::raw::Decoder::new().decompress_vec(b)?);
-        Ok(())
-    };
-    if !input.starts_with(XERIAL_MAGIC) {
-        return block(input, out);
-    }
-    let mut rest = input.get(16..).unwrap_or_default();
-    while !rest.is_empty() {
-        anyhow::ensure!(rest.len() >= 4, "truncated xerial block length");
-        let len = u32::from_be_bytes(rest[..4].try_into()?) as usize;
-        let b = rest
-            .get(4..4 + len)
-            .ok_or_else(|| anyhow::anyhow!("truncated xerial block"))?;
-        block(b, out)?;
-        rest = &rest[4 + len..];
-    }
-    Ok(())
+    let codec = crate::producer::batch::to_codec(codec);
+    Ok(Bytes::from(codec::decompress(codec, input, max)?))
 }
 
 #[cfg(test)]
@@ -270,87 +193,31 @@ mod tests {
         both.extend_from_slice(&cut);
         assert_eq!(decode(both.freeze(), &all, 1 << 20).unwrap().len(), 3);
         let mut huge = BytesMut::from(&whole[..]);
-        huge[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&i32::MAX.to_be_bytes());
+        huge[RECORD_COUNT_POS..RECORD_COUNT_POS + 4].copy_from_slice(&i32::MAX.to_be_bytes());
         assert!(decode(huge.freeze(), &all, 1 << 20).is_err());
         for n in 0..whole.len() {
             let _ = decode(Bytes::from(vec![0xffu8; n]), &all, 1 << 20);
         }
     }
 
-    /// CRC-32C (Castagnoli), bitwise: what a v2 batch header carries over its tail.
-    fn crc32c(data: &[u8]) -> u32 {
-        let mut crc = !0u32;
-        for &b in data {
-            crc ^= u32::from(b);
-            for _ in 0..8 {
-                crc = if crc & 1 == 1 {
-                    (crc >> 1) ^ 0x82F6_3B78
-                } else {
-                    crc >> 1
-                };
-            }
-        }
-        !crc
-    }
-
-    fn zigzag(out: &mut Vec<u8>, v: i64) {
-        let mut z = ((v << 1) ^ (v >> 63)) as u64;
-        while z >= 0x80 {
-            out.push((z as u8) | 0x80);
-            z >>= 7;
-        }
-        out.push(z as u8);
-    }
-
-    fn field(out: &mut Vec<u8>, b: Option<&[u8]>) {
-        match b {
-            None => zigzag(out, -1),
-            Some(b) => {
-                zigzag(out, b.len() as i64);
-                out.extend_from_slice(b);
-            }
-        }
-    }
-
     /// A header as a test writes it.
     type RawHeader<'a> = (&'a str, Option<&'a [u8]>);
 
-    /// One uncompressed v2 batch at offset 0 of records with these headers, written byte by
-    /// byte (kafka-protocol's encoder cannot repeat a header key).
+    /// One uncompressed v2 batch at offset 0 of records with these headers (kafka-protocol's
+    /// encoder cannot repeat a header key; the codec's writer can).
     fn batch_with_headers(records: &[Vec<RawHeader>]) -> Bytes {
-        let mut body = Vec::new();
+        let mut w = codec::BatchWriter::default();
         for (i, headers) in records.iter().enumerate() {
-            let mut r = vec![0u8]; // attributes
-            zigzag(&mut r, 0); // timestamp delta
-            zigzag(&mut r, i as i64); // offset delta
-            field(&mut r, Some(b"k"));
-            field(&mut r, Some(format!("v{i}").as_bytes()));
-            zigzag(&mut r, headers.len() as i64);
-            for (k, v) in headers {
-                field(&mut r, Some(k.as_bytes()));
-                field(&mut r, *v);
-            }
-            zigzag(&mut body, r.len() as i64);
-            body.extend_from_slice(&r);
+            let value = format!("v{i}");
+            let headers = headers.iter().map(|(k, v)| (k.as_bytes(), *v));
+            w.push(7, Some(b"k"), Some(value.as_bytes()), headers)
+                .unwrap();
         }
-        let mut tail = Vec::new(); // from the attributes on: what the CRC covers
-        tail.extend_from_slice(&0i16.to_be_bytes()); // attributes
-        tail.extend_from_slice(&(records.len() as i32 - 1).to_be_bytes()); // last offset delta
-        tail.extend_from_slice(&7i64.to_be_bytes()); // base timestamp
-        tail.extend_from_slice(&7i64.to_be_bytes()); // max timestamp
-        tail.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
-        tail.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
-        tail.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
-        tail.extend_from_slice(&(records.len() as i32).to_be_bytes());
-        tail.extend_from_slice(&body);
-        let mut out = Vec::new();
-        out.extend_from_slice(&0i64.to_be_bytes()); // base offset
-        out.extend_from_slice(&((4 + 1 + 4 + tail.len()) as i32).to_be_bytes()); // length
-        out.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
-        out.push(2); // magic
-        out.extend_from_slice(&crc32c(&tail).to_be_bytes());
-        out.extend_from_slice(&tail);
-        Bytes::from(out)
+        let options = codec::BatchOptions {
+            partition_leader_epoch: 0,
+            ..codec::BatchOptions::default()
+        };
+        Bytes::from(w.finish(&options, codec::Compression::None).unwrap())
     }
 
     #[test]
@@ -394,11 +261,13 @@ mod tests {
 
     #[test]
     fn headers_cut_short_are_an_error() {
-        let mut raw = Vec::new();
-        zigzag(&mut raw, 5);
-        raw.extend_from_slice(&[0, 0, 0]);
+        // A record of 5 bytes (varint 10) with 3 present.
+        let raw = Bytes::from_static(&[10, 0, 0, 0]);
         assert!(all_headers(&raw, 1).is_err());
-        assert!(all_headers(&[0xff; 11], 1).is_err());
-        assert_eq!(all_headers(&[], 0).unwrap(), Vec::<Vec<Header>>::new());
+        assert!(all_headers(&Bytes::from_static(&[0xff; 11]), 1).is_err());
+        assert_eq!(
+            all_headers(&Bytes::new(), 0).unwrap(),
+            Vec::<Vec<Header>>::new()
+        );
     }
 }

@@ -6,8 +6,8 @@
 //! Kafka tools cannot read these records. Decoding never panics and never allocates more than
 //! the input could describe.
 
-use crate::kafka_wire::{Reader, Writer};
 use bytes::Bytes;
+use shoal_codec::wire::{Reader, Writer};
 
 /// Key type of an offset commit (Kafka uses 0 and 1 for OffsetCommitKey).
 pub const RECORD_TYPE_OFFSET_COMMIT: i16 = 1;
@@ -94,29 +94,8 @@ pub enum GroupRecord {
     },
 }
 
-/// Why a stored record could not be decoded.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum DecodeError {
-    #[error("record truncated: needed {needed} bytes at offset {at}, {remaining} remaining")]
-    Truncated {
-        at: usize,
-        needed: usize,
-        remaining: usize,
-    },
-    #[error("unknown record type {0}")]
-    UnknownRecordType(i16),
-    #[error("unsupported value version {version} for record type {record_type}")]
-    UnsupportedVersion { record_type: i16, version: i16 },
-    #[error("invalid length {length} at offset {at}")]
-    InvalidLength { at: usize, length: i64 },
-    #[error("invalid UTF-8 in a string at offset {at}")]
-    InvalidUtf8 { at: usize },
-    #[error("null in a non-nullable field at offset {at}")]
-    UnexpectedNull { at: usize },
-    #[error("{count} trailing bytes")]
-    TrailingBytes { count: usize },
-}
+/// Why a stored record could not be decoded (the one decode error of Kafka-encoded bytes).
+pub use shoal_codec::DecodeError;
 
 impl GroupRecord {
     /// The group this record belongs to.
@@ -351,12 +330,6 @@ fn offset_key(w: &mut Writer, group_id: &str, topic: &str, partition: i32) {
     w.string_i32(topic);
     w.i32(partition);
 }
-
-// These records hold no varints; only the Kafka-encoding reads report this.
-crate::kafka_wire::decode_error_from_wire!(DecodeError, |at| DecodeError::InvalidLength {
-    at,
-    length: -1
-});
 
 #[cfg(test)]
 mod tests {

@@ -7,47 +7,11 @@ use bytes::Bytes;
 
 use super::records::GroupRecord;
 
-/// Caller-chosen handle that pairs a (possibly deferred) reply with its request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ReplyToken(pub u64);
+pub use crate::ids::ReplyToken;
 
-/// A Kafka error code as it goes on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ErrorCode(pub i16);
-
-impl ErrorCode {
-    pub const NONE: ErrorCode = ErrorCode(0);
-    pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode(-1);
-    pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = ErrorCode(3);
-    pub const OFFSET_METADATA_TOO_LARGE: ErrorCode = ErrorCode(12);
-    pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = ErrorCode(14);
-    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode(15);
-    pub const NOT_COORDINATOR: ErrorCode = ErrorCode(16);
-    pub const ILLEGAL_GENERATION: ErrorCode = ErrorCode(22);
-    pub const INCONSISTENT_GROUP_PROTOCOL: ErrorCode = ErrorCode(23);
-    pub const INVALID_GROUP_ID: ErrorCode = ErrorCode(24);
-    pub const UNSTABLE_OFFSET_COMMIT: ErrorCode = ErrorCode(88);
-    pub const UNKNOWN_MEMBER_ID: ErrorCode = ErrorCode(25);
-    pub const INVALID_SESSION_TIMEOUT: ErrorCode = ErrorCode(26);
-    pub const REBALANCE_IN_PROGRESS: ErrorCode = ErrorCode(27);
-    pub const INVALID_COMMIT_OFFSET_SIZE: ErrorCode = ErrorCode(28);
-    pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
-    pub const NON_EMPTY_GROUP: ErrorCode = ErrorCode(68);
-    pub const GROUP_ID_NOT_FOUND: ErrorCode = ErrorCode(69);
-    pub const MEMBER_ID_REQUIRED: ErrorCode = ErrorCode(79);
-    pub const GROUP_MAX_SIZE_REACHED: ErrorCode = ErrorCode(81);
-    pub const FENCED_INSTANCE_ID: ErrorCode = ErrorCode(82);
-    pub const GROUP_SUBSCRIBED_TO_TOPIC: ErrorCode = ErrorCode(86);
-
-    /// The wire value.
-    pub fn code(self) -> i16 {
-        self.0
-    }
-
-    pub fn is_none(self) -> bool {
-        self == Self::NONE
-    }
-}
+/// A Kafka error code as it goes on the wire: the one `ErrorCode` of `shoal-codec`, kept at
+/// this path for the coordinators' callers.
+pub use shoal_codec::ErrorCode;
 
 /// Classic group lifecycle, with Kafka's state names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

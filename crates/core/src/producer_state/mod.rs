@@ -59,20 +59,10 @@ pub const BATCHES_RETAINED: usize = 5;
 pub const PRODUCER_ID_EXPIRATION_DEFAULT: Duration = Duration::from_millis(86_400_000);
 /// Default limit on producers remembered per partition.
 pub const PRODUCERS_MAX_DEFAULT: usize = 10_000;
-/// `producerId` of a batch written without idempotence.
-pub const NO_PRODUCER_ID: i64 = -1;
-/// `producerEpoch` of a batch without one.
-pub const NO_PRODUCER_EPOCH: i16 = -1;
 /// `baseSequence` of a batch without one.
 pub const NO_SEQUENCE: i32 = -1;
 
-/// A producer id, as handed out by InitProducerId.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ProducerId(pub i64);
-
-/// A producer epoch; a higher epoch fences the older ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ProducerEpoch(pub i16);
+pub use crate::ids::{ProducerEpoch, ProducerId, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 
 /// The producer-related fields of one incoming or stored batch header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -86,64 +86,13 @@ pub const NO_EPOCH: i32 = -1;
 pub mod error_codes {
     use super::ErrorCode;
 
-    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode(15);
-    pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
-    pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
-    pub const FENCED_STATE_EPOCH: ErrorCode = ErrorCode(124);
+    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode::COORDINATOR_NOT_AVAILABLE;
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode::INVALID_REQUEST;
+    pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode::FENCED_LEADER_EPOCH;
+    pub const FENCED_STATE_EPOCH: ErrorCode = ErrorCode::FENCED_STATE_EPOCH;
 }
 
-/// A topic id (Kafka's `Uuid`), 16 bytes as on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct TopicId(pub [u8; 16]);
-
-const BASE64_URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-impl TopicId {
-    /// Kafka's `Uuid.toString()`: URL-safe base64 without padding (22 characters), the form
-    /// that goes into coordinator keys.
-    pub fn to_kafka_string(&self) -> String {
-        let mut out = String::with_capacity(22);
-        for chunk in self.0.chunks(3) {
-            let b = |i: usize| u32::from(chunk.get(i).copied().unwrap_or(0));
-            let n = (b(0) << 16) | (b(1) << 8) | b(2);
-            let chars = chunk.len() + 1; // 3 bytes -> 4 chars, 1 byte -> 2 chars
-            for k in 0..chars {
-                let index = ((n >> (18 - 6 * k)) & 0x3f) as usize;
-                if let Some(&c) = BASE64_URL.get(index) {
-                    out.push(char::from(c));
-                }
-            }
-        }
-        out
-    }
-
-    /// Parses [`TopicId::to_kafka_string`]'s form; `None` unless it is exactly 22 valid
-    /// characters encoding 16 bytes.
-    pub fn from_kafka_string(s: &str) -> Option<TopicId> {
-        let bytes = s.as_bytes();
-        if bytes.len() != 22 {
-            return None;
-        }
-        let mut out = [0u8; 16];
-        let mut filled = 0usize;
-        for chunk in bytes.chunks(4) {
-            let mut n: u32 = 0;
-            for (k, c) in chunk.iter().enumerate() {
-                let v = BASE64_URL.iter().position(|x| x == c)?;
-                n |= (v as u32) << (18 - 6 * k);
-            }
-            // 4 chars -> 3 bytes, 2 chars -> 1 byte (the final chunk).
-            for k in 0..chunk.len() - 1 {
-                let slot = out.get_mut(filled)?;
-                *slot = (n >> (16 - 8 * k)) as u8;
-                filled += 1;
-            }
-        }
-        let id = TopicId(out);
-        // Reject non-canonical spellings (stray low bits in the last character).
-        (id.to_kafka_string() == s).then_some(id)
-    }
-}
+pub use crate::ids::TopicId;
 
 /// The `__share_group_state` partition that holds `(group_id, topic, partition)`: Kafka's
 /// `Utils.abs(("%s:%s:%d", groupId, topicId, partition).hashCode()) % numPartitions`, where

@@ -26,7 +26,7 @@
 //! checked against the bytes left before anything is reserved) and refuses trailing bytes.
 
 use super::TopicId;
-use crate::kafka_wire::{Reader, Writer};
+use shoal_codec::wire::{Reader, Writer};
 
 /// Record type (the key's `apiKey`) of ShareSnapshot records.
 pub const SHARE_SNAPSHOT_RECORD_TYPE: i16 = 0;
@@ -168,40 +168,8 @@ pub enum EncodeError {
     TooManyStateBatches { count: usize },
 }
 
-/// Why a stored record could not be decoded.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum DecodeError {
-    #[error("record truncated: needed {needed} bytes at offset {at}, {remaining} remaining")]
-    Truncated {
-        at: usize,
-        needed: usize,
-        remaining: usize,
-    },
-    /// Kafka's loader skips records of unknown types; so may the caller.
-    #[error("unknown record type {0}")]
-    UnknownRecordType(i16),
-    #[error("unsupported value version {0}")]
-    UnsupportedVersion(i16),
-    #[error("an update record without value (only snapshot keys are tombstones)")]
-    UpdateTombstone,
-    #[error("invalid length {length} at offset {at}")]
-    InvalidLength { at: usize, length: i64 },
-    #[error("unsigned varint too long at offset {at}")]
-    VarintTooLong { at: usize },
-    #[error("invalid UTF-8 in a string at offset {at}")]
-    InvalidUtf8 { at: usize },
-    #[error("null in a non-nullable field at offset {at}")]
-    UnexpectedNull { at: usize },
-    #[error("tagged field {tag} has size {size}, expected {expected}")]
-    InvalidTaggedFieldSize {
-        tag: u32,
-        size: usize,
-        expected: usize,
-    },
-    #[error("{count} trailing bytes")]
-    TrailingBytes { count: usize },
-}
+/// Why a stored record could not be decoded (the one decode error of Kafka-encoded bytes).
+pub use shoal_codec::DecodeError;
 
 impl ShareStateRecord {
     pub fn key(&self) -> &SharePartitionKey {
@@ -286,13 +254,16 @@ impl ShareStateRecord {
         let Some(value) = value else {
             return match record_type {
                 SHARE_SNAPSHOT_RECORD_TYPE => Ok(ShareStateRecord::Tombstone { key }),
-                _ => Err(DecodeError::UpdateTombstone),
+                _ => Err(DecodeError::MissingValue { record_type }),
             };
         };
         let mut r = Reader::new(value);
         let version = r.i16()?;
         if version != VALUE_VERSION {
-            return Err(DecodeError::UnsupportedVersion(version));
+            return Err(DecodeError::UnsupportedVersion {
+                record_type,
+                version,
+            });
         }
         if record_type == SHARE_SNAPSHOT_RECORD_TYPE {
             let snapshot_epoch = r.i32()?;
@@ -354,8 +325,6 @@ fn decode_staged_txn(data: &[u8]) -> Result<StagedTxn, DecodeError> {
         ack_type: i8::from_be_bytes([ack_type]),
     })
 }
-
-crate::kafka_wire::decode_error_from_wire!(DecodeError, |at| DecodeError::VarintTooLong { at });
 
 /// The share-state structures on top of Kafka's encoding.
 trait WriterExt {
@@ -425,7 +394,7 @@ trait ReaderExt {
 impl ReaderExt for Reader<'_> {
     /// A non-flexible, non-nullable string (`i16` length).
     fn string(&mut self) -> Result<String, DecodeError> {
-        Ok(self.key_string()?)
+        self.key_string()
     }
 
     fn state_batches(&mut self) -> Result<Vec<StateBatch>, DecodeError> {
@@ -475,6 +444,6 @@ impl ReaderExt for Reader<'_> {
     }
 
     fn finish(&self) -> Result<(), DecodeError> {
-        Ok(self.trailing()?)
+        self.trailing()
     }
 }

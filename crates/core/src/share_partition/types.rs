@@ -7,9 +7,9 @@ use crate::share_coordinator::{StagedTxn, StateBatch, WriteState};
 pub mod error_codes {
     use super::ErrorCode;
 
-    pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode(-1);
-    pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
-    pub const INVALID_RECORD_STATE: ErrorCode = ErrorCode(121);
+    pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode::UNKNOWN_SERVER_ERROR;
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode::INVALID_REQUEST;
+    pub const INVALID_RECORD_STATE: ErrorCode = ErrorCode::INVALID_RECORD_STATE;
 }
 
 /// `group.share.record.lock.duration.ms` default.

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::kafka_wire::{Reader, Writer};
+use shoal_codec::wire::{Reader, Writer};
 
 use super::types::{
     ProducerEpoch, ProducerId, TopicPartition, TransactionResult, TransactionState,
@@ -81,37 +81,8 @@ pub enum TxnRecord {
     },
 }
 
-/// Why a stored record could not be decoded.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum DecodeError {
-    #[error("record truncated: needed {needed} bytes at offset {at}, {remaining} remaining")]
-    Truncated {
-        at: usize,
-        needed: usize,
-        remaining: usize,
-    },
-    #[error("unsupported key version {0}")]
-    UnsupportedKeyVersion(i16),
-    #[error("unsupported value version {0}")]
-    UnsupportedVersion(i16),
-    #[error("invalid length {length} at offset {at}")]
-    InvalidLength { at: usize, length: i64 },
-    #[error("invalid UTF-8 in a string at offset {at}")]
-    InvalidUtf8 { at: usize },
-    #[error("null in a non-nullable field at offset {at}")]
-    UnexpectedNull { at: usize },
-    #[error("state id {0} is never stored")]
-    InvalidState(i8),
-    #[error("unknown transaction version {0}")]
-    InvalidTransactionVersion(i8),
-    #[error("partitions not sorted and distinct at offset {at}")]
-    NonCanonicalPartitions { at: usize },
-    #[error("{count} trailing bytes")]
-    TrailingBytes { count: usize },
-    #[error("transaction result id {0} is neither 0 (abort) nor 1 (commit)")]
-    InvalidResult(i8),
-}
+/// Why a stored record could not be decoded (the one decode error of Kafka-encoded bytes).
+pub use shoal_codec::DecodeError;
 
 impl TxnRecord {
     pub fn transactional_id(&self) -> &str {
@@ -226,7 +197,10 @@ impl TxnRecord {
         let mut r = Reader::new(value);
         let version = r.i16()?;
         if version != VALUE_VERSION {
-            return Err(DecodeError::UnsupportedVersion(version));
+            return Err(DecodeError::UnsupportedVersion {
+                record_type: KEY_VERSION,
+                version,
+            });
         }
         let producer_id = ProducerId(r.i64()?);
         let prev_producer_id = ProducerId(r.i64()?);
@@ -237,7 +211,10 @@ impl TxnRecord {
         let state_id = r.i8()?;
         let state = match TransactionState::from_id(state_id) {
             Some(TransactionState::Dead | TransactionState::PrepareEpochFence) | None => {
-                return Err(DecodeError::InvalidState(state_id))
+                return Err(DecodeError::InvalidValue {
+                    what: "stored transaction state",
+                    value: i64::from(state_id),
+                })
             }
             Some(s) => s,
         };
@@ -254,19 +231,28 @@ impl TxnRecord {
                     partition: r.i32()?,
                 };
                 if partitions.last().is_some_and(|last| *last >= tp) {
-                    return Err(DecodeError::NonCanonicalPartitions { at });
+                    return Err(DecodeError::NonCanonical {
+                        at,
+                        what: "partitions",
+                    });
                 }
                 partitions.insert(tp);
             }
             if count == 0 {
-                return Err(DecodeError::NonCanonicalPartitions { at });
+                return Err(DecodeError::NonCanonical {
+                    at,
+                    what: "partitions",
+                });
             }
         }
         let txn_last_update_timestamp_ms = r.i64()?;
         let txn_start_timestamp_ms = r.i64()?;
         let level = r.i8()?;
-        let client_transaction_version = TransactionVersion::from_level(level)
-            .ok_or(DecodeError::InvalidTransactionVersion(level))?;
+        let client_transaction_version =
+            TransactionVersion::from_level(level).ok_or(DecodeError::InvalidValue {
+                what: "transaction version",
+                value: i64::from(level),
+            })?;
         r.trailing()?;
         Ok(TxnRecord::Transaction {
             transactional_id,
@@ -292,7 +278,10 @@ fn decode_markers(value: &[u8]) -> Result<Vec<PendingMarker>, DecodeError> {
     let mut r = Reader::new(value);
     let version = r.i16()?;
     if version != VALUE_VERSION {
-        return Err(DecodeError::UnsupportedVersion(version));
+        return Err(DecodeError::UnsupportedVersion {
+            record_type: MARKERS_KEY_VERSION,
+            version,
+        });
     }
     // topic length, partition, offset, producer id, epoch, result.
     let at = r.position();
@@ -313,7 +302,12 @@ fn decode_markers(value: &[u8]) -> Result<Vec<PendingMarker>, DecodeError> {
         let result = match r.i8()? {
             0 => TransactionResult::Abort,
             1 => TransactionResult::Commit,
-            other => return Err(DecodeError::InvalidResult(other)),
+            other => {
+                return Err(DecodeError::InvalidValue {
+                    what: "transaction result",
+                    value: i64::from(other),
+                })
+            }
         };
         markers.push(PendingMarker {
             partition,
@@ -326,12 +320,6 @@ fn decode_markers(value: &[u8]) -> Result<Vec<PendingMarker>, DecodeError> {
     r.trailing()?;
     Ok(markers)
 }
-
-// These records hold no varints; only the Kafka-encoding reads report this.
-crate::kafka_wire::decode_error_from_wire!(DecodeError, |at| DecodeError::InvalidLength {
-    at,
-    length: -1
-});
 
 #[cfg(test)]
 mod tests {
@@ -488,12 +476,18 @@ mod tests {
         value[state_at] = 7;
         assert_eq!(
             TxnRecord::decode(&key, Some(&value)),
-            Err(DecodeError::InvalidState(7))
+            Err(DecodeError::InvalidValue {
+                what: "stored transaction state",
+                value: 7
+            })
         );
         value[..2].copy_from_slice(&3i16.to_be_bytes());
         assert_eq!(
             TxnRecord::decode(&key, Some(&value)),
-            Err(DecodeError::UnsupportedVersion(3))
+            Err(DecodeError::UnsupportedVersion {
+                record_type: KEY_VERSION,
+                version: 3
+            })
         );
         assert_eq!(
             TxnRecord::decode(&[0, 2, 0, 0, 0, 0], None),
@@ -529,7 +523,10 @@ mod tests {
         value[last] = 2;
         assert_eq!(
             TxnRecord::decode(&key, Some(&value)),
-            Err(DecodeError::InvalidResult(2))
+            Err(DecodeError::InvalidValue {
+                what: "transaction result",
+                value: 2
+            })
         );
         // A stored empty list is not canonical (it is a tombstone).
         let mut zero = VALUE_VERSION.to_be_bytes().to_vec();

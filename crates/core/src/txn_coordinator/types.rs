@@ -14,20 +14,20 @@ use super::records::TxnRecord;
 pub mod error_codes {
     use super::ErrorCode;
 
-    pub const NONE: ErrorCode = ErrorCode(0);
-    pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode(-1);
-    pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = ErrorCode(14);
-    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode(15);
-    pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
-    pub const INVALID_PRODUCER_EPOCH: ErrorCode = ErrorCode(47);
-    pub const INVALID_TXN_STATE: ErrorCode = ErrorCode(48);
-    pub const INVALID_PRODUCER_ID_MAPPING: ErrorCode = ErrorCode(49);
-    pub const INVALID_TRANSACTION_TIMEOUT: ErrorCode = ErrorCode(50);
-    pub const CONCURRENT_TRANSACTIONS: ErrorCode = ErrorCode(51);
-    pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
-    pub const PRODUCER_FENCED: ErrorCode = ErrorCode(90);
-    pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode = ErrorCode(105);
-    pub const TRANSACTION_ABORTABLE: ErrorCode = ErrorCode(120);
+    pub const NONE: ErrorCode = ErrorCode::NONE;
+    pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode::UNKNOWN_SERVER_ERROR;
+    pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = ErrorCode::COORDINATOR_LOAD_IN_PROGRESS;
+    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode::COORDINATOR_NOT_AVAILABLE;
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode::INVALID_REQUEST;
+    pub const INVALID_PRODUCER_EPOCH: ErrorCode = ErrorCode::INVALID_PRODUCER_EPOCH;
+    pub const INVALID_TXN_STATE: ErrorCode = ErrorCode::INVALID_TXN_STATE;
+    pub const INVALID_PRODUCER_ID_MAPPING: ErrorCode = ErrorCode::INVALID_PRODUCER_ID_MAPPING;
+    pub const INVALID_TRANSACTION_TIMEOUT: ErrorCode = ErrorCode::INVALID_TRANSACTION_TIMEOUT;
+    pub const CONCURRENT_TRANSACTIONS: ErrorCode = ErrorCode::CONCURRENT_TRANSACTIONS;
+    pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode::OPERATION_NOT_ATTEMPTED;
+    pub const PRODUCER_FENCED: ErrorCode = ErrorCode::PRODUCER_FENCED;
+    pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode = ErrorCode::TRANSACTIONAL_ID_NOT_FOUND;
+    pub const TRANSACTION_ABORTABLE: ErrorCode = ErrorCode::TRANSACTION_ABORTABLE;
 }
 
 use error_codes::*;
@@ -41,21 +41,7 @@ pub fn is_epoch_exhausted(epoch: ProducerEpoch) -> bool {
     epoch.0 >= EPOCH_EXHAUSTED_AT
 }
 
-/// One partition of a transaction.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    pub topic: String,
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
-        TopicPartition {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
+pub use crate::ids::TopicPartition;
 
 /// Kafka's `TransactionState`, with its persisted ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

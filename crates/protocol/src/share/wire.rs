@@ -11,6 +11,7 @@ use anyhow::{anyhow, bail, Result};
 use bytes::{BufMut, Bytes};
 use kafka_protocol::protocol::buf::ByteBuf;
 use kafka_protocol::protocol::StrBytes;
+use shoal_codec::varint;
 use uuid::Uuid;
 
 /// The longest string Kafka reads or writes (its generated code refuses longer ones).
@@ -90,15 +91,14 @@ pub(crate) fn uuid<B: ByteBuf>(buf: &mut B, what: &str) -> Result<Uuid> {
 /// An unsigned varint of at most five bytes; bits beyond 32 in the fifth byte are dropped, as
 /// Kafka's `ByteUtils.readUnsignedVarint` does.
 pub(crate) fn uvarint<B: ByteBuf>(buf: &mut B, what: &str) -> Result<u32> {
-    let mut value = 0u32;
-    for i in 0..5 {
-        let [b] = take::<1, _>(buf, what)?;
-        value |= u32::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Ok(value);
-        }
+    let raw = varint::read_unsigned(varint::VARINT_BYTES_MAX, || {
+        take::<1, _>(buf, what).map(|[b]| b)
+    })?;
+    match raw {
+        // The cast drops the bits beyond 32, as Java's `int` shifts do.
+        Some(v) => Ok(v as u32),
+        None => bail!("{what}: varint longer than five bytes"),
     }
-    bail!("{what}: varint longer than five bytes")
 }
 
 /// A compact length: `None` for null.
@@ -241,16 +241,8 @@ pub(crate) fn put_uuid<S: Sink>(out: &mut S, v: &Uuid) {
     out.put(v.as_bytes());
 }
 
-pub(crate) fn put_uvarint<S: Sink>(out: &mut S, mut v: u32) {
-    let mut bytes = [0u8; 5];
-    let mut n = 0;
-    while v >= 0x80 {
-        bytes[n] = (v as u8) | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    bytes[n] = v as u8;
-    out.put(&bytes[..=n]);
+pub(crate) fn put_uvarint<S: Sink>(out: &mut S, v: u32) {
+    out.put(&varint::unsigned(u64::from(v)));
 }
 
 fn put_len<S: Sink>(out: &mut S, len: Option<usize>, what: &str) -> Result<()> {

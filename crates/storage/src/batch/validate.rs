@@ -9,7 +9,8 @@
 //! ([`RecordRules`]: keys on compacted topics, the CreateTime timestamp window) in the same pass
 //! over the records, and names the records at fault (KIP-467) instead of failing the set.
 
-use super::records::{payload, walk_records, Deltas};
+use shoal_codec::batch::{payload, walk_records, Deltas};
+
 use super::{check_batch, split_batches, BatchHeader, TimestampType};
 use crate::error::{Result, StorageError};
 
@@ -153,7 +154,7 @@ fn validate_batch(
     }
     let data = payload(header, batch, limits.decompressed_bytes_max)?;
     let log_append_time = header.timestamp_type() == TimestampType::LogAppendTime;
-    walk_records(
+    let walked = walk_records(
         &data,
         header.record_count(),
         false,
@@ -182,7 +183,8 @@ fn validate_batch(
                 });
             }
         },
-    )
+    );
+    Ok(walked?)
 }
 
 #[cfg(test)]

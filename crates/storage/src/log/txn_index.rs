@@ -59,7 +59,7 @@ pub(crate) fn encode(entries: &[AbortedTxn]) -> Vec<u8> {
         out.extend_from_slice(&e.last_offset.to_be_bytes());
         out.extend_from_slice(&e.last_stable_offset.to_be_bytes());
     }
-    let crc = crc32c::crc32c(&out[10..]);
+    let crc = shoal_codec::batch::crc32c(&out[10..]);
     out[6..10].copy_from_slice(&crc.to_be_bytes());
     out
 }
@@ -87,7 +87,7 @@ pub(crate) fn decode(
         return Err(format!("unknown transaction index version {version}"));
     }
     let crc = u32::from_be_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]);
-    if crc != crc32c::crc32c(&bytes[10..]) {
+    if crc != shoal_codec::batch::crc32c(&bytes[10..]) {
         return Err("transaction index CRC mismatch".into());
     }
     let count = u32::from_be_bytes([bytes[10], bytes[11], bytes[12], bytes[13]]) as usize;

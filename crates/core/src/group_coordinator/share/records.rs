@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::kafka_wire::{Reader, Writer};
+use shoal_codec::wire::{Reader, Writer};
 
 /// A topic id: Kafka's UUID as its 16 wire bytes (most significant half first).
 pub type TopicId = [u8; 16];
@@ -144,31 +144,8 @@ pub enum EncodeError {
     KeyStringTooLong { length: usize },
 }
 
-/// Why a stored record could not be decoded.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum DecodeError {
-    #[error("record truncated: needed {needed} bytes at offset {at}, {remaining} remaining")]
-    Truncated {
-        at: usize,
-        needed: usize,
-        remaining: usize,
-    },
-    #[error("record type {0} is not a share-group record")]
-    UnknownRecordType(i16),
-    #[error("unsupported value version {version} for record type {record_type}")]
-    UnsupportedVersion { record_type: i16, version: i16 },
-    #[error("invalid length {length} at offset {at}")]
-    InvalidLength { at: usize, length: i64 },
-    #[error("invalid unsigned varint at offset {at}")]
-    InvalidVarint { at: usize },
-    #[error("invalid UTF-8 in a string at offset {at}")]
-    InvalidUtf8 { at: usize },
-    #[error("null in a non-nullable field at offset {at}")]
-    UnexpectedNull { at: usize },
-    #[error("{count} trailing bytes")]
-    TrailingBytes { count: usize },
-}
+/// Why a stored record could not be decoded (the one decode error of Kafka-encoded bytes).
+pub use shoal_codec::DecodeError;
 
 /// The record type of a `__consumer_offsets` key, if it has one.
 pub fn record_type(key: &[u8]) -> Option<i16> {
@@ -347,10 +324,7 @@ impl ShareGroupRecord {
             },
             RECORD_TYPE_TARGET_ASSIGNMENT_METADATA => ShareGroupRecord::TargetAssignmentMetadata {
                 group_id,
-                value: v
-                    .as_mut()
-                    .map(|r| r.i32().map_err(DecodeError::from))
-                    .transpose()?,
+                value: v.as_mut().map(|r| r.i32()).transpose()?,
             },
             RECORD_TYPE_TARGET_ASSIGNMENT_MEMBER => ShareGroupRecord::TargetAssignmentMember {
                 group_id,
@@ -463,8 +437,6 @@ fn decode_state_partition_metadata(
 // Primitive encoding
 // ---------------------------------------------------------------------------------------------
 
-crate::kafka_wire::decode_error_from_wire!(DecodeError, |at| DecodeError::InvalidVarint { at });
-
 /// A value buffer, starting with the value version.
 fn value_writer() -> Writer {
     let mut w = Writer::default();
@@ -529,7 +501,7 @@ trait ReaderExt {
 impl ReaderExt for Reader<'_> {
     /// A non-null compact array count whose elements take at least `min_element_bytes`.
     fn array_len(&mut self, min_element_bytes: usize) -> Result<usize, DecodeError> {
-        Ok(self.compact_count(min_element_bytes)?)
+        self.compact_count(min_element_bytes)
     }
 
     fn i32_set(&mut self) -> Result<BTreeSet<i32>, DecodeError> {
@@ -579,6 +551,6 @@ impl ReaderExt for Reader<'_> {
     }
 
     fn finish(&self) -> Result<(), DecodeError> {
-        Ok(self.trailing()?)
+        self.trailing()
     }
 }

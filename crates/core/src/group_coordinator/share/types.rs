@@ -11,10 +11,10 @@ use super::records::{
 };
 use crate::group_coordinator::ErrorCode;
 
-/// FENCED_MEMBER_EPOCH (110), which the classic coordinator's [`ErrorCode`] does not name.
-pub const FENCED_MEMBER_EPOCH: ErrorCode = ErrorCode(110);
-/// UNKNOWN_TOPIC_ID (100), which the classic coordinator's [`ErrorCode`] does not name.
-pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
+/// FENCED_MEMBER_EPOCH (110), kept at this path for its callers.
+pub const FENCED_MEMBER_EPOCH: ErrorCode = ErrorCode::FENCED_MEMBER_EPOCH;
+/// UNKNOWN_TOPIC_ID (100), kept at this path for its callers.
+pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode::UNKNOWN_TOPIC_ID;
 
 /// The member epoch a member sends to leave (`ShareGroupHeartbeatRequest.LEAVE_GROUP_MEMBER_EPOCH`).
 pub const LEAVE_GROUP_MEMBER_EPOCH: i32 = -1;

@@ -7,8 +7,8 @@
 //!
 //! Must not: panic on stored bytes (a malformed control record is an error, not an assertion).
 
+use super::error::{BatchError, Result};
 use super::records::{decode_records, encode_batch, BatchOptions};
-use crate::error::{Result, StorageError};
 
 /// Largest decompressed payload read from a control batch (one small record).
 const CONTROL_DECOMPRESSED_BYTES_MAX: usize = 64 * 1024;
@@ -85,8 +85,8 @@ pub fn encode_end_txn_marker(
     )
 }
 
-fn invalid(reason: &'static str) -> StorageError {
-    StorageError::InvalidBatchHeader { reason }
+fn invalid(reason: &'static str) -> BatchError {
+    BatchError::InvalidBatchHeader { reason }
 }
 
 /// The type of the first control record of a control batch (`batch` is one whole batch).

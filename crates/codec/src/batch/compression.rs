@@ -1,12 +1,13 @@
 //! Decompression of v2 batch payloads under a size budget.
 //!
-//! Owns: [`Compression`] and `decompress`. Invariant: output never exceeds the caller's budget;
+//! Owns: [`Compression`], [`decompress`] and [`compress`] (the one implementation of Kafka's
+//! codecs in Shoal). Invariant: decompressed output never exceeds the caller's budget;
 //! a payload that would is rejected with `DecompressedTooLarge` before (snappy) or while (stream
 //! codecs) it is produced, so a small batch cannot make the broker allocate gigabytes.
 
 use std::io::Read;
 
-use crate::error::{Result, StorageError};
+use super::error::{BatchError, Result};
 
 /// Compression codec of a batch (attributes bits 0-2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -63,8 +64,8 @@ const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
 /// Magic + version i32 + compatible-version i32.
 const XERIAL_HEADER_BYTES: usize = 16;
 
-fn failed(codec: Compression, e: impl std::fmt::Display) -> StorageError {
-    StorageError::Decompression {
+fn failed(codec: Compression, e: impl std::fmt::Display) -> BatchError {
+    BatchError::Decompression {
         codec: codec.name(),
         reason: e.to_string(),
     }
@@ -75,11 +76,11 @@ fn failed(codec: Compression, e: impl std::fmt::Display) -> StorageError {
 /// # Errors
 /// `DecompressedTooLarge` if the output would exceed `budget`; `Decompression` if `input` is not
 /// valid for the codec.
-pub(crate) fn decompress(codec: Compression, input: &[u8], budget: usize) -> Result<Vec<u8>> {
+pub fn decompress(codec: Compression, input: &[u8], budget: usize) -> Result<Vec<u8>> {
     match codec {
         Compression::None => {
             if input.len() > budget {
-                return Err(StorageError::DecompressedTooLarge { max: budget });
+                return Err(BatchError::DecompressedTooLarge { max: budget });
             }
             Ok(input.to_vec())
         }
@@ -110,7 +111,7 @@ fn read_bounded(codec: Compression, reader: impl Read, budget: usize) -> Result<
         .read_to_end(&mut out)
         .map_err(|e| failed(codec, e))?;
     if out.len() > budget {
-        return Err(StorageError::DecompressedTooLarge { max: budget });
+        return Err(BatchError::DecompressedTooLarge { max: budget });
     }
     Ok(out)
 }
@@ -121,7 +122,7 @@ fn snappy_block(block: &[u8], budget: usize, out: &mut Vec<u8>) -> Result<()> {
     let len = snap::raw::decompress_len(block).map_err(|e| failed(codec, e))?;
     let start = out.len();
     if len > budget.saturating_sub(start) {
-        return Err(StorageError::DecompressedTooLarge { max: budget });
+        return Err(BatchError::DecompressedTooLarge { max: budget });
     }
     out.resize(start + len, 0);
     let written = snap::raw::Decoder::new()
@@ -163,7 +164,7 @@ const XERIAL_BLOCK_BYTES: usize = 32 * 1024;
 ///
 /// # Errors
 /// `Decompression` (naming the codec) if the encoder fails.
-pub(crate) fn compress(codec: Compression, input: &[u8]) -> Result<Vec<u8>> {
+pub fn compress(codec: Compression, input: &[u8]) -> Result<Vec<u8>> {
     use std::io::Write;
     match codec {
         Compression::None => Ok(input.to_vec()),

@@ -1,4 +1,7 @@
 //! Kafka error codes, generated from the table in `shared/reference/error-codes.txt`.
+//!
+//! Owns: [`ErrorCode`], the one newtype for Kafka's `i16` error codes, with their names and
+//! whether Kafka marks them retriable. `shoal-protocol` and `shoal-core` re-export it.
 
 /// A Kafka protocol error code. Unknown codes are kept as they are (`ErrorCode(n)`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -321,12 +324,18 @@ impl ErrorCode {
         )
     }
 
+    /// The wire value.
     pub const fn code(self) -> i16 {
         self.0
     }
 
     pub const fn is_ok(self) -> bool {
         self.0 == 0
+    }
+
+    /// The same as [`ErrorCode::is_ok`] (the name the coordinators use).
+    pub const fn is_none(self) -> bool {
+        self.is_ok()
     }
 }
 
