@@ -12,6 +12,10 @@
 #
 #   bench/coordinator_ab.sh BEFORE_SHOAL AFTER_SHOAL [REPS] [CLIENT_SHOAL] > results.jsonl
 #
+# HARNESSES (default "commits txn-acks produce share-consume") picks harnesses; RECORDS
+# (default 200000) sizes produce and share-consume (share-consume needs produce). A harness
+# that fails stops the run.
+#
 # A measurement, not a test: it asserts nothing about times (each harness still checks its
 # own outcome and fails on a wrong one).
 set -euo pipefail
@@ -46,15 +50,25 @@ start before "$before" 19511
 start after "$after" 19512
 port_of() { if [ "$1" = before ]; then echo 19511; else echo 19512; fi; }
 
+harnesses=${HARNESSES:-commits txn-acks produce share-consume}
+records=${RECORDS:-200000}
+
 measure() { # rep broker
-  local port
+  local port out
   port=$(port_of "$2")
-  local tag="\"rep\":$1,\"broker\":\"$2\""
-  echo "{$tag,\"harness\":\"commits\",\"result\":$("$client" perf --bootstrap "127.0.0.1:$port" commits)}"
-  echo "{$tag,\"harness\":\"txn-acks\",\"result\":$("$client" perf --bootstrap "127.0.0.1:$port" txn-acks --transactions 300 --json)}"
-  local topic="ab-$1-$2"  # created on first use (auto.create.topics.enable)
-  echo "{$tag,\"harness\":\"produce\",\"result\":$("$client" perf --bootstrap "127.0.0.1:$port" produce --topic "$topic" --records 200000)}"
-  echo "{$tag,\"harness\":\"share-consume\",\"result\":$("$client" perf --bootstrap "127.0.0.1:$port" share-consume --topic "$topic" --group "g-$topic" --records 200000)}"
+  local bootstrap="127.0.0.1:$port" topic="ab-$1-$2"  # created on first use
+  for h in $harnesses; do
+    case $h in
+      commits) out=$("$client" perf --bootstrap "$bootstrap" commits) ;;
+      txn-acks) out=$("$client" perf --bootstrap "$bootstrap" txn-acks --transactions 300 --json) ;;
+      produce) out=$("$client" perf --bootstrap "$bootstrap" produce --topic "$topic" --records "$records") ;;
+      share-consume)
+        out=$("$client" perf --bootstrap "$bootstrap" share-consume --topic "$topic" \
+          --group "g-$topic" --records "$records") ;;
+      *) echo "unknown harness $h" >&2; exit 2 ;;
+    esac
+    echo "{\"rep\":$1,\"broker\":\"$2\",\"harness\":\"$h\",\"result\":$out}"
+  done
 }
 
 for rep in $(seq "$reps"); do
