@@ -346,7 +346,7 @@ impl Broker {
 
     /// The APIs advertised and served now (feature levels change it at run time).
     pub fn api_table(&self) -> ApiTable {
-        use crate::handlers::api_versions::{broker_api_table, SHARE_APIS, TXN_SHARE_APIS};
+        use crate::api_table::{broker_api_table, SHARE_APIS, TXN_SHARE_APIS};
         let mut table = broker_api_table();
         if self.share_groups_enabled() {
             table = SHARE_APIS.iter().fold(table, |t, api| t.with(*api));
@@ -360,7 +360,7 @@ impl Broker {
     /// APIs decoded even when not advertised, because a feature level turns them off and they
     /// must then answer UNSUPPORTED_VERSION rather than close the connection (as in Kafka).
     pub fn feature_gated_apis(&self) -> ApiTable {
-        use crate::handlers::api_versions::{SHARE_APIS, TXN_SHARE_APIS};
+        use crate::api_table::{SHARE_APIS, TXN_SHARE_APIS};
         SHARE_APIS
             .iter()
             .chain(TXN_SHARE_APIS)

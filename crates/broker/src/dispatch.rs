@@ -172,31 +172,3 @@ async fn respond(
     };
     Some(response)
 }
-
-/// Error codes carried by a response, for the error metrics (top level and per partition for
-/// the data-path APIs).
-pub fn error_codes(response: &Response) -> Vec<i16> {
-    let mut codes = Vec::new();
-    match response {
-        Response::Produce(r) => {
-            for t in &r.responses {
-                codes.extend(t.partition_responses.iter().map(|p| p.error_code));
-            }
-        }
-        Response::Fetch(r) => {
-            codes.push(r.error_code);
-            for t in &r.responses {
-                codes.extend(t.partitions.iter().map(|p| p.error_code));
-            }
-        }
-        Response::Metadata(r) => codes.extend(r.topics.iter().map(|t| t.error_code)),
-        Response::CreateTopics(r) => codes.extend(r.topics.iter().map(|t| t.error_code)),
-        Response::DeleteTopics(r) => codes.extend(r.responses.iter().map(|t| t.error_code)),
-        Response::JoinGroup(r) => codes.push(r.error_code),
-        Response::SyncGroup(r) => codes.push(r.error_code),
-        Response::Heartbeat(r) => codes.push(r.error_code),
-        _ => {}
-    }
-    codes.retain(|&c| c != 0);
-    codes
-}

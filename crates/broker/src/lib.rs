@@ -9,7 +9,10 @@
 //! - [`broker`]: shared state and admin operations; [`topics`]: topic registry and partition
 //!   logs; [`meta`]: topic metadata as records in the `__cluster_metadata` log.
 //! - [`flush`]: group-commit fsync; [`retention`]: periodic retention and time-based flushing.
-//! - [`groups`]: the classic group coordinator's driver (records in `__consumer_offsets`).
+//! - [`coordinators`]: the one coordinator runtime and the group and transaction
+//!   coordinators on it (records in `__consumer_offsets`, `__transaction_state`); [`share`]:
+//!   share partitions and the share-group state they persist.
+//! - [`api_table`]: the APIs served, and those a feature level gates.
 //! - [`producers`]: producer ids and per-partition producer state (idempotent producer,
 //!   ongoing transactions, last stable offset); [`markers`]: transaction markers on partitions.
 //! - [`config`]: Kafka-named configuration; [`metrics`]: Prometheus endpoint.
@@ -21,6 +24,7 @@
 //! Must not: panic on bytes from the network or disk (bad input is an error code or a closed
 //! connection), hold a partition lock across an await, or fsync under a partition lock.
 
+pub mod api_table;
 pub mod broker;
 pub mod cleaner;
 pub mod config;

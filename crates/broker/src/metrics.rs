@@ -202,19 +202,38 @@ pub fn api_name(api: ApiKey) -> &'static str {
     )
 }
 
-/// The error codes a response carries, for `shoal_request_errors_total`: those
-/// [`crate::dispatch::error_codes`] extracts, and TxnShareAcknowledge's (KIP-1289) top-level
-/// code and every per-partition code, so a partition refused inside a successful request is
-/// counted too. Zero codes are left out.
+/// The error codes a response carries, for `shoal_request_errors_total`: the top-level code
+/// and, for the data-path APIs and TxnShareAcknowledge (KIP-1289), every per-partition code,
+/// so a partition refused inside a successful request is counted too. Zero codes are left out.
 pub fn error_codes(response: &Response) -> Vec<i16> {
-    let mut codes = crate::dispatch::error_codes(response);
-    if let Response::TxnShareAcknowledge(r) = response {
-        codes.push(r.error_code);
-        for t in &r.responses {
-            codes.extend(t.partitions.iter().map(|p| p.error_code));
+    let mut codes = Vec::new();
+    match response {
+        Response::Produce(r) => {
+            for t in &r.responses {
+                codes.extend(t.partition_responses.iter().map(|p| p.error_code));
+            }
         }
-        codes.retain(|&c| c != 0);
+        Response::Fetch(r) => {
+            codes.push(r.error_code);
+            for t in &r.responses {
+                codes.extend(t.partitions.iter().map(|p| p.error_code));
+            }
+        }
+        Response::TxnShareAcknowledge(r) => {
+            codes.push(r.error_code);
+            for t in &r.responses {
+                codes.extend(t.partitions.iter().map(|p| p.error_code));
+            }
+        }
+        Response::Metadata(r) => codes.extend(r.topics.iter().map(|t| t.error_code)),
+        Response::CreateTopics(r) => codes.extend(r.topics.iter().map(|t| t.error_code)),
+        Response::DeleteTopics(r) => codes.extend(r.responses.iter().map(|t| t.error_code)),
+        Response::JoinGroup(r) => codes.push(r.error_code),
+        Response::SyncGroup(r) => codes.push(r.error_code),
+        Response::Heartbeat(r) => codes.push(r.error_code),
+        _ => {}
     }
+    codes.retain(|&c| c != 0);
     codes
 }
 

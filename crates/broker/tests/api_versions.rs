@@ -141,7 +141,7 @@ async fn share_apis_switched_off_are_not_advertised_but_still_answered() {
         .request(3, &ApiVersionsRequest::default())
         .await
         .unwrap();
-    for key in shoal_broker::handlers::api_versions::SHARE_APIS {
+    for key in shoal_broker::api_table::SHARE_APIS {
         assert!(
             !advertised.api_keys.iter().any(|k| k.api_key == *key as i16),
             "{key:?} advertised with share.version=0"

@@ -12,7 +12,7 @@ use common::features::{
 };
 use common::TestBroker;
 use kafka_protocol::messages::{ApiVersionsResponse, UpdateFeaturesRequest};
-use shoal_broker::handlers::api_versions::SHARE_APIS;
+use shoal_broker::api_table::SHARE_APIS;
 use shoal_client::Connection;
 use shoal_core::share_coordinator::{SharePartitionKey, StagedTxn, TopicId};
 use shoal_core::share_partition::{PersistedBatch, RecordState, StateWrite};

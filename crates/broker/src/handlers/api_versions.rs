@@ -9,68 +9,9 @@ use shoal_protocol::response::Response;
 use shoal_protocol::share::TxnShareAcknowledgeResponse;
 use shoal_protocol::ErrorCode;
 
+use crate::api_table::TXN_SHARE_APIS;
+
 pub const API_KEY: i16 = ApiKey::ApiVersions as i16;
-
-/// The share-group APIs, served while `share.version` is at least 1.
-pub const SHARE_APIS: &[ApiKey] = &[
-    ApiKey::ShareGroupHeartbeat,
-    ApiKey::ShareGroupDescribe,
-    ApiKey::ShareFetch,
-    ApiKey::ShareAcknowledge,
-    ApiKey::DescribeShareGroupOffsets,
-    ApiKey::AlterShareGroupOffsets,
-    ApiKey::DeleteShareGroupOffsets,
-];
-
-/// The transactional-acknowledgement APIs (KIP-1289), served while `share.version` is at
-/// least 3 ([`crate::features::SHARE_VERSION_TXN_ACKS`]).
-pub const TXN_SHARE_APIS: &[ApiKey] = &[ApiKey::TxnShareAcknowledge];
-
-/// Everything the broker implements whatever the feature levels.
-pub fn broker_api_table() -> ApiTable {
-    [
-        ApiKey::Produce,
-        ApiKey::Fetch,
-        ApiKey::ListOffsets,
-        ApiKey::Metadata,
-        ApiKey::OffsetCommit,
-        ApiKey::OffsetFetch,
-        ApiKey::FindCoordinator,
-        ApiKey::JoinGroup,
-        ApiKey::Heartbeat,
-        ApiKey::LeaveGroup,
-        ApiKey::SyncGroup,
-        ApiKey::DescribeGroups,
-        ApiKey::ListGroups,
-        ApiKey::ApiVersions,
-        ApiKey::CreateTopics,
-        ApiKey::DeleteTopics,
-        ApiKey::DeleteRecords,
-        ApiKey::DescribeConfigs,
-        ApiKey::AlterReplicaLogDirs,
-        ApiKey::DescribeLogDirs,
-        ApiKey::AlterConfigs,
-        ApiKey::CreatePartitions,
-        ApiKey::DeleteGroups,
-        ApiKey::IncrementalAlterConfigs,
-        ApiKey::OffsetDelete,
-        ApiKey::DescribeCluster,
-        ApiKey::AddPartitionsToTxn,
-        ApiKey::AddOffsetsToTxn,
-        ApiKey::EndTxn,
-        ApiKey::TxnOffsetCommit,
-        ApiKey::DescribeTransactions,
-        ApiKey::ListTransactions,
-        ApiKey::UpdateFeatures,
-        ApiKey::DescribeProducers,
-        ApiKey::WriteTxnMarkers,
-        // Versions stop where the codec stops (ApiTable::with): v5, as the request type does
-        // although the response type goes to v6 (KIP-939 two-phase commit).
-        ApiKey::InitProducerId,
-    ]
-    .into_iter()
-    .fold(ApiTable::new(), ApiTable::with)
-}
 
 /// The answer to a request whose API a feature level has turned off, for the feature-gated
 /// APIs whose handlers do not check the level themselves: TxnShareAcknowledge below
