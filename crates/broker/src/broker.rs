@@ -9,8 +9,6 @@ use fs2::FileExt;
 use shoal_protocol::api::ApiTable;
 use shoal_protocol::messages::ApiKey;
 use shoal_protocol::ErrorCode;
-use shoal_storage::batch::{encode_batch, BatchOptions};
-use shoal_storage::{Log, LogConfig};
 use tokio::sync::{watch, Mutex as AsyncMutex};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -18,18 +16,20 @@ use uuid::Uuid;
 
 use crate::config::{BrokerConfig, ConfigMap};
 use crate::coordinators::group_coordinator::GroupService;
-use crate::flush::Flusher;
 use crate::meta::{MetaRecord, MetadataImage, TopicMeta};
 use crate::metrics::Metrics;
 use crate::producers::ProducerIdAllocator;
+use crate::seams::clock::{Clock, SystemClock};
+use crate::seams::durability::{Durability, LocalDisk};
+use crate::seams::metadata_store::{LocalMetadataLog, MetadataStore};
+use crate::seams::ownership::{Node, Ownership, SingleNode};
+use crate::seams::SeamOverrides;
 use crate::topics::{self, grow_topic, open_topic, Opening, Topic, TopicMaps};
 
 /// Name of the internal topic holding group membership and committed offsets.
 pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
 /// Directory of the metadata log (not a topic clients can see).
 const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
-/// Largest metadata record batch read back at start-up.
-const METADATA_READ_BYTES: usize = 16 * 1024 * 1024;
 /// Decompression budget for internal records (they are written uncompressed by us).
 pub const INTERNAL_DECODE_BYTES_MAX: usize = 64 * 1024 * 1024;
 
@@ -49,9 +49,9 @@ impl AdminError {
     }
 }
 
-/// The metadata log and the image it describes; changed only under the admin lock.
+/// The metadata records and the image they describe; changed only under the admin lock.
 struct MetaStore {
-    log: Log,
+    store: Arc<dyn MetadataStore>,
     image: MetadataImage,
 }
 
@@ -62,6 +62,9 @@ pub struct BrokerOptions {
     /// Host and port clients are told to connect to.
     pub advertised_host: String,
     pub advertised_port: u16,
+    /// Implementations of the clock, ownership, commit point and metadata store to use
+    /// instead of the single node's.
+    pub seams: SeamOverrides,
 }
 
 /// Everything a connection handler needs.
@@ -73,7 +76,12 @@ pub struct Broker {
     pub advertised_host: String,
     pub advertised_port: u16,
     pub metrics: Metrics,
-    pub flusher: Flusher,
+    /// Where time comes from.
+    pub clock: Arc<dyn Clock>,
+    /// Who owns which partition (and so which coordinator and share partition).
+    pub ownership: Arc<dyn Ownership>,
+    /// The commit point of every partition write.
+    pub durability: Arc<dyn Durability>,
     pub groups: GroupService,
     pub txn: crate::coordinators::txn_coordinator::TxnService,
     /// Share partitions, share sessions and share-group state.
@@ -168,32 +176,10 @@ fn load_meta_properties(data_dir: &Path, node_id: i32) -> anyhow::Result<String>
     Ok(cluster_id)
 }
 
-fn metadata_log_config() -> LogConfig {
-    LogConfig::default()
-}
-
-fn replay_metadata(log: &Log) -> anyhow::Result<MetadataImage> {
+fn replay_metadata(store: &dyn MetadataStore) -> anyhow::Result<MetadataImage> {
     let mut image = MetadataImage::default();
-    let mut offset = log.log_start_offset();
-    while offset < log.log_end_offset() {
-        let read = log.read(offset, METADATA_READ_BYTES, None)?;
-        if read.records.is_empty() {
-            break;
-        }
-        for batch in shoal_storage::batch::split_batches(&read.records) {
-            let (header, range) = batch?;
-            let bytes = &read.records[range];
-            for record in shoal_storage::batch::decode_records(bytes, INTERNAL_DECODE_BYTES_MAX)? {
-                let (Some(key), Some(value)) = (&record.key, &record.value) else {
-                    continue;
-                };
-                match MetaRecord::decode(key, value) {
-                    Ok(r) => image.replay(&r),
-                    Err(e) => warn!(offset = record.offset, error = %e, "skipping metadata record"),
-                }
-            }
-            offset = header.next_offset();
-        }
+    for record in store.records()? {
+        image.replay(&record);
     }
     Ok(image)
 }
@@ -210,14 +196,39 @@ impl Broker {
         let node_id = config.long("node.id") as i32;
         let cluster_id = load_meta_properties(&data_dir, node_id)?;
         remove_deleted_dirs(&data_dir);
-        let meta_log = Log::open(&data_dir.join(METADATA_LOG_DIR), metadata_log_config())?;
-        let image = replay_metadata(&meta_log)?;
+        let SeamOverrides {
+            clock,
+            ownership,
+            durability,
+            metadata,
+        } = options.seams;
+        let clock = clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let ownership = ownership.unwrap_or_else(|| {
+            Arc::new(SingleNode::new(Node {
+                node_id,
+                host: options.advertised_host.clone(),
+                port: options.advertised_port,
+                rack: None,
+            }))
+        });
+        let durability = durability.unwrap_or_else(|| Arc::new(LocalDisk::new(ownership.clone())));
+        let metadata = match metadata {
+            Some(m) => m,
+            None => Arc::new(LocalMetadataLog::open(&data_dir.join(METADATA_LOG_DIR))?),
+        };
+        let image = replay_metadata(metadata.as_ref())?;
         let mut maps = TopicMaps::default();
         let startup_config = with_overrides(&config, &image.broker_configs);
         let opening = std::time::Instant::now();
         let metas: Vec<&TopicMeta> = image.topics.values().collect();
         let threads = startup_config.long("num.recovery.threads.per.data.dir") as usize;
-        for topic in topics::open_topics(&data_dir, &startup_config, &metas, threads)? {
+        for topic in topics::open_topics(
+            &data_dir,
+            &startup_config,
+            &|topic, index| ownership.epoch_to_open(topic, index),
+            &metas,
+            threads,
+        )? {
             maps.by_id.insert(topic.id, topic.clone());
             maps.by_name.insert(topic.name.clone(), topic);
         }
@@ -242,7 +253,6 @@ impl Broker {
             .copied()
             .unwrap_or(0);
         let current = Arc::new(with_overrides(&config, &dynamic));
-        let flusher = Flusher::new();
         let groups = GroupService::new();
         let producer_ids = ProducerIdAllocator::open(&data_dir)?;
         let broker = Arc::new(Broker {
@@ -252,7 +262,9 @@ impl Broker {
             advertised_host: options.advertised_host,
             advertised_port: options.advertised_port,
             metrics: Metrics::default(),
-            flusher,
+            clock,
+            ownership,
+            durability,
             groups,
             txn: crate::coordinators::txn_coordinator::TxnService::new(),
             share: crate::share::ShareManager::new(&config)?,
@@ -264,7 +276,7 @@ impl Broker {
             share_version: std::sync::atomic::AtomicI16::new(share_version),
             feature_gate: tokio::sync::RwLock::new(()),
             admin: AsyncMutex::new(MetaStore {
-                log: meta_log,
+                store: metadata,
                 image,
             }),
             _dir_lock: dir_lock,
@@ -277,8 +289,8 @@ impl Broker {
             .share_version
             .store(share_version, std::sync::atomic::Ordering::Relaxed);
         broker.share.load(&broker)?;
-        broker.groups.start(&broker)?;
-        broker.txn.start(&broker)?;
+        broker.groups.start(&broker).await?;
+        broker.txn.start(&broker).await?;
         Ok(broker)
     }
 
@@ -440,23 +452,16 @@ impl Broker {
         self.dynamic.read().expect("config lock poisoned").clone()
     }
 
-    async fn append_meta(store: &mut MetaStore, record: MetaRecord) -> Result<(), AdminError> {
-        let (key, value) = record.encode();
-        let mut batch = encode_batch(
-            &[(Some(&key[..]), Some(&value[..]))],
-            BatchOptions {
-                timestamp_ms: now_ms(),
-                ..BatchOptions::default()
-            },
-        );
-        let storage_error = |e: shoal_storage::StorageError| {
-            AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string())
-        };
+    /// Appends `record` to the metadata store durably, then applies it to the image.
+    async fn append_meta(
+        &self,
+        store: &mut MetaStore,
+        record: MetaRecord,
+    ) -> Result<(), AdminError> {
         store
-            .log
-            .append(&mut batch, now_ms())
-            .map_err(storage_error)?;
-        store.log.sync().map_err(storage_error)?;
+            .store
+            .append(&record, self.now_ms())
+            .map_err(|e| AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e))?;
         store.image.replay(&record);
         Ok(())
     }
@@ -509,9 +514,16 @@ impl Broker {
                 let _ = fs::remove_dir_all(&dir);
             }
         }
-        Self::append_meta(&mut store, MetaRecord::Topic(meta.clone())).await?;
-        let topic = open_topic(&self.data_dir, &self.current_config(), &meta, Opening::New)
-            .map_err(|e| AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        self.append_meta(&mut store, MetaRecord::Topic(meta.clone()))
+            .await?;
+        let topic = open_topic(
+            &self.data_dir,
+            &self.current_config(),
+            &|topic, index| self.ownership.epoch_to_open(topic, index),
+            &meta,
+            Opening::New,
+        )
+        .map_err(|e| AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()))?;
         let mut maps = self.topics.write().expect("topic map lock poisoned");
         maps.by_id.insert(topic.id, topic.clone());
         maps.by_name.insert(name.to_string(), topic.clone());
@@ -531,7 +543,7 @@ impl Broker {
                 "This server does not host this topic-partition.",
             )
         })?;
-        Self::append_meta(
+        self.append_meta(
             &mut store,
             MetaRecord::RemoveTopic {
                 name: name.to_string(),
@@ -609,9 +621,16 @@ impl Broker {
         }
         let mut meta = topic.meta();
         meta.partitions = partitions;
-        Self::append_meta(&mut store, MetaRecord::Topic(meta.clone())).await?;
-        grow_topic(&self.data_dir, &self.current_config(), &topic, &meta)
-            .map_err(|e| AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        self.append_meta(&mut store, MetaRecord::Topic(meta.clone()))
+            .await?;
+        grow_topic(
+            &self.data_dir,
+            &self.current_config(),
+            &|topic, index| self.ownership.epoch_to_open(topic, index),
+            &topic,
+            &meta,
+        )
+        .map_err(|e| AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()))?;
         Ok(())
     }
 
@@ -633,7 +652,8 @@ impl Broker {
         })?;
         let mut meta = topic.meta();
         meta.configs = configs.clone();
-        Self::append_meta(&mut store, MetaRecord::Topic(meta)).await?;
+        self.append_meta(&mut store, MetaRecord::Topic(meta))
+            .await?;
         topic.set_overrides(configs);
         self.apply_log_configs(&topic)
     }
@@ -666,7 +686,7 @@ impl Broker {
         configs: ConfigMap,
     ) -> Result<(), AdminError> {
         let mut store = self.admin.lock().await;
-        Self::append_meta(
+        self.append_meta(
             &mut store,
             MetaRecord::GroupConfigs {
                 group: group.to_string(),
@@ -729,7 +749,7 @@ impl Broker {
     /// KAFKA_STORAGE_ERROR.
     pub async fn set_feature_level(&self, name: &str, level: i16) -> Result<(), AdminError> {
         let mut store = self.admin.lock().await;
-        Self::append_meta(
+        self.append_meta(
             &mut store,
             MetaRecord::FeatureLevel {
                 name: name.to_string(),
@@ -754,7 +774,7 @@ impl Broker {
             .iter()
             .filter(|f| f.default_level > 0)
         {
-            Self::append_meta(
+            self.append_meta(
                 &mut store,
                 MetaRecord::FeatureLevel {
                     name: spec.name.to_string(),
@@ -770,7 +790,8 @@ impl Broker {
     pub async fn set_broker_overrides(&self, configs: ConfigMap) -> Result<(), AdminError> {
         let mut store = self.admin.lock().await;
         let current = with_overrides(&self.config, &configs);
-        Self::append_meta(&mut store, MetaRecord::BrokerConfigs(configs.clone())).await?;
+        self.append_meta(&mut store, MetaRecord::BrokerConfigs(configs.clone()))
+            .await?;
         *self.dynamic.write().expect("config lock poisoned") = configs;
         *self.current.write().expect("config lock poisoned") = Arc::new(current);
         for topic in self.topic_list() {
@@ -823,6 +844,11 @@ impl Broker {
         }
     }
 
+    /// Wall-clock milliseconds, from the broker's [`Clock`].
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
     /// Whether an api key is currently served (used by handlers that gate on features).
     pub fn serves(&self, api: ApiKey) -> bool {
         self.api_table().get(api as i16).is_some()
@@ -865,14 +891,6 @@ fn remove_deleted_dirs(data_dir: &Path) {
             let _ = fs::remove_dir_all(entry.path());
         }
     }
-}
-
-/// Wall-clock milliseconds since the epoch. The shell reads clocks; the core never does.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use shoal_storage::{CompactionConfig, StorageError};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::broker::{now_ms, Broker, CONSUMER_OFFSETS};
+use crate::broker::{Broker, CONSUMER_OFFSETS};
 use crate::topics::{compaction_config, is_compacted, Partition};
 
 /// Shortest sleep between passes, whatever `log.cleaner.backoff.ms` says (0 would spin).
@@ -104,7 +104,7 @@ fn priority(stats: &shoal_storage::DirtyStats) -> (bool, f64) {
 
 /// Cleans the partition most in need; returns whether one was cleaned.
 fn clean_filthiest(broker: &Broker, stopping: &AtomicBool) -> bool {
-    let now = now_ms();
+    let now = broker.now_ms();
     let mut candidates: Vec<(Arc<Partition>, CompactionConfig, (bool, f64))> = Vec::new();
     for topic in broker.topic_list() {
         let Some(cc) = topic_compaction(broker, &topic.name) else {
@@ -188,7 +188,7 @@ pub fn clean_partition(
                 source: std::io::Error::other("broker shutting down"),
             });
         }
-        let pause = throttler.record(bytes, now_ms());
+        let pause = throttler.record(bytes, broker.now_ms());
         if pause > 0 {
             std::thread::sleep(Duration::from_millis(pause));
         }

@@ -11,7 +11,7 @@ use bytes::BytesMut;
 use shoal_storage::batch::{encode_batch, BatchHeader, BatchOptions, KeyValue};
 use shoal_storage::RecordView;
 
-use crate::broker::{now_ms, Broker, INTERNAL_DECODE_BYTES_MAX};
+use crate::broker::{Broker, INTERNAL_DECODE_BYTES_MAX};
 use crate::producers::state_config;
 use shoal_core::producer_state::ProducerId;
 
@@ -190,7 +190,7 @@ async fn append_batches(
             .iter()
             .map(|(k, v)| (Some(&k[..]), v.as_deref()))
             .collect();
-        let now = now_ms();
+        let now = broker.now_ms();
         let mut options = BatchOptions {
             timestamp_ms: now,
             ..BatchOptions::default()
@@ -240,8 +240,8 @@ async fn append_batches(
         partition.wake();
         touched.push(partition);
     }
-    if let Err(e) = broker.flusher.flush(touched).await {
-        return Err(AppendError::Failed(e));
+    if let Err(e) = broker.durability.commit(touched).await {
+        return Err(AppendError::Failed(e.to_string()));
     }
     Ok(offsets)
 }

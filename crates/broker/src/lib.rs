@@ -8,7 +8,9 @@
 //! - [`handlers`]: one module per API family; none writes to the socket.
 //! - [`broker`]: shared state and admin operations; [`topics`]: topic registry and partition
 //!   logs; [`meta`]: topic metadata as records in the `__cluster_metadata` log.
-//! - [`flush`]: group-commit fsync; [`retention`]: periodic retention and time-based flushing.
+//! - [`seams`]: the clock, ownership of partitions, the commit point (group-commit fsync on
+//!   one node) and the metadata store, each behind a trait a cluster implements;
+//!   [`retention`]: periodic retention and time-based flushing.
 //! - [`coordinators`]: the one coordinator runtime and the group and transaction
 //!   coordinators on it (records in `__consumer_offsets`, `__transaction_state`); [`share`]:
 //!   share partitions and the share-group state they persist.
@@ -33,10 +35,10 @@ pub mod connection;
 pub mod coordinators;
 pub mod dispatch;
 pub mod features;
-pub mod flush;
 pub mod group_configs;
 pub mod handlers;
 pub mod internal;
+pub mod leadership;
 pub mod markers;
 pub mod meta;
 pub mod metrics;
@@ -44,6 +46,7 @@ pub mod outbound;
 pub mod participants;
 pub mod producers;
 pub mod retention;
+pub mod seams;
 pub mod server;
 pub mod share;
 pub mod topics;

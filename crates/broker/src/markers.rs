@@ -18,7 +18,7 @@ use shoal_core::producer_state::{ProducerEpoch, ProducerId};
 use shoal_protocol::ErrorCode;
 use shoal_storage::{encode_end_txn_marker, EndTxnMarker, StorageError};
 
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::producers::state_config;
 use crate::topics::Partition;
 
@@ -30,12 +30,13 @@ fn storage_error(partition: &Partition, e: &StorageError) -> ErrorCode {
 /// The partition `index` of `topic`, for a marker.
 ///
 /// # Errors
-/// UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers WriteTxnMarkers for a partition it lacks.
+/// UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers WriteTxnMarkers for a partition it lacks;
+/// NOT_LEADER_OR_FOLLOWER (or LEADER_NOT_AVAILABLE) for one this node does not lead.
 pub fn partition(broker: &Broker, topic: &str, index: i32) -> Result<Arc<Partition>, ErrorCode> {
-    broker
+    let topic = broker
         .topic(topic)
-        .and_then(|t| t.partition(index))
-        .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
+        .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+    broker.led_partition(&topic, index)
 }
 
 /// Appends a transaction marker (COMMIT if `commit`, else ABORT) for `producer_id` at
@@ -68,7 +69,7 @@ pub fn write_marker(
     if producer_id < 0 {
         return Err(ErrorCode::INVALID_REQUEST);
     }
-    let now = now_ms();
+    let now = broker.now_ms();
     let mut log = partition.lock();
     let mut producers = partition
         .producers(&mut log, state_config(&broker.config), now)
@@ -125,9 +126,13 @@ pub async fn write_marker_durably(
         commit,
         coordinator_epoch,
     )?;
-    broker.flusher.flush(vec![partition]).await.map_err(|e| {
-        tracing::error!(error = %e, "cannot flush transaction marker");
-        ErrorCode::KAFKA_STORAGE_ERROR
-    })?;
+    broker
+        .durability
+        .commit(vec![partition])
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot flush transaction marker");
+            e.error_code()
+        })?;
     Ok(offset)
 }

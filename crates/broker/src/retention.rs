@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 
 /// Shortest pause between maintenance passes, whatever the configuration says.
 const TICK_MIN: Duration = Duration::from_millis(100);
@@ -100,7 +100,7 @@ pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
                     log.flushed_offset() < log.log_end_offset()
                 })
                 .collect();
-            if let Err(e) = broker.flusher.flush(partitions).await {
+            if let Err(e) = broker.durability.commit(partitions).await {
                 warn!(error = %e, "periodic flush failed");
             }
         }
@@ -114,7 +114,7 @@ pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
 /// how many were, for the caller to try again soon.
 fn checkpoint_recovery_points(broker: &Broker) -> usize {
     let state = crate::producers::state_config(&broker.config);
-    let now = now_ms();
+    let now = broker.now_ms();
     let mut skipped = 0;
     for topic in broker.topic_list() {
         for p in topic.partitions() {
@@ -146,7 +146,7 @@ fn checkpoint_recovery_points(broker: &Broker) -> usize {
 }
 
 fn enforce_retention(broker: &Broker) {
-    let now = now_ms();
+    let now = broker.now_ms();
     for topic in broker.topic_list() {
         for p in topic.partitions() {
             match p.lock().enforce_retention(now) {

@@ -40,7 +40,7 @@ use shoal_protocol::ErrorCode;
 use tokio::sync::{watch, Notify};
 use tracing::{error, info, warn};
 
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::group_configs::AutoOffsetReset;
 use crate::internal::{AppendError, EncodedRecord, Replayed, TxnProducer};
 use crate::participants::TxnMarker;
@@ -207,7 +207,7 @@ impl ShareManager {
                 };
             broker
                 .metrics
-                .tx_pending_resolved(&outcome.staged_at_ms, now_ms());
+                .tx_pending_resolved(&outcome.staged_at_ms, broker.now_ms());
             wake |= outcome.wake;
         }
         if wake {
@@ -258,7 +258,7 @@ impl ShareManager {
             marker.producer_epoch,
             marker.commit,
             |key| partition_config(broker, &key.group_id).delivery_count_limit,
-            now_ms(),
+            broker.now_ms(),
         )
     }
 
@@ -296,7 +296,7 @@ impl ShareManager {
         for slot in &slots {
             guards.push(slot.state.lock().await);
         }
-        let now = now_ms();
+        let now = broker.now_ms();
         let mut machines = Vec::with_capacity(parts.len());
         for ((key, batches), guard) in parts.iter().zip(guards.iter()) {
             let Some(sp) = guard.as_ref() else {
@@ -524,7 +524,7 @@ impl ShareManager {
             // Never past an open transaction's stagings (KIP-1289): its marker must find the
             // partition's producer state, and its batches stay until it resolves them.
             let stable = partition
-                .producers(&mut log, state_config(&broker.config), now_ms())?
+                .producers(&mut log, state_config(&broker.config), broker.now_ms())?
                 .last_stable_offset(&log);
             let point = needed.unwrap_or_else(|| log.log_end_offset()).min(stable);
             let before = log.log_start_offset();
@@ -552,7 +552,7 @@ impl ShareManager {
         let record = {
             let store = self.store.lock().await;
             store
-                .write(key, &write.to_write_state(LEADER_EPOCH), now_ms())
+                .write(key, &write.to_write_state(LEADER_EPOCH), broker.now_ms())
                 .map_err(|e| {
                     error!(?key, error = %e, "share state write refused");
                     ErrorCode(e.error_code().0)
@@ -584,7 +584,7 @@ impl ShareManager {
             match store.state(key) {
                 Some(_) => Some(
                     store
-                        .read(key, LEADER_EPOCH, now_ms())
+                        .read(key, LEADER_EPOCH, broker.now_ms())
                         .map_err(|e| ErrorCode(e.error_code().0))?,
                 ),
                 None => None,
@@ -614,7 +614,7 @@ impl ShareManager {
                                 state_epoch,
                                 start_offset: start,
                             },
-                            now_ms(),
+                            broker.now_ms(),
                         )
                         .map_err(|e| ErrorCode(e.error_code().0))?
                 };
@@ -644,7 +644,7 @@ impl ShareManager {
             let slot = self.slot(&key);
             let mut state = slot.state.lock().await;
             let Some(sp) = state.as_mut() else { continue };
-            let write = match sp.release_member(member_id, now_ms()) {
+            let write = match sp.release_member(member_id, broker.now_ms()) {
                 Ok(write) => write,
                 Err(e) => {
                     refusal_code(broker, &key, &e);
@@ -808,7 +808,7 @@ impl ShareManager {
                         state_epoch,
                         start_offset,
                     },
-                    now_ms(),
+                    broker.now_ms(),
                 )
                 .map_err(|e| ErrorCode(e.error_code().0))?
         };
@@ -845,7 +845,7 @@ impl ShareManager {
 
     /// Expires the acquisition locks that are due; returns whether any was.
     async fn expire_locks(&self, broker: &Arc<Broker>) -> bool {
-        let now = now_ms();
+        let now = broker.now_ms();
         let mut any = false;
         for (key, slot) in self.existing_slots() {
             let mut state = slot.state.lock().await;
@@ -935,7 +935,7 @@ fn reset_offset(broker: &Broker, key: &SharePartitionKey) -> Result<i64, ErrorCo
             AutoOffsetReset::Latest => log.log_end_offset(),
             AutoOffsetReset::Earliest => log.log_start_offset(),
             AutoOffsetReset::ByDuration(ms) => log
-                .offset_for_timestamp(now_ms().saturating_sub(ms))
+                .offset_for_timestamp(broker.now_ms().saturating_sub(ms))
                 .map_err(|e| ErrorCode(e.kafka_error_code()))?
                 .map_or(log.log_end_offset(), |(offset, _)| offset),
         },

@@ -51,13 +51,17 @@ pub struct Partition {
     pub topic: String,
     pub topic_id: Uuid,
     pub index: i32,
+    /// The owner epoch this node opened the partition under (`seams::ownership`; -1 when it
+    /// did not own it): it serves and commits the partition only while it still owns it
+    /// under this epoch.
+    pub leader_epoch: i32,
     pub log: Mutex<Log>,
     /// Producer state, loaded on first use; lock only while holding `log` (lock order: log,
     /// then producers).
     pub producers: Mutex<Option<PartitionProducers>>,
     /// Long-polling readers to wake on the next append.
     waiters: Mutex<Vec<Weak<Notify>>>,
-    /// Held while this partition's fsync runs (group commit, see [`crate::flush`]).
+    /// Held while this partition's fsync runs (group commit, see `seams::durability`).
     pub(crate) flush_gate: tokio::sync::Mutex<()>,
 }
 
@@ -368,6 +372,10 @@ pub enum Opening {
     New,
 }
 
+/// The owner epoch to open a partition (topic name, index) under; see
+/// `seams::ownership::Ownership::epoch_to_open`.
+pub type EpochOf<'a> = dyn Fn(&str, i32) -> i32 + Sync + 'a;
+
 /// Opens every partition log of every topic in `metas` at start-up, `threads` partitions at a
 /// time (Kafka's `num.recovery.threads.per.data.dir`): after a crash each one may scan its
 /// unflushed tail, and at ten thousand partitions even a clean open is worth spreading.
@@ -377,6 +385,7 @@ pub enum Opening {
 pub fn open_topics(
     data_dir: &Path,
     broker: &BrokerConfig,
+    epoch_of: &EpochOf<'_>,
     metas: &[&TopicMeta],
     threads: usize,
 ) -> Result<Vec<Arc<Topic>>, shoal_storage::StorageError> {
@@ -405,7 +414,9 @@ pub fn open_topics(
                 if failed.load(Ordering::Relaxed) {
                     break;
                 }
-                match open_partition(data_dir, metas[t], index, configs[t], Opening::Existing) {
+                let epoch = epoch_of(&metas[t].name, index);
+                let opened_at = (index, epoch);
+                match open_partition(data_dir, metas[t], opened_at, configs[t], Opening::Existing) {
                     Ok(p) => *lock(&opened[at]) = Some(p),
                     Err(e) => {
                         failed.store(true, Ordering::Relaxed);
@@ -463,21 +474,24 @@ fn new_topic(meta: &TopicMeta, partitions: Vec<Arc<Partition>>) -> Arc<Topic> {
 pub fn open_topic(
     data_dir: &Path,
     broker: &BrokerConfig,
+    epoch_of: &EpochOf<'_>,
     meta: &TopicMeta,
     opening: Opening,
 ) -> Result<Arc<Topic>, shoal_storage::StorageError> {
     let config = log_config(broker, &meta.configs);
     let mut partitions = Vec::with_capacity(meta.partitions as usize);
     for index in 0..meta.partitions as i32 {
-        partitions.push(open_partition(data_dir, meta, index, config, opening)?);
+        let at = (index, epoch_of(&meta.name, index));
+        partitions.push(open_partition(data_dir, meta, at, config, opening)?);
     }
     Ok(new_topic(meta, partitions))
 }
 
+/// Opens partition `index` of `meta` under owner epoch `epoch` (`at` = (index, epoch)).
 fn open_partition(
     data_dir: &Path,
     meta: &TopicMeta,
-    index: i32,
+    (index, epoch): (i32, i32),
     config: LogConfig,
     opening: Opening,
 ) -> Result<Arc<Partition>, shoal_storage::StorageError> {
@@ -496,6 +510,7 @@ fn open_partition(
         topic: meta.name.clone(),
         topic_id: meta.id,
         index,
+        leader_epoch: epoch,
         log: Mutex::new(log),
         producers: Mutex::new(None),
         waiters: Mutex::new(Vec::new()),
@@ -510,13 +525,15 @@ fn open_partition(
 pub fn grow_topic(
     data_dir: &Path,
     broker: &BrokerConfig,
+    epoch_of: &EpochOf<'_>,
     topic: &Topic,
     meta: &TopicMeta,
 ) -> Result<(), shoal_storage::StorageError> {
     let config = log_config(broker, &meta.configs);
     let existing = topic.partition_count() as i32;
     for index in existing..meta.partitions as i32 {
-        let partition = open_partition(data_dir, meta, index, config, Opening::New)?;
+        let at = (index, epoch_of(&meta.name, index));
+        let partition = open_partition(data_dir, meta, at, config, Opening::New)?;
         topic
             .partitions
             .write()

@@ -101,7 +101,7 @@ async fn a_compacted_topic_is_compacted_in_the_background() {
                 BatchOptions::default(),
             );
             let mut log = partition.lock();
-            log.append(&mut b, shoal_broker::broker::now_ms()).unwrap();
+            log.append(&mut b, common::now_ms()).unwrap();
             log.sync().unwrap();
         }
     }
@@ -421,7 +421,7 @@ async fn an_open_transaction_holds_the_cleaner_back() {
     .await;
     let b = &broker.broker;
     let partition = b.topic("kv").unwrap().partition(0).unwrap();
-    let now = shoal_broker::broker::now_ms();
+    let now = common::now_ms();
     let append = |bytes: &mut Vec<u8>| {
         let mut log = partition.lock();
         log.append(bytes, now).unwrap();

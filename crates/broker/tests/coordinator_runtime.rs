@@ -87,7 +87,7 @@ impl Host<Tally> for TallyHost {
         Ok(Tally::default())
     }
 
-    fn after_replay(
+    async fn after_replay(
         &self,
         _broker: &Broker,
         shard: &mut Tally,
@@ -118,7 +118,7 @@ async fn inputs_apply_in_submission_order_and_replay_after_a_restart() {
         ..TallyHost::default()
     };
     let runtime = Runtime::<Tally>::default();
-    runtime.start(&broker.broker, host.clone()).unwrap();
+    runtime.start(&broker.broker, host.clone()).await.unwrap();
     let mut replies = Vec::new();
     for n in 1..=50u64 {
         replies.push(runtime.submit(n).await.unwrap());
@@ -138,7 +138,7 @@ async fn inputs_apply_in_submission_order_and_replay_after_a_restart() {
 
     // A new runtime on the same topic replays what the first one answered.
     let again = Runtime::<Tally>::default();
-    again.start(&broker.broker, host.clone()).unwrap();
+    again.start(&broker.broker, host.clone()).await.unwrap();
     assert_eq!(
         host.replayed.lock().unwrap().last().unwrap(),
         &(1..=50).collect::<Vec<u64>>()
@@ -158,7 +158,7 @@ async fn a_failed_append_answers_nothing_and_rebuilds_the_shard() {
         ..TallyHost::default()
     };
     let runtime = Runtime::<Tally>::default();
-    runtime.start(&broker.broker, host.clone()).unwrap();
+    runtime.start(&broker.broker, host.clone()).await.unwrap();
     assert_eq!(host.loads.load(Ordering::SeqCst), 1);
     assert_eq!(runtime.call(7).await, Err(Unavailable));
     assert_eq!(runtime.call(8).await, Err(Unavailable));

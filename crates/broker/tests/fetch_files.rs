@@ -29,7 +29,7 @@ fn batch(partition: i32, from: usize, count: usize) -> Bytes {
     Bytes::from(encode_batch(
         &records,
         BatchOptions {
-            timestamp_ms: shoal_broker::broker::now_ms(),
+            timestamp_ms: common::now_ms(),
             ..BatchOptions::default()
         },
     ))

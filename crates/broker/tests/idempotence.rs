@@ -30,7 +30,7 @@ fn batch(producer_id: i64, epoch: i16, seq: i32, count: usize) -> Bytes {
             producer_id,
             producer_epoch: epoch,
             base_sequence: seq,
-            timestamp_ms: shoal_broker::broker::now_ms(),
+            timestamp_ms: common::now_ms(),
             ..BatchOptions::default()
         },
     ))
@@ -150,7 +150,7 @@ async fn duplicates_gaps_and_fencing_follow_kafka() {
             producer_epoch: epoch + 1,
             base_sequence: 1,
             transactional: true,
-            timestamp_ms: shoal_broker::broker::now_ms(),
+            timestamp_ms: common::now_ms(),
             ..BatchOptions::default()
         },
     );
@@ -242,7 +242,7 @@ async fn a_snapshot_past_the_log_end_is_ignored() {
         entries: vec![shoal_storage::producer_snapshot::SnapshotEntry {
             producer_id: pid,
             epoch: 9,
-            last_timestamp: shoal_broker::broker::now_ms(),
+            last_timestamp: common::now_ms(),
             current_txn_first_offset: -1,
             coordinator_epoch: -1,
             batches: vec![],

@@ -26,7 +26,7 @@ async fn produce_one(conn: &mut shoal_client::Connection, topic: &str) {
     let records = Bytes::from(encode_batch(
         &[(None, Some(b"value".as_slice()))],
         BatchOptions {
-            timestamp_ms: shoal_broker::broker::now_ms(),
+            timestamp_ms: common::now_ms(),
             ..BatchOptions::default()
         },
     ));

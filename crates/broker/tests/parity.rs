@@ -86,7 +86,7 @@ async fn refused_records_are_named_and_nothing_is_appended() {
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
-    let now = shoal_broker::broker::now_ms();
+    let now = common::now_ms();
 
     create(&mut conn, "compacted", &[("cleanup.policy", "compact")]).await;
     let keyless = batch(
@@ -183,7 +183,7 @@ async fn list_offsets_special_timestamps_need_their_version() {
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
     create(&mut conn, "t", &[]).await;
-    let now = shoal_broker::broker::now_ms();
+    let now = common::now_ms();
     produce(&mut conn, "t", batch(&[(Some(b"k"), None)], now)).await;
     let unsupported = ErrorCode::UNSUPPORTED_VERSION.code();
     for (version, timestamp, code) in [
@@ -235,7 +235,7 @@ async fn out_of_range_fetch_carries_no_offsets() {
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
     create(&mut conn, "t", &[]).await;
-    let now = shoal_broker::broker::now_ms();
+    let now = common::now_ms();
     produce(&mut conn, "t", batch(&[(Some(b"k"), None)], now)).await;
     for offset in [99, -5] {
         let request = FetchRequest::default()
@@ -268,7 +268,7 @@ async fn failed_produce_with_acks_zero_closes_the_connection() {
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
     create(&mut conn, "compacted", &[("cleanup.policy", "compact")]).await;
-    let now = shoal_broker::broker::now_ms();
+    let now = common::now_ms();
     let acks_zero = |partition: i32, records: Vec<u8>| {
         ProduceRequest::default()
             .with_acks(0)

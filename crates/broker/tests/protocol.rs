@@ -29,7 +29,7 @@ fn batch(values: &[&str]) -> Bytes {
         &records,
         BatchOptions {
             // A current timestamp: an old one would roll the segment (segment.ms), as in Kafka.
-            timestamp_ms: shoal_broker::broker::now_ms(),
+            timestamp_ms: common::now_ms(),
             ..BatchOptions::default()
         },
     ))
@@ -400,6 +400,7 @@ async fn data_survives_restart_and_a_second_broker_cannot_share_the_directory() 
             data_dir: dir.path().to_path_buf(),
             advertised_host: "127.0.0.1".into(),
             advertised_port: 1,
+            seams: Default::default(),
         },
     )
     .await;
@@ -517,7 +518,7 @@ async fn list_offsets_and_delete_records() {
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
     assert_eq!(create(&mut conn, "l", 1).await, 0);
-    let base = shoal_broker::broker::now_ms();
+    let base = common::now_ms();
     for (i, ts) in [base, base + 10, base + 5].iter().enumerate() {
         let records = Bytes::from(encode_batch(
             &[(None, Some(format!("r{i}").as_bytes()))],

@@ -40,7 +40,7 @@ fn batch(producer_id: i64, epoch: i16, seq: i32, count: usize, transactional: bo
             producer_epoch: epoch,
             base_sequence: seq,
             transactional,
-            timestamp_ms: shoal_broker::broker::now_ms(),
+            timestamp_ms: common::now_ms(),
             ..BatchOptions::default()
         },
     ))
@@ -197,7 +197,7 @@ async fn commit_and_abort_with_read_committed_fetches_and_list_offsets() {
     );
     // By timestamp: the only records at or after "now - 1 min" below the LSO are 0..2; from a
     // future timestamp nothing.
-    let recent = shoal_broker::broker::now_ms() - 60_000;
+    let recent = common::now_ms() - 60_000;
     assert_eq!(list_offset(&mut conn, recent, READ_COMMITTED).await, (0, 0));
     assert!(list_offset(&mut conn, -3, READ_COMMITTED).await.1 < 2);
 

@@ -209,6 +209,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             data_dir: args.data_dir.clone(),
             advertised_host: host,
             advertised_port: port,
+            seams: Default::default(),
         },
     )
     .await?;

@@ -533,7 +533,9 @@ fn value_records(count: usize, bytes: usize) -> Vec<u8> {
     encode_batch(
         &records,
         BatchOptions {
-            timestamp_ms: shoal_broker::broker::now_ms(),
+            timestamp_ms: shoal_broker::seams::clock::Clock::now_ms(
+                &shoal_broker::seams::clock::SystemClock,
+            ),
             ..BatchOptions::default()
         },
     )
@@ -837,7 +839,9 @@ fn txn_records(p: &Producer, template: &[shoal_storage::batch::KeyValue<'_>]) ->
             producer_epoch: p.epoch,
             base_sequence: p.sequence,
             transactional: true,
-            timestamp_ms: shoal_broker::broker::now_ms(),
+            timestamp_ms: shoal_broker::seams::clock::Clock::now_ms(
+                &shoal_broker::seams::clock::SystemClock,
+            ),
             ..BatchOptions::default()
         },
     )
@@ -850,7 +854,11 @@ async fn txn_acks(bootstrap: SocketAddr, args: &TxnAcksArgs) -> anyhow::Result<R
         .with_context(|| format!("cannot connect to {bootstrap}"))?;
     check_broker(&mut admin).await?;
 
-    let run_id = format!("{}-{}", std::process::id(), shoal_broker::broker::now_ms());
+    let run_id = format!(
+        "{}-{}",
+        std::process::id(),
+        shoal_broker::seams::clock::Clock::now_ms(&shoal_broker::seams::clock::SystemClock)
+    );
     let input = format!("perf-txn-acks-in-{run_id}");
     let output = format!("perf-txn-acks-out-{run_id}");
     let group = format!("perf-txn-acks-{run_id}");

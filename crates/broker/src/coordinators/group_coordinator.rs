@@ -30,8 +30,8 @@ impl GroupService {
     ///
     /// # Errors
     /// The log cannot be read.
-    pub fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
-        self.runtime.start(broker, OffsetsHost)
+    pub async fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
+        self.runtime.start(broker, OffsetsHost).await
     }
 
     /// Sends one classic request and waits for its (possibly deferred) reply.

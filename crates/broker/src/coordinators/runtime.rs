@@ -32,7 +32,7 @@ use shoal_core::coordinator::{
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::internal::Replayed;
 use crate::participants::marker_from_control;
 
@@ -65,14 +65,14 @@ pub trait Host<S: CoordinatorShard>: Send + Sync + 'static {
     ///
     /// # Errors
     /// The coordinator must not serve (at the first load, the broker does not start).
-    fn after_replay(
-        &self,
-        _broker: &Broker,
-        _shard: &mut S,
+    fn after_replay<'a>(
+        &'a self,
+        _broker: &'a Broker,
+        _shard: &'a mut S,
         _first: bool,
-        _out: &mut Emitted<S>,
-    ) -> anyhow::Result<()> {
-        Ok(())
+        _out: &'a mut Emitted<S>,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send + 'a {
+        std::future::ready(Ok(()))
     }
 
     /// Inputs fed at the start of every pass, before the `queued` ones: state the shard
@@ -117,8 +117,8 @@ where
     ///
     /// # Errors
     /// The log cannot be read.
-    pub fn start<H: Host<S>>(&self, broker: &Arc<Broker>, host: H) -> anyhow::Result<()> {
-        let (shard, resumed, replayed) = load(broker, &host, true)?;
+    pub async fn start<H: Host<S>>(&self, broker: &Arc<Broker>, host: H) -> anyhow::Result<()> {
+        let (shard, resumed, replayed) = load(broker, &host, true).await?;
         info!(
             topic = host.topic(),
             records = replayed,
@@ -195,7 +195,7 @@ where
 
 /// A fresh shard rebuilt from the host's topic, what its `loaded` emitted, and how many
 /// records and markers were replayed.
-fn load<S: CoordinatorShard, H: Host<S>>(
+async fn load<S: CoordinatorShard + Send, H: Host<S>>(
     broker: &Broker,
     host: &H,
     first: bool,
@@ -234,8 +234,9 @@ fn load<S: CoordinatorShard, H: Host<S>>(
         }
     })?;
     let mut resumed = Emitted::default();
-    host.after_replay(broker, &mut shard, first, &mut resumed)?;
-    shard.loaded(now_ms(), &mut resumed);
+    host.after_replay(broker, &mut shard, first, &mut resumed)
+        .await?;
+    shard.loaded(broker.now_ms(), &mut resumed);
     Ok((shard, resumed, count))
 }
 
@@ -267,7 +268,7 @@ async fn run<S, H>(
     mut rx: mpsc::Receiver<Message<S>>,
     resumed: Emitted<S>,
 ) where
-    S: CoordinatorShard,
+    S: CoordinatorShard + Send,
     H: Host<S>,
 {
     let mut passes: Passes<S, Waiter<S::Reply>> = Passes::new(shard);
@@ -282,13 +283,13 @@ async fn run<S, H>(
             loaded = finish_pass(&broker, &host, &mut passes, pending).await;
             continue;
         }
-        drop(broker);
         let sleep = passes
             .shard()
             .next_deadline()
-            .map(|d| Duration::from_millis((d - now_ms()).max(0) as u64))
+            .map(|d| Duration::from_millis((d - broker.now_ms()).max(0) as u64))
             .unwrap_or(TICK_MAX)
             .min(TICK_MAX);
+        drop(broker);
         let mut batch = Vec::new();
         tokio::select! {
             received = rx.recv() => {
@@ -316,14 +317,14 @@ async fn run<S, H>(
                 .collect();
             host.pass_inputs(&broker, passes.shard(), &queued)
         };
-        let pending = passes.pass(now_ms(), fed, batch);
+        let pending = passes.pass(broker.now_ms(), fed, batch);
         loaded = finish_pass(&broker, &host, &mut passes, pending).await;
     }
 }
 
 /// Appends a pass's records; then delivers its replies and effects, or, if the append failed,
 /// drops its waiters and rebuilds the shard, returning what the reload emitted.
-async fn finish_pass<S: CoordinatorShard, H: Host<S>>(
+async fn finish_pass<S: CoordinatorShard + Send, H: Host<S>>(
     broker: &Arc<Broker>,
     host: &H,
     passes: &mut Passes<S, Waiter<S::Reply>>,
@@ -335,7 +336,7 @@ async fn finish_pass<S: CoordinatorShard, H: Host<S>>(
         // Every waiting caller fails (its sender drops), deferred ones too: their state
         // is being rebuilt from what is durable, which the pass's records are not.
         drop(passes.failed(pending));
-        return match load(broker, host, false) {
+        return match load(broker, host, false).await {
             Ok((reloaded, resumed, _)) => {
                 passes.replace(reloaded);
                 Some(resumed)

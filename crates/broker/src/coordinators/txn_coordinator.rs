@@ -39,7 +39,7 @@ use tracing::{error, info, warn};
 
 pub use super::runtime::Unavailable;
 use super::runtime::{Host, Runtime};
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::participants::{Participant, TxnMarker};
 
 /// Name of the internal topic holding transaction state.
@@ -58,7 +58,7 @@ pub struct TxnService {
 pub const COORDINATOR_EPOCH_FILE: &str = "transaction-coordinator-epoch";
 
 /// The epoch of a new coordinator load: one more than the last, recorded durably first
-/// (the first load of a directory starts at the current time in seconds).
+/// (the first load of a directory starts at `now_ms` in seconds).
 ///
 /// Every load gets a higher epoch, which goes into its markers: a partition refuses markers
 /// older than the last it saw (TRANSACTION_COORDINATOR_FENCED), so a marker write still in
@@ -66,7 +66,7 @@ pub const COORDINATOR_EPOCH_FILE: &str = "transaction-coordinator-epoch";
 ///
 /// # Errors
 /// The file cannot be read, parsed or written.
-pub fn next_coordinator_epoch(data_dir: &std::path::Path) -> anyhow::Result<i32> {
+pub fn next_coordinator_epoch(data_dir: &std::path::Path, now_ms: i64) -> anyhow::Result<i32> {
     let path = data_dir.join(COORDINATOR_EPOCH_FILE);
     let last = match std::fs::read_to_string(&path) {
         Ok(text) => text
@@ -78,7 +78,7 @@ pub fn next_coordinator_epoch(data_dir: &std::path::Path) -> anyhow::Result<i32>
         // Data directories from before this file used the load time in seconds as the epoch
         // (their markers carry it): start above any of those.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            (now_ms() / 1000).clamp(0, i64::from(i32::MAX - 1)) as i32
+            (now_ms / 1000).clamp(0, i64::from(i32::MAX - 1)) as i32
         }
         Err(e) => anyhow::bail!("cannot read {path:?}: {e}"),
     };
@@ -101,8 +101,8 @@ impl TxnService {
     /// # Errors
     /// The log cannot be read, the coordinator epoch cannot be recorded, or a lost marker
     /// cannot be written again.
-    pub fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
-        self.runtime.start(broker, TxnHost)
+    pub async fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
+        self.runtime.start(broker, TxnHost).await
     }
 
     /// Sends one request and waits for its (possibly deferred) reply.
@@ -155,7 +155,7 @@ impl Host<TxnShard> for TxnHost {
 
     /// Every load gets a new coordinator epoch, recorded first.
     fn new_shard(&self, broker: &Broker) -> anyhow::Result<TxnShard> {
-        let epoch = next_coordinator_epoch(&broker.data_dir)?;
+        let epoch = next_coordinator_epoch(&broker.data_dir, broker.now_ms())?;
         Ok(TxnShard::new(txn_config(broker), epoch))
     }
 
@@ -163,7 +163,7 @@ impl Host<TxnShard> for TxnHost {
     /// again (and every listed partition fsynced) before anything is served, and the lists
     /// are then cleared durably, first thing. On a reload after a failed append the broker is
     /// serving, so nothing is rewritten: the lists stay as the log has them.
-    fn after_replay(
+    async fn after_replay(
         &self,
         broker: &Broker,
         shard: &mut TxnShard,
@@ -174,7 +174,14 @@ impl Host<TxnShard> for TxnHost {
             return Ok(());
         }
         let coordinator_epoch = shard.machine().coordinator_epoch();
-        let rewritten = recover_markers(broker, shard.listed_markers(), coordinator_epoch)?;
+        let (rewritten, listed) =
+            recover_markers(broker, shard.listed_markers(), coordinator_epoch)?;
+        // Every listed partition durable before the lists are cleared (the records below).
+        broker
+            .durability
+            .commit(listed)
+            .await
+            .map_err(|e| anyhow::anyhow!("transaction markers not durable: {e}"))?;
         out.records.extend(shard.clear_listed_markers());
         info!(
             transactions = shard.machine().len(),
@@ -256,7 +263,7 @@ fn recover_markers(
     broker: &Broker,
     pending: &BTreeMap<String, Vec<PendingMarker>>,
     coordinator_epoch: i32,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<(usize, Vec<Arc<crate::topics::Partition>>)> {
     let mut written = 0;
     // Every listed marker is judged before any is written again (a rewrite appends where
     // another lost marker was; see `tc::markers::lost_markers`).
@@ -287,7 +294,7 @@ fn recover_markers(
             };
             let mut log = partition.lock();
             let config = crate::producers::state_config(&broker.config);
-            let mut producers = partition.producers(&mut log, config, now_ms())?;
+            let mut producers = partition.producers(&mut log, config, broker.now_ms())?;
             producers.sync_with(&mut log)?;
             let open = producers
                 .state()
@@ -319,7 +326,6 @@ fn recover_markers(
                 code.0
             )
         })?;
-        partition.lock().sync()?;
         warn!(topic = %tp.topic, partition = tp.partition, producer_id = m.producer_id.0, commit, "transaction marker lost in a crash written again");
         written += 1;
         if let Some(participant) = Participant::of(&tp.topic) {
@@ -335,16 +341,18 @@ fn recover_markers(
             );
         }
     }
-    // Every listed partition durable, so that the lists can be cleared (the caller writes
-    // `tc::markers::cleared_lists` before serving).
+    // Every listed partition, for the caller to make durable before the lists are cleared.
+    let mut listed: Vec<Arc<crate::topics::Partition>> = Vec::new();
     for m in pending.values().flatten() {
         if let Ok(partition) =
             crate::markers::partition(broker, &m.partition.topic, m.partition.partition)
         {
-            partition.lock().sync()?;
+            if !listed.iter().any(|p| Arc::ptr_eq(p, &partition)) {
+                listed.push(partition);
+            }
         }
     }
-    Ok(written)
+    Ok((written, listed))
 }
 
 /// Appends one transaction's markers to every partition, retrying the ones that fail until
@@ -447,9 +455,9 @@ fn flush_in_background(broker: &Broker, partitions: Vec<Arc<crate::topics::Parti
     if partitions.is_empty() {
         return;
     }
-    let flusher = broker.flusher.clone();
+    let durability = broker.durability.clone();
     tokio::spawn(async move {
-        if let Err(e) = flusher.flush(partitions).await {
+        if let Err(e) = durability.commit(partitions).await {
             warn!(error = %e, "transaction markers not flushed");
         }
     });

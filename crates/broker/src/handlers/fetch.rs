@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{records_field, topic_name};
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::producers::state_config;
 use crate::topics::Topic;
 
@@ -103,7 +103,7 @@ fn read_all(
     let mut regions = Vec::new();
     let read_committed = request.isolation_level == 1;
     let producer_config = state_config(&broker.config);
-    let now = now_ms();
+    let now = broker.now_ms();
     let mut remaining = usize::try_from(request.max_bytes).unwrap_or(0);
     if version < 3 || request.max_bytes <= 0 {
         remaining = usize::MAX;
@@ -120,9 +120,11 @@ fn read_all(
                     Ok(t) => t,
                     Err(code) => return partition_error(fp.partition, *code),
                 };
-                let Some(partition) = topic.partition(fp.partition) else {
-                    return partition_error(fp.partition, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
-                };
+                let partition =
+                    match broker.led_partition_at(topic, fp.partition, fp.current_leader_epoch) {
+                        Ok(p) => p,
+                        Err(code) => return partition_error(fp.partition, code),
+                    };
                 let mut log = partition.lock();
                 let high_watermark = log.log_end_offset();
                 let log_start = log.log_start_offset();

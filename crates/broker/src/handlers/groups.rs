@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::dispatch::RequestContext;
+use crate::leadership::CoordinatorKind;
 
 const UNAVAILABLE: i16 = ErrorCode::COORDINATOR_NOT_AVAILABLE.code();
 
@@ -25,8 +26,54 @@ fn opt(v: &Option<shoal_protocol::StrBytes>) -> Option<String> {
     v.as_ref().map(s)
 }
 
-async fn call(broker: &Broker, request: gc::GroupRequest) -> Option<gc::GroupResponse> {
-    broker.groups.call(request).await.ok()
+/// The group a request is about, when it is about one.
+fn group_of(request: &gc::GroupRequest) -> Option<&str> {
+    Some(match request {
+        gc::GroupRequest::JoinGroup(r) => &r.group_id,
+        gc::GroupRequest::SyncGroup(r) => &r.group_id,
+        gc::GroupRequest::Heartbeat(r) => &r.group_id,
+        gc::GroupRequest::LeaveGroup(r) => &r.group_id,
+        gc::GroupRequest::OffsetCommit(r) => &r.group_id,
+        gc::GroupRequest::OffsetFetch(r) => &r.group_id,
+        gc::GroupRequest::OffsetDelete(r) => &r.group_id,
+        gc::GroupRequest::TxnOffsetCommit(r) => &r.group_id,
+        // ListGroups, DescribeGroups, DeleteGroups: none or several groups; a marker.
+        _ => return None,
+    })
+}
+
+/// Sends `request` to the group coordinator, once this node is found to coordinate its
+/// group. Err: the code to answer (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE).
+async fn call(broker: &Broker, request: gc::GroupRequest) -> Result<gc::GroupResponse, i16> {
+    if let Some(group_id) = group_of(&request) {
+        broker
+            .coordinates(CoordinatorKind::Group, group_id)
+            .map_err(ErrorCode::code)?;
+    }
+    broker.groups.call(request).await.map_err(|_| UNAVAILABLE)
+}
+
+/// The code to answer for a call that failed or answered with another response type.
+fn failed<T>(answer: Result<T, i16>) -> i16 {
+    answer.err().unwrap_or(UNAVAILABLE)
+}
+
+/// Splits `group_ids` into those this node coordinates and the others with their codes.
+fn coordinated_here(
+    broker: &Broker,
+    group_ids: Vec<String>,
+) -> (Vec<String>, BTreeMap<String, i16>) {
+    let mut here = Vec::new();
+    let mut elsewhere = BTreeMap::new();
+    for id in group_ids {
+        match broker.coordinates(CoordinatorKind::Group, &id) {
+            Ok(()) => here.push(id),
+            Err(code) => {
+                elsewhere.insert(id, code.code());
+            }
+        }
+    }
+    (here, elsewhere)
 }
 
 pub async fn join_group(
@@ -60,7 +107,7 @@ pub async fn join_group(
     };
     let mut out = m::JoinGroupResponse::default().with_generation_id(-1);
     match call(broker, gc::GroupRequest::JoinGroup(request)).await {
-        Some(gc::GroupResponse::JoinGroup(j)) => {
+        Ok(gc::GroupResponse::JoinGroup(j)) => {
             out.error_code = j.error_code.code();
             out.generation_id = j.generation_id;
             out.protocol_type = j.protocol_type.map(str_bytes);
@@ -82,8 +129,8 @@ pub async fn join_group(
                 })
                 .collect();
         }
-        _ => {
-            out.error_code = UNAVAILABLE;
+        other => {
+            out.error_code = failed(other);
             out.member_id = r.member_id.clone();
             out.protocol_name = (version < 7).then(|| str_bytes(""));
         }
@@ -119,13 +166,13 @@ pub async fn sync_group(
     };
     let mut out = m::SyncGroupResponse::default();
     match call(broker, gc::GroupRequest::SyncGroup(request)).await {
-        Some(gc::GroupResponse::SyncGroup(sr)) => {
+        Ok(gc::GroupResponse::SyncGroup(sr)) => {
             out.error_code = sr.error_code.code();
             out.protocol_type = sr.protocol_type.map(str_bytes);
             out.protocol_name = sr.protocol_name.map(str_bytes);
             out.assignment = sr.assignment;
         }
-        _ => out.error_code = UNAVAILABLE,
+        other => out.error_code = failed(other),
     }
     out
 }
@@ -138,8 +185,8 @@ pub async fn heartbeat(broker: &Broker, r: &m::HeartbeatRequest) -> m::Heartbeat
         group_instance_id: opt(&r.group_instance_id),
     };
     let code = match call(broker, gc::GroupRequest::Heartbeat(request)).await {
-        Some(gc::GroupResponse::Heartbeat(h)) => h.error_code.code(),
-        _ => UNAVAILABLE,
+        Ok(gc::GroupResponse::Heartbeat(h)) => h.error_code.code(),
+        other => failed(other),
     };
     m::HeartbeatResponse::default().with_error_code(code)
 }
@@ -169,7 +216,7 @@ pub async fn leave_group(
     };
     let mut out = m::LeaveGroupResponse::default();
     match call(broker, gc::GroupRequest::LeaveGroup(request)).await {
-        Some(gc::GroupResponse::LeaveGroup(l)) => {
+        Ok(gc::GroupResponse::LeaveGroup(l)) => {
             out.error_code = l.error_code.code();
             if version >= 3 {
                 out.members = l
@@ -190,7 +237,7 @@ pub async fn leave_group(
                     .unwrap_or(0);
             }
         }
-        _ => out.error_code = UNAVAILABLE,
+        other => out.error_code = failed(other),
     }
     out
 }
@@ -259,21 +306,27 @@ pub async fn offset_commit(
         group_instance_id: opt(&r.group_instance_id),
         offsets,
     };
-    let reply = broker
-        .groups
-        .submit(gc::GroupRequest::OffsetCommit(request))
-        .await;
+    let reply = match broker.coordinates(CoordinatorKind::Group, &request.group_id) {
+        Ok(()) => broker
+            .groups
+            .submit(gc::GroupRequest::OffsetCommit(request))
+            .await
+            .map_err(|_| UNAVAILABLE),
+        Err(code) => Err(code.code()),
+    };
     async move {
-        let results: BTreeMap<(String, i32), i16> = match reply {
+        let (results, failure): (BTreeMap<(String, i32), i16>, i16) = match reply {
             Ok(reply) => match reply.await {
-                Ok(gc::GroupResponse::OffsetCommit(c)) => c
-                    .partitions
-                    .into_iter()
-                    .map(|p| ((p.topic, p.partition), p.error_code.code()))
-                    .collect(),
-                _ => BTreeMap::new(),
+                Ok(gc::GroupResponse::OffsetCommit(c)) => (
+                    c.partitions
+                        .into_iter()
+                        .map(|p| ((p.topic, p.partition), p.error_code.code()))
+                        .collect(),
+                    UNAVAILABLE,
+                ),
+                _ => (BTreeMap::new(), UNAVAILABLE),
             },
-            Err(_) => BTreeMap::new(),
+            Err(code) => (BTreeMap::new(), code),
         };
         let topics = answers
             .into_iter()
@@ -283,7 +336,7 @@ pub async fn offset_commit(
                     .map(|(index, answer)| {
                         let code = match answer {
                             Err(code) => code,
-                            Ok(name) => *results.get(&(name, index)).unwrap_or(&UNAVAILABLE),
+                            Ok(name) => *results.get(&(name, index)).unwrap_or(&failure),
                         };
                         offset_commit_response::OffsetCommitResponsePartition::default()
                             .with_partition_index(index)
@@ -312,8 +365,8 @@ async fn fetch_group(
         require_stable,
     };
     match call(broker, gc::GroupRequest::OffsetFetch(request)).await {
-        Some(gc::GroupResponse::OffsetFetch(f)) => Ok(f),
-        _ => Err(UNAVAILABLE),
+        Ok(gc::GroupResponse::OffsetFetch(f)) => Ok(f),
+        other => Err(failed(other)),
     }
 }
 
@@ -429,7 +482,7 @@ pub async fn list_groups(broker: &Broker, r: &m::ListGroupsRequest) -> m::ListGr
     };
     let mut out = m::ListGroupsResponse::default();
     match call(broker, gc::GroupRequest::ListGroups(request)).await {
-        Some(gc::GroupResponse::ListGroups(l)) => {
+        Ok(gc::GroupResponse::ListGroups(l)) => {
             out.error_code = l.error_code.code();
             out.groups = l
                 .groups
@@ -443,7 +496,7 @@ pub async fn list_groups(broker: &Broker, r: &m::ListGroupsRequest) -> m::ListGr
                 })
                 .collect();
         }
-        _ => out.error_code = UNAVAILABLE,
+        other => out.error_code = failed(other),
     }
     out
 }
@@ -453,16 +506,35 @@ pub async fn describe_groups(
     version: i16,
     r: &m::DescribeGroupsRequest,
 ) -> m::DescribeGroupsResponse {
-    let request = gc::DescribeGroupsRequest {
-        group_ids: r.groups.iter().map(|g| s(&g.0)).collect(),
+    let (group_ids, elsewhere) =
+        coordinated_here(broker, r.groups.iter().map(|g| s(&g.0)).collect());
+    let not_here = |id: &GroupId, code: i16| {
+        describe_groups_response::DescribedGroup::default()
+            .with_error_code(code)
+            .with_group_id(id.clone())
     };
     let mut out = m::DescribeGroupsResponse::default();
+    let request = gc::DescribeGroupsRequest { group_ids };
     match call(broker, gc::GroupRequest::DescribeGroups(request)).await {
-        Some(gc::GroupResponse::DescribeGroups(d)) => {
-            out.groups = d
+        Ok(gc::GroupResponse::DescribeGroups(d)) => {
+            let mut described: BTreeMap<String, _> = d
                 .groups
                 .into_iter()
+                .map(|g| (g.group_id.clone(), g))
+                .collect();
+            // In request order; the groups coordinated elsewhere with their code.
+            out.groups = r
+                .groups
+                .iter()
+                .filter_map(|id| match elsewhere.get(id.0.as_str()) {
+                    Some(code) => Some(Err(not_here(id, *code))),
+                    None => described.remove(id.0.as_str()).map(Ok),
+                })
                 .map(|g| {
+                    let g = match g {
+                        Ok(g) => g,
+                        Err(not_here) => return not_here,
+                    };
                     // Before v6 an unknown group is described as Dead without an error.
                     let code = if version < 6 && g.error_code == gc::ErrorCode::GROUP_ID_NOT_FOUND {
                         0
@@ -493,15 +565,12 @@ pub async fn describe_groups(
                 })
                 .collect();
         }
-        _ => {
+        other => {
+            let code = failed(other);
             out.groups = r
                 .groups
                 .iter()
-                .map(|g| {
-                    describe_groups_response::DescribedGroup::default()
-                        .with_error_code(UNAVAILABLE)
-                        .with_group_id(g.clone())
-                })
+                .map(|g| not_here(g, elsewhere.get(g.0.as_str()).copied().unwrap_or(code)))
                 .collect()
         }
     }
@@ -516,27 +585,33 @@ pub async fn delete_groups(
 ) -> m::DeleteGroupsResponse {
     // A share group whose records are staged in an open transaction (KIP-1289) is in use
     // until the transaction ends (decision 0011): refused as a group with members is.
+    let (here, elsewhere) =
+        coordinated_here(broker, r.groups_names.iter().map(|g| s(&g.0)).collect());
     let mut in_use = Vec::new();
     let mut group_ids = Vec::new();
-    for g in &r.groups_names {
-        let id = s(&g.0);
+    for id in here {
         if broker.share.group_tx_pending(&id).await > 0 {
             in_use.push(id);
         } else {
             group_ids.push(id);
         }
     }
-    let refused = in_use.iter().map(|id| {
+    let result = |id: &str, code: i16| {
         m::delete_groups_response::DeletableGroupResult::default()
-            .with_group_id(GroupId(str_bytes(id.clone())))
-            .with_error_code(ErrorCode::NON_EMPTY_GROUP.code())
-    });
+            .with_group_id(GroupId(str_bytes(id.to_string())))
+            .with_error_code(code)
+    };
+    let refused = elsewhere.iter().map(|(id, code)| result(id, *code)).chain(
+        in_use
+            .iter()
+            .map(|id| result(id, ErrorCode::NON_EMPTY_GROUP.code())),
+    );
     if group_ids.is_empty() {
         return m::DeleteGroupsResponse::default().with_results(refused.collect());
     }
     let request = gc::DeleteGroupsRequest { group_ids };
     let results = match call(broker, gc::GroupRequest::DeleteGroups(request)).await {
-        Some(gc::GroupResponse::DeleteGroups(d)) => {
+        Ok(gc::GroupResponse::DeleteGroups(d)) => {
             let mut results: Vec<_> = refused.collect();
             for g in d.results {
                 let mut code = g.error_code.code();
@@ -554,15 +629,18 @@ pub async fn delete_groups(
             }
             results
         }
-        _ => r
-            .groups_names
-            .iter()
-            .map(|g| {
-                m::delete_groups_response::DeletableGroupResult::default()
-                    .with_group_id(g.clone())
-                    .with_error_code(UNAVAILABLE)
-            })
-            .collect(),
+        other => {
+            let code = failed(other);
+            r.groups_names
+                .iter()
+                .map(|g| {
+                    result(
+                        g.0.as_str(),
+                        elsewhere.get(g.0.as_str()).copied().unwrap_or(code),
+                    )
+                })
+                .collect()
+        }
     };
     m::DeleteGroupsResponse::default().with_results(results)
 }
@@ -583,14 +661,14 @@ pub async fn offset_delete(broker: &Broker, r: &m::OffsetDeleteRequest) -> m::Of
     let mut out = m::OffsetDeleteResponse::default();
     let (top, results): (i16, BTreeMap<(String, i32), i16>) =
         match call(broker, gc::GroupRequest::OffsetDelete(request)).await {
-            Some(gc::GroupResponse::OffsetDelete(d)) => (
+            Ok(gc::GroupResponse::OffsetDelete(d)) => (
                 d.error_code.code(),
                 d.partitions
                     .into_iter()
                     .map(|p| ((p.topic, p.partition), p.error_code.code()))
                     .collect(),
             ),
-            _ => (UNAVAILABLE, BTreeMap::new()),
+            other => (failed(other), BTreeMap::new()),
         };
     out.error_code = top;
     if top == 0 {
@@ -718,14 +796,16 @@ pub async fn txn_offset_commit(
         group_instance_id: opt(&r.group_instance_id),
         offsets,
     };
-    let results: BTreeMap<(String, i32), i16> =
+    let (results, failure): (BTreeMap<(String, i32), i16>, i16) =
         match call(broker, gc::GroupRequest::TxnOffsetCommit(request)).await {
-            Some(gc::GroupResponse::TxnOffsetCommit(c)) => c
-                .partitions
-                .into_iter()
-                .map(|p| ((p.topic, p.partition), p.error_code.code()))
-                .collect(),
-            _ => BTreeMap::new(),
+            Ok(gc::GroupResponse::TxnOffsetCommit(c)) => (
+                c.partitions
+                    .into_iter()
+                    .map(|p| ((p.topic, p.partition), p.error_code.code()))
+                    .collect(),
+                UNAVAILABLE,
+            ),
+            other => (BTreeMap::new(), failed(other)),
         };
     let topics = r
         .topics
@@ -743,7 +823,7 @@ pub async fn txn_offset_commit(
                                     if partition_exists(broker, t.name.0.as_str(), p.partition_index) {
                                         *results
                                             .get(&(s(&t.name.0), p.partition_index))
-                                            .unwrap_or(&UNAVAILABLE)
+                                            .unwrap_or(&failure)
                                     } else {
                                         ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
                                     },

@@ -16,7 +16,7 @@ use shoal_protocol::messages::{
 };
 use shoal_protocol::ErrorCode;
 
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::producers::state_config;
 
 /// Special timestamps of ListOffsets.
@@ -47,20 +47,19 @@ fn lookup(
     broker: &Broker,
     topic: &str,
     index: i32,
+    current_leader_epoch: i32,
     timestamp: i64,
     isolation_level: i8,
 ) -> Result<(i64, i64), ErrorCode> {
     let topic = broker
         .topic(topic)
         .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
-    let partition = topic
-        .partition(index)
-        .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let partition = broker.led_partition_at(&topic, index, current_leader_epoch)?;
     let mut log = partition.lock();
     let storage = |e: shoal_storage::StorageError| ErrorCode(e.kafka_error_code());
     let last_fetchable = if isolation_level == READ_COMMITTED {
         partition
-            .last_stable_offset(&mut log, state_config(&broker.config), now_ms())
+            .last_stable_offset(&mut log, state_config(&broker.config), broker.now_ms())
             .map_err(|e| {
                 tracing::error!(partition = ?partition, error = %e, "producer state unavailable");
                 ErrorCode::KAFKA_STORAGE_ERROR
@@ -118,6 +117,7 @@ pub fn handle(broker: &Broker, version: i16, request: &ListOffsetsRequest) -> Li
                         broker,
                         t.name.0.as_str(),
                         p.partition_index,
+                        p.current_leader_epoch,
                         p.timestamp,
                         request.isolation_level,
                     ) {
@@ -152,9 +152,7 @@ fn delete_before(broker: &Broker, topic: &str, index: i32, offset: i64) -> Resul
     let topic = broker
         .topic(topic)
         .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
-    let partition = topic
-        .partition(index)
-        .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let partition = broker.led_partition(&topic, index)?;
     let mut log = partition.lock();
     let high_watermark = log.log_end_offset();
     let offset = if offset == -1 { high_watermark } else { offset };

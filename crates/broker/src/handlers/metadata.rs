@@ -23,12 +23,25 @@ fn topic_entry(broker: &Broker, topic: &Topic) -> MetadataResponseTopic {
         .partitions()
         .iter()
         .map(|p| {
+            let leader = broker.leader(&topic.name, p.index);
+            // The owner holds the only copy a client reads; the durable copy is the store's.
+            let replicas = if leader.node_id >= 0 {
+                vec![BrokerId(leader.node_id)]
+            } else {
+                Vec::new()
+            };
+            let error = if leader.node_id >= 0 {
+                ErrorCode::NONE
+            } else {
+                ErrorCode::LEADER_NOT_AVAILABLE
+            };
             MetadataResponsePartition::default()
+                .with_error_code(error.code())
                 .with_partition_index(p.index)
-                .with_leader_id(BrokerId(broker.node_id))
-                .with_leader_epoch(0)
-                .with_replica_nodes(vec![BrokerId(broker.node_id)])
-                .with_isr_nodes(vec![BrokerId(broker.node_id)])
+                .with_leader_id(BrokerId(leader.node_id))
+                .with_leader_epoch(leader.epoch)
+                .with_replica_nodes(replicas.clone())
+                .with_isr_nodes(replicas)
         })
         .collect();
     MetadataResponseTopic::default()
@@ -115,10 +128,20 @@ pub async fn handle(broker: &Broker, version: i16, request: &MetadataRequest) ->
         }
     };
     MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(broker.node_id))
-            .with_host(str_bytes(broker.advertised_host.clone()))
-            .with_port(i32::from(broker.advertised_port))])
+        .with_brokers(
+            broker
+                .ownership
+                .nodes()
+                .into_iter()
+                .map(|n| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(n.node_id))
+                        .with_host(str_bytes(n.host))
+                        .with_port(i32::from(n.port))
+                        .with_rack(n.rack.map(str_bytes))
+                })
+                .collect(),
+        )
         .with_cluster_id(Some(str_bytes(broker.cluster_id.clone())))
         .with_controller_id(BrokerId(broker.node_id))
         .with_topics(topics)

@@ -39,7 +39,7 @@ use shoal_storage::ValidationLimits;
 use uuid::Uuid;
 
 use super::{str_bytes, topic_name};
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::config::{BrokerConfig, ConfigMap};
 use crate::handlers::metadata::auto_create;
 use crate::producers::{batch_info, state_config};
@@ -79,8 +79,9 @@ fn append_partition(
         response: partition_error(index, code, message),
         durable_wait: None,
     };
-    let Some(partition) = topic.partition(index) else {
-        return fail(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, None);
+    let partition = match broker.led_partition(topic, index) {
+        Ok(p) => p,
+        Err(code) => return fail(code, None),
     };
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return fail(ErrorCode::CORRUPT_MESSAGE, Some("empty record set".into()));
@@ -93,7 +94,7 @@ fn append_partition(
             .unwrap_or(usize::MAX),
         decompressed_bytes_max: PRODUCE_DECOMPRESSED_BYTES_MAX,
     };
-    let now = now_ms();
+    let now = broker.now_ms();
     let rules = record_rules(&config, &overrides, now);
     let faults = match validate_record_set_with(records, &limits, &rules) {
         Ok((headers, faults)) => {
@@ -188,10 +189,10 @@ fn append_partition(
             let unflushed = log.log_end_offset() - log.flushed_offset();
             drop(log);
             if !durable && flush_messages > 1 && unflushed >= flush_messages {
-                let flusher = broker.flusher.clone();
+                let durability = broker.durability.clone();
                 let target = partition.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = flusher.flush(vec![target]).await {
+                    if let Err(e) = durability.commit(vec![target]).await {
                         tracing::warn!(error = %e, "background flush failed");
                     }
                 });
@@ -316,7 +317,7 @@ fn begins_transaction(
     epoch: i16,
 ) -> bool {
     let mut log = partition.lock();
-    match partition.producers(&mut log, state_config(&broker.config), now_ms()) {
+    match partition.producers(&mut log, state_config(&broker.config), broker.now_ms()) {
         Ok(p) => !p.state().has_ongoing_txn(
             shoal_core::producer_state::ProducerId(producer_id),
             shoal_core::producer_state::ProducerEpoch(epoch),
@@ -454,16 +455,13 @@ impl Appended {
             to_flush,
         } = self;
         if !to_flush.is_empty() {
-            if let Err(e) = broker.flusher.flush(to_flush).await {
-                // The data may be in the log but we cannot promise it survives: report it.
+            if let Err(e) = broker.durability.commit(to_flush).await {
+                // The data may be in the log but we cannot promise it survives (or this node
+                // lost the partition meanwhile): report it.
                 for topic in &mut responses {
                     for p in &mut topic.partition_responses {
                         if p.error_code == 0 {
-                            *p = partition_error(
-                                p.index,
-                                ErrorCode::KAFKA_STORAGE_ERROR,
-                                Some(e.clone()),
-                            );
+                            *p = partition_error(p.index, e.error_code(), Some(e.to_string()));
                         }
                     }
                 }

@@ -7,7 +7,7 @@ use shoal_protocol::messages::describe_producers_response::{
 use shoal_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 use shoal_protocol::ErrorCode;
 
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::producers::state_config;
 
 fn partition_producers(
@@ -15,13 +15,13 @@ fn partition_producers(
     topic: &str,
     index: i32,
 ) -> Result<Vec<ProducerState>, ErrorCode> {
-    let partition = broker
+    let topic = broker
         .topic(topic)
-        .and_then(|t| t.partition(index))
         .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
+    let partition = broker.led_partition(&topic, index)?;
     let mut log = partition.lock();
     let producers = partition
-        .producers(&mut log, state_config(&broker.config), now_ms())
+        .producers(&mut log, state_config(&broker.config), broker.now_ms())
         .map_err(|e| ErrorCode(e.kafka_error_code()))?;
     Ok(producers
         .state()

@@ -23,10 +23,12 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::broker::Broker;
+use crate::leadership::CoordinatorKind;
 use shoal_core::group_coordinator::{ShareCall, ShareReply};
 
 /// Whether `group_id` is a share group, and whether it has members.
 async fn group_members(broker: &Broker, group_id: &str) -> Result<usize, ErrorCode> {
+    broker.coordinates(CoordinatorKind::Group, group_id)?;
     match broker
         .groups
         .call_share(ShareCall::Describe(vec![group_id.to_string()]))

@@ -42,7 +42,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{records_field, str_bytes};
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::dispatch::RequestContext;
 use crate::producers::state_config;
 use crate::share::{connection_id, refusal_code};
@@ -54,10 +54,18 @@ const SHARE_FETCH_WAIT_MAX: Duration = Duration::from_secs(30);
 /// the read always returns at least one whole batch, however large.
 const PARTITION_READ_BYTES_MAX: usize = 1024 * 1024;
 
-fn leader(broker: &Broker) -> LeaderIdAndEpoch {
+/// The leader of a share partition's topic partition, for the response's CurrentLeader.
+fn leader(broker: &Broker, topic_id: Uuid, partition: i32) -> LeaderIdAndEpoch {
+    let (leader_id, leader_epoch) = match broker.topic_by_id(topic_id) {
+        Some(topic) => {
+            let l = broker.leader(&topic.name, partition);
+            (l.node_id, l.epoch)
+        }
+        None => (-1, -1),
+    };
     LeaderIdAndEpoch {
-        leader_id: broker.node_id,
-        leader_epoch: 0,
+        leader_id,
+        leader_epoch,
         ..Default::default()
     }
 }
@@ -98,8 +106,8 @@ async fn acknowledge(
     let Some(topic) = broker.topic_by_id(topic_id) else {
         return ErrorCode::UNKNOWN_TOPIC_ID;
     };
-    if topic.partition(partition).is_none() {
-        return ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
+    if let Err(code) = broker.led_partition(&topic, partition) {
+        return code;
     }
     let key = SharePartitionKey::new(group_id, TopicId(*topic_id.as_bytes()), partition);
     let slot = broker.share.slot(&key);
@@ -108,7 +116,7 @@ async fn acknowledge(
         // Nothing was ever acquired here.
         return ErrorCode::INVALID_RECORD_STATE;
     };
-    let result = sp.acknowledge(member_id, &batches, now_ms());
+    let result = sp.acknowledge(member_id, &batches, broker.now_ms());
     match result {
         Ok(write) => {
             let persisted = broker.share.persist(broker, &key, write).await;
@@ -155,8 +163,9 @@ async fn acquire(
     let Some(topic) = broker.topic_by_id(topic_id) else {
         return empty(ErrorCode::UNKNOWN_TOPIC_ID);
     };
-    let Some(partition) = topic.partition(tp.partition) else {
-        return empty(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+    let partition = match broker.led_partition(&topic, tp.partition) {
+        Ok(p) => p,
+        Err(code) => return empty(code),
     };
     let key = SharePartitionKey::new(group_id, TopicId(tp.topic_id), tp.partition);
     let slot = broker.share.slot(&key);
@@ -176,7 +185,7 @@ async fn acquire(
         return empty(ErrorCode::UNKNOWN_SERVER_ERROR);
     }
     let read_committed = broker.share_group_settings(group_id).read_committed;
-    let now = now_ms();
+    let now = broker.now_ms();
     // Read under the log lock; the machine's own lock (the slot) is held throughout.
     let (read, aborted, log_start) = {
         let mut log = partition.lock();
@@ -434,7 +443,7 @@ async fn share_fetch_located(
             &added,
             &forgotten,
             has_acks,
-            now_ms(),
+            broker.now_ms(),
         );
     let context = match context {
         Ok(c) => c,
@@ -463,7 +472,7 @@ async fn share_fetch_located(
         for p in &t.partitions {
             let mut data = sf::PartitionData {
                 partition_index: p.partition_index,
-                current_leader: leader(broker),
+                current_leader: leader(broker, t.topic_id, p.partition_index),
                 ..Default::default()
             };
             if !p.acknowledgement_batches.is_empty() {
@@ -552,7 +561,7 @@ async fn share_fetch_located(
                     .entry((Uuid::from_bytes(tp.topic_id), tp.partition))
                     .or_insert_with(|| sf::PartitionData {
                         partition_index: tp.partition,
-                        current_leader: leader(broker),
+                        current_leader: leader(broker, Uuid::from_bytes(tp.topic_id), tp.partition),
                         ..Default::default()
                     });
                 data.error_code = acquired.error.code();
@@ -643,7 +652,7 @@ pub async fn share_acknowledge(
         .sessions
         .lock()
         .expect("share sessions lock poisoned")
-        .acknowledge(&session_key, r.share_session_epoch, now_ms());
+        .acknowledge(&session_key, r.share_session_epoch, broker.now_ms());
     let context = match context {
         Ok(c) => c,
         Err(e) => return ack_error(session_error(e), None),
@@ -665,7 +674,7 @@ pub async fn share_acknowledge(
             partitions.push(ack::PartitionData {
                 partition_index: p.partition_index,
                 error_code: code.code(),
-                current_leader: leader(broker),
+                current_leader: leader(broker, t.topic_id, p.partition_index),
                 ..Default::default()
             });
         }

@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::dispatch::RequestContext;
+use crate::leadership::CoordinatorKind;
 use shoal_core::group_coordinator::{ShareCall, ShareReply};
 
 use crate::coordinators::group_coordinator::share_overrides;
@@ -61,6 +62,9 @@ pub async fn share_group_heartbeat(
         client_id: client_id.to_string(),
         client_host: format!("/{}", ctx.peer.ip()),
     };
+    if let Err(code) = broker.coordinates(CoordinatorKind::Group, &request.group_id) {
+        return heartbeat_error(code, None);
+    }
     let overrides = share_overrides(broker, &request.group_id);
     match broker
         .groups
@@ -92,23 +96,28 @@ pub async fn share_group_describe(
     broker: &Broker,
     r: &ShareGroupDescribeRequest,
 ) -> ShareGroupDescribeResponse {
-    let ids: Vec<String> = r.group_ids.iter().map(|g| g.0.to_string()).collect();
+    let not_described = |g: &GroupId, code: ErrorCode| {
+        describe::DescribedGroup::default()
+            .with_group_id(g.clone())
+            .with_error_code(code.code())
+            .with_group_state(str_bytes("Dead"))
+            .with_authorized_operations(i32::MIN)
+    };
     let failed = |code: ErrorCode| {
-        ShareGroupDescribeResponse::default().with_groups(
-            r.group_ids
-                .iter()
-                .map(|g| {
-                    describe::DescribedGroup::default()
-                        .with_group_id(g.clone())
-                        .with_error_code(code.code())
-                        .with_group_state(str_bytes("Dead"))
-                        .with_authorized_operations(i32::MIN)
-                })
-                .collect(),
-        )
+        ShareGroupDescribeResponse::default()
+            .with_groups(r.group_ids.iter().map(|g| not_described(g, code)).collect())
     };
     if !broker.share_groups_enabled() {
         return failed(ErrorCode::UNSUPPORTED_VERSION);
+    }
+    // Groups coordinated elsewhere are answered with their code, ahead of the others.
+    let mut ids = Vec::new();
+    let mut elsewhere = Vec::new();
+    for g in &r.group_ids {
+        match broker.coordinates(CoordinatorKind::Group, g.0.as_str()) {
+            Ok(()) => ids.push(g.0.to_string()),
+            Err(code) => elsewhere.push(not_described(g, code)),
+        }
     }
     let groups = match broker.groups.call_share(ShareCall::Describe(ids)).await {
         Ok(ShareReply::Describe(groups)) => groups,
@@ -122,9 +131,9 @@ pub async fn share_group_describe(
         i32::MIN
     };
     ShareGroupDescribeResponse::default().with_groups(
-        groups
+        elsewhere
             .into_iter()
-            .map(|g| {
+            .chain(groups.into_iter().map(|g| {
                 let dead = g.error_code.0 != 0;
                 describe::DescribedGroup::default()
                     .with_group_id(GroupId(str_bytes(g.group_id)))
@@ -171,7 +180,7 @@ pub async fn share_group_describe(
                             })
                             .collect(),
                     )
-            })
+            }))
             .collect(),
     )
 }

@@ -18,11 +18,25 @@ use shoal_protocol::ErrorCode;
 
 use super::{str_bytes, topic_name};
 use crate::broker::{Broker, CONSUMER_OFFSETS};
+use crate::leadership::CoordinatorKind;
 
 const UNAVAILABLE: ErrorCode = ErrorCode::COORDINATOR_NOT_AVAILABLE;
 
 fn code(api: TxnApi, version: i16, c: shoal_core::group_coordinator::ErrorCode) -> i16 {
     downgrade_error(api, version, c).code()
+}
+
+/// Sends a client's request to the transaction coordinator, once this node is found to
+/// coordinate its transactional id. Err: the code to answer (NOT_COORDINATOR,
+/// COORDINATOR_NOT_AVAILABLE).
+async fn call(broker: &Broker, request: TxnRequest) -> Result<TxnResponse, ErrorCode> {
+    broker.coordinates(CoordinatorKind::Transaction, request.transactional_id())?;
+    broker.txn.call(request).await.map_err(|_| UNAVAILABLE)
+}
+
+/// The code to answer for a call that failed or answered with another response type.
+fn failed<T>(answer: Result<T, ErrorCode>) -> i16 {
+    answer.err().unwrap_or(UNAVAILABLE).code()
 }
 
 /// InitProducerId with a transactional id.
@@ -46,7 +60,7 @@ pub async fn init_producer_id(
     let mut out = m::InitProducerIdResponse::default()
         .with_producer_id(m::ProducerId(-1))
         .with_producer_epoch(-1);
-    match broker.txn.call(request).await {
+    match call(broker, request).await {
         Ok(TxnResponse::InitProducerId(i)) => {
             out.error_code = code(TxnApi::InitProducerId, version, i.error_code);
             if i.error_code.is_none() {
@@ -54,7 +68,7 @@ pub async fn init_producer_id(
                 out.producer_epoch = i.producer_epoch.0;
             }
         }
-        _ => out.error_code = UNAVAILABLE.code(),
+        other => out.error_code = failed(other),
     }
     out
 }
@@ -109,7 +123,7 @@ async fn add_one(
                 partitions,
                 verify_only,
             });
-            match broker.txn.call(request).await {
+            match call(broker, request).await {
                 Ok(TxnResponse::AddPartitions(a)) => a
                     .results
                     .into_iter()
@@ -120,7 +134,17 @@ async fn add_one(
                         )
                     })
                     .collect(),
-                _ => BTreeMap::new(),
+                other => {
+                    let code = failed(other);
+                    topics
+                        .iter()
+                        .flat_map(|t| {
+                            t.partitions
+                                .iter()
+                                .map(|&p| ((t.name.0.to_string(), p), code))
+                        })
+                        .collect()
+                }
             }
         }
     };
@@ -199,9 +223,9 @@ pub async fn add_offsets_to_txn(
         group_id: r.group_id.0.to_string(),
         offsets_partition: group_partition_for(r.group_id.0.as_str(), partitions) as i32,
     });
-    let error = match broker.txn.call(request).await {
+    let error = match call(broker, request).await {
         Ok(TxnResponse::AddOffsets(a)) => code(TxnApi::AddOffsetsToTxn, version, a.error_code),
-        _ => UNAVAILABLE.code(),
+        other => failed(other),
     };
     m::AddOffsetsToTxnResponse::default().with_error_code(error)
 }
@@ -218,13 +242,13 @@ pub async fn end_txn(broker: &Broker, version: i16, r: &m::EndTxnRequest) -> m::
     let mut out = m::EndTxnResponse::default()
         .with_producer_id(m::ProducerId(-1))
         .with_producer_epoch(-1);
-    match broker.txn.call(request).await {
+    match call(broker, request).await {
         Ok(TxnResponse::EndTxn(e)) => {
             out.error_code = code(TxnApi::EndTxn, version, e.error_code);
             out.producer_id = m::ProducerId(e.producer_id.0);
             out.producer_epoch = e.producer_epoch.0;
         }
-        _ => out.error_code = UNAVAILABLE.code(),
+        other => out.error_code = failed(other),
     }
     out
 }
@@ -233,12 +257,20 @@ pub async fn describe_transactions(
     broker: &Broker,
     r: &m::DescribeTransactionsRequest,
 ) -> m::DescribeTransactionsResponse {
-    let ids: Vec<String> = r
-        .transactional_ids
-        .iter()
-        .map(|t| t.0.to_string())
-        .collect();
-    let states = match broker.txn.describe(ids.clone()).await {
+    let not_here = |id: String, code: ErrorCode| {
+        dtr::TransactionState::default()
+            .with_error_code(code.code())
+            .with_transactional_id(m::TransactionalId(str_bytes(id)))
+    };
+    let mut ids = Vec::new();
+    let mut elsewhere = Vec::new();
+    for id in r.transactional_ids.iter().map(|t| t.0.to_string()) {
+        match broker.coordinates(CoordinatorKind::Transaction, &id) {
+            Ok(()) => ids.push(id),
+            Err(code) => elsewhere.push(not_here(id, code)),
+        }
+    }
+    let states: Vec<_> = match broker.txn.describe(ids.clone()).await {
         Ok(list) => list
             .into_iter()
             .map(|d| {
@@ -268,14 +300,11 @@ pub async fn describe_transactions(
             .collect(),
         Err(_) => ids
             .into_iter()
-            .map(|id| {
-                dtr::TransactionState::default()
-                    .with_error_code(UNAVAILABLE.code())
-                    .with_transactional_id(m::TransactionalId(str_bytes(id)))
-            })
+            .map(|id| not_here(id, UNAVAILABLE))
             .collect(),
     };
-    m::DescribeTransactionsResponse::default().with_transaction_states(states)
+    m::DescribeTransactionsResponse::default()
+        .with_transaction_states(elsewhere.into_iter().chain(states).collect())
 }
 
 pub async fn list_transactions(

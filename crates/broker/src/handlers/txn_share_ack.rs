@@ -169,12 +169,16 @@ async fn handle(broker: &Arc<Broker>, r: &TxnShareAcknowledgeRequest) -> Result<
                 message: "unknown topic id".to_string(),
             });
         };
-        if topic.partition(p.partition).is_none() {
+        if let Err(code) = broker.led_partition(&topic, p.partition) {
             return Err(Failure::Partition {
                 topic_id: p.topic_id,
                 partition: p.partition,
-                code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                message: "unknown partition".to_string(),
+                code,
+                message: if code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION {
+                    "unknown partition".to_string()
+                } else {
+                    "this broker does not lead the partition".to_string()
+                },
             });
         }
     }

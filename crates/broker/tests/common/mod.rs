@@ -13,6 +13,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shoal_broker::seams::clock::{Clock, SystemClock};
+use shoal_broker::seams::SeamOverrides;
 use shoal_broker::{Broker, BrokerConfig, BrokerOptions};
 use shoal_client::Connection;
 use tokio::sync::oneshot;
@@ -21,6 +23,11 @@ use tokio::task::JoinHandle;
 // The broker decodes untrusted frames: install the allocator the `shoal` binary uses.
 #[global_allocator]
 static ALLOCATOR: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
+
+/// Wall-clock milliseconds.
+pub fn now_ms() -> i64 {
+    SystemClock.now_ms()
+}
 
 pub struct TestBroker {
     pub addr: SocketAddr,
@@ -35,6 +42,15 @@ impl TestBroker {
     }
 
     pub async fn start_with(dir: &Path, settings: &[(&str, &str)]) -> TestBroker {
+        Self::start_with_seams(dir, settings, SeamOverrides::default()).await
+    }
+
+    /// A broker whose clock, ownership, commit point or metadata store are the given ones.
+    pub async fn start_with_seams(
+        dir: &Path,
+        settings: &[(&str, &str)],
+        seams: SeamOverrides,
+    ) -> TestBroker {
         let mut config = BrokerConfig::default();
         config.set("group.initial.rebalance.delay.ms", "0").unwrap();
         config.set("offsets.topic.num.partitions", "3").unwrap();
@@ -51,6 +67,7 @@ impl TestBroker {
                 data_dir: dir.to_path_buf(),
                 advertised_host: addr.ip().to_string(),
                 advertised_port: addr.port(),
+                seams,
             },
         )
         .await

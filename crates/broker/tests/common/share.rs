@@ -74,7 +74,7 @@ pub async fn produce_values(
     let batch = Bytes::from(encode_batch(
         &records,
         BatchOptions {
-            timestamp_ms: shoal_broker::broker::now_ms(),
+            timestamp_ms: super::now_ms(),
             ..BatchOptions::default()
         },
     ));

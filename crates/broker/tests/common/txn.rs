@@ -57,7 +57,7 @@ pub fn txn_batch(pid: i64, epoch: i16, seq: i32, value: &str) -> Bytes {
             producer_epoch: epoch,
             base_sequence: seq,
             transactional: true,
-            timestamp_ms: shoal_broker::broker::now_ms(),
+            timestamp_ms: super::now_ms(),
             ..BatchOptions::default()
         },
     ))

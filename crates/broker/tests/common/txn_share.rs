@@ -394,7 +394,7 @@ pub async fn wait_ranges_after(
     deadline_ms: i64,
     expected: Vec<RecordRange>,
 ) {
-    let wait = deadline_ms + 100 - shoal_broker::broker::now_ms();
+    let wait = deadline_ms + 100 - super::now_ms();
     tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
     for _ in 0..250 {
         if ranges(broker, topic_id, 0).await == expected {

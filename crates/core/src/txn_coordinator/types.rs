@@ -227,6 +227,19 @@ pub enum TxnRequest {
     EndTxn(EndTxnRequest),
 }
 
+impl TxnRequest {
+    /// The transactional id the request is about.
+    pub fn transactional_id(&self) -> &str {
+        match self {
+            TxnRequest::InitProducerId(r) => &r.transactional_id,
+            TxnRequest::AddPartitions(r) => &r.transactional_id,
+            TxnRequest::AddOffsets(r) => &r.transactional_id,
+            TxnRequest::AddPartitionsImplicit(r) => &r.transactional_id,
+            TxnRequest::EndTxn(r) => &r.transactional_id,
+        }
+    }
+}
+
 /// InitProducerId with a transactional id (non-transactional producers need no coordinator).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InitProducerIdRequest {

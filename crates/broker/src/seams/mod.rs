@@ -1,0 +1,37 @@
+//! The seams a cluster needs (issue 28, decision 0018): the broker reaches time, ownership
+//! and durable storage only through these traits, each with today's single-node
+//! implementation and a simulated one for tests.
+//!
+//! - [`clock`]: wall-clock milliseconds ([`clock::SystemClock`], [`clock::ManualClock`]);
+//! - [`ownership`]: which node owns a partition, and so a coordinator or a share partition,
+//!   under which epoch ([`ownership::SingleNode`], [`ownership::Assignments`]);
+//! - [`durability`]: the commit point of every partition write, fenced by the owner epoch
+//!   ([`durability::LocalDisk`], [`durability::FailingCommits`]);
+//! - [`metadata_store`]: the metadata records ([`metadata_store::LocalMetadataLog`],
+//!   [`metadata_store::MemoryMetadataStore`]).
+//!
+//! Reads and appends of a partition go through its `topics::Partition` (the owner's log);
+//! what makes them durable, and whether this node may make them so, is decided here.
+
+pub mod clock;
+pub mod durability;
+pub mod metadata_store;
+pub mod ownership;
+
+use std::sync::Arc;
+
+use clock::Clock;
+use durability::Durability;
+use metadata_store::MetadataStore;
+use ownership::Ownership;
+
+/// Implementations to use instead of the single node's (tests and simulations); each one
+/// left `None` is today's.
+#[derive(Debug, Clone, Default)]
+pub struct SeamOverrides {
+    pub clock: Option<Arc<dyn Clock>>,
+    pub ownership: Option<Arc<dyn Ownership>>,
+    /// Defaults to [`durability::LocalDisk`] over the ownership in use.
+    pub durability: Option<Arc<dyn Durability>>,
+    pub metadata: Option<Arc<dyn MetadataStore>>,
+}
