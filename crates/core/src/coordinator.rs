@@ -144,6 +144,9 @@ pub struct Passes<S: CoordinatorShard, W> {
     shard: S,
     next_token: u64,
     waiting: std::collections::BTreeMap<ReplyToken, W>,
+    /// Records held back one pass: only ever filled by the injected
+    /// [`Fault::ReplyBeforeDurable`](crate::faults::Fault::ReplyBeforeDurable).
+    late: Vec<S::Record>,
 }
 
 /// One input of a pass: for the shard, or a transaction marker to replay.
@@ -180,6 +183,7 @@ impl<S: CoordinatorShard, W> Passes<S, W> {
             shard,
             next_token: 0,
             waiting: std::collections::BTreeMap::new(),
+            late: Vec::new(),
         }
     }
 
@@ -190,6 +194,7 @@ impl<S: CoordinatorShard, W> Passes<S, W> {
     /// Replaces the shard (a reload after a failed pass).
     pub fn replace(&mut self, shard: S) {
         self.shard = shard;
+        self.late.clear();
     }
 
     fn token(&mut self) -> ReplyToken {
@@ -237,6 +242,10 @@ impl<S: CoordinatorShard, W> Passes<S, W> {
             }
         }
         self.shard.tick(now_ms, &mut out);
+        if crate::faults::active(crate::faults::Fault::ReplyBeforeDurable) {
+            // The bug: this pass's records wait for the next pass, its replies do not.
+            std::mem::swap(&mut out.records, &mut self.late);
+        }
         Pending {
             records: out.records,
             replies: out.replies,

@@ -18,13 +18,17 @@ pub enum Fault {
     LockExpiresTxPending,
     /// A marker resolves every staging on the share partition, whichever producer staged it.
     MarkerIgnoresProducer,
+    /// The coordinator runtime's order of work (`coordinator::Passes`) answers a pass before
+    /// its records are durable: they are appended with the next pass instead.
+    ReplyBeforeDurable,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 3] = [
+    pub const ALL: [Fault; 4] = [
         Fault::ExactEpochMarker,
         Fault::LockExpiresTxPending,
         Fault::MarkerIgnoresProducer,
+        Fault::ReplyBeforeDurable,
     ];
 
     fn bit(self) -> u8 {
@@ -32,6 +36,7 @@ impl Fault {
             Fault::ExactEpochMarker => 1,
             Fault::LockExpiresTxPending => 2,
             Fault::MarkerIgnoresProducer => 4,
+            Fault::ReplyBeforeDurable => 8,
         }
     }
 }

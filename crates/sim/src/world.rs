@@ -26,14 +26,17 @@ pub struct Bugs {
     pub lock_expires_tx_pending: bool,
     pub stage_before_persist: bool,
     pub marker_ignores_producer: bool,
+    /// In the coordinator runtime's shipped order of work (`Passes`).
+    pub reply_before_durable: bool,
 }
 
 impl Bugs {
-    pub const NAMES: [&'static str; 4] = [
+    pub const NAMES: [&'static str; 5] = [
         "exact-epoch-marker",
         "lock-expires-tx-pending",
         "stage-before-persist",
         "marker-ignores-producer",
+        "reply-before-durable",
     ];
 
     pub fn named(name: &str) -> Option<Bugs> {
@@ -43,6 +46,7 @@ impl Bugs {
             "lock-expires-tx-pending" => b.lock_expires_tx_pending = true,
             "stage-before-persist" => b.stage_before_persist = true,
             "marker-ignores-producer" => b.marker_ignores_producer = true,
+            "reply-before-durable" => b.reply_before_durable = true,
             _ => return None,
         }
         Some(b)
@@ -53,6 +57,7 @@ impl Bugs {
         faults::set(Fault::ExactEpochMarker, self.exact_epoch_marker);
         faults::set(Fault::LockExpiresTxPending, self.lock_expires_tx_pending);
         faults::set(Fault::MarkerIgnoresProducer, self.marker_ignores_producer);
+        faults::set(Fault::ReplyBeforeDurable, self.reply_before_durable);
     }
 }
 

@@ -91,3 +91,25 @@ fn a_failing_seed_shrinks_to_a_shorter_failing_prefix() {
         assert!(run(&config_steps(seed, bugs, prefix - 1)).failure.is_none());
     }
 }
+
+/// The injected bug lives in the order of work the broker's coordinator runtime ships
+/// (`shoal_core::coordinator::Passes`), not in the simulator: answering a pass before its
+/// records are durable is caught as what a user would see — an input committed twice — even
+/// without the replay-equals-live comparison.
+#[test]
+fn answering_before_durable_in_the_shipped_runtime_is_caught_as_a_duplicate() {
+    let bugs = Bugs::named("reply-before-durable").expect("a known bug");
+    let caught = (0..40).find_map(|seed| {
+        run(&RunConfig {
+            replay_check: false,
+            ..config(seed, bugs)
+        })
+        .failure
+        .map(|f| (seed, f.message))
+    });
+    let (seed, message) = caught.expect("caught within 40 seeds");
+    assert!(
+        message.contains("committed outputs"),
+        "seed {seed}: {message}"
+    );
+}
