@@ -9,8 +9,7 @@ use fs2::FileExt;
 use shoal_protocol::api::ApiTable;
 use shoal_protocol::messages::ApiKey;
 use shoal_protocol::ErrorCode;
-use tokio::sync::{watch, Mutex as AsyncMutex};
-use tokio::task::JoinHandle;
+use tokio::sync::Mutex as AsyncMutex;
 use tracing::{info, warn};
 use uuid::Uuid;
 
@@ -344,16 +343,6 @@ impl Broker {
             "internal.segment.bytes",
             self.config.long(broker_key).to_string(),
         );
-    }
-
-    /// Starts background work tied to the server's lifetime (retention, the log cleaner,
-    /// metrics endpoint).
-    pub fn start_background(self: &Arc<Self>, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
-        vec![
-            tokio::spawn(crate::retention::run(self.clone(), stop.clone())),
-            tokio::spawn(crate::cleaner::run(self.clone(), stop.clone())),
-            tokio::spawn(crate::share::run_lock_timer(Arc::downgrade(self), stop)),
-        ]
     }
 
     /// The APIs advertised and served now (feature levels change it at run time).

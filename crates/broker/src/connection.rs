@@ -28,8 +28,9 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
-use crate::dispatch::{self, Reply, RequestContext};
+use crate::dispatch::{self, Reply};
 use crate::handlers::api_versions;
+use crate::handlers::RequestContext;
 use crate::outbound::{self, Frame};
 
 const READ_BUFFER_BYTES: usize = 64 * 1024;

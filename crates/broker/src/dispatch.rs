@@ -1,7 +1,6 @@
 //! Routes a decoded request to its handler.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -9,16 +8,11 @@ use shoal_protocol::{Request, RequestFrame, Response};
 use shoal_storage::FileRegion;
 
 use crate::broker::Broker;
+use crate::handlers::RequestContext;
 use crate::handlers::{
     api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, log_dirs,
     metadata, produce, share_admin, share_fetch, share_groups, topics, txn, txn_share_ack,
 };
-
-/// What a handler may need to know about the connection.
-#[derive(Debug, Clone)]
-pub struct RequestContext {
-    pub peer: SocketAddr,
-}
 
 /// A response that is ready, or one that completes later (a produce waiting for its fsync).
 /// `None` means no response is sent at all (Produce with acks=0).

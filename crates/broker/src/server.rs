@@ -34,7 +34,7 @@ pub async fn run(
         || usize::try_from(broker.current_config().long("max.connections")).unwrap_or(0);
     let mut limits = LimitsCache::default();
     let mut tasks = JoinSet::new();
-    let background = broker.start_background(stop_rx.clone());
+    let background = start_background(&broker, stop_rx.clone());
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -91,4 +91,17 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
+}
+
+/// Starts the background work tied to the server's lifetime: retention and time-based
+/// flushing, the log cleaner, and the acquisition-lock timer of share partitions.
+fn start_background(
+    broker: &Arc<Broker>,
+    stop: watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        tokio::spawn(crate::retention::run(broker.clone(), stop.clone())),
+        tokio::spawn(crate::cleaner::run(broker.clone(), stop.clone())),
+        tokio::spawn(crate::share::run_lock_timer(Arc::downgrade(broker), stop)),
+    ]
 }

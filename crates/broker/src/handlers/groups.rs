@@ -11,9 +11,9 @@ use shoal_protocol::messages::{
 use shoal_protocol::ErrorCode;
 use uuid::Uuid;
 
+use super::RequestContext;
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 use crate::leadership::CoordinatorKind;
 
 const UNAVAILABLE: i16 = ErrorCode::COORDINATOR_NOT_AVAILABLE.code();

@@ -20,8 +20,16 @@ pub mod topics;
 pub mod txn;
 pub mod txn_share_ack;
 
+use std::net::SocketAddr;
+
 use shoal_protocol::messages::TopicName;
 use shoal_protocol::StrBytes;
+
+/// What a handler may need to know about the connection a request came on.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    pub peer: SocketAddr,
+}
 
 pub fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())

@@ -41,9 +41,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::RequestContext;
 use super::{records_field, str_bytes};
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 use crate::producers::state_config;
 use crate::share::{connection_id, refusal_code};
 

@@ -15,8 +15,8 @@ use shoal_protocol::ErrorCode;
 use uuid::Uuid;
 
 use super::str_bytes;
+use super::RequestContext;
 use crate::broker::Broker;
-use crate::dispatch::RequestContext;
 use crate::leadership::CoordinatorKind;
 use shoal_core::group_coordinator::{ShareCall, ShareReply};
 
