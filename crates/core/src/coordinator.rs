@@ -42,6 +42,30 @@ impl std::fmt::Display for RecordError {
 
 impl std::error::Error for RecordError {}
 
+/// How the runtime writes a record: what its batch is. Records of one pass that go to the
+/// same partition with the same framing, one after another, share a batch; a marker is a
+/// control batch of its own. The runtime appends them in the order emitted, so the log holds
+/// them in the order the shard applied them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// A plain batch (no producer).
+    Plain,
+    /// The producer's transactional batch: its COMMIT or ABORT marker on the partition ends it
+    /// (KIP-1289 stagings). The runtime records it in the partition's producer state, so the
+    /// partition's last stable offset stays below it until the marker.
+    Transactional {
+        producer_id: i64,
+        producer_epoch: i16,
+    },
+    /// The record is this transaction marker, written as a COMMIT or ABORT control batch with
+    /// the coordinator epoch of the transaction coordinator that decided it
+    /// ([`ShardRecord::encode`] is not called for it).
+    Marker {
+        marker: TxnMarker,
+        coordinator_epoch: i32,
+    },
+}
+
 /// A record of a coordinator's internal topic.
 pub trait ShardRecord: Sized {
     /// The partition of the topic (of `partitions`, at least 1) this record goes to.
@@ -58,6 +82,19 @@ pub trait ShardRecord: Sized {
     /// # Errors
     /// The bytes are not a record of this topic (malformed, unknown type or version).
     fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Self, RecordError>;
+
+    /// How the record is written ([`Framing::Plain`] unless the coordinator writes
+    /// transactional batches or markers).
+    fn framing(&self) -> Framing {
+        Framing::Plain
+    }
+
+    /// A record read back from a batch of `framing` (a transactional batch's producer), for
+    /// a coordinator whose replay needs it; the record as decoded otherwise.
+    #[must_use]
+    fn with_framing(self, _framing: Framing) -> Self {
+        self
+    }
 }
 
 /// What a shard produced in one step, for the runtime to persist and then deliver.
@@ -128,6 +165,14 @@ pub trait CoordinatorShard {
     /// Called once after the load's replay: timers start from `now_ms`, and the shard may
     /// emit records or effects to resume work (a transaction found prepared).
     fn loaded(&mut self, now_ms: i64, out: &mut Emitted<Self>);
+
+    /// Where a record of the shard's topic is: `record` (None for a control batch) at
+    /// `offset` of `partition`. The runtime calls it on load for every record and marker
+    /// before replaying it, and after an append, once the pass is durable and before its
+    /// replies are delivered, for every record the pass emitted. For a shard that keeps
+    /// offsets (the share-state coordinator prunes its topic up to the snapshots it still
+    /// needs); nothing by default.
+    fn landed(&mut self, _partition: i32, _offset: i64, _record: Option<&Self::Record>) {}
 }
 
 /// The runtime's order of work for one coordinator, without I/O: the broker's async runtime
@@ -189,6 +234,11 @@ impl<S: CoordinatorShard, W> Passes<S, W> {
 
     pub fn shard(&self) -> &S {
         &self.shard
+    }
+
+    /// The shard, for the caller's [`CoordinatorShard::landed`] reports.
+    pub fn shard_mut(&mut self) -> &mut S {
+        &mut self.shard
     }
 
     /// Replaces the shard (a reload after a failed pass).

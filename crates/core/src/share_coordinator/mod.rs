@@ -47,6 +47,7 @@
 
 mod combiner;
 mod records;
+pub mod shard;
 
 #[cfg(test)]
 mod proptests;
