@@ -287,7 +287,7 @@ impl Broker {
         broker
             .share_version
             .store(share_version, std::sync::atomic::Ordering::Relaxed);
-        broker.share.load(&broker)?;
+        broker.share.start(&broker).await?;
         broker.groups.start(&broker).await?;
         broker.txn.start(&broker).await?;
         Ok(broker)
@@ -655,6 +655,16 @@ impl Broker {
             .get(group)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// The groups that have config overrides.
+    pub fn groups_with_configs(&self) -> Vec<String> {
+        self.group_configs
+            .read()
+            .expect("group config lock poisoned")
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// A share group's effective settings: its overrides, else the broker's values.

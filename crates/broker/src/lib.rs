@@ -37,7 +37,6 @@ pub mod dispatch;
 pub mod features;
 pub mod group_configs;
 pub mod handlers;
-pub mod internal;
 pub mod leadership;
 pub mod markers;
 pub mod meta;

@@ -6,8 +6,10 @@
 //! ongoing transaction there (moving the last stable offset) and, for ABORT, adds the
 //! transaction to the log's aborted-transaction index. [`write_marker_durably`] also waits for
 //! the group-commit fsync, as the WriteTxnMarkers API answers only once the marker is durable.
-//! (The transaction coordinator uses [`write_marker`] and does not wait: see `crate::txn` and
-//! decision 0005.)
+//! (The transaction coordinator uses [`write_marker`] and does not wait: see
+//! `crate::coordinators::txn_coordinator` and decision 0005. Markers to `__share_group_state`
+//! go through the share-state coordinator's runtime, which appends them with [`write_marker`]:
+//! see `crate::participants`.)
 //!
 //! Must not: await or fsync under the partition lock; decide anything the coordinator owns
 //! (which partitions are in a transaction, the coordinator epoch's validity).

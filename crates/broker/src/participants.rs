@@ -1,30 +1,37 @@
 //! Transactional participants: the internal topics whose records can be transactional, and the
-//! one path by which a transaction's COMMIT or ABORT marker reaches the state kept from them.
+//! one path by which a transaction's COMMIT or ABORT marker is written to one of their
+//! partitions and reaches the state kept from them.
 //!
-//! A marker is appended to a partition by `crate::markers` (for the transaction coordinator's
-//! driver, for WriteTxnMarkers, and for the lost-marker rewrite at start — decision 0005). If
-//! the partition belongs to a participant, the marker is then handed to that participant:
+//! [`write_marker`] is that path for every marker (the transaction coordinator's marker task,
+//! WriteTxnMarkers); the lost-marker rewrite at start appends its markers itself, before
+//! anything is served, and queues them with [`Participant::hand_at_start`] (decision 0005):
 //!
-//! - [`Participant::Offsets`] (`__consumer_offsets`): the group coordinator's pending
-//!   transactional offset commits of the producer become committed or vanish;
-//! - [`Participant::ShareState`] (`__share_group_state`): the share-state store and the live
-//!   share partitions; the acknowledgements a TxnShareAcknowledge staged there under the
-//!   producer (TX_PENDING, KIP-1289) resolve: COMMIT acknowledges or archives them, ABORT
-//!   makes them available again.
+//! - [`Participant::ShareState`] (`__share_group_state`): the marker is written by the
+//!   share-state coordinator on its runtime, like every other write there (decision 0019), so
+//!   that it sees its partitions in log order and can refuse a staging whose transaction
+//!   already ended. It resolves the acknowledgements a TxnShareAcknowledge staged there under
+//!   the producer (TX_PENDING, KIP-1289) — COMMIT acknowledges or archives them, ABORT makes
+//!   them available again — and then the live share partitions do the same.
+//! - [`Participant::Offsets`] (`__consumer_offsets`): the marker is appended here, then the
+//!   group coordinator's pending transactional offset commits of the producer become
+//!   committed or vanish.
+//! - any other partition: the marker is appended (`crate::markers`).
 //!
 //! Each participant applies a marker with one function of its own, which both the live path
-//! (through [`Participant::hand`] or [`Participant::hand_at_start`]) and the replay of its topic
-//! at start (which sees the control batches) call, so replayed state equals live state.
+//! and the replay of its topic at start (which sees the control batches) call, so replayed
+//! state equals live state.
 //!
 //! Must not: call request handlers (arrows point handlers → drivers → core); hand a marker to a
 //! participant before it is appended to the participant's partition (a reload must find it).
 
+use shoal_protocol::ErrorCode;
 use shoal_storage::batch::BatchHeader;
 use shoal_storage::RecordView;
 use tracing::warn;
 
 use crate::broker::{Broker, CONSUMER_OFFSETS};
 use crate::share::SHARE_GROUP_STATE;
+use crate::topics::Partition;
 
 pub use shoal_core::coordinator::TxnMarker;
 
@@ -82,33 +89,13 @@ impl Participant {
         }
     }
 
-    /// Hands a marker just appended to the participant's partition to it, and waits until it
-    /// is applied. If the participant is unavailable the marker stays in the log, and its next
-    /// load (replay) applies it.
-    pub async fn hand(self, broker: &Broker, marker: TxnMarker) {
-        let applied = match self {
-            Participant::Offsets => broker.groups.apply_marker(marker).await.is_ok(),
-            Participant::ShareState => {
-                broker.share.apply_marker(broker, marker).await;
-                true
-            }
-        };
-        if !applied {
-            warn!(
-                topic = self.topic(),
-                ?marker,
-                "transaction participant unavailable; the marker applies on its reload"
-            );
-        }
-    }
-
-    /// [`Participant::hand`] at start, before the broker serves anyone (the participants are
-    /// loaded, the marker was written after their replay): applied, or queued ahead of every
-    /// request, before this returns.
+    /// [`write_marker`]'s hand-over at start, before the broker serves anyone (the participants
+    /// are loaded, the marker was appended after their replay): queued ahead of every request
+    /// before this returns.
     pub fn hand_at_start(self, broker: &Broker, marker: TxnMarker) {
         let applied = match self {
             Participant::Offsets => broker.groups.queue_marker(marker).is_ok(),
-            Participant::ShareState => broker.share.apply_marker_at_start(broker, marker),
+            Participant::ShareState => broker.share.queue_marker_at_start(marker),
         };
         if !applied {
             warn!(
@@ -120,10 +107,52 @@ impl Participant {
     }
 }
 
-/// Hands a marker appended to `topic`-`marker.partition` to the topic's participant, if it has
-/// one (a marker on a data partition needs nothing more).
-pub async fn marker_appended(broker: &Broker, topic: &str, marker: TxnMarker) {
-    if let Some(participant) = Participant::of(topic) {
-        participant.hand(broker, marker).await;
+/// How [`write_marker`] left a marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerWritten {
+    /// Appended at this offset, not yet known durable.
+    At(i64),
+    /// Durable (written by the share-state coordinator, which fsyncs before it answers).
+    Durable,
+}
+
+/// Writes a COMMIT (`marker.commit`) or ABORT marker of `marker.producer_id` at
+/// `marker.producer_epoch` from a transaction coordinator of `coordinator_epoch` to
+/// `partition` (whose index is `marker.partition`), and hands it to the partition's
+/// participant, if any (see the module docs).
+///
+/// # Errors
+/// The marker's refusal as `crate::markers::write_marker` gives it (INVALID_PRODUCER_EPOCH,
+/// TRANSACTION_COORDINATOR_FENCED, a storage error), or COORDINATOR_NOT_AVAILABLE when the
+/// share-state coordinator could not write it. Retrying is harmless.
+pub async fn write_marker(
+    broker: &Broker,
+    partition: &Partition,
+    marker: TxnMarker,
+    coordinator_epoch: i32,
+) -> Result<MarkerWritten, ErrorCode> {
+    debug_assert_eq!(partition.index, marker.partition);
+    if partition.topic == SHARE_GROUP_STATE {
+        broker
+            .share
+            .write_marker(broker, marker, coordinator_epoch)
+            .await?;
+        return Ok(MarkerWritten::Durable);
     }
+    let offset = crate::markers::write_marker(
+        broker,
+        partition,
+        marker.producer_id,
+        marker.producer_epoch,
+        marker.commit,
+        coordinator_epoch,
+    )?;
+    if partition.topic == CONSUMER_OFFSETS && broker.groups.apply_marker(marker).await.is_err() {
+        warn!(
+            topic = CONSUMER_OFFSETS,
+            ?marker,
+            "transaction participant unavailable; the marker applies on its reload"
+        );
+    }
+    Ok(MarkerWritten::At(offset))
 }

@@ -1,11 +1,14 @@
-//! Share partitions on this broker (KIP-932): the live `SharePartition` machines, the share
-//! sessions of share consumers, and the share-group state they persist in
-//! `__share_group_state`.
+//! Share partitions on this broker (KIP-932), as their share-partition leader holds them: the
+//! live `SharePartition` machines and the share sessions of share consumers. Their persisted
+//! state is the share-state coordinator's (`crate::coordinators::share_coordinator`, on the
+//! one coordinator runtime), which this module reads and writes as Kafka's share-partition
+//! leader does through the share-state RPCs.
 //!
 //! Each share partition (group × topic partition) has one slot whose async mutex serialises
 //! every change to it *and* its persistence: a change is applied to the machine, the state
-//! write it returns is appended to `__share_group_state` (the partition Kafka's hash of
-//! "group:topicId:partition" picks) and fsynced, and only then is the request answered. So an
+//! write it returns goes to the share-state coordinator, which appends it to
+//! `__share_group_state` (the partition Kafka's hash of "group:topicId:partition" picks) and
+//! fsyncs it with the other writes of its pass, and only then is the request answered. So an
 //! acknowledgement the client saw succeed survives kill -9, and a restart rebuilds every share
 //! partition from the replayed records: acknowledged records are never delivered again,
 //! records that were only acquired are delivered again (acquisitions are not persisted, as in
@@ -22,15 +25,16 @@
 //! the broker restarts and rebuilds it from its persisted state, which the offending call
 //! never reached); the other share partitions are served as before.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use shoal_core::share_coordinator::shard::{MarkersApplied, StageRefused};
 use shoal_core::share_coordinator::{
-    InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord, ShareStateStore,
-    StateSummary, TopicId, UNINITIALIZED_START_OFFSET,
+    InitializeState, SharePartitionKey, ShareStateError, StateSummary, TopicId,
+    UNINITIALIZED_START_OFFSET,
 };
 use shoal_core::share_partition::{
     AckBatch, ShareError, SharePartition, SharePartitionConfig, StateWrite,
@@ -41,13 +45,11 @@ use tokio::sync::{watch, Notify};
 use tracing::{error, info, warn};
 
 use crate::broker::Broker;
+use crate::coordinators::share_coordinator::{ShareStateService, StageError, Unavailable};
 use crate::group_configs::AutoOffsetReset;
-use crate::internal::{AppendError, EncodedRecord, Replayed, TxnProducer};
 use crate::participants::TxnMarker;
-use crate::producers::state_config;
 
-/// The internal topic of share-group state.
-pub const SHARE_GROUP_STATE: &str = "__share_group_state";
+pub use crate::coordinators::share_coordinator::SHARE_GROUP_STATE;
 /// Leader epoch of every share partition: one node never changes leader.
 const LEADER_EPOCH: i32 = 0;
 /// How often acquisition locks are checked for expiry at most.
@@ -63,23 +65,27 @@ pub struct Slot {
 pub struct ShareManager {
     pub sessions: Mutex<ShareSessionCache>,
     slots: Mutex<HashMap<SharePartitionKey, Arc<Slot>>>,
-    store: tokio::sync::Mutex<ShareStateStore>,
-    /// Per `__share_group_state` partition, the offset of each live share partition's latest
-    /// ShareSnapshot: replay needs nothing before the earliest of them. Changed only with the
-    /// store locked (by `append` and `load`), so `prune` sees it consistent with the log.
-    snapshots: Mutex<HashMap<i32, HashMap<SharePartitionKey, i64>>>,
+    /// The persisted share-group state: the share-state coordinator.
+    pub state: ShareStateService,
     /// Woken when records become available again (release, expiry, acknowledgement).
     pub released: Arc<Notify>,
-    /// Transaction markers applied to the store since start (replayed or live).
-    markers: Mutex<MarkersApplied>,
 }
 
-/// How many COMMIT and ABORT markers the share-state participant applied since start, on
-/// replay or live (see [`ShareManager::markers_applied`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MarkersApplied {
-    pub commits: u64,
-    pub aborts: u64,
+/// The producer a transactional write of share state belongs to (KIP-1289 stagings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
+/// Offsets TX_PENDING reported when the share-state coordinator cannot answer: the checks
+/// that read them (a `share.version` downgrade, a reset or delete of a group) refuse what they
+/// cannot verify.
+const TX_PENDING_UNKNOWN: i64 = i64::MAX;
+
+/// The error code of a store's refusal of a write.
+fn state_error_code(e: &ShareStateError) -> ErrorCode {
+    ErrorCode(e.error_code().0)
 }
 
 impl std::fmt::Debug for ShareManager {
@@ -110,85 +116,47 @@ pub fn connection_id(peer: SocketAddr) -> u64 {
 }
 
 impl ShareManager {
-    /// An empty manager; [`ShareManager::load`] fills the store.
+    /// An empty manager; [`ShareManager::start`] starts its share-state coordinator.
     pub fn new(broker_config: &crate::config::BrokerConfig) -> anyhow::Result<Self> {
-        let store = ShareStateStore::new(ShareCoordinatorConfig {
-            snapshot_update_records_per_snapshot: broker_config
-                .long("share.coordinator.snapshot.update.records.per.snapshot")
-                as u32,
-            ..ShareCoordinatorConfig::default()
-        })
-        .map_err(|e| anyhow::anyhow!("share coordinator config: {e}"))?;
         Ok(ShareManager {
             sessions: Mutex::new(ShareSessionCache::new(
                 broker_config.long("group.share.max.share.sessions") as usize,
             )),
             slots: Mutex::new(HashMap::new()),
-            store: tokio::sync::Mutex::new(store),
-            snapshots: Mutex::new(HashMap::new()),
+            state: ShareStateService::default(),
             released: Arc::new(Notify::new()),
-            markers: Mutex::new(MarkersApplied::default()),
         })
     }
 
-    /// Replays `__share_group_state` into the store; returns how many records.
+    /// Loads the share-state coordinator (replays `__share_group_state`) and starts it.
     ///
     /// # Errors
     /// The log cannot be read.
-    pub fn load(&self, broker: &Broker) -> anyhow::Result<usize> {
-        let mut store = self
-            .store
-            .try_lock()
-            .map_err(|_| anyhow::anyhow!("share state store busy during load"))?;
-        let mut count = 0;
-        crate::internal::replay_topic(broker, SHARE_GROUP_STATE, |item| {
-            let (partition, record) = match item {
-                Replayed::Record { partition, record } => (partition, record),
-                Replayed::Control {
-                    partition,
-                    header,
-                    records,
-                } => {
-                    if let Some(marker) =
-                        crate::participants::marker_from_control(partition, header, records)
-                    {
-                        self.apply_marker_to(broker, &mut store, marker);
-                        count += 1;
-                    }
-                    return;
-                }
-            };
-            let Some(key) = record.key.as_deref() else {
-                return;
-            };
-            match ShareStateRecord::decode(key, record.value.as_deref()) {
-                Ok(r) => {
-                    self.track(partition, record.offset, &r);
-                    store.replay(&r);
-                    count += 1;
-                }
-                Err(e) => warn!(partition, offset = record.offset, error = %e,
-                    "skipping undecodable share state record"),
-            }
-        })?;
-        info!(
-            records = count,
-            share_partitions = store.len(),
-            "share group state loaded"
-        );
-        Ok(count)
+    pub async fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
+        self.state.start(broker).await
     }
 
-    /// The share-state participant (see `crate::participants`): applies a transaction marker
-    /// just appended to a `__share_group_state` partition. The persisted state resolves first
-    /// ([`ShareManager::apply_marker_to`], as replay does), then each live share partition
-    /// holding the producer's stagings resolves its records and waiting fetches are woken.
-    /// The live machines' resolutions are not written again: the marker in the log is their
-    /// record, and the store already holds what they decide.
-    pub async fn apply_marker(&self, broker: &Broker, marker: TxnMarker) {
-        let resolved = {
-            let mut store = self.store.lock().await;
-            self.apply_marker_to(broker, &mut store, marker)
+    /// The share-state participant (see `crate::participants`): writes a transaction's marker
+    /// to its `__share_group_state` partition through the share-state coordinator, which
+    /// resolves the persisted stagings ([`shoal_core::share_coordinator::ShareStateStore::
+    /// apply_marker`], as replay does) and answers once the marker is durable; then each live
+    /// share partition holding the producer's stagings resolves its records and waiting
+    /// fetches are woken. The live machines' resolutions are not written again: the marker in
+    /// the log is their record, and the store already holds what they decide.
+    ///
+    /// # Errors
+    /// The marker's refusal (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED), or
+    /// COORDINATOR_NOT_AVAILABLE when it could not be written (retried by the writer).
+    pub async fn write_marker(
+        &self,
+        broker: &Broker,
+        marker: TxnMarker,
+        coordinator_epoch: i32,
+    ) -> Result<(), ErrorCode> {
+        let resolved = match self.state.write_marker(marker, coordinator_epoch).await {
+            Ok(Ok(resolved)) => resolved,
+            Ok(Err(refused)) => return Err(ErrorCode(refused.error_code().0)),
+            Err(Unavailable) => return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
         };
         let mut wake = false;
         for key in resolved {
@@ -213,59 +181,28 @@ impl ShareManager {
         if wake {
             self.released.notify_waiters();
         }
+        Ok(())
     }
 
-    /// [`ShareManager::apply_marker`] at start, before anything else uses the store (no share
-    /// partition is live yet); false (nothing applied) if the store is busy.
-    pub fn apply_marker_at_start(&self, broker: &Broker, marker: TxnMarker) -> bool {
-        match self.store.try_lock() {
-            Ok(mut store) => {
-                self.apply_marker_to(broker, &mut store, marker);
-                true
-            }
-            Err(_) => false,
-        }
+    /// A marker appended to a `__share_group_state` partition at start (the lost-marker
+    /// rewrite, before anything is served; no share partition is live yet): queued for the
+    /// share-state coordinator ahead of every request. False if it is not running.
+    pub fn queue_marker_at_start(&self, marker: TxnMarker) -> bool {
+        self.state.queue_marker(marker).is_ok()
     }
 
-    /// The markers applied since start.
-    pub fn markers_applied(&self) -> MarkersApplied {
-        *self.markers.lock().expect("share markers lock poisoned")
-    }
-
-    /// The share-state participant's application of a marker to the persisted state
-    /// ([`ShareStateStore::apply_marker`], the decision in `shoal-core` the simulator runs too),
-    /// counted; the same call live, at the start-up rewrite of a lost marker and on replay.
-    /// Returns the share partitions resolved.
-    fn apply_marker_to(
-        &self,
-        broker: &Broker,
-        store: &mut ShareStateStore,
-        marker: TxnMarker,
-    ) -> Vec<SharePartitionKey> {
-        {
-            let mut applied = self.markers.lock().expect("share markers lock poisoned");
-            if marker.commit {
-                applied.commits += 1;
-            } else {
-                applied.aborts += 1;
-            }
-        }
-        let partitions = crate::internal::partition_count(broker, SHARE_GROUP_STATE);
-        store.apply_marker(
-            marker.partition,
-            partitions,
-            marker.producer_id,
-            marker.producer_epoch,
-            marker.commit,
-            |key| partition_config(broker, &key.group_id).delivery_count_limit,
-            broker.now_ms(),
-        )
+    /// The markers the share-state coordinator applied since it loaded (replayed or live).
+    pub async fn markers_applied(&self) -> MarkersApplied {
+        self.state.markers_applied().await.unwrap_or_default()
     }
 
     /// Offsets TX_PENDING in the persisted state of `key`, or of every share partition when
     /// None (the `share.version` downgrade check and the in-use checks of reset and delete).
     pub async fn tx_pending_records(&self, key: Option<&SharePartitionKey>) -> i64 {
-        self.store.lock().await.tx_pending_count(key)
+        self.state
+            .tx_pending(key)
+            .await
+            .unwrap_or(TX_PENDING_UNKNOWN)
     }
 
     /// Stages `member_id`'s acknowledgements in `producer`'s transaction (TxnShareAcknowledge,
@@ -328,66 +265,43 @@ impl ShareManager {
                 message: e.to_string(),
             }
         })?;
-        let storage_error = || StageRefusal {
-            key: None,
-            code: ErrorCode::KAFKA_STORAGE_ERROR,
-            message: "the staging could not be persisted".to_string(),
-        };
-        {
-            let mut store = self.store.lock().await;
-            let mut records = Vec::new();
-            for ((key, _), (_, write)) in parts.iter().zip(staged.iter()) {
-                let Some(write) = write else { continue };
-                let record = store
-                    .write(key, &write.to_write_state(LEADER_EPOCH), now)
-                    .map_err(|e| {
-                        error!(?key, error = %e, "share state staging refused");
+        let writes: Vec<_> = parts
+            .iter()
+            .zip(staged.iter())
+            .filter_map(|((key, _), (_, write))| {
+                write
+                    .as_ref()
+                    .map(|w| (key.clone(), w.to_write_state(LEADER_EPOCH)))
+            })
+            .collect();
+        if !writes.is_empty() {
+            self.state
+                .stage(producer.producer_id, producer.producer_epoch, writes)
+                .await
+                .map_err(|e| match e {
+                    StageError::Refused(StageRefused::State { key, error }) => {
+                        error!(?key, error = %error, "share state staging refused");
                         StageRefusal {
-                            key: Some(key.clone()),
-                            code: ErrorCode(e.error_code().0),
-                            message: e.to_string(),
+                            key: Some(key),
+                            code: state_error_code(&error),
+                            message: error.to_string(),
                         }
-                    })?;
-                records.push(record);
-            }
-            let partitions = crate::internal::partition_count(broker, SHARE_GROUP_STATE);
-            let mut by_partition: BTreeMap<u32, Vec<EncodedRecord>> = BTreeMap::new();
-            for record in &records {
-                let encoded = record.encode().map_err(|e| {
-                    error!(error = %e, "share state record cannot be encoded");
-                    storage_error()
+                    }
+                    StageError::Refused(StageRefused::Fenced { .. }) => StageRefusal {
+                        key: None,
+                        code: ErrorCode::PRODUCER_FENCED,
+                        message: "the transaction ended before the acknowledgements were staged"
+                            .to_string(),
+                    },
+                    StageError::Unavailable => {
+                        error!("share state staging write failed");
+                        StageRefusal {
+                            key: None,
+                            code: ErrorCode::KAFKA_STORAGE_ERROR,
+                            message: "the staging could not be persisted".to_string(),
+                        }
+                    }
                 })?;
-                by_partition
-                    .entry(state_partition(record.key(), partitions) as u32)
-                    .or_default()
-                    .push(encoded);
-            }
-            let offsets = crate::internal::append_transactional_and_flush_at(
-                broker,
-                SHARE_GROUP_STATE,
-                producer,
-                by_partition,
-            )
-            .await
-            .map_err(|e| match e {
-                AppendError::Fenced => StageRefusal {
-                    key: None,
-                    code: ErrorCode::PRODUCER_FENCED,
-                    message: "the transaction ended before the acknowledgements were staged"
-                        .to_string(),
-                },
-                AppendError::Failed(e) => {
-                    error!(error = %e, "share state staging write failed");
-                    storage_error()
-                }
-            })?;
-            for record in &records {
-                let p = state_partition(record.key(), partitions);
-                if let Some(offset) = offsets.get(&(p as u32)) {
-                    self.track(p, *offset, record);
-                }
-                store.replay(record);
-            }
         }
         for (guard, (copy, _)) in guards.iter_mut().zip(staged) {
             **guard = Some(copy);
@@ -422,84 +336,29 @@ impl ShareManager {
             .collect()
     }
 
-    /// Appends one share-state record to its `__share_group_state` partition, fsyncs it and
-    /// applies it to the store.
-    async fn append(
-        &self,
-        broker: &Arc<Broker>,
-        record: ShareStateRecord,
-    ) -> Result<(), ErrorCode> {
-        let mut store = self.store.lock().await;
-        let key = record.key().clone();
-        let encoded: EncodedRecord = record.encode().map_err(|e| {
-            error!(error = %e, "share state record cannot be encoded");
-            ErrorCode::UNKNOWN_SERVER_ERROR
-        })?;
-        let partitions = crate::internal::partition_count(broker, SHARE_GROUP_STATE);
-        let p = state_partition(&key, partitions) as u32;
-        let mut by_partition = BTreeMap::new();
-        by_partition.insert(p, vec![encoded]);
-        let offsets = crate::internal::append_and_flush_at(broker, SHARE_GROUP_STATE, by_partition)
-            .await
-            .map_err(|e| {
-                error!(error = %e, "share state write failed");
-                ErrorCode::KAFKA_STORAGE_ERROR
-            })?;
-        if let Some(offset) = offsets.get(&p) {
-            self.track(p as i32, *offset, &record);
-        }
-        store.replay(&record);
-        Ok(())
-    }
-
-    /// Notes where a share partition's latest snapshot is, or that it was deleted.
-    fn track(&self, partition: i32, offset: i64, record: &ShareStateRecord) {
-        let mut snapshots = self
-            .snapshots
-            .lock()
-            .expect("share snapshots lock poisoned");
-        match record {
-            ShareStateRecord::Snapshot { key, .. } => {
-                snapshots
-                    .entry(partition)
-                    .or_default()
-                    .insert(key.clone(), offset);
-            }
-            ShareStateRecord::Tombstone { key } => {
-                if let Some(keys) = snapshots.get_mut(&partition) {
-                    keys.remove(key);
-                }
-            }
-            _ => {}
-        }
-    }
-
     /// Advances the log start offset of every `__share_group_state` partition to the oldest
-    /// record replay still needs (Kafka's share-state pruning): the earliest latest-snapshot of
-    /// the share partitions stored there, since everything before a share partition's latest
-    /// ShareSnapshot is superseded by it, or the log end when none is stored there; never past
-    /// the first batch of a transaction still open there (the last stable offset). Whole
-    /// segments below the new start are deleted. First deletes (tombstones) the state of share
-    /// partitions whose topic no longer exists, which would otherwise hold pruning back for
-    /// ever. Returns how many offsets became unreachable.
+    /// record replay still needs (Kafka's share-state pruning; see
+    /// `ShareStateService::prune`: never past an open transaction's stagings). First deletes
+    /// (tombstones) the state of share partitions whose topic no longer exists, which would
+    /// otherwise hold pruning back for ever. Returns how many offsets became unreachable.
     ///
     /// # Errors
     /// A partition's log start offset could not be checkpointed or a segment not deleted.
     pub async fn prune(&self, broker: &Arc<Broker>) -> Result<i64, shoal_storage::StorageError> {
         let orphans: Vec<SharePartitionKey> = self
-            .store
-            .lock()
+            .state
+            .keys(None)
             .await
-            .keys()
+            .unwrap_or_default()
+            .into_iter()
             .filter(|k| {
                 broker
                     .topic_by_id(uuid::Uuid::from_bytes(k.topic_id.0))
                     .is_none()
             })
-            .cloned()
             .collect();
         if !orphans.is_empty() {
-            match self.delete(broker, &orphans).await {
+            match self.delete(&orphans).await {
                 Ok(()) => info!(
                     share_partitions = orphans.len(),
                     "share state of deleted topics removed"
@@ -507,33 +366,7 @@ impl ShareManager {
                 Err(code) => warn!(?code, "cannot remove the share state of deleted topics"),
             }
         }
-        // Appends hold the store while they write and track: none is half done meanwhile.
-        let _store = self.store.lock().await;
-        let Some(topic) = broker.topic(SHARE_GROUP_STATE) else {
-            return Ok(0);
-        };
-        let mut pruned = 0;
-        for partition in topic.partitions() {
-            let needed = self
-                .snapshots
-                .lock()
-                .expect("share snapshots lock poisoned")
-                .get(&partition.index)
-                .and_then(|keys| keys.values().min().copied());
-            let mut log = partition.lock();
-            // Never past an open transaction's stagings (KIP-1289): its marker must find the
-            // partition's producer state, and its batches stay until it resolves them.
-            let stable = partition
-                .producers(&mut log, state_config(&broker.config), broker.now_ms())?
-                .last_stable_offset(&log);
-            let point = needed.unwrap_or_else(|| log.log_end_offset()).min(stable);
-            let before = log.log_start_offset();
-            if point > before {
-                let after = log.delete_records_before(point)?;
-                pruned += after - before;
-            }
-        }
-        Ok(pruned)
+        self.state.prune(broker).await
     }
 
     /// Persists a share partition's state write (before the caller answers).
@@ -542,23 +375,27 @@ impl ShareManager {
     /// The write was refused by the store or could not be made durable.
     pub async fn persist(
         &self,
-        broker: &Arc<Broker>,
         key: &SharePartitionKey,
         write: Option<StateWrite>,
     ) -> Result<(), ErrorCode> {
         let Some(write) = write else {
             return Ok(());
         };
-        let record = {
-            let store = self.store.lock().await;
-            store
-                .write(key, &write.to_write_state(LEADER_EPOCH), broker.now_ms())
-                .map_err(|e| {
-                    error!(?key, error = %e, "share state write refused");
-                    ErrorCode(e.error_code().0)
-                })?
-        };
-        self.append(broker, record).await
+        match self
+            .state
+            .write(key, write.to_write_state(LEADER_EPOCH))
+            .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                error!(?key, error = %e, "share state write refused");
+                Err(state_error_code(&e))
+            }
+            Err(Unavailable) => {
+                error!(?key, "share state write failed");
+                Err(ErrorCode::KAFKA_STORAGE_ERROR)
+            }
+        }
     }
 
     /// Creates the machine of `key` in `state` if it has none: from the persisted state, or
@@ -579,22 +416,14 @@ impl ShareManager {
             }
             return Ok(());
         }
-        let persisted = {
-            let store = self.store.lock().await;
-            match store.state(key) {
-                Some(_) => Some(
-                    store
-                        .read(key, LEADER_EPOCH, broker.now_ms())
-                        .map_err(|e| ErrorCode(e.error_code().0))?,
-                ),
-                None => None,
-            }
+        // A read storing a new leader epoch writes it (durably) before answering.
+        let persisted = match self.state.read(key, LEADER_EPOCH).await {
+            Ok(Ok(read)) => read,
+            Ok(Err(e)) => return Err(state_error_code(&e)),
+            Err(Unavailable) => return Err(ErrorCode::KAFKA_STORAGE_ERROR),
         };
         let built = match persisted {
-            Some((read, epoch_record)) if read.start_offset != UNINITIALIZED_START_OFFSET => {
-                if let Some(r) = epoch_record {
-                    self.append(broker, r).await?;
-                }
+            Some(read) if read.start_offset != UNINITIALIZED_START_OFFSET => {
                 let (sp, write) = SharePartition::from_persisted(config, &read).map_err(|e| {
                     error!(?key, error = %e, "persisted share state unusable");
                     ErrorCode::UNKNOWN_SERVER_ERROR
@@ -603,22 +432,17 @@ impl ShareManager {
                 write
             }
             other => {
-                let state_epoch = other.map_or(0, |(read, _)| read.state_epoch);
+                let state_epoch = other.map_or(0, |read| read.state_epoch);
                 let start = reset_offset(broker, key)?;
-                let record = {
-                    let store = self.store.lock().await;
-                    store
-                        .initialize(
-                            key,
-                            InitializeState {
-                                state_epoch,
-                                start_offset: start,
-                            },
-                            broker.now_ms(),
-                        )
-                        .map_err(|e| ErrorCode(e.error_code().0))?
+                let initialize = InitializeState {
+                    state_epoch,
+                    start_offset: start,
                 };
-                self.append(broker, record).await?;
+                match self.state.initialize(key, initialize).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Err(state_error_code(&e)),
+                    Err(Unavailable) => return Err(ErrorCode::KAFKA_STORAGE_ERROR),
+                }
                 *state = Some(
                     SharePartition::new(config, start, state_epoch).map_err(|e| {
                         error!(?key, error = %e, "cannot create share partition");
@@ -628,7 +452,7 @@ impl ShareManager {
                 None
             }
         };
-        self.persist(broker, key, built).await
+        self.persist(key, built).await
     }
 
     /// Releases what `member` holds in the share partitions of a closed session.
@@ -651,7 +475,7 @@ impl ShareManager {
                     continue;
                 }
             };
-            if let Err(code) = self.persist(broker, &key, write).await {
+            if let Err(code) = self.persist(&key, write).await {
                 warn!(
                     ?key,
                     ?code,
@@ -734,20 +558,17 @@ impl ShareManager {
 
     /// The persisted summary of a share partition (start offset, delivery-complete count).
     pub async fn summary(&self, key: &SharePartitionKey) -> Option<StateSummary> {
-        self.store.lock().await.read_summary(key)
+        self.state.summary(key).await.ok().flatten()
     }
 
     /// Offsets TX_PENDING in any share partition of `group_id`: an open transaction still
     /// holds the group's state, so resetting or deleting it is refused as for a group with
     /// members (decision 0011).
     pub async fn group_tx_pending(&self, group_id: &str) -> i64 {
-        let store = self.store.lock().await;
-        let keys: Vec<SharePartitionKey> = store
-            .keys()
-            .filter(|k| k.group_id == group_id)
-            .cloned()
-            .collect();
-        keys.iter().map(|k| store.tx_pending_count(Some(k))).sum()
+        self.state
+            .group_tx_pending(group_id)
+            .await
+            .unwrap_or(TX_PENDING_UNKNOWN)
     }
 
     /// The live record ranges of a share partition (None while its machine is not loaded).
@@ -765,20 +586,12 @@ impl ShareManager {
         &self,
         key: &SharePartitionKey,
     ) -> Option<Vec<shoal_core::share_coordinator::StateBatch>> {
-        let store = self.store.lock().await;
-        store.state(key).map(|s| s.state_batches.clone())
+        self.state.batches(key).await.ok().flatten()
     }
 
     /// The share partitions of `group_id` that have persisted state.
     pub async fn keys_of_group(&self, group_id: &str) -> Vec<SharePartitionKey> {
-        let mut keys: Vec<SharePartitionKey> = self
-            .store
-            .lock()
-            .await
-            .keys()
-            .filter(|k| k.group_id == group_id)
-            .cloned()
-            .collect();
+        let mut keys = self.state.keys(Some(group_id)).await.unwrap_or_default();
         keys.sort_by_key(|k| (k.topic_id.0, k.partition));
         keys
     }
@@ -788,31 +601,14 @@ impl ShareManager {
     ///
     /// # Errors
     /// The store's refusal or KAFKA_STORAGE_ERROR.
-    pub async fn reset(
-        &self,
-        broker: &Arc<Broker>,
-        key: &SharePartitionKey,
-        start_offset: i64,
-    ) -> Result<(), ErrorCode> {
+    pub async fn reset(&self, key: &SharePartitionKey, start_offset: i64) -> Result<(), ErrorCode> {
         let slot = self.slot(key);
         let mut state = slot.state.lock().await;
-        let record = {
-            let store = self.store.lock().await;
-            let state_epoch = store
-                .read_summary(key)
-                .map_or(0, |s| s.state_epoch.saturating_add(1));
-            store
-                .initialize(
-                    key,
-                    InitializeState {
-                        state_epoch,
-                        start_offset,
-                    },
-                    broker.now_ms(),
-                )
-                .map_err(|e| ErrorCode(e.error_code().0))?
-        };
-        self.append(broker, record).await?;
+        match self.state.reset(key, start_offset).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(state_error_code(&e)),
+            Err(Unavailable) => return Err(ErrorCode::KAFKA_STORAGE_ERROR),
+        }
         *state = None;
         Ok(())
     }
@@ -822,18 +618,14 @@ impl ShareManager {
     ///
     /// # Errors
     /// KAFKA_STORAGE_ERROR.
-    pub async fn delete(
-        &self,
-        broker: &Arc<Broker>,
-        keys: &[SharePartitionKey],
-    ) -> Result<(), ErrorCode> {
+    pub async fn delete(&self, keys: &[SharePartitionKey]) -> Result<(), ErrorCode> {
         for key in keys {
             let slot = self.slot(key);
             let mut state = slot.state.lock().await;
-            let tombstone = self.store.lock().await.delete(key);
-            if let Some(record) = tombstone {
-                self.append(broker, record).await?;
-            }
+            self.state
+                .delete(vec![key.clone()])
+                .await
+                .map_err(|Unavailable| ErrorCode::KAFKA_STORAGE_ERROR)?;
             *state = None;
             self.slots
                 .lock()
@@ -861,7 +653,7 @@ impl ShareManager {
                 }
             };
             any = true;
-            if let Err(code) = self.persist(broker, &key, write).await {
+            if let Err(code) = self.persist(&key, write).await {
                 warn!(?key, ?code, "lock expiry was not persisted");
             }
         }
@@ -871,18 +663,11 @@ impl ShareManager {
         any
     }
 
-    /// The offsets TX_PENDING in every share partition's persisted state, for the metrics of
-    /// share partitions without a live machine (after a restart, before their first
-    /// ShareFetch). None when the store is busy at the moment: a scrape does not wait for a
-    /// state write, as [`ShareManager::in_flight`] skips busy partitions.
+    /// The offsets TX_PENDING in every share partition's persisted state, for the metrics of share partitions without a live machine (after a restart, before
+    /// their first ShareFetch): as of the share-state coordinator's last durable pass, so a
+    /// scrape never waits for a state write.
     pub fn tx_pending_persisted(&self) -> Option<Vec<(SharePartitionKey, i64)>> {
-        let store = self.store.try_lock().ok()?;
-        Some(
-            store
-                .keys()
-                .map(|k| (k.clone(), store.tx_pending_count(Some(k))))
-                .collect(),
-        )
+        Some(self.state.tx_pending_counts())
     }
 }
 

@@ -128,12 +128,7 @@ async fn persist_batch(broker: &TestBroker, key: &SharePartitionKey, batch: Pers
         delivery_complete_count: 0,
         batches: vec![batch],
     };
-    broker
-        .broker
-        .share
-        .persist(&broker.broker, key, Some(write))
-        .await
-        .unwrap();
+    broker.broker.share.persist(key, Some(write)).await.unwrap();
 }
 
 #[tokio::test]

@@ -813,10 +813,10 @@ async fn add_partition(
 /// The transaction markers in `__share_group_state`-0, in log order: (offset, producer id,
 /// commit).
 fn share_state_markers(broker: &TestBroker) -> Vec<(i64, i64, bool)> {
-    use shoal_broker::internal::Replayed;
+    use shoal_broker::coordinators::log_io::Replayed;
     use shoal_broker::participants::marker_from_control;
     let mut markers = Vec::new();
-    shoal_broker::internal::replay_topic(&broker.broker, SHARE_STATE, |item| {
+    shoal_broker::coordinators::log_io::replay_topic(&broker.broker, SHARE_STATE, |item| {
         if let Replayed::Control {
             partition: 0,
             header,
@@ -831,8 +831,8 @@ fn share_state_markers(broker: &TestBroker) -> Vec<(i64, i64, bool)> {
     markers
 }
 
-fn share_markers_applied(broker: &TestBroker) -> (u64, u64) {
-    let applied = broker.broker.share.markers_applied();
+async fn share_markers_applied(broker: &TestBroker) -> (u64, u64) {
+    let applied = broker.broker.share.markers_applied().await;
     (applied.commits, applied.aborts)
 }
 
@@ -844,7 +844,7 @@ async fn a_marker_on_the_share_state_topic_is_appended_and_handed_to_its_partici
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start(dir.path()).await;
     let mut conn = broker.connect().await;
-    assert_eq!(share_markers_applied(&broker), (0, 0));
+    assert_eq!(share_markers_applied(&broker).await, (0, 0));
     let (_, pid, epoch) = init(&mut conn, "share-marker", 60_000).await;
     assert_eq!(
         add_partition(&mut conn, "share-marker", pid, epoch, SHARE_STATE, 0).await,
@@ -856,7 +856,7 @@ async fn a_marker_on_the_share_state_topic_is_appended_and_handed_to_its_partici
     );
     // The participant is handed the marker before the transaction completes.
     wait_complete(&broker, "share-marker").await;
-    assert_eq!(share_markers_applied(&broker), (1, 0));
+    assert_eq!(share_markers_applied(&broker).await, (1, 0));
     assert_eq!(
         add_partition(&mut conn, "share-marker", pid, epoch, SHARE_STATE, 0).await,
         0
@@ -866,7 +866,7 @@ async fn a_marker_on_the_share_state_topic_is_appended_and_handed_to_its_partici
         0
     );
     wait_complete(&broker, "share-marker").await;
-    assert_eq!(share_markers_applied(&broker), (1, 1));
+    assert_eq!(share_markers_applied(&broker).await, (1, 1));
     assert_eq!(
         share_state_markers(&broker),
         vec![(0, pid, true), (1, pid, false)]
@@ -876,17 +876,20 @@ async fn a_marker_on_the_share_state_topic_is_appended_and_handed_to_its_partici
 
     let broker = TestBroker::start(dir.path()).await;
     assert_eq!(
-        share_markers_applied(&broker),
+        share_markers_applied(&broker).await,
         (1, 1),
         "the replay of __share_group_state hands its markers to the participant"
     );
     broker.stop().await;
 }
 
-/// Decision 0005 on `__share_group_state`: a COMMIT marker appended there but lost in a crash
-/// is written again at the next start and handed to the share-state participant.
+/// Decision 0019 on `__share_group_state`: the share-state coordinator writes the markers there
+/// and fsyncs them before its answer, so a COMMIT marker there is durable by the time its
+/// transaction completes (where decision 0005 leaves a data partition's marker to its lazy
+/// flush, listed for the rewrite at start): a crash right after the commit, with lazy flushing,
+/// keeps it, and the replay hands it to the participant.
 #[tokio::test]
-async fn a_lost_marker_on_the_share_state_topic_is_written_again_and_handed_to_its_participant() {
+async fn a_marker_on_the_share_state_topic_is_durable_when_its_transaction_completes() {
     let dir = tempfile::tempdir().unwrap();
     let broker = TestBroker::start_with(dir.path(), LAZY).await;
     let mut conn = broker.connect().await;
@@ -897,24 +900,27 @@ async fn a_lost_marker_on_the_share_state_topic_is_written_again_and_handed_to_i
     );
     assert_eq!(end(&mut conn, 3, "share-lost", pid, epoch, true).await.0, 0);
     wait_complete(&broker, "share-lost").await;
-    assert_eq!(share_markers_applied(&broker), (1, 0));
+    assert_eq!(share_markers_applied(&broker).await, (1, 0));
+    let partition = shoal_broker::markers::partition(&broker.broker, SHARE_STATE, 0).unwrap();
+    let (flushed, end_offset) = {
+        let log = partition.lock();
+        (log.flushed_offset(), log.log_end_offset())
+    };
+    assert_eq!(
+        (flushed, end_offset),
+        (1, 1),
+        "the marker is its only batch, fsynced"
+    );
+    drop(partition);
     drop(conn);
     broker.crash().await;
 
-    // Nothing else was written to __share_group_state-0: the marker is its only batch.
-    let segment = first_segment(dir.path(), SHARE_STATE, 0);
-    assert_eq!(cut_last_batch(&segment), 0);
-
     let broker = TestBroker::start_with(dir.path(), LAZY).await;
+    assert_eq!(share_state_markers(&broker), vec![(0, pid, true)]);
     assert_eq!(
-        share_state_markers(&broker),
-        vec![(0, pid, true)],
-        "the COMMIT marker is written again"
-    );
-    assert_eq!(
-        share_markers_applied(&broker),
+        share_markers_applied(&broker).await,
         (1, 0),
-        "the rewritten marker is handed to the participant before the broker serves"
+        "the marker is handed to the participant by the replay"
     );
     broker.stop().await;
 }
@@ -929,7 +935,7 @@ async fn write_txn_markers_on_the_share_state_topic_reach_its_participant() {
     let abort = txn::write_marker(&mut conn, 4242, 0, false, 0, SHARE_STATE, 0).await;
     assert_eq!(abort, 0);
     assert_eq!(share_state_markers(&broker), vec![(0, 4242, false)]);
-    assert_eq!(share_markers_applied(&broker), (0, 1));
+    assert_eq!(share_markers_applied(&broker).await, (0, 1));
     drop(conn);
     broker.stop().await;
 }

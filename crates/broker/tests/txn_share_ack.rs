@@ -793,12 +793,15 @@ async fn g8_case5_duplicate_and_late_markers_change_nothing() {
     let resolved = states().await;
     // 0..=4 acknowledged: the persisted start offset moved past them.
     assert_eq!((resolved.1.len(), resolved.2), (0, (5, 0)), "{resolved:?}");
-    let commits = broker.broker.share.markers_applied().commits;
+    let commits = broker.broker.share.markers_applied().await.commits;
 
     // The COMMIT again (transaction version 2 markers carry the bumped epoch).
     let code = share_state_marker(&mut conn, dir.path(), n, a.pid, a.epoch, true).await;
     assert_eq!(code, 0);
-    assert_eq!(broker.broker.share.markers_applied().commits, commits + 1);
+    assert_eq!(
+        broker.broker.share.markers_applied().await.commits,
+        commits + 1
+    );
     assert_eq!(states().await, resolved);
     // An ABORT of the resolved transaction, at its epoch.
     let code = share_state_marker(&mut conn, dir.path(), n, a.pid, older, false).await;
@@ -905,5 +908,46 @@ async fn a_downgrade_racing_a_staging_never_leaves_records_tx_pending_below_leve
         }
     }
     drop((conn, admin));
+    broker.stop().await;
+}
+
+/// Decision 0019: a staging whose transaction already ended on its state partition is refused
+/// PRODUCER_FENCED by the share-state coordinator, and nothing is staged. The window is a
+/// TxnShareAcknowledge registered with the transaction coordinator whose staging arrives after
+/// a marker of a newer epoch reached `__share_group_state`-N; here the marker is sent with
+/// WriteTxnMarkers (as `kafka-transactions abort` would) while the coordinator still sees the
+/// transaction Ongoing, so the registration passes and only the share-state coordinator can
+/// refuse. Staged anyway, the records would stay TX_PENDING for ever: no marker of that
+/// transaction would come again.
+#[tokio::test]
+async fn a_staging_after_its_transaction_ended_on_the_state_partition_is_fenced() {
+    let (dir, broker, mut conn, topic_id, a) = staged(60000).await;
+    let n = state_partition(&broker, topic_id, 0);
+    // The transaction is open at the coordinator (it produced), and already ended on
+    // __share_group_state-N: an ABORT of the next epoch is there.
+    stage(&mut conn, &a, topic_id, 0, 0, ACCEPT).await;
+    let code = share_state_marker(&mut conn, dir.path(), n, a.pid, a.epoch + 1, false).await;
+    assert_eq!(code, 0);
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    let before = persisted_batches(&broker, topic_id, 0).await;
+    let r = txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(1, 3, vec![ACCEPT])])],
+    )
+    .await;
+    let fenced = ErrorCode::PRODUCER_FENCED.code();
+    assert_eq!(codes(&r), (fenced, vec![fenced]));
+    assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);
+    assert_eq!(persisted_batches(&broker, topic_id, 0).await, before);
+    assert_eq!(
+        live(&broker, topic_id, 0).await,
+        vec![
+            (0, 0, RecordState::Available),
+            (1, 9, RecordState::Acquired)
+        ],
+        "offset 0 made available again by the ABORT, the rest still the member's"
+    );
     broker.stop().await;
 }

@@ -50,21 +50,32 @@ async fn g10_case1_case12_the_staging_survives_a_crash_and_the_outcome_resolves_
 }
 
 /// g4 / case 13: the broker crashes after the transaction committed and the data partitions
-/// got their markers, but before the share-state partition's marker is durable. The start-up
-/// rewrite of lost markers (decision 0005) writes it again and it resolves the staging:
-/// without it the records would stay TX_PENDING (the assertions after the restart fail).
+/// got their markers. The share-state partition's marker cannot be lost then: the share-state
+/// coordinator fsyncs it before the transaction completes (decision 0019), so with lazy
+/// flushing everything a crash may drop lies past it, and the restart finds the staging
+/// resolved. (Before decision 0019 the marker was flushed lazily and the start-up rewrite of
+/// lost markers, decision 0005, wrote it again.)
 #[tokio::test]
-async fn g4_case13_a_lost_share_state_marker_is_written_again_and_resolves_the_staging() {
+async fn g4_case13_the_share_state_marker_is_durable_when_the_transaction_completes() {
     let (dir, broker, mut conn, topic_id, a) = staged_with(LAZY_SETTINGS, 60000, 30_000).await;
     stage(&mut conn, &a, topic_id, 0, 9, ACCEPT).await;
     resolve(&broker, &mut conn, &a, true).await;
     let n = state_partition(&broker, topic_id, 0);
+    let partition = shoal_broker::markers::partition(&broker.broker, SHARE_GROUP_STATE, n).unwrap();
+    let (flushed, end) = {
+        let log = partition.lock();
+        (log.flushed_offset(), log.log_end_offset())
+    };
+    drop(partition);
     drop(conn);
     broker.crash().await;
 
-    // The staging is the partition's first batch, the COMMIT marker its last.
+    // The staging is the partition's first batch, the COMMIT marker its last, fsynced: a
+    // crash loses only what lies past the flushed offset, and nothing does.
     let segment = first_segment(dir.path(), SHARE_GROUP_STATE, n);
-    assert!(cut_last_batch(&segment) > 0);
+    let last = batches(&segment).last().unwrap().0;
+    assert!(last.is_control());
+    assert_eq!((flushed, end), (last.next_offset(), last.next_offset()));
 
     let broker = TestBroker::start_with(dir.path(), LAZY_SETTINGS).await;
     assert_eq!(broker.broker.share.tx_pending_records(None).await, 0);

@@ -3,5 +3,7 @@
 //! effects).
 
 pub mod group_coordinator;
+pub mod log_io;
 pub mod runtime;
+pub mod share_coordinator;
 pub mod txn_coordinator;

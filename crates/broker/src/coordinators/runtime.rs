@@ -1,11 +1,15 @@
 //! The one coordinator runtime: drives any [`CoordinatorShard`] the same way.
 //!
 //! One task owns the shard. At start it rebuilds the shard by replaying the shard's internal
-//! topic (records and transaction markers, in log order per partition). Then, pass after
+//! topic (records and transaction markers, in log order per partition; each record with its
+//! batch's framing and its offset, see `CoordinatorShard::landed`). Then, pass after
 //! pass, it takes every input queued since the last pass (at most [`PASS_INPUTS_MAX`]), in
 //! the order they were queued, feeds them and a timer tick to the shard, appends the records
-//! the shard emitted — one batch per partition of the topic, then one group-commit fsync — and
-//! only then delivers the pass's replies and hands its effects to the [`Host`]. If the append
+//! the shard emitted as their framing says (`shoal_core::coordinator::Framing`: per partition
+//! in order, consecutive records of one framing in one batch — plain, or a producer's
+//! transactional batch — and a marker as a control batch; see [`super::log_io`]), then one
+//! group-commit fsync, tells the shard where each record landed, and only then delivers the
+//! pass's replies and hands its effects to the [`Host`]. If the append
 //! fails, nothing of the pass is answered (every waiting caller, deferred ones included, gets
 //! [`Unavailable`], which handlers answer as COORDINATOR_NOT_AVAILABLE so clients retry) and
 //! the shard is rebuilt from the log, so its state never runs ahead of what is durable.
@@ -21,19 +25,18 @@
 //! Must not: deliver a reply before the records of its pass are durable; apply an input out of
 //! its queue order; keep serving from a state the log does not hold after a failed append.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use shoal_core::coordinator::{
-    CoordinatorShard, Emitted, EncodedRecord, Passes, Queued, ShardRecord, TxnMarker,
+    CoordinatorShard, Emitted, Framing, Passes, Queued, ShardRecord, TxnMarker,
 };
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
+use super::log_io::{Replayed, ToAppend};
 use crate::broker::Broker;
-use crate::internal::Replayed;
 use crate::participants::marker_from_control;
 
 /// Inputs queued at most before callers wait (backpressure).
@@ -203,23 +206,30 @@ async fn load<S: CoordinatorShard + Send, H: Host<S>>(
     let mut shard = host.new_shard(broker)?;
     let mut count = 0;
     let topic = host.topic();
-    crate::internal::replay_topic(broker, topic, |item| match item {
+    super::log_io::replay_topic(broker, topic, |item| match item {
         Replayed::Control {
             partition,
             header,
             records,
         } => {
             if let Some(marker) = marker_from_control(partition, header, records) {
+                shard.landed(partition, header.base_offset(), None);
                 shard.replay_marker(marker);
                 count += 1;
             }
         }
-        Replayed::Record { partition, record } => {
+        Replayed::Record {
+            partition,
+            record,
+            framing,
+        } => {
             let Some(key) = record.key.as_deref() else {
                 return;
             };
             match S::Record::decode(key, record.value.as_deref()) {
                 Ok(r) => {
+                    let r = r.with_framing(framing);
+                    shard.landed(partition, record.offset, Some(&r));
                     shard.replay(r);
                     count += 1;
                 }
@@ -240,25 +250,31 @@ async fn load<S: CoordinatorShard + Send, H: Host<S>>(
     Ok((shard, resumed, count))
 }
 
-/// Appends `records` to `topic`, one batch per partition, and fsyncs them.
+/// Appends `records` to `topic` as their framing says (per partition in order; consecutive
+/// records of one framing share a batch) and fsyncs them. Returns where each landed.
 async fn persist<R: ShardRecord>(
     broker: &Arc<Broker>,
     topic: &str,
     records: &[R],
-) -> Result<(), String> {
+) -> Result<Vec<(i32, i64)>, String> {
     if records.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
-    let partitions = crate::internal::partition_count(broker, topic);
-    let mut by_partition: BTreeMap<u32, Vec<EncodedRecord>> = BTreeMap::new();
+    let partitions = super::log_io::partition_count(broker, topic);
+    let mut appends = Vec::with_capacity(records.len());
     for r in records {
-        let encoded = r.encode().map_err(|e| e.to_string())?;
-        by_partition
-            .entry(r.partition(partitions))
-            .or_default()
-            .push(encoded);
+        let framing = r.framing();
+        let encoded = match framing {
+            Framing::Marker { .. } => None,
+            _ => Some(r.encode().map_err(|e| e.to_string())?),
+        };
+        appends.push(ToAppend {
+            partition: r.partition(partitions),
+            framing,
+            encoded,
+        });
     }
-    crate::internal::append_and_flush(broker, topic, by_partition).await
+    super::log_io::append_pass(broker, topic, appends).await
 }
 
 async fn run<S, H>(
@@ -330,22 +346,28 @@ async fn finish_pass<S: CoordinatorShard + Send, H: Host<S>>(
     passes: &mut Passes<S, Waiter<S::Reply>>,
     pending: shoal_core::coordinator::Pending<S, Waiter<S::Reply>>,
 ) -> Option<Emitted<S>> {
-    if let Err(e) = persist(broker, host.topic(), &pending.records).await {
-        error!(topic = host.topic(), error = %e,
+    let landed = match persist(broker, host.topic(), &pending.records).await {
+        Ok(landed) => landed,
+        Err(e) => {
+            error!(topic = host.topic(), error = %e,
                 "coordinator write failed; reloading state from the log");
-        // Every waiting caller fails (its sender drops), deferred ones too: their state
-        // is being rebuilt from what is durable, which the pass's records are not.
-        drop(passes.failed(pending));
-        return match load(broker, host, false).await {
-            Ok((reloaded, resumed, _)) => {
-                passes.replace(reloaded);
-                Some(resumed)
-            }
-            Err(e) => {
-                error!(topic = host.topic(), error = %e, "coordinator reload failed");
-                None
-            }
-        };
+            // Every waiting caller fails (its sender drops), deferred ones too: their state
+            // is being rebuilt from what is durable, which the pass's records are not.
+            drop(passes.failed(pending));
+            return match load(broker, host, false).await {
+                Ok((reloaded, resumed, _)) => {
+                    passes.replace(reloaded);
+                    Some(resumed)
+                }
+                Err(e) => {
+                    error!(topic = host.topic(), error = %e, "coordinator reload failed");
+                    None
+                }
+            };
+        }
+    };
+    for (record, (partition, offset)) in pending.records.iter().zip(landed) {
+        passes.shard_mut().landed(partition, offset, Some(record));
     }
     let delivered = passes.durable(pending);
     for (waiter, reply) in delivered.replies {

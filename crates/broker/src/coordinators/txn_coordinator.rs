@@ -40,7 +40,7 @@ use tracing::{error, info, warn};
 pub use super::runtime::Unavailable;
 use super::runtime::{Host, Runtime};
 use crate::broker::Broker;
-use crate::participants::{Participant, TxnMarker};
+use crate::participants::{MarkerWritten, Participant, TxnMarker};
 
 /// Name of the internal topic holding transaction state.
 pub const TRANSACTION_STATE: &str = "__transaction_state";
@@ -378,26 +378,24 @@ async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, listed: Vec<
                     continue;
                 }
             };
-            match crate::markers::write_marker(
+            let marker = TxnMarker {
+                partition: tp.partition,
+                producer_id: markers.producer_id.0,
+                producer_epoch: markers.producer_epoch.0,
+                commit,
+            };
+            match crate::participants::write_marker(
                 &broker,
                 &partition,
-                markers.producer_id.0,
-                markers.producer_epoch.0,
-                commit,
+                marker,
                 markers.coordinator_epoch,
-            ) {
-                Ok(offset) => {
-                    crate::participants::marker_appended(
-                        &broker,
-                        &tp.topic,
-                        TxnMarker {
-                            partition: tp.partition,
-                            producer_id: markers.producer_id.0,
-                            producer_epoch: markers.producer_epoch.0,
-                            commit,
-                        },
-                    )
-                    .await;
+            )
+            .await
+            {
+                // Written durably by its coordinator (`__share_group_state`): nothing to
+                // flush or to list as possibly lost.
+                Ok(MarkerWritten::Durable) => {}
+                Ok(MarkerWritten::At(offset)) => {
                     to_flush.push(partition);
                     appended.push(PendingMarker {
                         partition: tp,

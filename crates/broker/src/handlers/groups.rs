@@ -617,7 +617,7 @@ pub async fn delete_groups(
                 let mut code = g.error_code.code();
                 if code == 0 {
                     let keys = broker.share.keys_of_group(&g.group_id).await;
-                    if let Err(e) = broker.share.delete(broker, &keys).await {
+                    if let Err(e) = broker.share.delete(&keys).await {
                         code = e.code();
                     }
                 }
@@ -707,7 +707,8 @@ async fn verify_offsets_partition(
     r: &m::TxnOffsetCommitRequest,
 ) -> Result<(), i16> {
     use shoal_core::txn_coordinator as tc;
-    let partitions = crate::internal::partition_count(broker, crate::broker::CONSUMER_OFFSETS);
+    let partitions =
+        crate::coordinators::log_io::partition_count(broker, crate::broker::CONSUMER_OFFSETS);
     let partition = tc::TopicPartition {
         topic: crate::broker::CONSUMER_OFFSETS.to_string(),
         partition: gc::partition_for(r.group_id.0.as_str(), partitions) as i32,

@@ -119,7 +119,7 @@ async fn acknowledge(
     let result = sp.acknowledge(member_id, &batches, broker.now_ms());
     match result {
         Ok(write) => {
-            let persisted = broker.share.persist(broker, &key, write).await;
+            let persisted = broker.share.persist(&key, write).await;
             drop(state);
             broker.share.released.notify_waiters();
             match persisted {
@@ -221,7 +221,7 @@ async fn acquire(
             Ok(write) => write,
             Err(e) => return empty(refusal_code(broker, &key, &e)),
         };
-        if let Err(code) = broker.share.persist(broker, &key, write).await {
+        if let Err(code) = broker.share.persist(&key, write).await {
             return empty(code);
         }
     }
@@ -263,7 +263,7 @@ async fn acquire(
         Ok(a) => a,
         Err(e) => return empty(refusal_code(broker, &key, &e)),
     };
-    if let Err(code) = broker.share.persist(broker, &key, acquisition.write).await {
+    if let Err(code) = broker.share.persist(&key, acquisition.write).await {
         return empty(code);
     }
     if acquisition.records.is_empty() {

@@ -19,6 +19,7 @@ use shoal_protocol::ErrorCode;
 use super::{str_bytes, topic_name};
 use crate::broker::{Broker, CONSUMER_OFFSETS};
 use crate::leadership::CoordinatorKind;
+use crate::participants::MarkerWritten;
 
 const UNAVAILABLE: ErrorCode = ErrorCode::COORDINATOR_NOT_AVAILABLE;
 
@@ -215,7 +216,7 @@ pub async fn add_offsets_to_txn(
     version: i16,
     r: &m::AddOffsetsToTxnRequest,
 ) -> m::AddOffsetsToTxnResponse {
-    let partitions = crate::internal::partition_count(broker, CONSUMER_OFFSETS);
+    let partitions = crate::coordinators::log_io::partition_count(broker, CONSUMER_OFFSETS);
     let request = TxnRequest::AddOffsets(tc::AddOffsetsRequest {
         transactional_id: r.transactional_id.0.to_string(),
         producer_id: ProducerId(r.producer_id.0),
@@ -357,32 +358,34 @@ pub async fn write_txn_markers(
             for &index in &t.partition_indexes {
                 let code = match crate::markers::partition(broker, t.name.0.as_str(), index) {
                     Err(code) => code,
-                    Ok(partition) => match crate::markers::write_marker_durably(
-                        broker,
-                        partition,
-                        marker.producer_id.0,
-                        marker.producer_epoch,
-                        marker.transaction_result,
-                        marker.coordinator_epoch,
-                    )
-                    .await
-                    {
-                        Ok(_) => {
-                            crate::participants::marker_appended(
-                                broker,
-                                t.name.0.as_str(),
-                                crate::participants::TxnMarker {
-                                    partition: index,
-                                    producer_id: marker.producer_id.0,
-                                    producer_epoch: marker.producer_epoch,
-                                    commit: marker.transaction_result,
-                                },
-                            )
-                            .await;
-                            ErrorCode::NONE
+                    Ok(partition) => {
+                        let written = crate::participants::write_marker(
+                            broker,
+                            &partition,
+                            crate::participants::TxnMarker {
+                                partition: index,
+                                producer_id: marker.producer_id.0,
+                                producer_epoch: marker.producer_epoch,
+                                commit: marker.transaction_result,
+                            },
+                            marker.coordinator_epoch,
+                        )
+                        .await;
+                        match written {
+                            Ok(MarkerWritten::Durable) => ErrorCode::NONE,
+                            // Answered once durable, as Kafka answers WriteTxnMarkers.
+                            Ok(MarkerWritten::At(_)) => {
+                                match broker.durability.commit(vec![partition]).await {
+                                    Ok(()) => ErrorCode::NONE,
+                                    Err(e) => {
+                                        tracing::error!(error = %e, "cannot flush transaction marker");
+                                        e.error_code()
+                                    }
+                                }
+                            }
+                            Err(code) => code,
                         }
-                        Err(code) => code,
-                    },
+                    }
                 };
                 partitions.push(
                     wr::WritableTxnMarkerPartitionResult::default()

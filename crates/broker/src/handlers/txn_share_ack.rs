@@ -54,7 +54,7 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::internal::TxnProducer;
+use crate::share::TxnProducer;
 use crate::share::{state_partition, SHARE_GROUP_STATE};
 use shoal_core::group_coordinator::{ShareCall, ShareReply};
 
@@ -388,7 +388,7 @@ async fn register(
     producer: TxnProducer,
     keys: &[SharePartitionKey],
 ) -> Result<(), Refusal> {
-    let partitions = crate::internal::partition_count(broker, SHARE_GROUP_STATE);
+    let partitions = crate::coordinators::log_io::partition_count(broker, SHARE_GROUP_STATE);
     let state_partitions: BTreeSet<i32> = keys
         .iter()
         .map(|k| state_partition(k, partitions))

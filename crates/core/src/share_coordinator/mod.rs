@@ -42,8 +42,9 @@
 //!
 //! Must not: read clocks (time comes in as `now_ms`, for the record timestamps), perform I/O,
 //! or panic on record bytes or requests. Not modelled: cold-partition snapshots (Kafka's
-//! `snapshotColdPartitions` timer), metadata-image checks for unknown topics (the broker's
-//! job) and the redundant-offset tracking that drives `__share_group_state` pruning.
+//! `snapshotColdPartitions` timer) and metadata-image checks for unknown topics (the broker's
+//! job). The store is driven on the coordinator runtime by [`shard::ShareStateShard`], which
+//! also tracks the snapshot offsets that drive `__share_group_state` pruning.
 
 mod combiner;
 mod records;
