@@ -208,18 +208,20 @@ impl ShareManager {
     /// Stages `member_id`'s acknowledgements in `producer`'s transaction (TxnShareAcknowledge,
     /// KIP-1289 §3.2 step 8), all or nothing across every share partition of `parts`: each
     /// partition's batches are staged on a copy of its machine (every offset must be ACQUIRED
-    /// by the member), and only when every copy accepted are the stagings persisted — one
-    /// transactional batch under the producer's id and epoch per `__share_group_state`
-    /// partition, fsynced — and the copies put in place. The caller has registered those
-    /// state partitions in the transaction, so its COMMIT or ABORT marker resolves them.
+    /// by the member), and only when every copy accepted are the stagings persisted by the
+    /// share-state coordinator — the producer's transactional batches in the
+    /// `__share_group_state` partitions, fsynced — and the copies put in place. The caller has
+    /// registered those state partitions in the transaction, so its COMMIT or ABORT marker
+    /// resolves them.
     ///
     /// Slots are locked in key order, so two requests over the same partitions cannot
     /// deadlock; `parts` must not name a share partition twice.
     ///
     /// # Errors
     /// The first refused partition with its code (INVALID_REQUEST, INVALID_RECORD_STATE) and
-    /// a message; or, with no partition named, KAFKA_STORAGE_ERROR when the write failed.
-    /// Nothing is staged on error.
+    /// a message; or, with no partition named, PRODUCER_FENCED when the transaction already
+    /// ended on a state partition, KAFKA_STORAGE_ERROR when the write failed. Nothing is
+    /// staged on error.
     pub async fn stage(
         &self,
         broker: &Arc<Broker>,

@@ -418,13 +418,20 @@ impl Host<ShareStateShard> for ShareStateHost {
         Ok(())
     }
 
-    /// The groups' delivery count limits, when they changed.
+    /// The groups' delivery count limits, when they changed, before a pass that writes a
+    /// marker (the only input that reads them; a state write does not pay for them).
     fn pass_inputs(
         &self,
         broker: &Broker,
         shard: &ShareStateShard,
-        _queued: &[&ShareStateInput],
+        queued: &[&ShareStateInput],
     ) -> Vec<ShareStateInput> {
+        if !queued
+            .iter()
+            .any(|i| matches!(i, ShareStateInput::WriteMarker { .. }))
+        {
+            return Vec::new();
+        }
         let limits = delivery_limits(broker);
         if &limits == shard.limits() {
             Vec::new()
