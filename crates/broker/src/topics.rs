@@ -61,8 +61,10 @@ pub struct Partition {
     pub producers: Mutex<Option<PartitionProducers>>,
     /// Long-polling readers to wake on the next append.
     waiters: Mutex<Vec<Weak<Notify>>>,
-    /// Held while this partition's fsync runs (group commit, see `seams::durability`).
-    pub(crate) flush_gate: tokio::sync::Mutex<()>,
+    /// Held while this partition's fsync runs (group commit, see `seams::durability`). Public
+    /// so that a test can hold a write between its append and its fsync without blocking a
+    /// thread.
+    pub flush_gate: tokio::sync::Mutex<()>,
 }
 
 /// Readers registered on one partition at most; past it a reader waits for its timeout.

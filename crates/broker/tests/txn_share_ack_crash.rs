@@ -183,3 +183,207 @@ async fn g4_a_crash_after_prepare_commit_is_finished_by_the_coordinator() {
     drop(conn);
     broker.stop().await;
 }
+
+/// The share-state write that races a COMMIT marker in [`marker_racing`].
+#[derive(Clone, Copy, Debug)]
+enum Racing {
+    /// Producer B stages offsets 10..=19 (TxnShareAcknowledge).
+    Staging,
+    /// m1 releases offsets 10..=19 (ShareAcknowledge RELEASE).
+    Release,
+}
+
+/// Producer A's COMMIT marker on a `__share_group_state` partition and another write of the
+/// same share partition (`racing`), both queued while the share-state coordinator's pass is
+/// busy with a third write. The coordinator must apply the marker where the log has it, and a
+/// write must be computed from the state it lands after, or replay (after kill -9) differs
+/// from the live state.
+///
+/// Before the share-state coordinator ran on the coordinator runtime (decision 0019) the
+/// marker was appended as soon as the transaction coordinator wrote it and applied to the
+/// store once the store was free — after the write queued ahead of it; and a state write was
+/// computed under one hold of the store and appended under another. Either way the log held,
+/// after the marker, a record computed before it, carrying the start offset the share
+/// partition had before the commit (the first committed record). Replay applied the marker
+/// (start past the committed records, their batches dropped), then that record, which moved
+/// the start back over them: after the restart the committed records read back as never
+/// delivered and were delivered and committed again — the 100 duplicated outputs `shoal
+/// verify` found after broker kills. On that design both cases fail; on the runtime, whose
+/// one serial shard emits every record and marker in log order, they pass.
+///
+/// The schedule is forced with locks the broker itself takes: the test holds the fsync of the
+/// `__share_group_state` partition of another share partition while that share partition is
+/// initialized (its pass then waits for the fsync, and every input queues behind it), queues
+/// the racing write behind it, and commits A's staging meanwhile. Offsets 0..=9 are A's,
+/// 10..=19 the racing write's; after the restart a new member must get none of A's records
+/// again.
+async fn marker_racing(racing: Racing) {
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    // Four partitions of 10 records; partition 0 gets 10 more (offsets 10..=19).
+    let topic_id = setup_locked(&broker, &mut conn, 4, 30_000).await;
+    let values: Vec<String> = (10..20).map(|i| format!("r{i}")).collect();
+    assert_eq!(
+        common::share::produce_values(&mut conn, common::share::TOPIC, 0, &values).await,
+        10
+    );
+    // m2 joins first (m1's epoch stays the one it joins with), on its own connection.
+    let mut conn2 = broker.connect().await;
+    join(&mut conn2, "m2").await;
+    let member_epoch = join(&mut conn, "m1").await;
+    let acquired: i64 = acquire(&mut conn, topic_id, "m1", &[0])
+        .await
+        .iter()
+        .map(|(_, first, last, _)| last - first + 1)
+        .sum();
+    assert_eq!(acquired, 20);
+    // Producers on their own connection: m1's carries its share session.
+    let mut producers = broker.connect().await;
+    let ack = |(code, pid, epoch): (i16, i64, i16)| {
+        assert_eq!(code, 0);
+        Ack {
+            pid,
+            epoch,
+            member: "m1",
+            member_epoch,
+        }
+    };
+    let a = ack(txn::init(&mut producers, 5, "producer-a", 60_000).await);
+    let b = ack(txn::init(&mut producers, 5, "producer-b", 60_000).await);
+    let r = txn_ack_as(
+        &mut producers,
+        "producer-a",
+        &a,
+        topic_id,
+        vec![(0, vec![common::share::ack_batch(0, 9, vec![ACCEPT])])],
+    )
+    .await;
+    assert_eq!(codes(&r), (0, vec![0]));
+
+    // A share partition stored on another `__share_group_state` partition than topic-0's.
+    let p = state_partition(&broker, topic_id, 0);
+    let other = (1..4)
+        .find(|&q| state_partition(&broker, topic_id, q) != p)
+        .expect("a share partition stored elsewhere");
+    let other_state = broker
+        .broker
+        .topic(SHARE_GROUP_STATE)
+        .unwrap()
+        .partition(state_partition(&broker, topic_id, other))
+        .unwrap();
+    let gate = other_state.flush_gate.lock().await;
+
+    // 1. m2's first fetch of the other share partition initializes it: its write holds the
+    //    store and waits for its fsync, which the test holds.
+    let initializing = tokio::spawn(async move {
+        acquire(&mut conn2, topic_id, "m2", &[other]).await;
+        conn2
+    });
+    let mut store_busy = false;
+    for _ in 0..200 {
+        let probe = broker.broker.share.tx_pending_records(None);
+        if tokio::time::timeout(Duration::from_millis(50), probe)
+            .await
+            .is_err()
+        {
+            store_busy = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(store_busy, "the initialization never held the store");
+
+    // 2. The racing write of topic-0's share partition: it locks the share partition, then
+    //    queues on the store.
+    let mut conn3 = broker.connect().await;
+    let write = tokio::spawn(async move {
+        let code = match racing {
+            Racing::Staging => {
+                let r = txn_ack_as(
+                    &mut conn3,
+                    "producer-b",
+                    &b,
+                    topic_id,
+                    vec![(0, vec![common::share::ack_batch(10, 19, vec![ACCEPT])])],
+                )
+                .await;
+                codes(&r)
+            }
+            Racing::Release => {
+                let batch = common::share::ack_batch(10, 19, vec![common::share::RELEASE]);
+                let (top, partition) =
+                    common::share::acknowledge(&mut conn, topic_id, "m1", 1, vec![batch]).await;
+                (top, vec![partition])
+            }
+        };
+        (code, conn)
+    });
+    let slot = broker.broker.share.slot(&key(topic_id, 0));
+    for _ in 0..500 {
+        if slot.state.try_lock().is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(
+        slot.state.try_lock().is_err(),
+        "the racing write never started"
+    );
+    // From the share partition's lock to the store's there is no wait.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // 3. A commits; the coordinator writes its marker to topic-0's state partition meanwhile.
+    let (code, _) = txn::end(&mut producers, 5, "producer-a", a.pid, a.epoch, true).await;
+    assert_eq!(code, 0);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // 4. Everything goes through.
+    drop(gate);
+    let _conn2 = initializing.await.unwrap();
+    let (code, conn) = write.await.unwrap();
+    assert_eq!(code, (0, vec![0]));
+    txn::wait_complete(&broker, "producer-a").await;
+
+    // Live: A's records acknowledged, the start past them.
+    let live = (
+        persisted_start(&broker, topic_id, 0).await.0,
+        persisted(&broker, topic_id, 0).await,
+    );
+    let rest = match racing {
+        Racing::Staging => (10, 19, 5),
+        Racing::Release => (10, 19, 0),
+    };
+    assert_eq!(live, (10, vec![rest]));
+    drop(conn);
+    broker.crash().await;
+
+    // Replayed: the same, and nobody gets A's committed records again.
+    let broker = start(dir.path()).await;
+    let replayed = (
+        persisted_start(&broker, topic_id, 0).await.0,
+        persisted(&broker, topic_id, 0).await,
+    );
+    let (_conn, acquired) = newcomer(&broker, topic_id, "m3").await;
+    let expected = match racing {
+        Racing::Staging => vec![],
+        Racing::Release => vec![(0, 10, 19, 2)],
+    };
+    assert_eq!(acquired, expected, "committed records delivered again");
+    assert_eq!(replayed, live);
+    broker.stop().await;
+}
+
+/// [`marker_racing`] with another producer's staging.
+#[tokio::test]
+async fn a_marker_racing_a_staging_is_replayed_where_the_store_applied_it() {
+    marker_racing(Racing::Staging).await;
+}
+
+/// [`marker_racing`] with a member's release.
+#[tokio::test]
+async fn a_marker_racing_a_release_is_replayed_where_the_store_applied_it() {
+    marker_racing(Racing::Release).await;
+}

@@ -19,7 +19,10 @@
 //!   (its metrics endpoint) are all 0.
 //!
 //! It prints the counts and the crashes survived, and fails (exit 1) on any violation. The
-//! broker's and workers' logs are kept in the run directory, which is printed.
+//! broker's and workers' logs are kept in the run directory, which is printed (and removed
+//! after a run without violation unless `SHOAL_VERIFY_KEEP` is set). The broker logs at info
+//! (`SHOAL_LOG` overrides): its loads, marker rewrites and reloads date each restart. The
+//! header also names both binaries with their age, since a stale `shoal` reports on old code.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -109,6 +112,23 @@ fn sigkill(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// `path` and how long ago it was built (its modification time).
+fn binary_age(path: &std::path::Path) -> String {
+    let age = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok());
+    match age {
+        Some(age) => format!("{} (built {} s ago)", path.display(), age.as_secs()),
+        None => format!("{} (build time unknown)", path.display()),
+    }
+}
+
+/// The broker's log filter: `SHOAL_LOG` when set, else info.
+fn broker_log_filter() -> String {
+    std::env::var("SHOAL_LOG").unwrap_or_else(|_| "info".to_string())
+}
+
 /// The broker process under test.
 struct BrokerProcess {
     addr: SocketAddr,
@@ -137,7 +157,9 @@ impl BrokerProcess {
             .args(["--set", "group.share.delivery.count.limit=10"])
             .args(["--set", "group.initial.rebalance.delay.ms=0"])
             .args(self.set.iter().flat_map(|kv| ["--set", kv.as_str()]))
-            .env("SHOAL_LOG", "warn")
+            // The broker's loads, marker rewrites and reloads are info: a failed run's
+            // broker.log must tell its restarts apart (SHOAL_LOG overrides).
+            .env("SHOAL_LOG", broker_log_filter())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -269,6 +291,12 @@ pub fn run(args: VerifyArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Resul
         args.crashes,
         run_dir.display()
     );
+    // Which builds run: a binary older than the sources under test reports on old code.
+    println!(
+        "broker binary {}; worker binary {}",
+        binary_age(&std::env::current_exe()?),
+        binary_age(&worker_bin)
+    );
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let mut broker = BrokerProcess {
         addr,
@@ -336,7 +364,9 @@ pub fn run(args: VerifyArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Resul
     broker.kill();
     if violations.is_empty() {
         println!("OK: every input record's output committed exactly once and acknowledged");
-        let _ = std::fs::remove_dir_all(&run_dir);
+        if std::env::var_os("SHOAL_VERIFY_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&run_dir);
+        }
         Ok(())
     } else {
         for v in &violations {

@@ -132,10 +132,21 @@ pub async fn txn_ack(
     topic_id: Uuid,
     partitions: Vec<(i32, Vec<AcknowledgementBatch>)>,
 ) -> TxnShareAcknowledgeResponse {
+    txn_ack_as(conn, TID, a, topic_id, partitions).await
+}
+
+/// [`txn_ack`] for the producer of transactional id `tid`.
+pub async fn txn_ack_as(
+    conn: &mut Connection,
+    tid: &str,
+    a: &Ack,
+    topic_id: Uuid,
+    partitions: Vec<(i32, Vec<AcknowledgementBatch>)>,
+) -> TxnShareAcknowledgeResponse {
     conn.request(
         0,
         &TxnShareAcknowledgeRequest {
-            transactional_id: Some(TransactionalId(s(TID))),
+            transactional_id: Some(TransactionalId(s(tid))),
             group_id: Some(GroupId(s(GROUP))),
             producer_id: ProducerId(a.pid),
             producer_epoch: a.epoch,
