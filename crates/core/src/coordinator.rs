@@ -189,8 +189,9 @@ pub struct Passes<S: CoordinatorShard, W> {
     shard: S,
     next_token: u64,
     waiting: std::collections::BTreeMap<ReplyToken, W>,
-    /// Records held back one pass: only ever filled by the injected
-    /// [`Fault::ReplyBeforeDurable`](crate::faults::Fault::ReplyBeforeDurable).
+    /// Records held back one pass: only ever filled by an injected fault
+    /// ([`Fault::ReplyBeforeDurable`](crate::faults::Fault::ReplyBeforeDurable) and the two
+    /// after it).
     late: Vec<S::Record>,
 }
 
@@ -292,16 +293,37 @@ impl<S: CoordinatorShard, W> Passes<S, W> {
             }
         }
         self.shard.tick(now_ms, &mut out);
-        if crate::faults::active(crate::faults::Fault::ReplyBeforeDurable) {
-            // The bug: this pass's records wait for the next pass, its replies do not.
-            std::mem::swap(&mut out.records, &mut self.late);
-        }
+        self.inject_faults(&mut out.records);
         Pending {
             records: out.records,
             replies: out.replies,
             effects: out.effects,
             marker_waiters,
         }
+    }
+
+    /// The injected faults of the order of work (never compiled in outside the simulator):
+    /// records this pass holds back for the next one, whose replies it delivers anyway; the
+    /// records held back by the previous pass go first.
+    fn inject_faults(&mut self, records: &mut Vec<S::Record>) {
+        use crate::faults::{active, Fault};
+        let all = active(Fault::ReplyBeforeDurable);
+        let stagings = active(Fault::StageBeforePersist);
+        let markers = active(Fault::MarkerBeforeAppend);
+        if !(all || stagings || markers) {
+            return;
+        }
+        let (held, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(records)
+                .into_iter()
+                .partition(|r| match r.framing() {
+                    _ if all => true,
+                    Framing::Transactional { .. } => stagings,
+                    Framing::Marker { .. } => markers,
+                    Framing::Plain => false,
+                });
+        *records = std::mem::replace(&mut self.late, held);
+        records.extend(kept);
     }
 
     /// The pass's records are durable: its replies go to their waiters (a reply may answer an

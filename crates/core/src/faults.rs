@@ -21,14 +21,24 @@ pub enum Fault {
     /// The coordinator runtime's order of work (`coordinator::Passes`) answers a pass before
     /// its records are durable: they are appended with the next pass instead.
     ReplyBeforeDurable,
+    /// The same order broken for KIP-1289 stagings only: a pass's transactional batches (a
+    /// TxnShareAcknowledge's stagings on `__share_group_state`) wait for the next pass, the
+    /// answer that they are staged does not.
+    StageBeforePersist,
+    /// A transaction marker on a coordinator's topic is applied (by the shard, then by the
+    /// live share partitions its answer reaches) before it is appended: its control batch
+    /// waits for the next pass.
+    MarkerBeforeAppend,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 4] = [
+    pub const ALL: [Fault; 6] = [
         Fault::ExactEpochMarker,
         Fault::LockExpiresTxPending,
         Fault::MarkerIgnoresProducer,
         Fault::ReplyBeforeDurable,
+        Fault::StageBeforePersist,
+        Fault::MarkerBeforeAppend,
     ];
 
     fn bit(self) -> u8 {
@@ -37,6 +47,8 @@ impl Fault {
             Fault::LockExpiresTxPending => 2,
             Fault::MarkerIgnoresProducer => 4,
             Fault::ReplyBeforeDurable => 8,
+            Fault::StageBeforePersist => 16,
+            Fault::MarkerBeforeAppend => 32,
         }
     }
 }

@@ -1,37 +1,51 @@
 //! The simulated broker: Shoal's sans-IO machines, wired the way `shoal-broker` wires them,
 //! over the simulated disk.
 //!
-//! What runs is the real code of `shoal-core`: the share partitions, the share-state store
-//! (with the share-state participant's marker application), share-group membership, the
-//! transaction coordinator's shard driven through the coordinator runtime's order of a pass
-//! (`shoal_core::coordinator::Passes`, which the broker's runtime drives too) with the
-//! marker-recovery decisions, and each partition's producer state. What this module adds is the shell's ordering, as the broker has it: state writes
-//! are appended and fsynced before the answer; a TxnShareAcknowledge stages on copies, all or
-//! nothing, persists the staging as the producer's transactional batch, then answers;
-//! transaction records are fsynced before replies; markers are written one partition per
-//! step without waiting for their fsync, each handed to the share-state participant once
-//! appended, and the Complete record is preceded by the Markers record listing the markers not
-//! yet durable; a start replays every log, rewrites the lost markers, and resumes
-//! PrepareCommit/PrepareAbort transactions.
+//! What runs is the real code of `shoal-core`: the share partitions, share-group membership,
+//! each partition's producer state, and two coordinators driven through the coordinator
+//! runtime's order of a pass (`shoal_core::coordinator::Passes`, which the broker's runtime
+//! drives too) over the simulated disk ([`crate::runtime`]): the transaction coordinator's
+//! shard with the marker-recovery decisions, and the share-state coordinator's shard
+//! (`ShareStateShard`), which writes every record of `__share_group_state` — state writes,
+//! KIP-1289 stagings as the producer's transactional batches with their fence, and the COMMIT /
+//! ABORT markers it applies — and answers only once they are durable. So a bug injected in
+//! that shipped order (`shoal_core::faults`: a reply, a staging or a marker ahead of its
+//! append) is a bug of what this module runs.
+//!
+//! What this module adds is the shell's ordering, as the broker's handlers and share-partition
+//! leader have it: a share partition is read from the share-state coordinator or initialized
+//! there before it is created; a state write is answered once the coordinator answered it; a
+//! TxnShareAcknowledge checks the member, adds the state partitions to the transaction,
+//! stages on copies, all or nothing, has the coordinator persist the stagings, then puts the
+//! copies in place and answers; transaction records are fsynced before replies; markers are
+//! written one partition per step — on `__share_group_state` through its coordinator, which
+//! answers once the marker is durable, and only then applied to the live share partitions;
+//! elsewhere without waiting for their fsync, the Complete record preceded by the Markers
+//! record listing the markers not yet durable; a start replays every log, rewrites the lost
+//! markers, and resumes PrepareCommit/PrepareAbort transactions.
 //!
 //! Differences from the broker, on purpose: everything a request does happens in one step
 //! (a crash lands between steps, which, with answers lost in the crash, covers a crash
-//! after an fsync and before the answer); share partitions load eagerly at start instead of on
-//! first fetch; there is one input topic, one output topic and no configs.
+//! after an fsync and before the answer), and each coordinator call is one pass; share
+//! partitions load eagerly at start instead of on first fetch; there is one input topic, one
+//! output topic and no configs.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use shoal_core::coordinator::{CoordinatorShard, Emitted, Passes, Pending, Queued, ShardRecord};
+use shoal_core::coordinator::{CoordinatorShard, Emitted, Queued, TxnMarker};
 use shoal_core::group_coordinator::share::{
     GroupIdUse, HeartbeatRequest, ShareGroupConfig, ShareGroupCoordinator, ShareGroupRecord,
     TopicsImage,
 };
 use shoal_core::producer_state::{
-    BatchInfo, Decision, ProducerEpoch, ProducerId, ProducerStateConfig, ProducerStateManager,
+    Decision, ProducerEpoch, ProducerId, ProducerStateConfig, ProducerStateManager,
+};
+use shoal_core::share_coordinator::shard::{
+    DeliveryLimits, ShareStateInput, ShareStateReply, ShareStateShard, StageRefused,
 };
 use shoal_core::share_coordinator::{
-    state_partition, InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord,
-    ShareStateStore, TopicId,
+    state_partition, InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateStore,
+    TopicId, UNINITIALIZED_START_OFFSET,
 };
 use shoal_core::share_partition::{
     stage_all, AckBatch, AcquireMode, AcquireRequest, FetchedBatch, Isolation, SharePartition,
@@ -39,12 +53,13 @@ use shoal_core::share_partition::{
 };
 use shoal_core::txn_coordinator::{
     self as tc, AddPartitionsImplicitRequest, EndTxnRequest, InitProducerIdRequest, PendingMarker,
-    TopicPartition, TransactionResult, TxnConfig, TxnCoordinator, TxnEffect, TxnInput, TxnRecord,
-    TxnReply, TxnRequest, TxnResponse, TxnShard, WriteMarkers,
+    TopicPartition, TransactionResult, TxnConfig, TxnCoordinator, TxnEffect, TxnInput, TxnReply,
+    TxnRequest, TxnResponse, TxnShard, WriteMarkers,
 };
 
 use crate::disk::{log_name, Batch, Body, Disk, Record};
 use crate::proto::{codes, Addr, Delivered, Req, Resp};
+use crate::runtime::{self, batch_info, AppendedMarker, Coordinator, Producers};
 
 pub const INPUT: &str = "in";
 pub const OUTPUT: &str = "out";
@@ -67,8 +82,6 @@ pub struct Layout {
     pub txn_timeout_ms: i32,
     /// Log batches one ShareFetch reads at most.
     pub fetch_batches: usize,
-    /// The shell bug of issue 13: a staging answered before it is persisted.
-    pub bug_stage_before_persist: bool,
 }
 
 /// What the broker did that the checker needs to see (it reads the disk for the rest).
@@ -140,27 +153,28 @@ struct AddWait {
     req: Req,
 }
 
-/// A staging answered but not yet persisted (only with `bug_stage_before_persist`).
-#[derive(Debug)]
-struct LateStaging {
-    producer_id: i64,
-    producer_epoch: i16,
-    records: Vec<ShareStateRecord>,
-}
+/// How long the broker's coordinator runtime waits at most between passes.
+const STATE_TIMER_MS: i64 = 500;
+
+/// The waiter of a share-state coordinator call: its number.
+type StateWaiter = u64;
 
 pub struct Broker {
     layout: Layout,
-    /// The transaction coordinator's shard, driven through the runtime's order of a pass.
-    txn: Passes<TxnShard, TxnWaiter>,
+    /// The transaction coordinator, driven through the runtime's order of a pass.
+    txn: Coordinator<TxnShard, TxnWaiter>,
+    /// The share-state coordinator, likewise.
+    state: Coordinator<ShareStateShard, StateWaiter>,
+    next_state_call: u64,
+    /// When the share-state coordinator last ran a pass (for its timer pass).
+    state_passed_at: i64,
     groups: ShareGroupCoordinator,
-    store: ShareStateStore,
     sps: BTreeMap<SharePartitionKey, SharePartition>,
-    producers: BTreeMap<String, ProducerStateManager>,
+    producers: Producers,
     tasks: VecDeque<MarkerTask>,
     /// Implicit adds answered, with the request they belong to.
     adds: Vec<(AddWait, TxnReply)>,
     next_add: u64,
-    late: VecDeque<LateStaging>,
     /// Answers to send.
     pub outbox: Vec<(Addr, u64, Resp)>,
     pub observed: Vec<Observed>,
@@ -172,20 +186,24 @@ fn code(e: shoal_core::group_coordinator::ErrorCode) -> i16 {
     e.0
 }
 
-fn batch_info(b: &Batch) -> BatchInfo {
-    BatchInfo {
-        producer_id: ProducerId(b.producer_id),
-        producer_epoch: ProducerEpoch(b.producer_epoch),
-        base_sequence: b.base_sequence,
-        last_offset_delta: (b.len() - 1) as i32,
-        max_timestamp: 0,
-        transactional: b.transactional,
-        control: b.is_control(),
-    }
-}
-
 fn txn_config() -> TxnConfig {
     TxnConfig::default()
+}
+
+/// A new share-state coordinator's shard, configured from the layout (replay fills it).
+fn state_shard(layout: &Layout) -> ShareStateShard {
+    ShareStateShard::new(
+        ShareCoordinatorConfig {
+            snapshot_update_records_per_snapshot: layout.snapshot_every,
+            ..ShareCoordinatorConfig::default()
+        },
+        layout.state_partitions,
+        DeliveryLimits {
+            default: layout.share.delivery_count_limit,
+            groups: BTreeMap::new(),
+        },
+    )
+    .expect("snapshot interval within 0..=500")
 }
 
 pub fn share_key(partition: i32) -> SharePartitionKey {
@@ -200,30 +218,9 @@ impl Broker {
     /// Starts the broker on `disk`: replays every log and recovers, as `shoal-broker` starts.
     pub fn start(layout: &Layout, disk: &mut Disk, now: i64) -> Broker {
         disk.coordinator_epoch += 1;
-        let mut b = Broker {
-            layout: layout.clone(),
-            txn: Passes::new(TxnShard::new(txn_config(), disk.coordinator_epoch)),
-            groups: ShareGroupCoordinator::new(ShareGroupConfig {
-                session_timeout_ms: layout.session_timeout_ms,
-                heartbeat_interval_ms: (layout.session_timeout_ms / 4).max(1),
-                ..ShareGroupConfig::default()
-            }),
-            store: ShareStateStore::new(ShareCoordinatorConfig {
-                snapshot_update_records_per_snapshot: layout.snapshot_every,
-                ..ShareCoordinatorConfig::default()
-            })
-            .expect("snapshot interval within 0..=500"),
-            sps: BTreeMap::new(),
-            producers: BTreeMap::new(),
-            tasks: VecDeque::new(),
-            adds: Vec::new(),
-            next_add: 0,
-            late: VecDeque::new(),
-            outbox: Vec::new(),
-            observed: Vec::new(),
-            notes: Vec::new(),
-        };
+        let mut notes = Vec::new();
         // Producer state of every partition transactional batches reach.
+        let mut producers = Producers::new();
         for (name, log) in disk.logs() {
             if name.starts_with(INPUT) {
                 continue;
@@ -244,33 +241,35 @@ impl Broker {
                     );
                 }
             }
-            b.producers.insert(name.clone(), ps);
+            producers.insert(name.clone(), ps);
         }
-        // The share-state participant.
-        for p in 0..layout.state_partitions as i32 {
-            let name = log_name(SHARE_STATE, p);
-            for batch in disk.log(&name).batches().to_vec() {
-                match &batch.body {
-                    Body::Data(records) => {
-                        for r in records {
-                            match ShareStateRecord::decode(&r.key, r.value.as_deref()) {
-                                Ok(record) => b.store.replay(&record),
-                                Err(e) => b.notes.push(format!("undecodable share state: {e}")),
-                            }
-                        }
-                    }
-                    Body::Control { commit, .. } => {
-                        b.store_apply_marker(
-                            p,
-                            batch.producer_id,
-                            batch.producer_epoch,
-                            *commit,
-                            now,
-                        );
-                    }
-                }
-            }
-        }
+        // The share-state coordinator: replayed, its fence seeded from the producer state.
+        let state = Self::load_state(layout, disk, &producers, now, &mut notes);
+        let mut b = Broker {
+            layout: layout.clone(),
+            txn: Coordinator::new(
+                TXN_STATE,
+                1,
+                TxnShard::new(txn_config(), disk.coordinator_epoch),
+            ),
+            state: Coordinator::new(SHARE_STATE, layout.state_partitions, state.0),
+            next_state_call: 0,
+            state_passed_at: now,
+            groups: ShareGroupCoordinator::new(ShareGroupConfig {
+                session_timeout_ms: layout.session_timeout_ms,
+                heartbeat_interval_ms: (layout.session_timeout_ms / 4).max(1),
+                ..ShareGroupConfig::default()
+            }),
+            sps: BTreeMap::new(),
+            producers,
+            tasks: VecDeque::new(),
+            adds: Vec::new(),
+            next_add: 0,
+            outbox: Vec::new(),
+            observed: Vec::new(),
+            notes,
+        };
+        b.resume_state(disk, state.1);
         // Share groups.
         b.groups.on_metadata_change(topics_image(layout));
         for batch in disk.log(&log_name(OFFSETS, 0)).batches() {
@@ -285,16 +284,7 @@ impl Broker {
         b.groups.loaded(now);
         // The transaction coordinator, and the Markers records' lists.
         let mut shard = TxnShard::new(txn_config(), disk.coordinator_epoch);
-        for batch in disk.log(&log_name(TXN_STATE, 0)).batches() {
-            if let Body::Data(records) = &batch.body {
-                for r in records {
-                    match <TxnRecord as ShardRecord>::decode(&r.key, r.value.as_deref()) {
-                        Ok(record) => shard.replay(record),
-                        Err(e) => b.notes.push(format!("undecodable txn record: {e}")),
-                    }
-                }
-            }
-        }
+        runtime::replay(&mut shard, TXN_STATE, 1, disk, &mut b.notes);
         let pending = shard.listed_markers().clone();
         // The lost-marker rewrite, before anything is served: every listed marker judged
         // first, then the lost ones written again.
@@ -328,22 +318,30 @@ impl Broker {
             .cloned()
             .collect()
         };
+        let coordinator_epoch = shard.machine().coordinator_epoch();
         for m in lost {
             let name = log_name(&m.partition.topic, m.partition.partition);
-            let commit = m.result.is_commit();
-            b.append_marker(
-                disk,
-                &m.partition,
-                m.producer_id.0,
-                m.producer_epoch.0,
-                commit,
-                now,
-            )
-            .ok();
+            let marker = TxnMarker {
+                partition: m.partition.partition,
+                producer_id: m.producer_id.0,
+                producer_epoch: m.producer_epoch.0,
+                commit: m.result.is_commit(),
+            };
+            match runtime::append_marker(disk, &mut b.producers, &name, marker, coordinator_epoch) {
+                Ok(offset) => {
+                    b.observe_markers(vec![(name.clone(), offset, marker)]);
+                    // Handed to the share-state coordinator ahead of everything else, as
+                    // the broker queues it (no share partition is live yet).
+                    if m.partition.topic == SHARE_STATE {
+                        b.state_pass(disk, now, vec![Queued::Marker(marker, None)]);
+                    }
+                }
+                Err(e) => b.notes.push(format!("lost marker on {name} refused: {e}")),
+            }
             disk.flush(&name);
             b.notes.push(format!(
-                "lost marker rewritten on {name} (producer {}, commit {commit})",
-                m.producer_id.0
+                "lost marker rewritten on {name} (producer {}, commit {})",
+                m.producer_id.0, marker.commit
             ));
         }
         // Every listed partition durable, then the stale lists cleared, before serving.
@@ -352,16 +350,117 @@ impl Broker {
         }
         let mut resumed = Emitted::default();
         resumed.records.extend(shard.clear_listed_markers());
-        // Share partitions, from the store.
-        let keys: Vec<SharePartitionKey> = b.store.keys().cloned().collect();
+        // Share partitions, from the share-state coordinator.
+        let keys: Vec<SharePartitionKey> = b.store().keys().cloned().collect();
         for key in keys {
-            b.load_share_partition(disk, &key, now);
+            if let Err(c) = b.ensure_initialized(disk, &key, now) {
+                b.notes.push(format!("load of {key:?} refused: {c}"));
+            }
         }
         shard.loaded(now, &mut resumed);
-        b.txn = Passes::new(shard);
-        let pending = b.txn.resume(resumed);
-        b.txn_finish(disk, pending);
+        b.txn.replace(shard);
+        match b.txn.resume(disk, &mut b.producers, resumed) {
+            Ok(appended) => b.txn_delivered(disk, appended),
+            Err(_) => b.notes.push("transaction coordinator resume failed".into()),
+        }
         b
+    }
+
+    /// The share-state coordinator's shard rebuilt from its logs, its fence seeded with what
+    /// each state partition's producer state knows (as the broker's host does after the
+    /// replay), and what its load emitted.
+    fn load_state(
+        layout: &Layout,
+        disk: &Disk,
+        producers: &Producers,
+        now: i64,
+        notes: &mut Vec<String>,
+    ) -> (ShareStateShard, Emitted<ShareStateShard>) {
+        let mut shard = state_shard(layout);
+        runtime::replay(
+            &mut shard,
+            SHARE_STATE,
+            layout.state_partitions,
+            disk,
+            notes,
+        );
+        for p in 0..layout.state_partitions as i32 {
+            if let Some(ps) = producers.get(&log_name(SHARE_STATE, p)) {
+                for (id, entry) in ps.entries() {
+                    shard.seed_producer(p, id.0, entry.epoch().0, entry.coordinator_epoch());
+                }
+            }
+        }
+        let mut loaded = Emitted::default();
+        shard.loaded(now, &mut loaded);
+        (shard, loaded)
+    }
+
+    /// Makes what the share-state coordinator's load emitted durable (its first pass).
+    fn resume_state(&mut self, disk: &mut Disk, loaded: Emitted<ShareStateShard>) {
+        match self.state.resume(disk, &mut self.producers, loaded) {
+            Ok(appended) => self.observe_markers(appended.markers),
+            Err(_) => self
+                .notes
+                .push("share-state coordinator resume failed".into()),
+        }
+    }
+
+    /// One pass of the share-state coordinator; its replies by waiter, or None when its
+    /// append failed (the coordinator is then rebuilt from the logs, as the broker's runtime
+    /// rebuilds it, and every waiter gets nothing: unavailable).
+    fn state_pass(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        queued: Vec<Queued<ShareStateShard, StateWaiter>>,
+    ) -> Option<Vec<(StateWaiter, ShareStateReply)>> {
+        self.state_passed_at = now;
+        match self
+            .state
+            .pass(disk, &mut self.producers, now, Vec::new(), queued)
+        {
+            Ok(appended) => {
+                self.observe_markers(appended.markers);
+                Some(appended.delivered.replies)
+            }
+            Err(_) => {
+                self.notes
+                    .push("share-state write failed; reloading from the log".into());
+                let (shard, loaded) =
+                    Self::load_state(&self.layout, disk, &self.producers, now, &mut self.notes);
+                self.state.replace(shard);
+                self.resume_state(disk, loaded);
+                None
+            }
+        }
+    }
+
+    /// Calls the share-state coordinator: its reply, or None when it is unavailable.
+    fn state_call(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        input: ShareStateInput,
+    ) -> Option<ShareStateReply> {
+        self.next_state_call += 1;
+        let id = self.next_state_call;
+        let replies = self.state_pass(disk, now, vec![Queued::Input(input, Some(id))])?;
+        replies
+            .into_iter()
+            .find_map(|(waiter, reply)| (waiter == id).then_some(reply))
+    }
+
+    fn observe_markers(&mut self, markers: Vec<AppendedMarker>) {
+        for (log, offset, m) in markers {
+            self.observed.push(Observed::Marker {
+                log,
+                offset,
+                producer_id: m.producer_id,
+                producer_epoch: m.producer_epoch,
+                commit: m.commit,
+            });
+        }
     }
 
     pub fn layout(&self) -> &Layout {
@@ -372,8 +471,9 @@ impl Broker {
         &self.sps
     }
 
+    /// The share-state coordinator's persisted state.
     pub fn store(&self) -> &ShareStateStore {
-        &self.store
+        self.state.shard().store()
     }
 
     pub fn txn(&self) -> &TxnCoordinator {
@@ -388,118 +488,95 @@ impl Broker {
         !self.tasks.is_empty()
     }
 
-    pub fn has_late_stagings(&self) -> bool {
-        !self.late.is_empty()
-    }
-
-    /// The share-state participant: store first, then the live machines.
-    fn store_apply_marker(&mut self, partition: i32, pid: i64, epoch: i16, commit: bool, now: i64) {
-        let limit = self.layout.share.delivery_count_limit;
-        let resolved = self.store.apply_marker(
-            partition,
-            self.layout.state_partitions,
-            pid,
-            epoch,
-            commit,
-            |_| limit,
-            now,
-        );
+    /// The share-state participant's second half, once the coordinator answered that the
+    /// marker is durable and which share partitions it resolved: the live machines resolve
+    /// the producer's stagings (as `ShareManager::write_marker` does).
+    fn apply_marker_live(&mut self, marker: TxnMarker, resolved: Vec<SharePartitionKey>) {
         for key in resolved {
             if let Some(sp) = self.sps.get_mut(&key) {
-                if let Err(e) = sp.apply_marker(pid, epoch, commit) {
+                if let Err(e) =
+                    sp.apply_marker(marker.producer_id, marker.producer_epoch, marker.commit)
+                {
                     self.notes.push(format!("marker refused: {e}"));
                 }
                 self.observed.push(Observed::MarkerApplied {
                     partition: key.partition,
-                    producer_id: pid,
-                    producer_epoch: epoch,
-                    commit,
+                    producer_id: marker.producer_id,
+                    producer_epoch: marker.producer_epoch,
+                    commit: marker.commit,
                 });
             }
         }
     }
 
-    fn load_share_partition(&mut self, disk: &mut Disk, key: &SharePartitionKey, now: i64) {
-        let state = match self.store.read(key, 0, now) {
-            Ok((state, record)) => {
-                if let Some(record) = record {
-                    self.persist_state_records(disk, vec![record], None);
-                }
-                state
-            }
-            Err(e) => {
-                self.notes.push(format!("read of {key:?} refused: {e}"));
-                return;
-            }
+    /// Creates the machine of `key` if it has none, as the broker's share-partition leader
+    /// does: from the state the share-state coordinator reads back, or, with none (or an
+    /// uninitialized one), initialized there first at the input's start.
+    fn ensure_initialized(
+        &mut self,
+        disk: &mut Disk,
+        key: &SharePartitionKey,
+        now: i64,
+    ) -> Result<(), i16> {
+        if self.sps.contains_key(key) {
+            return Ok(());
+        }
+        let read = ShareStateInput::Read {
+            key: key.clone(),
+            leader_epoch: 0,
         };
-        match SharePartition::from_persisted(self.layout.share.clone(), &state) {
-            Ok((sp, write)) => {
+        let persisted = match self.state_call(disk, now, read) {
+            Some(ShareStateReply::Read(read)) => read,
+            Some(ShareStateReply::Refused(e)) => return Err(code(e.error_code())),
+            _ => return Err(codes::KAFKA_STORAGE_ERROR),
+        };
+        let config = self.layout.share.clone();
+        match persisted {
+            Some(read) if read.start_offset != UNINITIALIZED_START_OFFSET => {
+                let (sp, write) = SharePartition::from_persisted(config, &read).map_err(|e| {
+                    self.notes
+                        .push(format!("persisted state of {key:?} unusable: {e}"));
+                    codes::UNKNOWN_SERVER_ERROR
+                })?;
                 self.sps.insert(key.clone(), sp);
-                if let Some(write) = write {
-                    let _ = self.persist_write(disk, key, &write, now);
+                match write {
+                    Some(write) => self.persist_write(disk, key, &write, now),
+                    None => Ok(()),
                 }
             }
-            Err(e) => self.notes.push(format!("load of {key:?} refused: {e}")),
-        }
-    }
-
-    /// Appends share-state records (one batch per state partition) and fsyncs them, then
-    /// applies them to the store.
-    fn persist_state_records(
-        &mut self,
-        disk: &mut Disk,
-        records: Vec<ShareStateRecord>,
-        producer: Option<(i64, i16)>,
-    ) {
-        self.append_state_records(disk, &records, producer);
-        for record in &records {
-            self.store.replay(record);
-        }
-    }
-
-    /// Appends share-state records (one batch per state partition, under `producer` if
-    /// transactional) and fsyncs them; the store is not touched.
-    fn append_state_records(
-        &mut self,
-        disk: &mut Disk,
-        records: &[ShareStateRecord],
-        producer: Option<(i64, i16)>,
-    ) {
-        let mut by_partition: BTreeMap<i32, Vec<Record>> = BTreeMap::new();
-        for record in records {
-            let Ok((key, value)) = record.encode() else {
-                self.notes
-                    .push("share state record cannot be encoded".into());
-                continue;
-            };
-            by_partition
-                .entry(state_partition(record.key(), self.layout.state_partitions))
-                .or_default()
-                .push(Record { key, value });
-        }
-        for (p, recs) in by_partition {
-            let name = log_name(SHARE_STATE, p);
-            let (pid, epoch) = producer.unwrap_or((-1, -1));
-            let batch = Batch {
-                base_offset: 0,
-                producer_id: pid,
-                producer_epoch: epoch,
-                base_sequence: -1,
-                transactional: producer.is_some(),
-                body: Body::Data(recs),
-            };
-            let info = batch_info(&batch);
-            let offset = disk.append(&name, batch);
-            disk.flush(&name);
-            if producer.is_some() {
-                self.producers
-                    .entry(name)
-                    .or_insert_with(|| ProducerStateManager::new(ProducerStateConfig::default()))
-                    .on_append(&info, offset);
+            other => {
+                let state_epoch = other.map_or(0, |read| read.state_epoch);
+                let initialize = ShareStateInput::Initialize {
+                    key: key.clone(),
+                    state: InitializeState {
+                        state_epoch,
+                        start_offset: 0,
+                    },
+                };
+                self.state_done(disk, now, initialize)?;
+                let sp = SharePartition::new(config, 0, state_epoch).map_err(|e| {
+                    self.notes.push(format!("cannot create {key:?}: {e}"));
+                    codes::UNKNOWN_SERVER_ERROR
+                })?;
+                self.sps.insert(key.clone(), sp);
+                Ok(())
             }
         }
     }
 
+    /// A share-state write whose answer is done or refused.
+    fn state_done(&mut self, disk: &mut Disk, now: i64, input: ShareStateInput) -> Result<(), i16> {
+        match self.state_call(disk, now, input) {
+            Some(ShareStateReply::Done) => Ok(()),
+            Some(ShareStateReply::Refused(e)) => {
+                self.notes.push(format!("share state write refused: {e}"));
+                Err(code(e.error_code()))
+            }
+            _ => Err(codes::KAFKA_STORAGE_ERROR),
+        }
+    }
+
+    /// Persists a share partition's state write through the share-state coordinator.
     fn persist_write(
         &mut self,
         disk: &mut Disk,
@@ -507,12 +584,11 @@ impl Broker {
         write: &StateWrite,
         now: i64,
     ) -> Result<(), i16> {
-        let record = self
-            .store
-            .write(key, &write.to_write_state(0), now)
-            .map_err(|e| code(e.error_code()))?;
-        self.persist_state_records(disk, vec![record], None);
-        Ok(())
+        let input = ShareStateInput::Write {
+            key: key.clone(),
+            state: write.to_write_state(0),
+        };
+        self.state_done(disk, now, input)
     }
 
     /// One pass of the transaction coordinator in the runtime's order (`Passes`, the code
@@ -538,26 +614,18 @@ impl Broker {
             .into_iter()
             .map(|(input, waiter)| Queued::Input(input, waiter))
             .collect();
-        let pending = self.txn.pass(now, fed, queued);
-        self.txn_finish(disk, pending);
+        match self.txn.pass(disk, &mut self.producers, now, fed, queued) {
+            Ok(appended) => self.txn_delivered(disk, appended),
+            // Plain batches on the simulated disk are never refused.
+            Err(_) => self
+                .notes
+                .push("transaction coordinator write failed".into()),
+        }
     }
 
-    /// The end of a pass: its records appended and fsynced, then its replies and effects.
-    fn txn_finish(&mut self, disk: &mut Disk, pending: Pending<TxnShard, TxnWaiter>) {
-        if !pending.records.is_empty() {
-            let records: Vec<Record> = pending
-                .records
-                .iter()
-                .map(|r| {
-                    let (key, value) = r.encode();
-                    Record { key, value }
-                })
-                .collect();
-            let name = log_name(TXN_STATE, 0);
-            disk.append(&name, Batch::plain(records));
-            disk.flush(&name);
-        }
-        let delivered = self.txn.durable(pending);
+    /// A durable pass of the transaction coordinator: its replies and effects.
+    fn txn_delivered(&mut self, disk: &mut Disk, appended: runtime::Appended<TxnShard, TxnWaiter>) {
+        let delivered = appended.delivered;
         for (waiter, reply) in delivered.replies {
             match waiter {
                 TxnWaiter::Client(addr, corr) => {
@@ -671,51 +739,49 @@ impl Broker {
         );
     }
 
-    /// Appends a marker to `tp` (producer-state epoch check first), hands it to the
-    /// participant if `tp` is a share-state partition. Returns its offset.
-    fn append_marker(
+    /// Writes the marker of `task` to `tp`, as the broker's participants path does: on
+    /// `__share_group_state` through its coordinator (durable when it answers; then the live
+    /// share partitions resolve), elsewhere appended (producer-state check first) and left for
+    /// the Markers record to cover until flushed. Returns the marker to list, if any.
+    fn write_marker(
         &mut self,
         disk: &mut Disk,
         tp: &TopicPartition,
-        pid: i64,
-        epoch: i16,
-        commit: bool,
+        markers: &WriteMarkers,
         now: i64,
-    ) -> Result<i64, String> {
-        let name = log_name(&tp.topic, tp.partition);
-        let coordinator_epoch = self.txn.shard().machine().coordinator_epoch();
-        let ps = self
-            .producers
-            .entry(name.clone())
-            .or_insert_with(|| ProducerStateManager::new(ProducerStateConfig::default()));
-        ps.check_marker(ProducerId(pid), ProducerEpoch(epoch), coordinator_epoch)
-            .map_err(|e| e.to_string())?;
-        let batch = Batch {
-            base_offset: 0,
-            producer_id: pid,
-            producer_epoch: epoch,
-            base_sequence: -1,
-            transactional: true,
-            body: Body::Control {
-                commit,
-                coordinator_epoch,
-            },
+    ) -> Result<Option<PendingMarker>, String> {
+        let marker = TxnMarker {
+            partition: tp.partition,
+            producer_id: markers.producer_id.0,
+            producer_epoch: markers.producer_epoch.0,
+            commit: markers.result == TransactionResult::Commit,
         };
-        let info = batch_info(&batch);
-        let offset = disk.append(&name, batch);
-        ps.on_append(&info, offset);
-        ps.on_marker_coordinator_epoch(ProducerId(pid), coordinator_epoch);
-        self.observed.push(Observed::Marker {
-            log: name,
-            offset,
-            producer_id: pid,
-            producer_epoch: epoch,
-            commit,
-        });
+        let coordinator_epoch = self.txn.shard().machine().coordinator_epoch();
         if tp.topic == SHARE_STATE {
-            self.store_apply_marker(tp.partition, pid, epoch, commit, now);
+            let input = ShareStateInput::WriteMarker {
+                marker,
+                coordinator_epoch,
+            };
+            return match self.state_call(disk, now, input) {
+                Some(ShareStateReply::Marker(Ok(resolved))) => {
+                    self.apply_marker_live(marker, resolved);
+                    Ok(None)
+                }
+                Some(ShareStateReply::Marker(Err(refused))) => Err(format!("{refused:?}")),
+                _ => Err("share-state coordinator unavailable".into()),
+            };
         }
-        Ok(offset)
+        let name = log_name(&tp.topic, tp.partition);
+        let offset =
+            runtime::append_marker(disk, &mut self.producers, &name, marker, coordinator_epoch)?;
+        self.observe_markers(vec![(name, offset, marker)]);
+        Ok(Some(PendingMarker {
+            partition: tp.clone(),
+            offset,
+            producer_id: markers.producer_id,
+            producer_epoch: markers.producer_epoch,
+            result: markers.result,
+        }))
     }
 
     /// One step of marker writing: the next partition of the oldest transaction. Returns
@@ -725,18 +791,10 @@ impl Broker {
             return false;
         };
         if let Some(tp) = task.remaining.pop_front() {
-            let (pid, epoch) = (task.markers.producer_id.0, task.markers.producer_epoch.0);
-            let commit = task.markers.result == TransactionResult::Commit;
-            match self.append_marker(disk, &tp, pid, epoch, commit, now) {
-                Ok(offset) => task.appended.push(PendingMarker {
-                    partition: tp,
-                    offset,
-                    producer_id: task.markers.producer_id,
-                    producer_epoch: task.markers.producer_epoch,
-                    result: task.markers.result,
-                }),
+            match self.write_marker(disk, &tp, &task.markers, now) {
+                Ok(listed) => task.appended.extend(listed),
                 Err(e) => {
-                    // As the driver: retried later.
+                    // As the broker's marker task: retried later.
                     self.notes
                         .push(format!("marker on {tp:?} refused: {e}; retrying"));
                     task.remaining.push_back(tp);
@@ -773,18 +831,14 @@ impl Broker {
         true
     }
 
-    /// A late staging's write (only with `bug_stage_before_persist`).
-    pub fn late_staging_step(&mut self, disk: &mut Disk) {
-        if let Some(l) = self.late.pop_front() {
-            // The store already has them: the bug applied them before the write.
-            self.append_state_records(disk, &l.records, Some((l.producer_id, l.producer_epoch)));
-        }
-    }
-
-    /// Timers: transaction timeouts, session expiry, lock expiry.
+    /// Timers: transaction timeouts, the share-state coordinator's timer pass (the broker's
+    /// runtime runs one at least every half second), session expiry, lock expiry.
     pub fn tick(&mut self, disk: &mut Disk, now: i64) {
         self.txn_pass(disk, now, Vec::new());
         self.resume_requests(disk, now);
+        if now - self.state_passed_at >= STATE_TIMER_MS {
+            self.state_pass(disk, now, Vec::new());
+        }
         let expired = self.groups.expire(now);
         self.persist_group_records(disk, &expired.records);
         for m in expired.reply {
@@ -1000,25 +1054,10 @@ impl Broker {
                 continue;
             }
             let key = share_key(p);
-            if !self.sps.contains_key(&key) {
-                if self.store.state(&key).is_none() {
-                    let init = self.store.initialize(
-                        &key,
-                        InitializeState {
-                            state_epoch: 0,
-                            start_offset: 0,
-                        },
-                        now,
-                    );
-                    match init {
-                        Ok(record) => self.persist_state_records(disk, vec![record], None),
-                        Err(e) => {
-                            self.notes.push(format!("initialize refused: {e}"));
-                            continue;
-                        }
-                    }
-                }
-                self.load_share_partition(disk, &key, now);
+            if let Err(c) = self.ensure_initialized(disk, &key, now) {
+                self.notes
+                    .push(format!("share partition {p} not created: {c}"));
+                continue;
             }
             let Some(sp) = self.sps.get_mut(&key) else {
                 continue;
@@ -1232,7 +1271,8 @@ impl Broker {
         if c != codes::NONE {
             return refuse(c);
         }
-        // 8. Stage on copies, all or nothing.
+        // 8. Stage on copies, all or nothing; the share-state coordinator persists the
+        // stagings (or refuses them, fenced), and only then are the copies put in place.
         let mut machines = Vec::with_capacity(parts.len());
         for (key, (_, batches)) in keys.iter().zip(parts.iter()) {
             let Some(sp) = self.sps.get(key) else {
@@ -1256,36 +1296,28 @@ impl Broker {
                     return refuse(code(e.error_code()));
                 }
             };
-        let mut records = Vec::new();
-        for (key, _, write) in &staged {
-            if let Some(write) = write {
-                match self.store.write(key, &write.to_write_state(0), now) {
-                    Ok(r) => records.push(r),
-                    Err(e) => return refuse(code(e.error_code())),
-                }
-            }
-        }
-        // A newer marker already ended the producer's transaction on a state partition.
-        for p in &state_partitions {
-            let current = self
-                .producers
-                .get(&log_name(SHARE_STATE, *p))
-                .and_then(|ps| ps.entry(ProducerId(pid)).map(|e| e.epoch().0));
-            if current.is_some_and(|e| e > epoch) {
-                return refuse(codes::PRODUCER_FENCED);
-            }
-        }
-        if self.layout.bug_stage_before_persist {
-            for r in &records {
-                self.store.replay(r);
-            }
-            self.late.push_back(LateStaging {
+        let writes: Vec<_> = staged
+            .iter()
+            .filter_map(|(key, _, write)| {
+                write.as_ref().map(|w| (key.clone(), w.to_write_state(0)))
+            })
+            .collect();
+        if !writes.is_empty() {
+            let input = ShareStateInput::Stage {
                 producer_id: pid,
                 producer_epoch: epoch,
-                records,
-            });
-        } else {
-            self.persist_state_records(disk, records, Some((pid, epoch)));
+                writes,
+            };
+            match self.state_call(disk, now, input) {
+                Some(ShareStateReply::Done) => {}
+                Some(ShareStateReply::StageRefused(StageRefused::State { error, .. })) => {
+                    return refuse(code(error.error_code()))
+                }
+                Some(ShareStateReply::StageRefused(StageRefused::Fenced { .. })) => {
+                    return refuse(codes::PRODUCER_FENCED)
+                }
+                _ => return refuse(codes::KAFKA_STORAGE_ERROR),
+            }
         }
         for (key, copy, _) in staged {
             self.sps.insert(key, copy);

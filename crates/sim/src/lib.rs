@@ -5,6 +5,8 @@
 //! - [`broker`]: Shoal's sans-IO machines from `shoal-core`, wired as `shoal-broker` wires
 //!   them (persist before answering, markers written lazily and rewritten after a crash,
 //!   replay at start) over the simulated [`disk`].
+//! - [`runtime`]: the coordinator runtime's I/O over the simulated disk, around the order of
+//!   work the broker ships (`shoal_core::coordinator::Passes`).
 //! - [`client`]: model clients: exactly-once pipeline workers with transactional
 //!   acknowledgements, plain share consumers in explicit mode; the world makes zombies of
 //!   them, pauses them past their session, kills and restarts them.
@@ -23,6 +25,7 @@ pub mod client;
 pub mod disk;
 pub mod proto;
 pub mod rng;
+pub mod runtime;
 pub mod shrink;
 pub mod world;
 

@@ -13,7 +13,8 @@ const USAGE: &str = "usage: shoal-sim [--seed S | --seeds A..B] [--steps N] [--b
   --seeds A..B  run seeds A to B-1, stop at the first failure
   --steps N     steps with faults before the quiet phase (default 3000)
   --bug NAME    re-introduce a known bug: exact-epoch-marker, lock-expires-tx-pending,
-                stage-before-persist, marker-ignores-producer, reply-before-durable
+                stage-before-persist, marker-ignores-producer, reply-before-durable,
+                marker-before-append
   --trace       print the whole trace of a single run
   --keep-going  with --seeds: run every seed, count the failing ones (no traces)
   --no-replay-check  skip the replay-equals-live comparison (to see what else catches a bug)";

@@ -24,19 +24,24 @@ use crate::rng::Rng;
 pub struct Bugs {
     pub exact_epoch_marker: bool,
     pub lock_expires_tx_pending: bool,
-    pub stage_before_persist: bool,
     pub marker_ignores_producer: bool,
-    /// In the coordinator runtime's shipped order of work (`Passes`).
+    /// The next three are in the coordinator runtime's shipped order of work (`Passes`):
+    /// every reply ahead of its records' append,
     pub reply_before_durable: bool,
+    /// a TxnShareAcknowledge's staging answered before it is persisted,
+    pub stage_before_persist: bool,
+    /// a marker applied before it is appended.
+    pub marker_before_append: bool,
 }
 
 impl Bugs {
-    pub const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 6] = [
         "exact-epoch-marker",
         "lock-expires-tx-pending",
         "stage-before-persist",
         "marker-ignores-producer",
         "reply-before-durable",
+        "marker-before-append",
     ];
 
     pub fn named(name: &str) -> Option<Bugs> {
@@ -47,6 +52,7 @@ impl Bugs {
             "stage-before-persist" => b.stage_before_persist = true,
             "marker-ignores-producer" => b.marker_ignores_producer = true,
             "reply-before-durable" => b.reply_before_durable = true,
+            "marker-before-append" => b.marker_before_append = true,
             _ => return None,
         }
         Some(b)
@@ -58,6 +64,8 @@ impl Bugs {
         faults::set(Fault::LockExpiresTxPending, self.lock_expires_tx_pending);
         faults::set(Fault::MarkerIgnoresProducer, self.marker_ignores_producer);
         faults::set(Fault::ReplyBeforeDurable, self.reply_before_durable);
+        faults::set(Fault::StageBeforePersist, self.stage_before_persist);
+        faults::set(Fault::MarkerBeforeAppend, self.marker_before_append);
     }
 }
 
@@ -102,7 +110,6 @@ enum Event {
     Tick,
     Markers,
     Flush,
-    LateStaging,
     Chaos,
     Restart,
     ClientRestart(usize),
@@ -156,7 +163,6 @@ impl World {
             session_timeout_ms: rng.range(300, 2000) as i32,
             txn_timeout_ms: rng.range(500, 5000) as i32,
             fetch_batches: rng.range(1, 4) as usize,
-            bug_stage_before_persist: config.bugs.stage_before_persist,
         };
         let mut disk = Disk::default();
         disk.next_producer_id = 1000;
@@ -562,11 +568,6 @@ impl World {
                 let next = self.now + self.rng.range(5, 200);
                 self.at(next, Event::Flush);
             }
-            Event::LateStaging => {
-                if let Some(b) = self.broker.as_mut() {
-                    b.late_staging_step(&mut self.disk);
-                }
-            }
             Event::Chaos => {
                 if !self.quiet {
                     self.chaos()?;
@@ -610,18 +611,14 @@ impl World {
             }
             self.model
                 .observe(self.now, &self.layout, &self.disk, &observed)?;
-            let mut wants = (false, false);
+            let mut wants_markers = false;
             if let Some(b) = self.broker.as_ref() {
                 self.model.check_state(b, &self.disk)?;
-                wants = (b.has_marker_work(), b.has_late_stagings());
+                wants_markers = b.has_marker_work();
             }
-            if wants.0 && !self.queue.values().any(|e| matches!(e, Event::Markers)) {
+            if wants_markers && !self.queue.values().any(|e| matches!(e, Event::Markers)) {
                 let at = self.now + self.rng.range(1, 15);
                 self.at(at, Event::Markers);
-            }
-            if wants.1 && !self.queue.values().any(|e| matches!(e, Event::LateStaging)) {
-                let at = self.now + self.rng.range(1, 100);
-                self.at(at, Event::LateStaging);
             }
             self.broker_outbox();
         }

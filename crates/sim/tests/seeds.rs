@@ -92,24 +92,39 @@ fn a_failing_seed_shrinks_to_a_shorter_failing_prefix() {
     }
 }
 
-/// The injected bug lives in the order of work the broker's coordinator runtime ships
-/// (`shoal_core::coordinator::Passes`), not in the simulator: answering a pass before its
-/// records are durable is caught as what a user would see — an input committed twice — even
-/// without the replay-equals-live comparison.
+/// The injected bugs live in the order of work the broker's coordinator runtime ships
+/// (`shoal_core::coordinator::Passes`, driving the share-state and transaction coordinators'
+/// shards), not in the simulator: answering a pass before its records are durable, answering a
+/// staging before it is persisted, applying a marker before it is appended. Each is caught as
+/// what a user would see — a record delivered while another consumer's transaction holds it,
+/// an input committed twice, or a committed output for an input that is available again —
+/// even without the replay-equals-live comparison.
 #[test]
-fn answering_before_durable_in_the_shipped_runtime_is_caught_as_a_duplicate() {
-    let bugs = Bugs::named("reply-before-durable").expect("a known bug");
-    let caught = (0..40).find_map(|seed| {
-        run(&RunConfig {
-            replay_check: false,
-            ..config(seed, bugs)
-        })
-        .failure
-        .map(|f| (seed, f.message))
-    });
-    let (seed, message) = caught.expect("caught within 40 seeds");
-    assert!(
-        message.contains("committed outputs"),
-        "seed {seed}: {message}"
-    );
+fn bugs_in_the_shipped_order_of_work_are_caught_as_what_a_user_sees() {
+    const SEEN_BY_USERS: [&str; 3] = [
+        "while staged in producer",
+        "committed outputs",
+        "has a committed output",
+    ];
+    for name in [
+        "reply-before-durable",
+        "stage-before-persist",
+        "marker-before-append",
+    ] {
+        let bugs = Bugs::named(name).expect("a known bug");
+        let caught = (0..40).find_map(|seed| {
+            run(&RunConfig {
+                replay_check: false,
+                ..config(seed, bugs)
+            })
+            .failure
+            .map(|f| (seed, f.message))
+        });
+        let (seed, message) = caught.unwrap_or_else(|| panic!("{name} not caught in 40 seeds"));
+        assert!(
+            SEEN_BY_USERS.iter().any(|m| message.contains(m)),
+            "{name}, seed {seed}: {message}"
+        );
+        println!("{name}: caught by seed {seed}: {message}");
+    }
 }
