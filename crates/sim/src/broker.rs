@@ -34,8 +34,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use shoal_core::coordinator::{CoordinatorShard, Emitted, Queued, TxnMarker};
 use shoal_core::group_coordinator::share::{
-    GroupIdUse, HeartbeatRequest, ShareGroupConfig, ShareGroupCoordinator, ShareGroupRecord,
-    TopicsImage,
+    GroupOverrides, HeartbeatRequest, ShareGroupConfig, ShareGroupCoordinator, TopicsImage,
+};
+use shoal_core::group_coordinator::{
+    GroupConfig, GroupInput, GroupReply, GroupShard, ShareCall, ShareReply,
 };
 use shoal_core::producer_state::{
     Decision, ProducerEpoch, ProducerId, ProducerStateConfig, ProducerStateManager,
@@ -156,19 +158,21 @@ struct AddWait {
 /// How long the broker's coordinator runtime waits at most between passes.
 const STATE_TIMER_MS: i64 = 500;
 
-/// The waiter of a share-state coordinator call: its number.
-type StateWaiter = u64;
+/// The waiter of a call to the share-state or group coordinator: its number.
+type CallId = u64;
 
 pub struct Broker {
     layout: Layout,
     /// The transaction coordinator, driven through the runtime's order of a pass.
     txn: Coordinator<TxnShard, TxnWaiter>,
     /// The share-state coordinator, likewise.
-    state: Coordinator<ShareStateShard, StateWaiter>,
-    next_state_call: u64,
+    state: Coordinator<ShareStateShard, CallId>,
+    /// The number of the last call to the share-state or group coordinator.
+    last_call: CallId,
     /// When the share-state coordinator last ran a pass (for its timer pass).
     state_passed_at: i64,
-    groups: ShareGroupCoordinator,
+    /// The group coordinator (share-group membership), likewise.
+    groups: Coordinator<GroupShard, CallId>,
     sps: BTreeMap<SharePartitionKey, SharePartition>,
     producers: Producers,
     tasks: VecDeque<MarkerTask>,
@@ -188,6 +192,18 @@ fn code(e: shoal_core::group_coordinator::ErrorCode) -> i16 {
 
 fn txn_config() -> TxnConfig {
     TxnConfig::default()
+}
+
+/// A new group coordinator's shard, configured from the layout (replay fills it).
+fn group_shard(layout: &Layout) -> GroupShard {
+    GroupShard::new(
+        GroupConfig::default(),
+        ShareGroupConfig {
+            session_timeout_ms: layout.session_timeout_ms,
+            heartbeat_interval_ms: (layout.session_timeout_ms / 4).max(1),
+            ..ShareGroupConfig::default()
+        },
+    )
 }
 
 /// A new share-state coordinator's shard, configured from the layout (replay fills it).
@@ -253,13 +269,9 @@ impl Broker {
                 TxnShard::new(txn_config(), disk.coordinator_epoch),
             ),
             state: Coordinator::new(SHARE_STATE, layout.state_partitions, state.0),
-            next_state_call: 0,
+            last_call: 0,
             state_passed_at: now,
-            groups: ShareGroupCoordinator::new(ShareGroupConfig {
-                session_timeout_ms: layout.session_timeout_ms,
-                heartbeat_interval_ms: (layout.session_timeout_ms / 4).max(1),
-                ..ShareGroupConfig::default()
-            }),
+            groups: Coordinator::new(OFFSETS, 1, group_shard(layout)),
             sps: BTreeMap::new(),
             producers,
             tasks: VecDeque::new(),
@@ -271,17 +283,14 @@ impl Broker {
         };
         b.resume_state(disk, state.1);
         // Share groups.
-        b.groups.on_metadata_change(topics_image(layout));
-        for batch in disk.log(&log_name(OFFSETS, 0)).batches() {
-            if let Body::Data(records) = &batch.body {
-                for r in records {
-                    if let Ok(record) = ShareGroupRecord::decode(&r.key, r.value.as_deref()) {
-                        b.groups.replay(&record);
-                    }
-                }
-            }
+        let mut groups = group_shard(layout);
+        runtime::replay(&mut groups, OFFSETS, 1, disk, &mut b.notes);
+        let mut loaded = Emitted::default();
+        groups.loaded(now, &mut loaded);
+        b.groups.replace(groups);
+        if b.groups.resume(disk, &mut b.producers, loaded).is_err() {
+            b.notes.push("group coordinator resume failed".into());
         }
-        b.groups.loaded(now);
         // The transaction coordinator, and the Markers records' lists.
         let mut shard = TxnShard::new(txn_config(), disk.coordinator_epoch);
         runtime::replay(&mut shard, TXN_STATE, 1, disk, &mut b.notes);
@@ -413,8 +422,8 @@ impl Broker {
         &mut self,
         disk: &mut Disk,
         now: i64,
-        queued: Vec<Queued<ShareStateShard, StateWaiter>>,
-    ) -> Option<Vec<(StateWaiter, ShareStateReply)>> {
+        queued: Vec<Queued<ShareStateShard, CallId>>,
+    ) -> Option<Vec<(CallId, ShareStateReply)>> {
         self.state_passed_at = now;
         match self
             .state
@@ -443,12 +452,65 @@ impl Broker {
         now: i64,
         input: ShareStateInput,
     ) -> Option<ShareStateReply> {
-        self.next_state_call += 1;
-        let id = self.next_state_call;
+        self.last_call += 1;
+        let id = self.last_call;
         let replies = self.state_pass(disk, now, vec![Queued::Input(input, Some(id))])?;
         replies
             .into_iter()
             .find_map(|(waiter, reply)| (waiter == id).then_some(reply))
+    }
+
+    /// One pass of the group coordinator, fed the topics first as the broker's host feeds
+    /// them; its replies by waiter (its plain batches on the simulated disk are never
+    /// refused, so there is always an answer).
+    fn group_pass(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        queued: Vec<Queued<GroupShard, CallId>>,
+    ) -> Vec<(CallId, GroupReply)> {
+        let fed = vec![GroupInput::Topics(topics_image(&self.layout))];
+        match self
+            .groups
+            .pass(disk, &mut self.producers, now, fed, queued)
+        {
+            Ok(appended) => appended.delivered.replies,
+            Err(_) => {
+                self.notes.push("group coordinator write failed".into());
+                Vec::new()
+            }
+        }
+    }
+
+    /// Calls the group coordinator with a share-group call.
+    fn share_call(&mut self, disk: &mut Disk, now: i64, call: ShareCall) -> Option<ShareReply> {
+        self.last_call += 1;
+        let id = self.last_call;
+        let input = Queued::Input(GroupInput::Share(call), Some(id));
+        self.group_pass(disk, now, vec![input])
+            .into_iter()
+            .find_map(|(waiter, reply)| match reply {
+                GroupReply::Share(reply) if waiter == id => Some(reply),
+                _ => None,
+            })
+    }
+
+    /// A member's current epoch in `group` (the handlers' member check).
+    fn member_epoch(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        group: &str,
+        member: &str,
+    ) -> Result<i32, i16> {
+        let call = ShareCall::MemberEpoch {
+            group_id: group.to_string(),
+            member_id: member.to_string(),
+        };
+        match self.share_call(disk, now, call) {
+            Some(ShareReply::MemberEpoch(epoch)) => epoch.map_err(code),
+            _ => Err(codes::COORDINATOR_NOT_AVAILABLE),
+        }
     }
 
     fn observe_markers(&mut self, markers: Vec<AppendedMarker>) {
@@ -481,7 +543,7 @@ impl Broker {
     }
 
     pub fn groups(&self) -> &ShareGroupCoordinator {
-        &self.groups
+        self.groups.shard().share()
     }
 
     pub fn has_marker_work(&self) -> bool {
@@ -839,13 +901,10 @@ impl Broker {
         if now - self.state_passed_at >= STATE_TIMER_MS {
             self.state_pass(disk, now, Vec::new());
         }
-        let expired = self.groups.expire(now);
-        self.persist_group_records(disk, &expired.records);
-        for m in expired.reply {
-            self.notes
-                .push(format!("session of {} expired", m.member_id));
-            self.release_member(disk, &m.member_id, now);
-        }
+        // Expired sessions fence their members; what they hold waits for its locks to
+        // expire, as in the broker (which releases a member's records when its share session
+        // closes, here when it leaves).
+        self.group_pass(disk, now, Vec::new());
         let keys: Vec<SharePartitionKey> = self.sps.keys().cloned().collect();
         for key in keys {
             let write = self
@@ -872,20 +931,6 @@ impl Broker {
                 let _ = self.persist_write(disk, &key, &write, now);
             }
         }
-    }
-
-    fn persist_group_records(&mut self, disk: &mut Disk, records: &[ShareGroupRecord]) {
-        if records.is_empty() {
-            return;
-        }
-        let encoded: Vec<Record> = records
-            .iter()
-            .filter_map(|r| r.encode().ok())
-            .map(|(key, value)| Record { key, value })
-            .collect();
-        let name = log_name(OFFSETS, 0);
-        disk.append(&name, Batch::plain(encoded));
-        disk.flush(&name);
     }
 
     /// Handles one request; the answer (if any now) goes to the outbox.
@@ -1006,13 +1051,23 @@ impl Broker {
             client_id: "sim".into(),
             client_host: "/127.0.0.1".into(),
         };
-        match self.groups.heartbeat(now, &request, GroupIdUse::Free) {
-            Ok(out) => {
-                self.persist_group_records(disk, &out.records);
+        let call = ShareCall::Heartbeat(request, GroupOverrides::default());
+        let reply = match self.share_call(disk, now, call) {
+            Some(ShareReply::Heartbeat(reply)) => reply,
+            _ => {
+                return Resp::Heartbeat {
+                    code: codes::COORDINATOR_NOT_AVAILABLE,
+                    member_epoch: -1,
+                    assignment: None,
+                }
+            }
+        };
+        match reply {
+            Ok(reply) => {
                 if epoch == -1 {
                     self.release_member(disk, &member, now);
                 }
-                let assignment = out.reply.assignment.map(|topics| {
+                let assignment = reply.assignment.map(|topics| {
                     topics
                         .iter()
                         .filter(|t| t.topic_id == INPUT_ID.0)
@@ -1021,7 +1076,7 @@ impl Broker {
                 });
                 Resp::Heartbeat {
                     code: codes::NONE,
-                    member_epoch: out.reply.member_epoch,
+                    member_epoch: reply.member_epoch,
                     assignment,
                 }
             }
@@ -1042,9 +1097,9 @@ impl Broker {
         partitions: &[i32],
         max_records: i32,
     ) -> Resp {
-        if let Err(e) = self.groups.member_epoch(group, member) {
+        if let Err(c) = self.member_epoch(disk, now, group, member) {
             return Resp::ShareFetch {
-                code: code(e),
+                code: c,
                 records: Vec::new(),
             };
         }
@@ -1139,8 +1194,8 @@ impl Broker {
         member: &str,
         acks: Vec<(i32, AckBatch)>,
     ) -> Resp {
-        if let Err(e) = self.groups.member_epoch(group, member) {
-            return Resp::ShareAck { code: code(e) };
+        if let Err(c) = self.member_epoch(disk, now, group, member) {
+            return Resp::ShareAck { code: c };
         }
         let mut by_partition: BTreeMap<i32, Vec<AckBatch>> = BTreeMap::new();
         for (p, b) in acks {
@@ -1251,8 +1306,8 @@ impl Broker {
     ) -> Option<Resp> {
         let refuse = |code: i16| Some(Resp::TxnShareAck { code });
         // 6. The member.
-        match self.groups.member_epoch(group, member) {
-            Err(e) => return refuse(code(e)),
+        match self.member_epoch(disk, now, group, member) {
+            Err(c) => return refuse(c),
             Ok(current) if member_epoch < current => return refuse(codes::STALE_MEMBER_EPOCH),
             Ok(current) if member_epoch > current => return refuse(codes::FENCED_MEMBER_EPOCH),
             Ok(_) => {}

@@ -97,14 +97,16 @@ fn a_failing_seed_shrinks_to_a_shorter_failing_prefix() {
 /// shards), not in the simulator: answering a pass before its records are durable, answering a
 /// staging before it is persisted, applying a marker before it is appended. Each is caught as
 /// what a user would see — a record delivered while another consumer's transaction holds it,
-/// an input committed twice, or a committed output for an input that is available again —
-/// even without the replay-equals-live comparison.
+/// an input committed twice, a committed output for an input that is available again, or
+/// acknowledgements left TX_PENDING after their transaction committed — even without the
+/// replay-equals-live comparison.
 #[test]
 fn bugs_in_the_shipped_order_of_work_are_caught_as_what_a_user_sees() {
-    const SEEN_BY_USERS: [&str; 3] = [
+    const SEEN_BY_USERS: [&str; 4] = [
         "while staged in producer",
         "committed outputs",
         "has a committed output",
+        "after it ended",
     ];
     for name in [
         "reply-before-durable",
