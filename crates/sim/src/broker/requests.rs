@@ -1,0 +1,467 @@
+//! The simulated broker's request handling, in the order of the broker's handlers and
+//! share-partition leader: a share partition read back or initialized before it is created,
+//! state writes answered once the share-state coordinator answered them, and a
+//! TxnShareAcknowledge's member check, implicit add, staging on copies, persistence, then
+//! answer.
+
+use super::*;
+
+impl Broker {
+    /// Creates the machine of `key` if it has none, as the broker's share-partition leader
+    /// does: from the state the share-state coordinator reads back, or, with none (or an
+    /// uninitialized one), initialized there first at the input's start.
+    pub(super) fn ensure_initialized(
+        &mut self,
+        disk: &mut Disk,
+        key: &SharePartitionKey,
+        now: i64,
+    ) -> Result<(), i16> {
+        if self.sps.contains_key(key) {
+            return Ok(());
+        }
+        let read = ShareStateInput::Read {
+            key: key.clone(),
+            leader_epoch: 0,
+        };
+        let persisted = match self.state_call(disk, now, read) {
+            Some(ShareStateReply::Read(read)) => read,
+            Some(ShareStateReply::Refused(e)) => return Err(code(e.error_code())),
+            _ => return Err(codes::KAFKA_STORAGE_ERROR),
+        };
+        let config = self.layout.share.clone();
+        match persisted {
+            Some(read) if read.start_offset != UNINITIALIZED_START_OFFSET => {
+                let (sp, write) = SharePartition::from_persisted(config, &read).map_err(|e| {
+                    self.notes
+                        .push(format!("persisted state of {key:?} unusable: {e}"));
+                    codes::UNKNOWN_SERVER_ERROR
+                })?;
+                self.sps.insert(key.clone(), sp);
+                match write {
+                    Some(write) => self.persist_write(disk, key, &write, now),
+                    None => Ok(()),
+                }
+            }
+            other => {
+                let state_epoch = other.map_or(0, |read| read.state_epoch);
+                let initialize = ShareStateInput::Initialize {
+                    key: key.clone(),
+                    state: InitializeState {
+                        state_epoch,
+                        start_offset: 0,
+                    },
+                };
+                self.state_done(disk, now, initialize)?;
+                let sp = SharePartition::new(config, 0, state_epoch).map_err(|e| {
+                    self.notes.push(format!("cannot create {key:?}: {e}"));
+                    codes::UNKNOWN_SERVER_ERROR
+                })?;
+                self.sps.insert(key.clone(), sp);
+                Ok(())
+            }
+        }
+    }
+
+    /// A share-state write whose answer is done or refused.
+    pub(super) fn state_done(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        input: ShareStateInput,
+    ) -> Result<(), i16> {
+        match self.state_call(disk, now, input) {
+            Some(ShareStateReply::Done) => Ok(()),
+            Some(ShareStateReply::Refused(e)) => {
+                self.notes.push(format!("share state write refused: {e}"));
+                Err(code(e.error_code()))
+            }
+            _ => Err(codes::KAFKA_STORAGE_ERROR),
+        }
+    }
+
+    /// Persists a share partition's state write through the share-state coordinator.
+    pub(super) fn persist_write(
+        &mut self,
+        disk: &mut Disk,
+        key: &SharePartitionKey,
+        write: &StateWrite,
+        now: i64,
+    ) -> Result<(), i16> {
+        let input = ShareStateInput::Write {
+            key: key.clone(),
+            state: write.to_write_state(0),
+        };
+        self.state_done(disk, now, input)
+    }
+
+    pub(super) fn release_member(&mut self, disk: &mut Disk, member: &str, now: i64) {
+        self.observed.push(Observed::Released {
+            member: member.to_string(),
+        });
+        let keys: Vec<SharePartitionKey> = self.sps.keys().cloned().collect();
+        for key in keys {
+            let write = self
+                .sps
+                .get_mut(&key)
+                .and_then(|sp| sp.release_member(member, now).ok().flatten());
+            if let Some(write) = write {
+                let _ = self.persist_write(disk, &key, &write, now);
+            }
+        }
+    }
+
+    pub(super) fn heartbeat(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        group: String,
+        member: String,
+        epoch: i32,
+        full: bool,
+    ) -> Resp {
+        let request = HeartbeatRequest {
+            group_id: group,
+            member_id: member.clone(),
+            member_epoch: epoch,
+            rack_id: None,
+            subscribed_topic_names: (epoch == 0 || full).then(|| vec![INPUT.to_string()]),
+            client_id: "sim".into(),
+            client_host: "/127.0.0.1".into(),
+        };
+        let call = ShareCall::Heartbeat(request, GroupOverrides::default());
+        let reply = match self.share_call(disk, now, call) {
+            Some(ShareReply::Heartbeat(reply)) => reply,
+            _ => {
+                return Resp::Heartbeat {
+                    code: codes::COORDINATOR_NOT_AVAILABLE,
+                    member_epoch: -1,
+                    assignment: None,
+                }
+            }
+        };
+        match reply {
+            Ok(reply) => {
+                if epoch == -1 {
+                    self.release_member(disk, &member, now);
+                }
+                let assignment = reply.assignment.map(|topics| {
+                    topics
+                        .iter()
+                        .filter(|t| t.topic_id == INPUT_ID.0)
+                        .flat_map(|t| t.partitions.iter().copied())
+                        .collect()
+                });
+                Resp::Heartbeat {
+                    code: codes::NONE,
+                    member_epoch: reply.member_epoch,
+                    assignment,
+                }
+            }
+            Err(e) => Resp::Heartbeat {
+                code: code(e),
+                member_epoch: -1,
+                assignment: None,
+            },
+        }
+    }
+
+    pub(super) fn share_fetch(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        group: &str,
+        member: &str,
+        partitions: &[i32],
+        max_records: i32,
+    ) -> Resp {
+        if let Err(c) = self.member_epoch(disk, now, group, member) {
+            return Resp::ShareFetch {
+                code: c,
+                records: Vec::new(),
+            };
+        }
+        let mut records = Vec::new();
+        for &p in partitions {
+            if !(0..self.layout.input_partitions).contains(&p) {
+                continue;
+            }
+            let key = share_key(p);
+            if let Err(c) = self.ensure_initialized(disk, &key, now) {
+                self.notes
+                    .push(format!("share partition {p} not created: {c}"));
+                continue;
+            }
+            let Some(sp) = self.sps.get_mut(&key) else {
+                continue;
+            };
+            let from = sp.next_fetch_offset();
+            let fetched: Vec<FetchedBatch> = disk
+                .log(&log_name(INPUT, p))
+                .batches()
+                .iter()
+                .filter(|b| b.last_offset() >= from)
+                .take(self.layout.fetch_batches)
+                .map(|b| FetchedBatch {
+                    base_offset: b.base_offset,
+                    last_offset: b.last_offset(),
+                    is_control: b.is_control(),
+                    producer_id: b.producer_id,
+                    is_transactional: b.transactional,
+                })
+                .collect();
+            let fetched = if sp.can_acquire_records() {
+                fetched
+            } else {
+                Vec::new()
+            };
+            let acquisition = match sp.acquire(&AcquireRequest {
+                member_id: member,
+                fetch_offset: from,
+                fetched: &fetched,
+                max_records,
+                batch_size: max_records,
+                mode: AcquireMode::BatchOptimized,
+                isolation: Isolation::ReadUncommitted,
+                now_ms: now,
+            }) {
+                Ok(a) => a,
+                Err(e) => {
+                    self.notes.push(format!("acquire refused: {e}"));
+                    continue;
+                }
+            };
+            let deadline_ms = now + self.layout.share.record_lock_duration_ms;
+            for r in &acquisition.records {
+                self.observed.push(Observed::Acquired {
+                    member: member.to_string(),
+                    partition: p,
+                    first: r.first_offset,
+                    last: r.last_offset,
+                    delivery_count: r.delivery_count,
+                    deadline_ms,
+                });
+                for offset in r.first_offset..=r.last_offset {
+                    records.push(Delivered {
+                        partition: p,
+                        offset,
+                        delivery_count: r.delivery_count,
+                    });
+                }
+            }
+            if let Some(write) = acquisition.write {
+                if let Err(c) = self.persist_write(disk, &key, &write, now) {
+                    return Resp::ShareFetch {
+                        code: c,
+                        records: Vec::new(),
+                    };
+                }
+            }
+        }
+        Resp::ShareFetch {
+            code: codes::NONE,
+            records,
+        }
+    }
+
+    pub(super) fn share_ack(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        group: &str,
+        member: &str,
+        acks: Vec<(i32, AckBatch)>,
+    ) -> Resp {
+        if let Err(c) = self.member_epoch(disk, now, group, member) {
+            return Resp::ShareAck { code: c };
+        }
+        let mut by_partition: BTreeMap<i32, Vec<AckBatch>> = BTreeMap::new();
+        for (p, b) in acks {
+            by_partition.entry(p).or_default().push(b);
+        }
+        let mut result = codes::NONE;
+        for (p, batches) in by_partition {
+            let key = share_key(p);
+            let Some(sp) = self.sps.get_mut(&key) else {
+                result = codes::INVALID_RECORD_STATE;
+                continue;
+            };
+            match sp.acknowledge(member, &batches, now) {
+                Ok(write) => {
+                    if let Some(write) = write {
+                        if let Err(c) = self.persist_write(disk, &key, &write, now) {
+                            result = c;
+                            continue;
+                        }
+                    }
+                    for batch in batches {
+                        self.observed.push(Observed::Acked {
+                            partition: p,
+                            batch,
+                        });
+                    }
+                }
+                Err(e) => result = code(e.error_code()),
+            }
+        }
+        Resp::ShareAck { code: result }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn produce(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        txn_id: String,
+        pid: i64,
+        epoch: i16,
+        partition: i32,
+        base_sequence: i32,
+        keys: Vec<Vec<u8>>,
+        again: (Addr, u64, Req),
+    ) -> Option<Resp> {
+        let name = log_name(OUTPUT, partition);
+        let ongoing = self
+            .producers
+            .get(&name)
+            .is_some_and(|ps| ps.has_ongoing_txn(ProducerId(pid), ProducerEpoch(epoch)));
+        if !ongoing {
+            let c = self.implicit_add(
+                disk,
+                now,
+                txn_id,
+                (pid, epoch),
+                vec![TopicPartition::new(OUTPUT, partition)],
+                again,
+            )?;
+            if c != codes::NONE {
+                return Some(Resp::Produce { code: c });
+            }
+        }
+        let batch = Batch {
+            base_offset: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence,
+            transactional: true,
+            body: Body::Data(
+                keys.into_iter()
+                    .map(|key| Record { key, value: None })
+                    .collect(),
+            ),
+        };
+        let info = batch_info(&batch);
+        let ps = self
+            .producers
+            .entry(name.clone())
+            .or_insert_with(|| ProducerStateManager::new(ProducerStateConfig::default()));
+        Some(match ps.check(&[info]) {
+            Err(e) => Resp::Produce {
+                code: e.error_code(),
+            },
+            Ok(Decision::Duplicate(_)) => Resp::Produce { code: codes::NONE },
+            Ok(Decision::Append) => {
+                let offset = disk.append(&name, batch);
+                disk.flush(&name);
+                ps.on_append(&info, offset);
+                Resp::Produce { code: codes::NONE }
+            }
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn txn_share_ack(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        txn_id: String,
+        (pid, epoch): (i64, i16),
+        group: &str,
+        member: &str,
+        member_epoch: i32,
+        parts: Vec<(i32, Vec<AckBatch>)>,
+        again: (Addr, u64, Req),
+    ) -> Option<Resp> {
+        let refuse = |code: i16| Some(Resp::TxnShareAck { code });
+        // 6. The member.
+        match self.member_epoch(disk, now, group, member) {
+            Err(c) => return refuse(c),
+            Ok(current) if member_epoch < current => return refuse(codes::STALE_MEMBER_EPOCH),
+            Ok(current) if member_epoch > current => return refuse(codes::FENCED_MEMBER_EPOCH),
+            Ok(_) => {}
+        }
+        // 7. The share-state partitions into the transaction.
+        let keys: Vec<SharePartitionKey> = parts.iter().map(|(p, _)| share_key(*p)).collect();
+        let state_partitions: BTreeSet<i32> = keys
+            .iter()
+            .map(|k| state_partition(k, self.layout.state_partitions))
+            .collect();
+        let partitions = state_partitions
+            .iter()
+            .map(|p| TopicPartition::new(SHARE_STATE, *p))
+            .collect();
+        let c = self.implicit_add(disk, now, txn_id, (pid, epoch), partitions, again)?;
+        if c != codes::NONE {
+            return refuse(c);
+        }
+        // 8. Stage on copies, all or nothing; the share-state coordinator persists the
+        // stagings (or refuses them, fenced), and only then are the copies put in place.
+        let mut machines = Vec::with_capacity(parts.len());
+        for (key, (_, batches)) in keys.iter().zip(parts.iter()) {
+            let Some(sp) = self.sps.get(key) else {
+                return refuse(codes::INVALID_RECORD_STATE);
+            };
+            machines.push((sp, &batches[..]));
+        }
+        let staged: Vec<(SharePartitionKey, SharePartition, Option<StateWrite>)> =
+            match stage_all(machines, now, member, pid, epoch) {
+                Ok(staged) => keys
+                    .iter()
+                    .cloned()
+                    .zip(staged)
+                    .map(|(k, (sp, w))| (k, sp, w))
+                    .collect(),
+                Err((i, e)) => {
+                    // A copy that broke an invariant stops the original, as the broker does.
+                    if let (Some(v), Some(sp)) = (e.violation(), self.sps.get_mut(&keys[i])) {
+                        sp.stop(v.clone());
+                    }
+                    return refuse(code(e.error_code()));
+                }
+            };
+        let writes: Vec<_> = staged
+            .iter()
+            .filter_map(|(key, _, write)| {
+                write.as_ref().map(|w| (key.clone(), w.to_write_state(0)))
+            })
+            .collect();
+        if !writes.is_empty() {
+            let input = ShareStateInput::Stage {
+                producer_id: pid,
+                producer_epoch: epoch,
+                writes,
+            };
+            match self.state_call(disk, now, input) {
+                Some(ShareStateReply::Done) => {}
+                Some(ShareStateReply::StageRefused(StageRefused::State { error, .. })) => {
+                    return refuse(code(error.error_code()))
+                }
+                Some(ShareStateReply::StageRefused(StageRefused::Fenced { .. })) => {
+                    return refuse(codes::PRODUCER_FENCED)
+                }
+                _ => return refuse(codes::KAFKA_STORAGE_ERROR),
+            }
+        }
+        for (key, copy, _) in staged {
+            self.sps.insert(key, copy);
+        }
+        self.observed.push(Observed::Staged {
+            producer_id: pid,
+            producer_epoch: epoch,
+            ranges: parts
+                .into_iter()
+                .flat_map(|(p, bs)| bs.into_iter().map(move |b| (p, b)))
+                .collect(),
+        });
+        Some(Resp::TxnShareAck { code: codes::NONE })
+    }
+}
