@@ -4,7 +4,7 @@
 //! What runs is the real code of `shoal-core`: the share partitions, each partition's
 //! producer state, and the three coordinators, each driven through the coordinator runtime's
 //! order of a pass (`shoal_core::coordinator::Passes`, which the broker's runtime drives too)
-//! over the simulated disk ([`crate::runtime`], calls in [`coordinators`]): the group shard
+//! over the simulated disk ([`crate::runtime`], calls in `coordinators.rs`): the group shard
 //! (share-group membership and the member checks), the transaction shard with the
 //! marker-recovery decisions, and the share-state shard (`ShareStateShard`), which writes
 //! every record of `__share_group_state` — state writes, KIP-1289 stagings as the producer's
@@ -14,7 +14,7 @@
 //! this module runs.
 //!
 //! What this module adds is the shell's ordering, as the broker's handlers and share-partition
-//! leader have it ([`requests`]): a share partition is read from the share-state coordinator or initialized
+//! leader have it (`requests.rs`): a share partition is read from the share-state coordinator or initialized
 //! there before it is created; a state write is answered once the coordinator answered it; a
 //! TxnShareAcknowledge checks the member, adds the state partitions to the transaction,
 //! stages on copies, all or nothing, has the coordinator persist the stagings, then puts the
