@@ -9,9 +9,18 @@
 //! again before anything is served ([`lost_markers`]), the listed partitions are fsynced and
 //! the lists cleared ([`cleared_lists`]). These are pure functions of what the driver observes,
 //! so the broker and the simulator (`crates/sim`) run the same decisions.
+//!
+//! [`MarkerWriting`] is the marker task's order of work, which both drive too: one
+//! transaction's markers written partition by partition, a failed one retried after the others,
+//! those a participant made durable itself not listed, and the completion reported with the
+//! flushed offsets of every partition the id's markers are on.
+
+use std::collections::VecDeque;
 
 use super::records::{PendingMarker, TxnRecord};
-use super::types::TopicPartition;
+use super::types::{TopicPartition, TransactionResult, WriteMarkers};
+use super::TxnInput;
+use crate::coordinator::TxnMarker;
 
 /// The Markers record to write with a completion of `transactional_id`: the markers of its
 /// earlier completions still not durable (`before`, what the previous Markers record listed)
@@ -94,11 +103,120 @@ pub fn cleared_lists<'a>(
         .collect()
 }
 
+/// How writing one marker went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkerOutcome {
+    /// Appended at this offset, not yet known durable: listed until flushed.
+    Appended(i64),
+    /// Durable already (a participant's coordinator wrote and fsynced it).
+    Durable,
+    /// The partition no longer exists: nothing to write.
+    Gone,
+    /// Refused or not written: retried after the others.
+    Failed,
+}
+
+/// One transaction's markers being written (the transaction coordinator's marker task):
+/// take the next partition with [`MarkerWriting::take_next`], write its marker, report how it went
+/// with [`MarkerWriting::written`]; once [`MarkerWriting::is_done`], read the flushed offsets
+/// of [`MarkerWriting::partitions_to_read`] and hand [`MarkerWriting::finish`]'s input to the
+/// coordinator.
+#[derive(Clone, Debug)]
+pub struct MarkerWriting {
+    markers: WriteMarkers,
+    /// The partitions of the id's markers already listed as not durable.
+    listed: Vec<TopicPartition>,
+    remaining: VecDeque<TopicPartition>,
+    appended: Vec<PendingMarker>,
+}
+
+impl MarkerWriting {
+    pub fn new(markers: WriteMarkers, listed: Vec<TopicPartition>) -> Self {
+        Self {
+            remaining: markers.partitions.iter().cloned().collect(),
+            markers,
+            listed,
+            appended: Vec::new(),
+        }
+    }
+
+    /// The coordinator epoch the markers carry.
+    pub fn coordinator_epoch(&self) -> i32 {
+        self.markers.coordinator_epoch
+    }
+
+    /// Partitions still to write (a failed one counts again).
+    pub fn remaining(&self) -> usize {
+        self.remaining.len()
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.remaining.is_empty()
+    }
+
+    /// The next partition and the marker to write there; report it with
+    /// [`MarkerWriting::written`].
+    pub fn take_next(&mut self) -> Option<(TopicPartition, TxnMarker)> {
+        let tp = self.remaining.pop_front()?;
+        let marker = TxnMarker {
+            partition: tp.partition,
+            producer_id: self.markers.producer_id.0,
+            producer_epoch: self.markers.producer_epoch.0,
+            commit: self.markers.result == TransactionResult::Commit,
+        };
+        Some((tp, marker))
+    }
+
+    /// How writing the marker to `tp` (from [`MarkerWriting::take_next`]) went.
+    pub fn written(&mut self, tp: TopicPartition, outcome: MarkerOutcome) {
+        match outcome {
+            MarkerOutcome::Appended(offset) => self.appended.push(PendingMarker {
+                partition: tp,
+                offset,
+                producer_id: self.markers.producer_id,
+                producer_epoch: self.markers.producer_epoch,
+                result: self.markers.result,
+            }),
+            MarkerOutcome::Durable | MarkerOutcome::Gone => {}
+            MarkerOutcome::Failed => self.remaining.push_back(tp),
+        }
+    }
+
+    /// The partitions whose flushed offsets the completion needs, each once: those of the
+    /// markers appended, then those the id already lists. Read them after the appends: a
+    /// marker flushed since is left out of the Markers record, one flushed later stays listed
+    /// (harmless: it is found at its offset).
+    pub fn partitions_to_read(&self) -> Vec<TopicPartition> {
+        let mut out: Vec<TopicPartition> = Vec::new();
+        for tp in self
+            .appended
+            .iter()
+            .map(|m| &m.partition)
+            .chain(&self.listed)
+        {
+            if !out.contains(tp) {
+                out.push(tp.clone());
+            }
+        }
+        out
+    }
+
+    /// The completion to hand to the coordinator, with the flushed offsets read (a partition
+    /// missing from `flushed` no longer exists).
+    pub fn finish(self, flushed: Vec<(TopicPartition, i64)>) -> TxnInput {
+        TxnInput::MarkersWritten {
+            markers: self.markers,
+            appended: self.appended,
+            flushed,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::producer_state::{ProducerEpoch, ProducerId};
-    use crate::txn_coordinator::TransactionResult;
+    use crate::txn_coordinator::TransactionVersion;
 
     fn marker(partition: i32, offset: i64) -> PendingMarker {
         PendingMarker {
@@ -205,5 +323,90 @@ mod tests {
         assert!(records
             .iter()
             .all(|r| matches!(r, TxnRecord::Markers { markers, .. } if markers.is_empty())));
+    }
+
+    fn writing(partitions: &[(&str, i32)], listed: &[(&str, i32)]) -> MarkerWriting {
+        MarkerWriting::new(
+            WriteMarkers {
+                transactional_id: "t".into(),
+                producer_id: ProducerId(7),
+                producer_epoch: ProducerEpoch(3),
+                result: TransactionResult::Abort,
+                partitions: partitions
+                    .iter()
+                    .map(|(t, p)| TopicPartition::new(*t, *p))
+                    .collect(),
+                coordinator_epoch: 4,
+                transaction_version: TransactionVersion::Tv2,
+            },
+            listed
+                .iter()
+                .map(|(t, p)| TopicPartition::new(*t, *p))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_failed_marker_is_retried_after_the_others_and_only_appended_ones_are_listed() {
+        let mut w = writing(
+            &[
+                ("out", 0),
+                ("out", 1),
+                ("__share_group_state", 2),
+                ("gone", 0),
+            ],
+            &[("out", 1), ("old", 5)],
+        );
+        let (tp, marker) = w.take_next().unwrap();
+        assert_eq!(tp, TopicPartition::new("out", 0));
+        assert_eq!(
+            marker,
+            TxnMarker {
+                partition: 0,
+                producer_id: 7,
+                producer_epoch: 3,
+                commit: false
+            }
+        );
+        w.written(tp, MarkerOutcome::Failed);
+        let (tp, _) = w.take_next().unwrap();
+        w.written(tp, MarkerOutcome::Appended(40));
+        let (tp, _) = w.take_next().unwrap();
+        w.written(tp, MarkerOutcome::Durable);
+        let (tp, _) = w.take_next().unwrap();
+        w.written(tp, MarkerOutcome::Gone);
+        assert!(!w.is_done());
+        let (tp, _) = w.take_next().unwrap();
+        assert_eq!(tp, TopicPartition::new("out", 0), "the failed one, last");
+        w.written(tp, MarkerOutcome::Appended(9));
+        assert!(w.is_done() && w.take_next().is_none());
+        // Appended ones in order, then the listed ones not already there.
+        assert_eq!(
+            w.partitions_to_read(),
+            vec![
+                TopicPartition::new("out", 1),
+                TopicPartition::new("out", 0),
+                TopicPartition::new("old", 5),
+            ]
+        );
+        let flushed = vec![(TopicPartition::new("out", 1), 41)];
+        match w.finish(flushed.clone()) {
+            TxnInput::MarkersWritten {
+                appended,
+                flushed: f,
+                markers,
+            } => {
+                assert_eq!(f, flushed);
+                assert_eq!(markers.coordinator_epoch, 4);
+                let at: Vec<_> = appended
+                    .iter()
+                    .map(|m| (m.partition.partition, m.offset))
+                    .collect();
+                assert_eq!(at, vec![(1, 40), (0, 9)]);
+                assert!(appended.iter().all(|m| m.result == TransactionResult::Abort
+                    && m.producer_epoch == ProducerEpoch(3)));
+            }
+            other => panic!("not a completion: {other:?}"),
+        }
     }
 }

@@ -260,12 +260,9 @@ impl Broker {
         }
         for effect in delivered.effects {
             match effect {
-                TxnEffect::WriteMarkers { markers, listed } => self.tasks.push_back(MarkerTask {
-                    remaining: markers.partitions.iter().cloned().collect(),
-                    markers,
-                    listed,
-                    appended: Vec::new(),
-                }),
+                TxnEffect::WriteMarkers { markers, listed } => {
+                    self.tasks.push_back(MarkerWriting::new(markers, listed))
+                }
                 TxnEffect::Flush(partitions) => {
                     for tp in partitions {
                         disk.flush(&log_name(&tp.topic, tp.partition));
@@ -344,24 +341,18 @@ impl Broker {
         );
     }
 
-    /// Writes the marker of `task` to `tp`, as the broker's participants path does: on
+    /// Writes `marker` to `tp`, as the broker's participants path does: on
     /// `__share_group_state` through its coordinator (durable when it answers; then the live
     /// share partitions resolve), elsewhere appended (producer-state check first) and left for
-    /// the Markers record to cover until flushed. Returns the marker to list, if any.
+    /// the Markers record to cover until flushed.
     pub(super) fn write_marker(
         &mut self,
         disk: &mut Disk,
         tp: &TopicPartition,
-        markers: &WriteMarkers,
+        marker: TxnMarker,
+        coordinator_epoch: i32,
         now: i64,
-    ) -> Result<Option<PendingMarker>, String> {
-        let marker = TxnMarker {
-            partition: tp.partition,
-            producer_id: markers.producer_id.0,
-            producer_epoch: markers.producer_epoch.0,
-            commit: markers.result == TransactionResult::Commit,
-        };
-        let coordinator_epoch = self.txn.shard().machine().coordinator_epoch();
+    ) -> Result<MarkerOutcome, String> {
         if tp.topic == SHARE_STATE {
             let input = ShareStateInput::WriteMarker {
                 marker,
@@ -370,7 +361,7 @@ impl Broker {
             return match self.state_call(disk, now, input) {
                 Some(ShareStateReply::Marker(Ok(resolved))) => {
                     self.apply_marker_live(marker, resolved);
-                    Ok(None)
+                    Ok(MarkerOutcome::Durable)
                 }
                 Some(ShareStateReply::Marker(Err(refused))) => Err(format!("{refused:?}")),
                 _ => Err("share-state coordinator unavailable".into()),
@@ -380,58 +371,42 @@ impl Broker {
         let offset =
             runtime::append_marker(disk, &mut self.producers, &name, marker, coordinator_epoch)?;
         self.observe_markers(vec![(name, offset, marker)]);
-        Ok(Some(PendingMarker {
-            partition: tp.clone(),
-            offset,
-            producer_id: markers.producer_id,
-            producer_epoch: markers.producer_epoch,
-            result: markers.result,
-        }))
+        Ok(MarkerOutcome::Appended(offset))
     }
 
-    /// One step of marker writing: the next partition of the oldest transaction. Returns
-    /// false when there was nothing to do.
+    /// One step of marker writing: the next partition of the oldest transaction
+    /// (`MarkerWriting`, the broker's marker task's order); once all are written, the
+    /// completion with the flushed offsets read now. Returns false when there was nothing to
+    /// do.
     pub fn marker_step(&mut self, disk: &mut Disk, now: i64) -> bool {
         let Some(mut task) = self.tasks.pop_front() else {
             return false;
         };
-        if let Some(tp) = task.remaining.pop_front() {
-            match self.write_marker(disk, &tp, &task.markers, now) {
-                Ok(listed) => task.appended.extend(listed),
-                Err(e) => {
-                    // As the broker's marker task: retried later.
+        if let Some((tp, marker)) = task.take_next() {
+            let outcome = self
+                .write_marker(disk, &tp, marker, task.coordinator_epoch(), now)
+                .unwrap_or_else(|e| {
                     self.notes
                         .push(format!("marker on {tp:?} refused: {e}; retrying"));
-                    task.remaining.push_back(tp);
-                }
-            }
+                    MarkerOutcome::Failed
+                });
+            task.written(tp, outcome);
         }
-        if !task.remaining.is_empty() {
+        if !task.is_done() {
             self.tasks.push_front(task);
             return true;
         }
-        // The completion, with the flushed offsets of the markers' partitions and of those
-        // the id already lists, read now (as the broker's marker task reads them).
-        let mut flushed: Vec<(TopicPartition, i64)> = Vec::new();
-        for tp in task
-            .appended
-            .iter()
-            .map(|m| &m.partition)
-            .chain(&task.listed)
-        {
-            if !flushed.iter().any(|(p, _)| p == tp) {
+        let flushed = task
+            .partitions_to_read()
+            .into_iter()
+            .map(|tp| {
                 let offset = disk
                     .log(&log_name(&tp.topic, tp.partition))
                     .flushed_offset();
-                flushed.push((tp.clone(), offset));
-            }
-        }
-        let input = TxnInput::MarkersWritten {
-            markers: task.markers,
-            appended: task.appended,
-            flushed,
-        };
-        self.txn_pass(disk, now, vec![(input, None)]);
+                (tp, offset)
+            })
+            .collect();
+        self.txn_pass(disk, now, vec![(task.finish(flushed), None)]);
         self.resume_requests(disk, now);
         true
     }

@@ -54,10 +54,11 @@ use shoal_core::share_partition::{
     stage_all, AckBatch, AcquireMode, AcquireRequest, FetchedBatch, Isolation, SharePartition,
     SharePartitionConfig, StateWrite,
 };
+use shoal_core::txn_coordinator::markers::{MarkerOutcome, MarkerWriting};
 use shoal_core::txn_coordinator::{
     self as tc, AddPartitionsImplicitRequest, EndTxnRequest, InitProducerIdRequest, PendingMarker,
-    TopicPartition, TransactionResult, TxnConfig, TxnCoordinator, TxnEffect, TxnInput, TxnReply,
-    TxnRequest, TxnResponse, TxnShard, WriteMarkers,
+    TopicPartition, TxnConfig, TxnCoordinator, TxnEffect, TxnInput, TxnReply, TxnRequest,
+    TxnResponse, TxnShard,
 };
 
 use crate::disk::{log_name, Batch, Body, Disk, Record};
@@ -129,16 +130,6 @@ pub enum Observed {
     Released { member: String },
 }
 
-/// A transaction's markers being written, one partition per step.
-#[derive(Debug)]
-struct MarkerTask {
-    markers: WriteMarkers,
-    /// The partitions of the id's markers already listed as not durable.
-    listed: Vec<TopicPartition>,
-    remaining: VecDeque<TopicPartition>,
-    appended: Vec<PendingMarker>,
-}
-
 /// Who waits for a reply of the transaction coordinator.
 #[derive(Debug)]
 enum TxnWaiter {
@@ -179,7 +170,8 @@ pub struct Broker {
     groups: Coordinator<GroupShard, CallId>,
     sps: BTreeMap<SharePartitionKey, SharePartition>,
     producers: Producers,
-    tasks: VecDeque<MarkerTask>,
+    /// Transactions whose markers are being written, one partition per step.
+    tasks: VecDeque<MarkerWriting>,
     /// Implicit adds answered, with the request they belong to.
     adds: Vec<(AddWait, TxnReply)>,
     next_add: u64,
