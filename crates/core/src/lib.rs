@@ -13,6 +13,9 @@
 //! - [`share_coordinator`]: the `__share_group_state` records (ShareSnapshot, ShareUpdate) in
 //!   Kafka's encoding and the share coordinator shard that replays them and merges updates;
 //! - [`share_session`]: share consumers' fetch sessions (epochs, partitions, limits);
+//! - [`txn_share_ack`]: a TxnShareAcknowledge's order of work across the group and transaction
+//!   coordinators and the staging (KIP-1289 §3.2 steps 5–8), driven by the broker's handler
+//!   and the simulator;
 //! - [`hash`]: Java's `String.hashCode` and Kafka's `Utils.abs`, for coordinator partitioning;
 //! - [`ids`]: the id types the machines share (producer id and epoch, reply token, topic id,
 //!   transaction partition), re-exported from their former modules.
@@ -34,3 +37,4 @@ pub mod share_coordinator;
 pub mod share_partition;
 pub mod share_session;
 pub mod txn_coordinator;
+pub mod txn_share_ack;

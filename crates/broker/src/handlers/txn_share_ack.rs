@@ -37,13 +37,18 @@
 //!
 //! Side effects: only step 7's registration (a transaction that has no other partition
 //! becomes Ongoing) and step 8. A request refused before step 7 changes nothing.
+//!
+//! Steps 5–8 run in the order of `shoal_core::txn_share_ack::TxnShareAck`, a sans-IO machine
+//! this handler drives (it makes the calls each step asks for) and the simulator drives too,
+//! so the order the simulator checks is this one.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use shoal_core::share_coordinator::{SharePartitionKey, TopicId};
 use shoal_core::share_partition::{validate_acknowledge_batches, AckBatch, AcknowledgeType};
 use shoal_core::txn_coordinator as tc;
+use shoal_core::txn_share_ack::{Refusal, Step, TxnShareAck};
 use shoal_protocol::share::txn_share_acknowledge::{
     TxnShareAcknowledgePartitionResponse, TxnShareAcknowledgeRequest,
     TxnShareAcknowledgeTopicResponse,
@@ -55,17 +60,12 @@ use uuid::Uuid;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::share::TxnProducer;
-use crate::share::{state_partition, SHARE_GROUP_STATE};
+use crate::share::SHARE_GROUP_STATE;
 use shoal_core::group_coordinator::{ShareCall, ShareReply};
 
 /// A refusal of the whole request.
-struct Refusal {
-    code: ErrorCode,
-    message: &'static str,
-}
-
 fn refuse(code: ErrorCode, message: &'static str) -> Refusal {
-    Refusal { code, message }
+    Refusal::request(code, message)
 }
 
 /// One share partition of the request, validated.
@@ -152,70 +152,117 @@ async fn handle(broker: &Arc<Broker>, r: &TxnShareAcknowledgeRequest) -> Result<
         producer_id: r.producer_id.0,
         producer_epoch: r.producer_epoch,
     };
-    // 5–6. The producer's checks take precedence over the member's; the member is checked
-    // first (no side effect) so that a refused member registers nothing.
-    let member = check_member(broker, &group_id, &member_id, r.member_epoch).await;
-    if let Err(member_refusal) = member {
-        verify_producer(broker, &transactional_id, producer).await?;
-        return Err(member_refusal.into());
-    }
-    // 7. Topics, then the share-state partitions into the transaction.
-    for p in &parts {
-        let Some(topic) = broker.topic_by_id(p.topic_id) else {
-            return Err(Failure::Partition {
-                topic_id: p.topic_id,
-                partition: p.partition,
-                code: ErrorCode::UNKNOWN_TOPIC_ID,
-                message: "unknown topic id".to_string(),
-            });
-        };
-        if let Err(code) = broker.led_partition(&topic, p.partition) {
-            return Err(Failure::Partition {
-                topic_id: p.topic_id,
-                partition: p.partition,
-                code,
-                message: if code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION {
-                    "unknown partition".to_string()
-                } else {
-                    "this broker does not lead the partition".to_string()
-                },
-            });
-        }
-    }
-    let keys: Vec<SharePartitionKey> = parts
-        .iter()
-        .map(|p| SharePartitionKey::new(&group_id, TopicId(*p.topic_id.as_bytes()), p.partition))
-        .collect();
-    register(broker, &transactional_id, producer, &keys).await?;
-    // 8. Stage, all or nothing.
-    let staged = broker
-        .share
-        .stage(
-            broker,
-            producer,
-            &member_id,
-            keys.into_iter()
-                .zip(parts)
-                .map(|(key, p)| (key, p.batches))
-                .collect(),
-        )
-        .await;
-    match staged {
-        Ok(()) => Ok(()),
-        Err(refusal) => {
-            tracing::debug!(group_id, member_id, code = ?refusal.code, message = %refusal.message,
-                "transactional acknowledgements refused");
-            match refusal.key {
-                Some(key) => Err(Failure::Partition {
-                    topic_id: Uuid::from_bytes(key.topic_id.0),
-                    partition: key.partition,
-                    code: refusal.code,
-                    message: refusal.message,
-                }),
-                None => Err(refuse(refusal.code, "the acknowledgements were not staged").into()),
+    // 5–8 in the order of `shoal_core::txn_share_ack`, which the simulator drives too.
+    let (keys, mut batches): (Vec<SharePartitionKey>, Vec<Vec<AckBatch>>) = parts
+        .into_iter()
+        .map(|p| {
+            let key =
+                SharePartitionKey::new(&group_id, TopicId(*p.topic_id.as_bytes()), p.partition);
+            (key, p.batches)
+        })
+        .unzip();
+    let state_partitions = crate::coordinators::log_io::partition_count(broker, SHARE_GROUP_STATE);
+    let (mut flow, mut step) = TxnShareAck::start(
+        producer.producer_id,
+        producer.producer_epoch,
+        r.member_epoch,
+        &keys,
+        state_partitions,
+    );
+    loop {
+        step = match step {
+            Step::MemberEpoch => {
+                let call = ShareCall::MemberEpoch {
+                    group_id: group_id.clone(),
+                    member_id: member_id.clone(),
+                };
+                let current = match broker.groups.call_share(call).await {
+                    Ok(ShareReply::MemberEpoch(current)) => current,
+                    _ => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+                };
+                flow.member(current)
             }
+            Step::DescribeProducer => {
+                let described = broker.txn.describe(vec![transactional_id.clone()]).await;
+                flow.described(described.ok().as_ref().and_then(|d| d.first()))
+            }
+            // 7. Each topic and partition, led here.
+            Step::CheckPartitions => flow.partitions_checked(check_partitions(broker, &keys)),
+            Step::Register(state_partitions) => {
+                let request =
+                    tc::TxnRequest::AddPartitionsImplicit(tc::AddPartitionsImplicitRequest {
+                        transactional_id: transactional_id.clone(),
+                        producer_id: tc::ProducerId(producer.producer_id),
+                        producer_epoch: tc::ProducerEpoch(producer.producer_epoch),
+                        partitions: state_partitions
+                            .into_iter()
+                            .map(|p| tc::TopicPartition::new(SHARE_GROUP_STATE, p))
+                            .collect(),
+                    });
+                let code = match broker.txn.call(request).await {
+                    Ok(response) => response.error_code(),
+                    Err(_) => ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                };
+                flow.registered(code)
+            }
+            // 8. Stage, all or nothing.
+            Step::Stage => {
+                let parts = keys
+                    .iter()
+                    .cloned()
+                    .zip(std::mem::take(&mut batches))
+                    .collect();
+                let staged = broker
+                    .share
+                    .stage(broker, producer, &member_id, parts)
+                    .await;
+                flow.staged(staged.map_err(|refusal| {
+                    tracing::debug!(group_id, member_id, code = ?refusal.code,
+                        message = %refusal.message, "transactional acknowledgements refused");
+                    match refusal.key {
+                        Some(key) => Refusal::partition(refusal.code, key, refusal.message),
+                        None => {
+                            Refusal::request(refusal.code, "the acknowledgements were not staged")
+                        }
+                    }
+                }))
+            }
+            Step::Answer(Ok(())) => return Ok(()),
+            Step::Answer(Err(refusal)) => {
+                return Err(match refusal.key {
+                    Some(key) => Failure::Partition {
+                        topic_id: Uuid::from_bytes(key.topic_id.0),
+                        partition: key.partition,
+                        code: refusal.code,
+                        message: refusal.message,
+                    },
+                    None => Failure::Request(refusal),
+                })
+            }
+        };
+    }
+}
+
+/// Step 7's lookups: each share partition's topic exists and this broker leads the partition.
+fn check_partitions(broker: &Broker, keys: &[SharePartitionKey]) -> Result<(), Refusal> {
+    for key in keys {
+        let Some(topic) = broker.topic_by_id(Uuid::from_bytes(key.topic_id.0)) else {
+            return Err(Refusal::partition(
+                ErrorCode::UNKNOWN_TOPIC_ID,
+                key.clone(),
+                "unknown topic id",
+            ));
+        };
+        if let Err(code) = broker.led_partition(&topic, key.partition) {
+            let message = if code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION {
+                "unknown partition"
+            } else {
+                "this broker does not lead the partition"
+            };
+            return Err(Refusal::partition(code, key.clone(), message));
         }
     }
+    Ok(())
 }
 
 /// Step 2: the ids. Returns (transactional id, group id, member id).
@@ -304,138 +351,6 @@ fn parts(r: &TxnShareAcknowledgeRequest) -> Result<Vec<Part>, Refusal> {
         ));
     }
     Ok(out)
-}
-
-/// Step 6: the member and its epoch.
-async fn check_member(
-    broker: &Broker,
-    group_id: &str,
-    member_id: &str,
-    member_epoch: i32,
-) -> Result<(), Refusal> {
-    let call = ShareCall::MemberEpoch {
-        group_id: group_id.to_string(),
-        member_id: member_id.to_string(),
-    };
-    let current = match broker.groups.call_share(call).await {
-        Ok(ShareReply::MemberEpoch(Ok(epoch))) => epoch,
-        Ok(ShareReply::MemberEpoch(Err(code))) if code.0 == ErrorCode::GROUP_ID_NOT_FOUND.0 => {
-            return Err(refuse(ErrorCode::GROUP_ID_NOT_FOUND, "no such share group"))
-        }
-        Ok(ShareReply::MemberEpoch(Err(_))) => {
-            return Err(refuse(
-                ErrorCode::UNKNOWN_MEMBER_ID,
-                "not a member of the share group",
-            ))
-        }
-        _ => {
-            return Err(refuse(
-                ErrorCode::COORDINATOR_NOT_AVAILABLE,
-                "the group coordinator is not available",
-            ))
-        }
-    };
-    match member_epoch.cmp(&current) {
-        std::cmp::Ordering::Less => Err(refuse(
-            ErrorCode::STALE_MEMBER_EPOCH,
-            "the member epoch is older than the member's",
-        )),
-        std::cmp::Ordering::Greater => Err(refuse(
-            ErrorCode::FENCED_MEMBER_EPOCH,
-            "the member epoch is newer than the member's",
-        )),
-        std::cmp::Ordering::Equal => Ok(()),
-    }
-}
-
-/// Step 5 without side effects (used when the member is refused, whose error the producer's
-/// would take precedence over).
-async fn verify_producer(
-    broker: &Broker,
-    transactional_id: &str,
-    producer: TxnProducer,
-) -> Result<(), Refusal> {
-    let Ok(described) = broker
-        .txn
-        .describe(vec![transactional_id.to_string()])
-        .await
-    else {
-        return Err(coordinator_unavailable());
-    };
-    let Some(d) = described.into_iter().next() else {
-        return Err(coordinator_unavailable());
-    };
-    if d.error_code.code() != 0 {
-        return Err(producer_refusal(ErrorCode(d.error_code.code())));
-    }
-    if d.producer_id != producer.producer_id {
-        return Err(producer_refusal(ErrorCode::INVALID_PRODUCER_ID_MAPPING));
-    }
-    if d.producer_epoch != producer.producer_epoch {
-        return Err(producer_refusal(ErrorCode::PRODUCER_FENCED));
-    }
-    if d.state == "PrepareCommit" || d.state == "PrepareAbort" {
-        return Err(producer_refusal(ErrorCode::CONCURRENT_TRANSACTIONS));
-    }
-    Ok(())
-}
-
-/// Step 5 and 7: adds the share-state partitions of `keys` to the producer's transaction,
-/// which checks the producer as any transactional request is checked.
-async fn register(
-    broker: &Broker,
-    transactional_id: &str,
-    producer: TxnProducer,
-    keys: &[SharePartitionKey],
-) -> Result<(), Refusal> {
-    let partitions = crate::coordinators::log_io::partition_count(broker, SHARE_GROUP_STATE);
-    let state_partitions: BTreeSet<i32> = keys
-        .iter()
-        .map(|k| state_partition(k, partitions))
-        .collect();
-    let request = tc::TxnRequest::AddPartitionsImplicit(tc::AddPartitionsImplicitRequest {
-        transactional_id: transactional_id.to_string(),
-        producer_id: tc::ProducerId(producer.producer_id),
-        producer_epoch: tc::ProducerEpoch(producer.producer_epoch),
-        partitions: state_partitions
-            .into_iter()
-            .map(|p| tc::TopicPartition::new(SHARE_GROUP_STATE, p))
-            .collect(),
-    });
-    let code = match broker.txn.call(request).await {
-        Ok(response) => ErrorCode(response.error_code().code()),
-        Err(_) => return Err(coordinator_unavailable()),
-    };
-    if code.is_ok() {
-        return Ok(());
-    }
-    if code == ErrorCode::INVALID_PRODUCER_ID_MAPPING {
-        // The coordinator answers an unknown id with a wrong mapping; the spec (and the
-        // draft's client) want TRANSACTIONAL_ID_NOT_FOUND for it.
-        verify_producer(broker, transactional_id, producer).await?;
-    }
-    Err(producer_refusal(code))
-}
-
-fn coordinator_unavailable() -> Refusal {
-    refuse(
-        ErrorCode::COORDINATOR_NOT_AVAILABLE,
-        "the transaction coordinator is not available",
-    )
-}
-
-fn producer_refusal(code: ErrorCode) -> Refusal {
-    let message = match code {
-        ErrorCode::TRANSACTIONAL_ID_NOT_FOUND => "unknown transactional id",
-        ErrorCode::INVALID_PRODUCER_ID_MAPPING => {
-            "the producer id does not match the transactional id"
-        }
-        ErrorCode::PRODUCER_FENCED => "the producer epoch is not the transactional id's",
-        ErrorCode::CONCURRENT_TRANSACTIONS => "the transaction is completing",
-        ErrorCode::TRANSACTION_ABORTABLE => "the transaction cannot take more partitions",
-        _ => "the transaction coordinator refused the request",
-    };
-    refuse(code, message)
 }
 
 /// The response: per partition of the request, `partition_error(topic, partition)`'s code and

@@ -139,14 +139,32 @@ impl Broker {
         now: i64,
         group: &str,
         member: &str,
-    ) -> Result<i32, i16> {
+    ) -> Result<i32, ErrorCode> {
         let call = ShareCall::MemberEpoch {
             group_id: group.to_string(),
             member_id: member.to_string(),
         };
         match self.share_call(disk, now, call) {
-            Some(ShareReply::MemberEpoch(epoch)) => epoch.map_err(code),
-            _ => Err(codes::COORDINATOR_NOT_AVAILABLE),
+            Some(ShareReply::MemberEpoch(epoch)) => epoch,
+            _ => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+        }
+    }
+
+    /// The transaction coordinator's description of `txn_id` (None: no answer).
+    pub(super) fn describe_txn(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        txn_id: &str,
+    ) -> Option<TransactionDescription> {
+        self.last_call += 1;
+        let id = self.last_call;
+        let input = TxnInput::Describe(vec![txn_id.to_string()]);
+        self.txn_pass(disk, now, vec![(input, Some(TxnWaiter::Call(id)))]);
+        let at = self.txn_calls.iter().position(|(c, _)| *c == id)?;
+        match self.txn_calls.remove(at).1 {
+            TxnReply::Describe(described) => described.into_iter().next(),
+            _ => None,
         }
     }
 
@@ -256,6 +274,7 @@ impl Broker {
                     self.outbox.push((addr, corr, resp));
                 }
                 TxnWaiter::Add(wait) => self.adds.push((wait, reply)),
+                TxnWaiter::Call(id) => self.txn_calls.push((id, reply)),
             }
         }
         for effect in delivered.effects {

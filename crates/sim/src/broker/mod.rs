@@ -31,12 +31,13 @@
 //! partitions load eagerly at start instead of on first fetch; there is one input topic, one
 //! output topic and no configs.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use shoal_core::coordinator::{CoordinatorShard, Emitted, Queued, TxnMarker};
 use shoal_core::group_coordinator::share::{
     GroupOverrides, HeartbeatRequest, ShareGroupConfig, ShareGroupCoordinator, TopicsImage,
 };
+use shoal_core::group_coordinator::ErrorCode;
 use shoal_core::group_coordinator::{
     GroupConfig, GroupInput, GroupReply, GroupShard, ShareCall, ShareReply,
 };
@@ -47,19 +48,21 @@ use shoal_core::share_coordinator::shard::{
     DeliveryLimits, ShareStateInput, ShareStateReply, ShareStateShard, StageRefused,
 };
 use shoal_core::share_coordinator::{
-    state_partition, InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateStore,
-    TopicId, UNINITIALIZED_START_OFFSET,
+    InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateStore, TopicId,
+    UNINITIALIZED_START_OFFSET,
 };
 use shoal_core::share_partition::{
     stage_all, AckBatch, AcquireMode, AcquireRequest, FetchedBatch, Isolation, SharePartition,
     SharePartitionConfig, StateWrite,
 };
 use shoal_core::txn_coordinator::markers::{MarkerOutcome, MarkerWriting};
+use shoal_core::txn_coordinator::TransactionDescription;
 use shoal_core::txn_coordinator::{
     self as tc, AddPartitionsImplicitRequest, EndTxnRequest, InitProducerIdRequest, PendingMarker,
     TopicPartition, TxnConfig, TxnCoordinator, TxnEffect, TxnInput, TxnReply, TxnRequest,
     TxnResponse, TxnShard,
 };
+use shoal_core::txn_share_ack::{Refusal, Step, TxnShareAck};
 
 use crate::disk::{log_name, Batch, Body, Disk, Record};
 use crate::proto::{codes, Addr, Delivered, Req, Resp};
@@ -140,6 +143,9 @@ enum TxnWaiter {
     /// written), later — then the request is handled again, as the broker's handler goes on
     /// when its call returns.
     Add(AddWait),
+    /// A call of the broker's own (a DescribeTransactions of a TxnShareAcknowledge), answered
+    /// in the same pass.
+    Call(CallId),
 }
 
 #[derive(Debug)]
@@ -175,6 +181,8 @@ pub struct Broker {
     /// Implicit adds answered, with the request they belong to.
     adds: Vec<(AddWait, TxnReply)>,
     next_add: u64,
+    /// Replies to the broker's own calls of the transaction coordinator.
+    txn_calls: Vec<(CallId, TxnReply)>,
     /// Answers to send.
     pub outbox: Vec<(Addr, u64, Resp)>,
     pub observed: Vec<Observed>,
@@ -273,6 +281,7 @@ impl Broker {
             tasks: VecDeque::new(),
             adds: Vec::new(),
             next_add: 0,
+            txn_calls: Vec::new(),
             outbox: Vec::new(),
             observed: Vec::new(),
             notes,

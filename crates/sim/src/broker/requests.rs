@@ -174,9 +174,9 @@ impl Broker {
         partitions: &[i32],
         max_records: i32,
     ) -> Resp {
-        if let Err(c) = self.member_epoch(disk, now, group, member) {
+        if let Err(e) = self.member_epoch(disk, now, group, member) {
             return Resp::ShareFetch {
-                code: c,
+                code: code(e),
                 records: Vec::new(),
             };
         }
@@ -271,8 +271,8 @@ impl Broker {
         member: &str,
         acks: Vec<(i32, AckBatch)>,
     ) -> Resp {
-        if let Err(c) = self.member_epoch(disk, now, group, member) {
-            return Resp::ShareAck { code: c };
+        if let Err(e) = self.member_epoch(disk, now, group, member) {
+            return Resp::ShareAck { code: code(e) };
         }
         let mut by_partition: BTreeMap<i32, Vec<AckBatch>> = BTreeMap::new();
         for (p, b) in acks {
@@ -381,34 +381,84 @@ impl Broker {
         parts: Vec<(i32, Vec<AckBatch>)>,
         again: (Addr, u64, Req),
     ) -> Option<Resp> {
-        let refuse = |code: i16| Some(Resp::TxnShareAck { code });
-        // 6. The member.
-        match self.member_epoch(disk, now, group, member) {
-            Err(c) => return refuse(c),
-            Ok(current) if member_epoch < current => return refuse(codes::STALE_MEMBER_EPOCH),
-            Ok(current) if member_epoch > current => return refuse(codes::FENCED_MEMBER_EPOCH),
-            Ok(_) => {}
-        }
-        // 7. The share-state partitions into the transaction.
+        // Steps 5–8 in the order the broker's handler runs them (`TxnShareAck`).
         let keys: Vec<SharePartitionKey> = parts.iter().map(|(p, _)| share_key(*p)).collect();
-        let state_partitions: BTreeSet<i32> = keys
-            .iter()
-            .map(|k| state_partition(k, self.layout.state_partitions))
-            .collect();
-        let partitions = state_partitions
-            .iter()
-            .map(|p| TopicPartition::new(SHARE_STATE, *p))
-            .collect();
-        let c = self.implicit_add(disk, now, txn_id, (pid, epoch), partitions, again)?;
-        if c != codes::NONE {
-            return refuse(c);
+        let (mut flow, mut step) = TxnShareAck::start(
+            pid,
+            epoch,
+            member_epoch,
+            &keys,
+            self.layout.state_partitions,
+        );
+        let mut again = Some(again);
+        loop {
+            step = match step {
+                Step::MemberEpoch => {
+                    let current = self.member_epoch(disk, now, group, member);
+                    flow.member(current)
+                }
+                Step::DescribeProducer => {
+                    let described = self.describe_txn(disk, now, &txn_id);
+                    flow.described(described.as_ref())
+                }
+                // One input topic, always led here.
+                Step::CheckPartitions => flow.partitions_checked(Ok(())),
+                Step::Register(state_partitions) => {
+                    let partitions = state_partitions
+                        .into_iter()
+                        .map(|p| TopicPartition::new(SHARE_STATE, p))
+                        .collect();
+                    let again = again.take().expect("one registration per request");
+                    let c = self.implicit_add(
+                        disk,
+                        now,
+                        txn_id.clone(),
+                        (pid, epoch),
+                        partitions,
+                        again,
+                    )?;
+                    flow.registered(ErrorCode(c))
+                }
+                Step::Stage => {
+                    let staged = self.stage(disk, now, (pid, epoch), member, &keys, &parts);
+                    flow.staged(staged)
+                }
+                Step::Answer(Err(refusal)) => {
+                    return Some(Resp::TxnShareAck {
+                        code: refusal.code.0,
+                    })
+                }
+                Step::Answer(Ok(())) => break,
+            };
         }
-        // 8. Stage on copies, all or nothing; the share-state coordinator persists the
-        // stagings (or refuses them, fenced), and only then are the copies put in place.
+        self.observed.push(Observed::Staged {
+            producer_id: pid,
+            producer_epoch: epoch,
+            ranges: parts
+                .into_iter()
+                .flat_map(|(p, bs)| bs.into_iter().map(move |b| (p, b)))
+                .collect(),
+        });
+        Some(Resp::TxnShareAck { code: codes::NONE })
+    }
+
+    /// Step 8, as the broker's share-partition leader stages (`ShareManager::stage`): on
+    /// copies, all or nothing; the share-state coordinator persists the stagings (or refuses
+    /// them, fenced), and only then are the copies put in place.
+    fn stage(
+        &mut self,
+        disk: &mut Disk,
+        now: i64,
+        (pid, epoch): (i64, i16),
+        member: &str,
+        keys: &[SharePartitionKey],
+        parts: &[(i32, Vec<AckBatch>)],
+    ) -> Result<(), Refusal> {
+        let refuse = |code: i16| Refusal::request(ErrorCode(code), "not staged");
         let mut machines = Vec::with_capacity(parts.len());
         for (key, (_, batches)) in keys.iter().zip(parts.iter()) {
             let Some(sp) = self.sps.get(key) else {
-                return refuse(codes::INVALID_RECORD_STATE);
+                return Err(refuse(codes::INVALID_RECORD_STATE));
             };
             machines.push((sp, &batches[..]));
         }
@@ -425,7 +475,7 @@ impl Broker {
                     if let (Some(v), Some(sp)) = (e.violation(), self.sps.get_mut(&keys[i])) {
                         sp.stop(v.clone());
                     }
-                    return refuse(code(e.error_code()));
+                    return Err(refuse(code(e.error_code())));
                 }
             };
         let writes: Vec<_> = staged
@@ -443,25 +493,17 @@ impl Broker {
             match self.state_call(disk, now, input) {
                 Some(ShareStateReply::Done) => {}
                 Some(ShareStateReply::StageRefused(StageRefused::State { error, .. })) => {
-                    return refuse(code(error.error_code()))
+                    return Err(refuse(code(error.error_code())))
                 }
                 Some(ShareStateReply::StageRefused(StageRefused::Fenced { .. })) => {
-                    return refuse(codes::PRODUCER_FENCED)
+                    return Err(refuse(codes::PRODUCER_FENCED))
                 }
-                _ => return refuse(codes::KAFKA_STORAGE_ERROR),
+                _ => return Err(refuse(codes::KAFKA_STORAGE_ERROR)),
             }
         }
         for (key, copy, _) in staged {
             self.sps.insert(key, copy);
         }
-        self.observed.push(Observed::Staged {
-            producer_id: pid,
-            producer_epoch: epoch,
-            ranges: parts
-                .into_iter()
-                .flat_map(|(p, bs)| bs.into_iter().map(move |b| (p, b)))
-                .collect(),
-        });
-        Some(Resp::TxnShareAck { code: codes::NONE })
+        Ok(())
     }
 }
