@@ -30,10 +30,11 @@ use std::time::Duration;
 
 use shoal_core::coordinator::Emitted;
 use shoal_core::txn_coordinator as tc;
+use shoal_core::txn_coordinator::markers::{MarkerOutcome, MarkerWriting};
 use shoal_core::txn_coordinator::{
     ListTransactionsRequest, ListTransactionsResponse, PendingMarker, ProducerId, TopicPartition,
-    TransactionDescription, TransactionResult, TxnConfig, TxnEffect, TxnInput, TxnReply,
-    TxnRequest, TxnResponse, TxnShard, WriteMarkers,
+    TransactionDescription, TxnConfig, TxnEffect, TxnInput, TxnReply, TxnRequest, TxnResponse,
+    TxnShard, WriteMarkers,
 };
 use tracing::{error, info, warn};
 
@@ -358,61 +359,52 @@ fn recover_markers(
 /// Appends one transaction's markers to every partition, retrying the ones that fail until
 /// each is written or its partition is gone, hands those on a participant's partition to the
 /// participant, starts a background flush of the partitions, and reports completion with the
-/// markers' offsets (see the module docs for why it does not wait for the fsync).
+/// markers' offsets (see the module docs for why it does not wait for the fsync). The order
+/// of work is `MarkerWriting`'s, which the simulator drives too.
 async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, listed: Vec<TopicPartition>) {
-    let commit = markers.result == TransactionResult::Commit;
-    let mut remaining = markers.partitions.clone();
-    let mut appended = Vec::with_capacity(remaining.len());
-    let mut to_flush = Vec::with_capacity(remaining.len());
+    let mut writing = MarkerWriting::new(markers, listed);
+    let mut to_flush = Vec::new();
     let mut backoff = MARKER_RETRY_MIN;
-    while !remaining.is_empty() {
+    while !writing.is_done() {
         let Some(broker) = broker.upgrade() else {
             return;
         };
-        let mut failed = Vec::new();
-        for tp in remaining {
+        // One round: every partition left, a failed one retried after a pause.
+        for _ in 0..writing.remaining() {
+            let Some((tp, marker)) = writing.take_next() else {
+                break;
+            };
             let partition = match crate::markers::partition(&broker, &tp.topic, tp.partition) {
                 Ok(p) => p,
                 Err(_) => {
                     warn!(topic = %tp.topic, partition = tp.partition, "transaction marker skipped: partition no longer exists");
+                    writing.written(tp, MarkerOutcome::Gone);
                     continue;
                 }
             };
-            let marker = TxnMarker {
-                partition: tp.partition,
-                producer_id: markers.producer_id.0,
-                producer_epoch: markers.producer_epoch.0,
-                commit,
-            };
-            match crate::participants::write_marker(
+            let outcome = match crate::participants::write_marker(
                 &broker,
                 &partition,
                 marker,
-                markers.coordinator_epoch,
+                writing.coordinator_epoch(),
             )
             .await
             {
                 // Written durably by its coordinator (`__share_group_state`): nothing to
                 // flush or to list as possibly lost.
-                Ok(MarkerWritten::Durable) => {}
+                Ok(MarkerWritten::Durable) => MarkerOutcome::Durable,
                 Ok(MarkerWritten::At(offset)) => {
                     to_flush.push(partition);
-                    appended.push(PendingMarker {
-                        partition: tp,
-                        offset,
-                        producer_id: markers.producer_id,
-                        producer_epoch: markers.producer_epoch,
-                        result: markers.result,
-                    });
+                    MarkerOutcome::Appended(offset)
                 }
                 Err(code) => {
                     warn!(topic = %tp.topic, partition = tp.partition, ?code, "transaction marker failed; retrying");
-                    failed.push(tp);
+                    MarkerOutcome::Failed
                 }
-            }
+            };
+            writing.written(tp, outcome);
         }
-        remaining = failed;
-        if !remaining.is_empty() {
+        if !writing.is_done() {
             drop(broker);
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(MARKER_RETRY_MAX);
@@ -425,24 +417,15 @@ async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, listed: Vec<
     // lazy flushes (the Markers record covers them meanwhile).
     to_flush.retain(|p| flushes_every_write(&broker, &p.topic));
     flush_in_background(&broker, to_flush);
-    // Flushed offsets read after the appends: a marker flushed since is left out of the
-    // Markers record, one flushed later stays listed (harmless: it is found at its offset).
     let mut flushed = Vec::new();
-    for tp in appended.iter().map(|m| &m.partition).chain(&listed) {
-        if flushed.iter().any(|(p, _)| p == tp) {
-            continue;
-        }
+    for tp in writing.partitions_to_read() {
         if let Ok(partition) = crate::markers::partition(&broker, &tp.topic, tp.partition) {
-            flushed.push((tp.clone(), partition.lock().flushed_offset()));
+            let offset = partition.lock().flushed_offset();
+            flushed.push((tp, offset));
         }
     }
-    let input = TxnInput::MarkersWritten {
-        markers,
-        appended,
-        flushed,
-    };
     // The reply only says the input was handled; nothing waits for it.
-    if let Ok(reply) = broker.txn.runtime.submit(input).await {
+    if let Ok(reply) = broker.txn.runtime.submit(writing.finish(flushed)).await {
         drop(reply);
     }
 }
