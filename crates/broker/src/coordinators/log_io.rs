@@ -22,9 +22,6 @@ use crate::producers::state_config;
 use crate::topics::Partition;
 use shoal_core::producer_state::ProducerId;
 
-/// Bytes read per call while replaying.
-const REPLAY_READ_BYTES: usize = 8 * 1024 * 1024;
-
 /// Partitions of an internal topic (at least 1, so partitioning by key never divides by zero).
 pub fn partition_count(broker: &Broker, topic: &str) -> u32 {
     broker
@@ -64,40 +61,32 @@ pub fn replay_topic(
     };
     for partition in topic.partitions() {
         let log = partition.lock();
-        let mut offset = log.log_start_offset();
-        while offset < log.log_end_offset() {
-            let read = log.read(offset, REPLAY_READ_BYTES, None)?;
-            if read.records.is_empty() {
-                break;
+        for batch in log.iter_batches(0) {
+            let batch = batch?;
+            let header = &batch.header;
+            let records = shoal_storage::decode_records(&batch.bytes, INTERNAL_DECODE_BYTES_MAX)?;
+            if header.is_control() {
+                visit(Replayed::Control {
+                    partition: partition.index,
+                    header,
+                    records: &records,
+                });
+                continue;
             }
-            for batch in shoal_storage::batch::split_batches(&read.records) {
-                let (header, range) = batch?;
-                offset = header.next_offset();
-                let records =
-                    shoal_storage::decode_records(&read.records[range], INTERNAL_DECODE_BYTES_MAX)?;
-                if header.is_control() {
-                    visit(Replayed::Control {
-                        partition: partition.index,
-                        header: &header,
-                        records: &records,
-                    });
-                    continue;
+            let framing = if header.is_transactional() {
+                Framing::Transactional {
+                    producer_id: header.producer_id(),
+                    producer_epoch: header.producer_epoch(),
                 }
-                let framing = if header.is_transactional() {
-                    Framing::Transactional {
-                        producer_id: header.producer_id(),
-                        producer_epoch: header.producer_epoch(),
-                    }
-                } else {
-                    Framing::Plain
-                };
-                for record in &records {
-                    visit(Replayed::Record {
-                        partition: partition.index,
-                        record,
-                        framing,
-                    });
-                }
+            } else {
+                Framing::Plain
+            };
+            for record in &records {
+                visit(Replayed::Record {
+                    partition: partition.index,
+                    record,
+                    framing,
+                });
             }
         }
     }

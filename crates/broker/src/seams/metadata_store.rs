@@ -17,8 +17,6 @@ use tracing::warn;
 
 use crate::meta::MetaRecord;
 
-/// Largest metadata record batch read back at start-up.
-const READ_BYTES: usize = 16 * 1024 * 1024;
 /// Decompression budget of a metadata batch (they are written uncompressed by us).
 const DECODE_BYTES_MAX: usize = 64 * 1024 * 1024;
 
@@ -67,27 +65,16 @@ impl MetadataStore for LocalMetadataLog {
     fn records(&self) -> anyhow::Result<Vec<MetaRecord>> {
         let log = self.lock();
         let mut records = Vec::new();
-        let mut offset = log.log_start_offset();
-        while offset < log.log_end_offset() {
-            let read = log.read(offset, READ_BYTES, None)?;
-            if read.records.is_empty() {
-                break;
-            }
-            for batch in shoal_storage::batch::split_batches(&read.records) {
-                let (header, range) = batch?;
-                let bytes = &read.records[range];
-                for record in shoal_storage::batch::decode_records(bytes, DECODE_BYTES_MAX)? {
-                    let (Some(key), Some(value)) = (&record.key, &record.value) else {
-                        continue;
-                    };
-                    match MetaRecord::decode(key, value) {
-                        Ok(r) => records.push(r),
-                        Err(e) => {
-                            warn!(offset = record.offset, error = %e, "skipping metadata record")
-                        }
-                    }
+        for batch in log.iter_batches(0) {
+            let batch = batch?;
+            for record in shoal_storage::batch::decode_records(&batch.bytes, DECODE_BYTES_MAX)? {
+                let (Some(key), Some(value)) = (&record.key, &record.value) else {
+                    continue;
+                };
+                match MetaRecord::decode(key, value) {
+                    Ok(r) => records.push(r),
+                    Err(e) => warn!(offset = record.offset, error = %e, "skipping metadata record"),
                 }
-                offset = header.next_offset();
             }
         }
         Ok(records)
