@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::config::{BrokerConfig, ConfigMap};
 use crate::coordinators::group_coordinator::GroupService;
 use crate::meta::{MetaRecord, MetadataImage, TopicMeta};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Scrape, Scraped};
 use crate::producers::ProducerIdAllocator;
 use crate::seams::clock::{Clock, SystemClock};
 use crate::seams::durability::{Durability, LocalDisk};
@@ -851,6 +851,24 @@ impl Broker {
     /// Whether an api key is currently served (used by handlers that gate on features).
     pub fn serves(&self, api: ApiKey) -> bool {
         self.api_table().get(api as i16).is_some()
+    }
+
+    /// The metrics in Prometheus text format: the registry, the partitions and the share
+    /// partitions as they are now.
+    pub fn render_metrics(&self) -> String {
+        let live = self.share.in_flight();
+        let persisted = self.share.tx_pending_persisted().unwrap_or_default();
+        self.metrics.render(&Scrape {
+            topics: self.topic_list(),
+            share_live: live,
+            share_persisted: persisted,
+        })
+    }
+}
+
+impl Scraped for Broker {
+    fn render_metrics(&self) -> String {
+        Broker::render_metrics(self)
     }
 }
 

@@ -34,6 +34,13 @@
 //! TxnShareAcknowledge's request rate, latency and errors are the generic per-api series
 //! (`request="TxnShareAcknowledge"`); [`error_codes`] counts its top-level and per-partition
 //! error codes.
+//!
+//! What a scrape reads besides the registry (the partitions, the share partitions) is handed
+//! to [`Metrics::render`] as a [`Scrape`]; the endpoint ([`serve`]) serves whatever is
+//! [`Scraped`] (the broker).
+//!
+//! Must not: import the broker, the share partitions or a coordinator (this module is below
+//! them: they record into it, and they give it what it renders).
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -50,7 +57,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use crate::broker::Broker;
+use crate::topics::Topic;
 
 /// Highest api key tracked (keys above share one slot).
 const API_SLOTS: usize = 128;
@@ -120,6 +127,22 @@ pub struct ShareWindow {
     pub tx_pending: i64,
     /// Records staged, committed and aborted since the machine was built.
     pub txn: TxnStats,
+}
+
+/// What a scrape renders besides the registry, read at scrape time by whoever holds it.
+pub struct Scrape {
+    /// Every topic (their partitions' log end offsets and sizes are read while rendering).
+    pub topics: Vec<Arc<Topic>>,
+    /// The live share partitions' windows ([`crate::share::ShareManager::in_flight`]).
+    pub share_live: Vec<(SharePartitionKey, ShareWindow)>,
+    /// The TX_PENDING counts of the share partitions' persisted state, read after
+    /// `share_live` (those without a live machine are rendered from it).
+    pub share_persisted: Vec<(SharePartitionKey, i64)>,
+}
+
+/// What the metrics endpoint serves: the metrics in Prometheus text format.
+pub trait Scraped: Send + Sync + 'static {
+    fn render_metrics(&self) -> String;
 }
 
 /// The broker's metrics registry.
@@ -312,10 +335,10 @@ impl Metrics {
     }
 
     /// Renders the registry and the broker's partitions in Prometheus text format.
-    pub fn render(&self, broker: &Broker) -> String {
+    pub fn render(&self, scrape: &Scrape) -> String {
         let mut out = String::new();
         self.render_registry(&mut out);
-        render_partitions(&mut out, broker);
+        render_partitions(&mut out, scrape);
         out
     }
 
@@ -418,10 +441,10 @@ impl Metrics {
 }
 
 /// The broker's partitions and share partitions, read at scrape time.
-fn render_partitions(out: &mut String, broker: &Broker) {
+fn render_partitions(out: &mut String, scrape: &Scrape) {
     let _ = writeln!(out, "# TYPE shoal_log_end_offset gauge");
     let _ = writeln!(out, "# TYPE shoal_log_size_bytes gauge");
-    for topic in broker.topic_list() {
+    for topic in &scrape.topics {
         for p in topic.partitions() {
             let (leo, size) = {
                 let log = p.lock();
@@ -432,21 +455,21 @@ fn render_partitions(out: &mut String, broker: &Broker) {
             let _ = writeln!(out, "shoal_log_size_bytes{{{labels}}} {size}");
         }
     }
-    let share = broker.share.in_flight();
+    let share = &scrape.share_live;
     let live: HashSet<&SharePartitionKey> = share.iter().map(|(k, _)| k).collect();
     // Share partitions with persisted state but no live machine (after a restart, before their
     // first ShareFetch) still show what is TX_PENDING in them.
-    let persisted: Vec<(SharePartitionKey, i64)> = broker
-        .share
-        .tx_pending_persisted()
-        .unwrap_or_default()
-        .into_iter()
+    let persisted: Vec<&(SharePartitionKey, i64)> = scrape
+        .share_persisted
+        .iter()
         .filter(|(k, _)| !live.contains(k))
         .collect();
     let row = |key: &SharePartitionKey, series| ShareRow {
         group: key.group_id.clone(),
-        topic: broker
-            .topic_by_id(uuid::Uuid::from_bytes(key.topic_id.0))
+        topic: scrape
+            .topics
+            .iter()
+            .find(|t| t.id.as_bytes() == &key.topic_id.0)
             .map_or_else(|| key.topic_id.to_kafka_string(), |t| t.name.clone()),
         partition: key.partition,
         series,
@@ -551,8 +574,13 @@ fn label_value(v: &str) -> String {
     v.replace(['\\', '"', '\n'], "_")
 }
 
-/// Serves `GET /metrics` (any path, in fact) on `listener` until `stop` is set.
-pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+/// Serves `GET /metrics` (any path, in fact) on `listener` until `stop` is set: what `source`
+/// renders.
+pub async fn serve<S: Scraped>(
+    source: Arc<S>,
+    listener: TcpListener,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         let (mut stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -564,7 +592,7 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::
             },
             _ = stop.changed() => return,
         };
-        let broker = broker.clone();
+        let source = source.clone();
         tokio::spawn(async move {
             let mut request = Vec::with_capacity(1024);
             let mut chunk = [0u8; 1024];
@@ -584,7 +612,7 @@ pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut stop: watch::
                 debug!(%peer, "metrics request incomplete");
                 return;
             }
-            let body = broker.metrics.render(&broker);
+            let body = source.render_metrics();
             let response = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()

@@ -123,7 +123,7 @@ async fn share_fetch_and_acknowledge_over_the_wire() {
         let r = fetch(&mut b, topic_id, "b", 0, vec![], 50).await;
         assert_eq!(acquired(&r).0, vec![]);
         // The metrics show the in-flight window: 10 records, all acquired.
-        let metrics = broker.broker.metrics.render(&broker.broker);
+        let metrics = broker.broker.render_metrics();
         let gauge = |name: &str| {
             let line = format!("{name}{{group=\"{GROUP}\",topic=\"{TOPIC}\",partition=\"0\"}} ");
             metrics

@@ -299,8 +299,7 @@ pub fn state_partition(broker: &TestBroker, topic_id: Uuid, partition: i32) -> i
 pub fn metric(broker: &TestBroker, name: &str) -> Vec<String> {
     broker
         .broker
-        .metrics
-        .render(&broker.broker)
+        .render_metrics()
         .lines()
         .filter(|l| l.starts_with(name))
         .filter_map(|l| l.rsplit(' ').next().map(str::to_string))
