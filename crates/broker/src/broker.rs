@@ -17,6 +17,7 @@ use crate::config::{BrokerConfig, ConfigMap};
 use crate::coordinators::group_coordinator::GroupService;
 use crate::meta::{MetaRecord, MetadataImage, TopicMeta};
 use crate::metrics::{Metrics, Scrape, Scraped};
+use crate::participants::{Participant, Participants, TxnMarker};
 use crate::producers::ProducerIdAllocator;
 use crate::seams::clock::{Clock, SystemClock};
 use crate::seams::durability::{Durability, LocalDisk};
@@ -289,7 +290,7 @@ impl Broker {
             .store(share_version, std::sync::atomic::Ordering::Relaxed);
         broker.share.start(&broker).await?;
         broker.groups.start(&broker).await?;
-        broker.txn.start(&broker).await?;
+        broker.txn.start(&broker, Arc::downgrade(&broker)).await?;
         Ok(broker)
     }
 
@@ -869,6 +870,31 @@ impl Broker {
 impl Scraped for Broker {
     fn render_metrics(&self) -> String {
         Broker::render_metrics(self)
+    }
+}
+
+/// The broker composes the participants' services, so it hands a transaction's markers to
+/// them (see `crate::participants`).
+impl Participants for Broker {
+    async fn write_share_state_marker(
+        &self,
+        marker: TxnMarker,
+        coordinator_epoch: i32,
+    ) -> Result<(), ErrorCode> {
+        self.share
+            .write_marker(self, marker, coordinator_epoch)
+            .await
+    }
+
+    async fn apply_offsets_marker(&self, marker: TxnMarker) -> bool {
+        self.groups.apply_marker(marker).await.is_ok()
+    }
+
+    fn queue_marker_at_start(&self, participant: Participant, marker: TxnMarker) -> bool {
+        match participant {
+            Participant::Offsets => self.groups.queue_marker(marker).is_ok(),
+            Participant::ShareState => self.share.queue_marker_at_start(marker),
+        }
     }
 }
 

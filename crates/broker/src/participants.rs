@@ -21,8 +21,16 @@
 //! and the replay of its topic at start (which sees the control batches) call, so replayed
 //! state equals live state.
 //!
-//! Must not: call request handlers (arrows point handlers → drivers → core); hand a marker to a
-//! participant before it is appended to the participant's partition (a reload must find it).
+//! The participants' services are reached through the [`Participants`] trait, which whatever
+//! composes the coordinator services implements (`crate::broker::Broker`) and hands to the
+//! transaction coordinator at start: no coordinator reaches another through the broker.
+//!
+//! Must not: call request handlers (arrows point handlers → drivers → core); reach a
+//! participant's service other than through [`Participants`]; hand a marker to a participant
+//! before it is appended to the participant's partition (a reload must find it).
+
+use std::future::Future;
+use std::sync::Weak;
 
 use shoal_protocol::ErrorCode;
 use shoal_storage::batch::BatchHeader;
@@ -92,18 +100,67 @@ impl Participant {
     /// [`write_marker`]'s hand-over at start, before the broker serves anyone (the participants
     /// are loaded, the marker was appended after their replay): queued ahead of every request
     /// before this returns.
-    pub fn hand_at_start(self, broker: &Broker, marker: TxnMarker) {
-        let applied = match self {
-            Participant::Offsets => broker.groups.queue_marker(marker).is_ok(),
-            Participant::ShareState => broker.share.queue_marker_at_start(marker),
-        };
-        if !applied {
+    pub fn hand_at_start(self, participants: &impl Participants, marker: TxnMarker) {
+        if !participants.queue_marker_at_start(self, marker) {
             warn!(
                 topic = self.topic(),
                 ?marker,
                 "transaction participant unavailable; the marker applies on its reload"
             );
         }
+    }
+}
+
+/// The participants' services, as the transaction coordinator's markers reach them:
+/// implemented by whatever composes them (the broker), so that the coordinators below it need
+/// not know one another.
+pub trait Participants: Send + Sync + 'static {
+    /// The share-state participant: writes `marker` to its `__share_group_state` partition
+    /// through the share-state coordinator, durably, and resolves the stagings it ends
+    /// (`crate::share::ShareManager::write_marker`).
+    ///
+    /// # Errors
+    /// The marker's refusal, or COORDINATOR_NOT_AVAILABLE when it could not be written.
+    fn write_share_state_marker(
+        &self,
+        marker: TxnMarker,
+        coordinator_epoch: i32,
+    ) -> impl Future<Output = Result<(), ErrorCode>> + Send;
+
+    /// The offsets participant: applies a marker just appended to a `__consumer_offsets`
+    /// partition and waits until it is applied. False when the group coordinator is not
+    /// running (the marker is in the log, so its next load applies it).
+    fn apply_offsets_marker(&self, marker: TxnMarker) -> impl Future<Output = bool> + Send;
+
+    /// Queues a marker appended at start to `participant`'s partition ahead of every request
+    /// (see [`Participant::hand_at_start`]). False when the participant is not running.
+    fn queue_marker_at_start(&self, participant: Participant, marker: TxnMarker) -> bool;
+}
+
+/// Participants held without keeping them alive (a background task's hold): once they are
+/// gone, a marker is not written (COORDINATOR_NOT_AVAILABLE) nor applied.
+impl<P: Participants> Participants for Weak<P> {
+    async fn write_share_state_marker(
+        &self,
+        marker: TxnMarker,
+        coordinator_epoch: i32,
+    ) -> Result<(), ErrorCode> {
+        match self.upgrade() {
+            Some(p) => p.write_share_state_marker(marker, coordinator_epoch).await,
+            None => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+        }
+    }
+
+    async fn apply_offsets_marker(&self, marker: TxnMarker) -> bool {
+        match self.upgrade() {
+            Some(p) => p.apply_offsets_marker(marker).await,
+            None => false,
+        }
+    }
+
+    fn queue_marker_at_start(&self, participant: Participant, marker: TxnMarker) -> bool {
+        self.upgrade()
+            .is_some_and(|p| p.queue_marker_at_start(participant, marker))
     }
 }
 
@@ -119,7 +176,7 @@ pub enum MarkerWritten {
 /// Writes a COMMIT (`marker.commit`) or ABORT marker of `marker.producer_id` at
 /// `marker.producer_epoch` from a transaction coordinator of `coordinator_epoch` to
 /// `partition` (whose index is `marker.partition`), and hands it to the partition's
-/// participant, if any (see the module docs).
+/// participant, if any, through `participants` (see the module docs).
 ///
 /// # Errors
 /// The marker's refusal as `crate::markers::write_marker` gives it (INVALID_PRODUCER_EPOCH,
@@ -127,15 +184,15 @@ pub enum MarkerWritten {
 /// share-state coordinator could not write it. Retrying is harmless.
 pub async fn write_marker(
     broker: &Broker,
+    participants: &impl Participants,
     partition: &Partition,
     marker: TxnMarker,
     coordinator_epoch: i32,
 ) -> Result<MarkerWritten, ErrorCode> {
     debug_assert_eq!(partition.index, marker.partition);
     if partition.topic == SHARE_GROUP_STATE {
-        broker
-            .share
-            .write_marker(broker, marker, coordinator_epoch)
+        participants
+            .write_share_state_marker(marker, coordinator_epoch)
             .await?;
         return Ok(MarkerWritten::Durable);
     }
@@ -147,7 +204,7 @@ pub async fn write_marker(
         marker.commit,
         coordinator_epoch,
     )?;
-    if partition.topic == CONSUMER_OFFSETS && broker.groups.apply_marker(marker).await.is_err() {
+    if partition.topic == CONSUMER_OFFSETS && !participants.apply_offsets_marker(marker).await {
         warn!(
             topic = CONSUMER_OFFSETS,
             ?marker,

@@ -41,7 +41,7 @@ use tracing::{error, info, warn};
 pub use super::runtime::Unavailable;
 use super::runtime::{Host, Runtime};
 use crate::broker::Broker;
-use crate::participants::{MarkerWritten, Participant, TxnMarker};
+use crate::participants::{MarkerWritten, Participant, Participants, TxnMarker};
 
 /// Name of the internal topic holding transaction state.
 pub const TRANSACTION_STATE: &str = "__transaction_state";
@@ -52,7 +52,7 @@ const MARKER_RETRY_MAX: Duration = Duration::from_secs(2);
 /// Handle to the transaction coordinator.
 #[derive(Default)]
 pub struct TxnService {
-    runtime: Runtime<TxnShard>,
+    runtime: Arc<Runtime<TxnShard>>,
 }
 
 /// File in the data directory holding the transaction coordinator's last epoch.
@@ -97,13 +97,24 @@ impl TxnService {
     }
 
     /// Replays `__transaction_state`, writes again the markers a crash lost, and starts the
-    /// coordinator (which re-sends the markers of transactions found prepared).
+    /// coordinator (which re-sends the markers of transactions found prepared). Markers on a
+    /// participant's partition reach it through `participants` (see `crate::participants`);
+    /// the coordinator keeps them for as long as it runs, so they should not keep the
+    /// participants' services alive (a `Weak` does not).
     ///
     /// # Errors
     /// The log cannot be read, the coordinator epoch cannot be recorded, or a lost marker
     /// cannot be written again.
-    pub async fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
-        self.runtime.start(broker, TxnHost).await
+    pub async fn start<P: Participants + Clone>(
+        &self,
+        broker: &Arc<Broker>,
+        participants: P,
+    ) -> anyhow::Result<()> {
+        let host = TxnHost {
+            participants,
+            runtime: Arc::downgrade(&self.runtime),
+        };
+        self.runtime.start(broker, host).await
     }
 
     /// Sends one request and waits for its (possibly deferred) reply.
@@ -146,10 +157,14 @@ impl TxnService {
     }
 }
 
-/// The transaction coordinator's place in the broker.
-struct TxnHost;
+/// The transaction coordinator's place in the broker: the participants its markers reach, and
+/// its own runtime, to which the marker tasks report.
+struct TxnHost<P> {
+    participants: P,
+    runtime: Weak<Runtime<TxnShard>>,
+}
 
-impl Host<TxnShard> for TxnHost {
+impl<P: Participants + Clone> Host<TxnShard> for TxnHost<P> {
     fn topic(&self) -> &'static str {
         TRANSACTION_STATE
     }
@@ -175,8 +190,12 @@ impl Host<TxnShard> for TxnHost {
             return Ok(());
         }
         let coordinator_epoch = shard.machine().coordinator_epoch();
-        let (rewritten, listed) =
-            recover_markers(broker, shard.listed_markers(), coordinator_epoch)?;
+        let (rewritten, listed) = recover_markers(
+            broker,
+            &self.participants,
+            shard.listed_markers(),
+            coordinator_epoch,
+        )?;
         // Every listed partition durable before the lists are cleared (the records below).
         broker
             .durability
@@ -221,7 +240,13 @@ impl Host<TxnShard> for TxnHost {
         for effect in effects {
             match effect {
                 TxnEffect::WriteMarkers { markers, listed } => {
-                    tokio::spawn(write_markers(Arc::downgrade(broker), markers, listed));
+                    tokio::spawn(write_markers(
+                        Arc::downgrade(broker),
+                        self.participants.clone(),
+                        self.runtime.clone(),
+                        markers,
+                        listed,
+                    ));
                 }
                 TxnEffect::Flush(partitions) => {
                     let partitions = partitions
@@ -262,6 +287,7 @@ fn txn_config(broker: &Broker) -> TxnConfig {
 /// the transaction would stay open there, so the broker must not start.
 fn recover_markers(
     broker: &Broker,
+    participants: &impl Participants,
     pending: &BTreeMap<String, Vec<PendingMarker>>,
     coordinator_epoch: i32,
 ) -> anyhow::Result<(usize, Vec<Arc<crate::topics::Partition>>)> {
@@ -332,7 +358,7 @@ fn recover_markers(
         if let Some(participant) = Participant::of(&tp.topic) {
             // The participant loaded (replayed its topic) before this marker existed.
             participant.hand_at_start(
-                broker,
+                participants,
                 TxnMarker {
                     partition: tp.partition,
                     producer_id: m.producer_id.0,
@@ -361,7 +387,13 @@ fn recover_markers(
 /// participant, starts a background flush of the partitions, and reports completion with the
 /// markers' offsets (see the module docs for why it does not wait for the fsync). The order
 /// of work is `MarkerWriting`'s, which the simulator drives too.
-async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, listed: Vec<TopicPartition>) {
+async fn write_markers(
+    broker: Weak<Broker>,
+    participants: impl Participants,
+    runtime: Weak<Runtime<TxnShard>>,
+    markers: WriteMarkers,
+    listed: Vec<TopicPartition>,
+) {
     let mut writing = MarkerWriting::new(markers, listed);
     let mut to_flush = Vec::new();
     let mut backoff = MARKER_RETRY_MIN;
@@ -384,6 +416,7 @@ async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, listed: Vec<
             };
             let outcome = match crate::participants::write_marker(
                 &broker,
+                &participants,
                 &partition,
                 marker,
                 writing.coordinator_epoch(),
@@ -425,7 +458,10 @@ async fn write_markers(broker: Weak<Broker>, markers: WriteMarkers, listed: Vec<
         }
     }
     // The reply only says the input was handled; nothing waits for it.
-    if let Ok(reply) = broker.txn.runtime.submit(writing.finish(flushed)).await {
+    let Some(runtime) = runtime.upgrade() else {
+        return;
+    };
+    if let Ok(reply) = runtime.submit(writing.finish(flushed)).await {
         drop(reply);
     }
 }

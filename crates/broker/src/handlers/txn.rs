@@ -361,6 +361,7 @@ pub async fn write_txn_markers(
                     Ok(partition) => {
                         let written = crate::participants::write_marker(
                             broker,
+                            broker.as_ref(),
                             &partition,
                             crate::participants::TxnMarker {
                                 partition: index,
