@@ -14,8 +14,7 @@ use std::sync::Arc;
 
 use shoal_protocol::ErrorCode;
 
-use crate::broker::{Broker, CONSUMER_OFFSETS};
-use crate::coordinators::txn_coordinator::TRANSACTION_STATE;
+use crate::node::{NodeState, CONSUMER_OFFSETS, TRANSACTION_STATE};
 use crate::seams::ownership::{Node, NotServed, Owner};
 use crate::topics::{Partition, Topic};
 
@@ -56,7 +55,7 @@ pub struct Leader {
     pub epoch: i32,
 }
 
-impl Broker {
+impl NodeState {
     /// Partition `index` of `topic`, if this node serves it.
     ///
     /// # Errors
@@ -75,12 +74,12 @@ impl Broker {
         Ok(partition)
     }
 
-    /// [`Broker::led_partition`], then the leader epoch a request was made under (`-1`: none
+    /// [`NodeState::led_partition`], then the leader epoch a request was made under (`-1`: none
     /// given) against the one served: older is FENCED_LEADER_EPOCH, newer is
     /// UNKNOWN_LEADER_EPOCH (this node has not caught up), as Kafka answers.
     ///
     /// # Errors
-    /// As [`Broker::led_partition`], and the two above.
+    /// As [`NodeState::led_partition`], and the two above.
     pub fn led_partition_at(
         &self,
         topic: &Topic,

@@ -1,23 +1,36 @@
 //! The Shoal broker: the I/O shell around the sans-IO core.
 //!
 //! Owns sockets, tasks, clocks, fsync and the translation between Kafka wire messages and the
-//! core's types. Layout:
-//! - [`server`]: listener, shutdown; [`conn_limits`]: `max.connections` and per-address limits; [`connection`]: one client connection,
-//!   requests answered in order; [`dispatch`]: request → handler; [`outbound`]: response
-//!   frames, record bytes sent from segment files with `sendfile`.
-//! - [`handlers`]: one module per API family; none writes to the socket.
-//! - [`broker`]: shared state and admin operations; [`topics`]: topic registry and partition
-//!   logs; [`meta`]: topic metadata as records in the `__cluster_metadata` log.
-//! - [`seams`]: the clock, ownership of partitions, the commit point (group-commit fsync on
-//!   one node) and the metadata store, each behind a trait a cluster implements;
-//!   [`retention`]: periodic retention and time-based flushing.
-//! - [`coordinators`]: the one coordinator runtime and the group and transaction
-//!   coordinators on it (records in `__consumer_offsets`, `__transaction_state`); [`share`]:
-//!   share partitions and the share-group state they persist.
-//! - [`api_table`]: the APIs served, and those a feature level gates.
-//! - [`producers`]: producer ids and per-partition producer state (idempotent producer,
-//!   ongoing transactions, last stable offset); [`markers`]: transaction markers on partitions.
-//! - [`config`]: Kafka-named configuration; [`metrics`]: Prometheus endpoint.
+//! core's types. Layout, from the top layer down (a module imports only modules below it):
+//! - network: [`server`]: listener, shutdown, background tasks; [`conn_limits`]:
+//!   `max.connections` and per-address limits; [`connection`]: one client connection, requests
+//!   answered in order; [`outbound`]: response frames, record bytes sent from segment files
+//!   with `sendfile`.
+//! - dispatch: [`dispatch`]: request → handler.
+//! - handlers: [`handlers`]: one module per API family; none writes to the socket. With them,
+//!   the server's background work: [`retention`] (periodic retention and time-based
+//!   flushing) and [`cleaner`] (log compaction).
+//! - [`broker`]: the [`Broker`] the layers above hold: the node's state composed with the
+//!   services below; it is the transaction coordinator's way to the other coordinators
+//!   ([`participants::Participants`]).
+//! - services: [`share`]: share partitions and the share-group state they persist;
+//!   [`coordinators`]: the one coordinator runtime and the group, transaction and share-state
+//!   coordinators on it (records in `__consumer_offsets`, `__transaction_state`,
+//!   `__share_group_state`); [`participants`]: how a transaction's markers reach those
+//!   topics' coordinators.
+//! - partition operations: [`markers`]: transaction markers on partitions; [`leadership`]:
+//!   what this node serves.
+//! - node state: [`node`]: the [`NodeState`] every service takes — configuration, identity,
+//!   the topic registry, the metadata log and the admin operations, the seams, metrics,
+//!   producer ids.
+//! - storage and below: [`seams`]: the clock, ownership of partitions, the commit point
+//!   (group-commit fsync on one node) and the metadata store, each behind a trait a cluster
+//!   implements; [`metrics`]: the registry and the Prometheus endpoint; [`topics`]: topic
+//!   registry and partition logs; [`meta`]: topic metadata as records in the
+//!   `__cluster_metadata` log; [`producers`]: producer ids and per-partition producer state
+//!   (idempotent producer, ongoing transactions, last stable offset); [`config`],
+//!   [`group_configs`], [`features`]: Kafka-named configuration and feature levels;
+//!   [`api_table`]: the APIs served, and those a feature level gates.
 //!
 //! Embedding: a process that runs the broker must install
 //! `shoal_protocol::alloc::ReserveLazily` as its global allocator (the `shoal` binary does), or a
@@ -41,6 +54,7 @@ pub mod leadership;
 pub mod markers;
 pub mod meta;
 pub mod metrics;
+pub mod node;
 pub mod outbound;
 pub mod participants;
 pub mod producers;
@@ -50,5 +64,6 @@ pub mod server;
 pub mod share;
 pub mod topics;
 
-pub use broker::{Broker, BrokerOptions};
+pub use broker::Broker;
 pub use config::BrokerConfig;
+pub use node::{BrokerOptions, NodeState};

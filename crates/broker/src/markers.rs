@@ -20,7 +20,7 @@ use shoal_core::producer_state::{ProducerEpoch, ProducerId};
 use shoal_protocol::ErrorCode;
 use shoal_storage::{encode_end_txn_marker, EndTxnMarker, StorageError};
 
-use crate::broker::Broker;
+use crate::node::NodeState;
 use crate::producers::state_config;
 use crate::topics::Partition;
 
@@ -34,11 +34,11 @@ fn storage_error(partition: &Partition, e: &StorageError) -> ErrorCode {
 /// # Errors
 /// UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers WriteTxnMarkers for a partition it lacks;
 /// NOT_LEADER_OR_FOLLOWER (or LEADER_NOT_AVAILABLE) for one this node does not lead.
-pub fn partition(broker: &Broker, topic: &str, index: i32) -> Result<Arc<Partition>, ErrorCode> {
-    let topic = broker
+pub fn partition(node: &NodeState, topic: &str, index: i32) -> Result<Arc<Partition>, ErrorCode> {
+    let topic = node
         .topic(topic)
         .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
-    broker.led_partition(&topic, index)
+    node.led_partition(&topic, index)
 }
 
 /// Appends a transaction marker (COMMIT if `commit`, else ABORT) for `producer_id` at
@@ -61,7 +61,7 @@ pub fn partition(broker: &Broker, topic: &str, index: i32) -> Result<Arc<Partiti
 /// KAFKA_STORAGE_ERROR (or the storage error's code) if the state cannot be loaded or the
 /// append fails. Nothing is appended on error.
 pub fn write_marker(
-    broker: &Broker,
+    node: &NodeState,
     partition: &Partition,
     producer_id: i64,
     producer_epoch: i16,
@@ -71,10 +71,10 @@ pub fn write_marker(
     if producer_id < 0 {
         return Err(ErrorCode::INVALID_REQUEST);
     }
-    let now = broker.now_ms();
+    let now = node.now_ms();
     let mut log = partition.lock();
     let mut producers = partition
-        .producers(&mut log, state_config(&broker.config), now)
+        .producers(&mut log, state_config(&node.config), now)
         .map_err(|e| storage_error(partition, &e))?;
     match producers.check_marker(
         &mut log,
@@ -113,7 +113,7 @@ pub fn write_marker(
 /// # Errors
 /// As [`write_marker`]; KAFKA_STORAGE_ERROR if the fsync fails (the marker may then be lost).
 pub async fn write_marker_durably(
-    broker: &Arc<Broker>,
+    node: &NodeState,
     partition: Arc<Partition>,
     producer_id: i64,
     producer_epoch: i16,
@@ -121,20 +121,16 @@ pub async fn write_marker_durably(
     coordinator_epoch: i32,
 ) -> Result<i64, ErrorCode> {
     let offset = write_marker(
-        broker,
+        node,
         &partition,
         producer_id,
         producer_epoch,
         commit,
         coordinator_epoch,
     )?;
-    broker
-        .durability
-        .commit(vec![partition])
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "cannot flush transaction marker");
-            e.error_code()
-        })?;
+    node.durability.commit(vec![partition]).await.map_err(|e| {
+        tracing::error!(error = %e, "cannot flush transaction marker");
+        e.error_code()
+    })?;
     Ok(offset)
 }

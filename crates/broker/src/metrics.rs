@@ -39,8 +39,8 @@
 //! to [`Metrics::render`] as a [`Scrape`]; the endpoint ([`serve`]) serves whatever is
 //! [`Scraped`] (the broker).
 //!
-//! Must not: import the broker, the share partitions or a coordinator (this module is below
-//! them: they record into it, and they give it what it renders).
+//! Must not: import the node's state, the share partitions, a coordinator or the broker (this
+//! module is below them: they record into it, and they give it what it renders).
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;

@@ -23,11 +23,11 @@
 //!
 //! The participants' services are reached through the [`Participants`] trait, which whatever
 //! composes the coordinator services implements (`crate::broker::Broker`) and hands to the
-//! transaction coordinator at start: no coordinator reaches another through the broker.
+//! transaction coordinator at start: no coordinator imports another, nor the broker.
 //!
-//! Must not: call request handlers (arrows point handlers → drivers → core); reach a
-//! participant's service other than through [`Participants`]; hand a marker to a participant
-//! before it is appended to the participant's partition (a reload must find it).
+//! Must not: call request handlers (arrows point handlers → drivers → core); import a
+//! coordinator, the share partitions or the broker; hand a marker to a participant before it
+//! is appended to the participant's partition (a reload must find it).
 
 use std::future::Future;
 use std::sync::Weak;
@@ -37,8 +37,7 @@ use shoal_storage::batch::BatchHeader;
 use shoal_storage::RecordView;
 use tracing::warn;
 
-use crate::broker::{Broker, CONSUMER_OFFSETS};
-use crate::share::SHARE_GROUP_STATE;
+use crate::node::{NodeState, CONSUMER_OFFSETS, SHARE_GROUP_STATE};
 use crate::topics::Partition;
 
 pub use shoal_core::coordinator::TxnMarker;
@@ -183,7 +182,7 @@ pub enum MarkerWritten {
 /// TRANSACTION_COORDINATOR_FENCED, a storage error), or COORDINATOR_NOT_AVAILABLE when the
 /// share-state coordinator could not write it. Retrying is harmless.
 pub async fn write_marker(
-    broker: &Broker,
+    node: &NodeState,
     participants: &impl Participants,
     partition: &Partition,
     marker: TxnMarker,
@@ -197,7 +196,7 @@ pub async fn write_marker(
         return Ok(MarkerWritten::Durable);
     }
     let offset = crate::markers::write_marker(
-        broker,
+        node,
         partition,
         marker.producer_id,
         marker.producer_epoch,

@@ -102,6 +102,10 @@ fn start_background(
     vec![
         tokio::spawn(crate::retention::run(broker.clone(), stop.clone())),
         tokio::spawn(crate::cleaner::run(broker.clone(), stop.clone())),
-        tokio::spawn(crate::share::run_lock_timer(Arc::downgrade(broker), stop)),
+        tokio::spawn(crate::share::run_lock_timer(
+            Arc::downgrade(&broker.node),
+            Arc::downgrade(&broker.share),
+            stop,
+        )),
     ]
 }

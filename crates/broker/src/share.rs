@@ -24,6 +24,10 @@
 //! the invariant, and that share partition answers UNKNOWN_SERVER_ERROR from then on (until
 //! the broker restarts and rebuilds it from its persisted state, which the offending call
 //! never reached); the other share partitions are served as before.
+//!
+//! Everything here takes the node's state (`crate::node::NodeState`). Must not: import the
+//! broker, a handler, or a coordinator other than its share-state coordinator (a transaction's
+//! marker comes in through `crate::participants`).
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -44,12 +48,12 @@ use shoal_protocol::ErrorCode;
 use tokio::sync::{watch, Notify};
 use tracing::{error, info, warn};
 
-use crate::broker::Broker;
 use crate::coordinators::share_coordinator::{ShareStateService, StageError, Unavailable};
 use crate::group_configs::AutoOffsetReset;
+use crate::node::NodeState;
 use crate::participants::TxnMarker;
 
-pub use crate::coordinators::share_coordinator::SHARE_GROUP_STATE;
+pub use crate::node::SHARE_GROUP_STATE;
 /// Leader epoch of every share partition: one node never changes leader.
 const LEADER_EPOCH: i32 = 0;
 /// How often acquisition locks are checked for expiry at most.
@@ -132,8 +136,8 @@ impl ShareManager {
     ///
     /// # Errors
     /// The log cannot be read.
-    pub async fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
-        self.state.start(broker).await
+    pub async fn start(&self, node: &Arc<NodeState>) -> anyhow::Result<()> {
+        self.state.start(node).await
     }
 
     /// The share-state participant (see `crate::participants`): writes a transaction's marker
@@ -149,7 +153,7 @@ impl ShareManager {
     /// COORDINATOR_NOT_AVAILABLE when it could not be written (retried by the writer).
     pub async fn write_marker(
         &self,
-        broker: &Broker,
+        node: &NodeState,
         marker: TxnMarker,
         coordinator_epoch: i32,
     ) -> Result<(), ErrorCode> {
@@ -169,13 +173,12 @@ impl ShareManager {
                 match sp.apply_marker(marker.producer_id, marker.producer_epoch, marker.commit) {
                     Ok(outcome) => outcome,
                     Err(e) => {
-                        refusal_code(broker, &key, &e);
+                        refusal_code(node, &key, &e);
                         continue;
                     }
                 };
-            broker
-                .metrics
-                .tx_pending_resolved(&outcome.staged_at_ms, broker.now_ms());
+            node.metrics
+                .tx_pending_resolved(&outcome.staged_at_ms, node.now_ms());
             wake |= outcome.wake;
         }
         if wake {
@@ -224,7 +227,7 @@ impl ShareManager {
     /// staged on error.
     pub async fn stage(
         &self,
-        broker: &Arc<Broker>,
+        node: &NodeState,
         producer: TxnProducer,
         member_id: &str,
         mut parts: Vec<(SharePartitionKey, Vec<AckBatch>)>,
@@ -235,7 +238,7 @@ impl ShareManager {
         for slot in &slots {
             guards.push(slot.state.lock().await);
         }
-        let now = broker.now_ms();
+        let now = node.now_ms();
         let mut machines = Vec::with_capacity(parts.len());
         for ((key, batches), guard) in parts.iter().zip(guards.iter()) {
             let Some(sp) = guard.as_ref() else {
@@ -263,7 +266,7 @@ impl ShareManager {
             }
             StageRefusal {
                 key: Some(parts[i].0.clone()),
-                code: refusal_code(broker, &parts[i].0, &e),
+                code: refusal_code(node, &parts[i].0, &e),
                 message: e.to_string(),
             }
         })?;
@@ -346,7 +349,7 @@ impl ShareManager {
     ///
     /// # Errors
     /// A partition's log start offset could not be checkpointed or a segment not deleted.
-    pub async fn prune(&self, broker: &Arc<Broker>) -> Result<i64, shoal_storage::StorageError> {
+    pub async fn prune(&self, node: &NodeState) -> Result<i64, shoal_storage::StorageError> {
         let orphans: Vec<SharePartitionKey> = self
             .state
             .keys(None)
@@ -354,8 +357,7 @@ impl ShareManager {
             .unwrap_or_default()
             .into_iter()
             .filter(|k| {
-                broker
-                    .topic_by_id(uuid::Uuid::from_bytes(k.topic_id.0))
+                node.topic_by_id(uuid::Uuid::from_bytes(k.topic_id.0))
                     .is_none()
             })
             .collect();
@@ -368,7 +370,7 @@ impl ShareManager {
                 Err(code) => warn!(?code, "cannot remove the share state of deleted topics"),
             }
         }
-        self.state.prune(broker).await
+        self.state.prune(node).await
     }
 
     /// Persists a share partition's state write (before the caller answers).
@@ -407,11 +409,11 @@ impl ShareManager {
     /// UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, or the store's refusal.
     pub async fn ensure_initialized(
         &self,
-        broker: &Arc<Broker>,
+        node: &NodeState,
         key: &SharePartitionKey,
         state: &mut Option<SharePartition>,
     ) -> Result<(), ErrorCode> {
-        let config = partition_config(broker, &key.group_id);
+        let config = partition_config(node, &key.group_id);
         if let Some(sp) = state.as_mut() {
             if sp.config() != &config {
                 let _ = sp.set_config(config);
@@ -435,7 +437,7 @@ impl ShareManager {
             }
             other => {
                 let state_epoch = other.map_or(0, |read| read.state_epoch);
-                let start = reset_offset(broker, key)?;
+                let start = reset_offset(node, key)?;
                 let initialize = InitializeState {
                     state_epoch,
                     start_offset: start,
@@ -460,7 +462,7 @@ impl ShareManager {
     /// Releases what `member` holds in the share partitions of a closed session.
     pub async fn release_member(
         &self,
-        broker: &Arc<Broker>,
+        node: &NodeState,
         group_id: &str,
         member_id: &str,
         partitions: impl IntoIterator<Item = TopicIdPartition>,
@@ -470,10 +472,10 @@ impl ShareManager {
             let slot = self.slot(&key);
             let mut state = slot.state.lock().await;
             let Some(sp) = state.as_mut() else { continue };
-            let write = match sp.release_member(member_id, broker.now_ms()) {
+            let write = match sp.release_member(member_id, node.now_ms()) {
                 Ok(write) => write,
                 Err(e) => {
-                    refusal_code(broker, &key, &e);
+                    refusal_code(node, &key, &e);
                     continue;
                 }
             };
@@ -489,7 +491,7 @@ impl ShareManager {
     }
 
     /// A connection closed: its share sessions end and their members' records are released.
-    pub async fn connection_closed(&self, broker: &Arc<Broker>, peer: SocketAddr) {
+    pub async fn connection_closed(&self, node: &NodeState, peer: SocketAddr) {
         let closed = self
             .sessions
             .lock()
@@ -497,7 +499,7 @@ impl ShareManager {
             .connection_closed(connection_id(peer));
         for (key, session) in closed {
             self.release_member(
-                broker,
+                node,
                 &key.group_id,
                 &key.member_id,
                 session.partitions.iter().copied(),
@@ -507,7 +509,7 @@ impl ShareManager {
     }
 
     /// Closes a session after its final request and releases what its member holds.
-    pub async fn close_session(&self, broker: &Arc<Broker>, key: &SessionKey) {
+    pub async fn close_session(&self, node: &NodeState, key: &SessionKey) {
         let closed = self
             .sessions
             .lock()
@@ -515,7 +517,7 @@ impl ShareManager {
             .close(key);
         if let Some(session) = closed {
             self.release_member(
-                broker,
+                node,
                 &key.group_id,
                 &key.member_id,
                 session.partitions.iter().copied(),
@@ -638,8 +640,8 @@ impl ShareManager {
     }
 
     /// Expires the acquisition locks that are due; returns whether any was.
-    async fn expire_locks(&self, broker: &Arc<Broker>) -> bool {
-        let now = broker.now_ms();
+    async fn expire_locks(&self, node: &NodeState) -> bool {
+        let now = node.now_ms();
         let mut any = false;
         for (key, slot) in self.existing_slots() {
             let mut state = slot.state.lock().await;
@@ -650,7 +652,7 @@ impl ShareManager {
             let write = match sp.expire_locks(now) {
                 Ok(write) => write,
                 Err(e) => {
-                    refusal_code(broker, &key, &e);
+                    refusal_code(node, &key, &e);
                     continue;
                 }
             };
@@ -679,10 +681,10 @@ pub use shoal_core::share_coordinator::state_partition;
 /// by this call is logged here, once per share partition (later calls fail with
 /// [`ShareError::Stopped`], not logged again): the machine stopped, and every request for it
 /// fails with UNKNOWN_SERVER_ERROR.
-pub fn refusal_code(broker: &Broker, key: &SharePartitionKey, e: &ShareError) -> ErrorCode {
+pub fn refusal_code(node: &NodeState, key: &SharePartitionKey, e: &ShareError) -> ErrorCode {
     if let ShareError::InvariantViolated(v) = e {
         let topic_id = uuid::Uuid::from_bytes(key.topic_id.0);
-        let topic = broker
+        let topic = node
             .topic_by_id(topic_id)
             .map_or_else(|| topic_id.to_string(), |t| t.name.clone());
         error!(
@@ -699,8 +701,8 @@ pub fn refusal_code(broker: &Broker, key: &SharePartitionKey, e: &ShareError) ->
 }
 
 /// The share-partition limits of a group (its configs, else the broker's).
-pub fn partition_config(broker: &Broker, group_id: &str) -> SharePartitionConfig {
-    let s = broker.share_group_settings(group_id);
+pub fn partition_config(node: &NodeState, group_id: &str) -> SharePartitionConfig {
+    let s = node.share_group_settings(group_id);
     SharePartitionConfig {
         record_lock_duration_ms: s.record_lock_duration_ms,
         delivery_count_limit: i16::try_from(s.delivery_count_limit).unwrap_or(i16::MAX),
@@ -709,8 +711,8 @@ pub fn partition_config(broker: &Broker, group_id: &str) -> SharePartitionConfig
 }
 
 /// Where a share partition without state starts (`share.auto.offset.reset`).
-fn reset_offset(broker: &Broker, key: &SharePartitionKey) -> Result<i64, ErrorCode> {
-    let topic = broker
+fn reset_offset(node: &NodeState, key: &SharePartitionKey) -> Result<i64, ErrorCode> {
+    let topic = node
         .topic_by_id(uuid::Uuid::from_bytes(key.topic_id.0))
         .ok_or(ErrorCode::UNKNOWN_TOPIC_ID)?;
     let partition = topic
@@ -718,19 +720,24 @@ fn reset_offset(broker: &Broker, key: &SharePartitionKey) -> Result<i64, ErrorCo
         .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
     let log = partition.lock();
     Ok(
-        match broker.share_group_settings(&key.group_id).auto_offset_reset {
+        match node.share_group_settings(&key.group_id).auto_offset_reset {
             AutoOffsetReset::Latest => log.log_end_offset(),
             AutoOffsetReset::Earliest => log.log_start_offset(),
             AutoOffsetReset::ByDuration(ms) => log
-                .offset_for_timestamp(broker.now_ms().saturating_sub(ms))
+                .offset_for_timestamp(node.now_ms().saturating_sub(ms))
                 .map_err(|e| ErrorCode(e.kafka_error_code()))?
                 .map_or(log.log_end_offset(), |(offset, _)| offset),
         },
     )
 }
 
-/// Expires acquisition locks until `stop` turns true.
-pub async fn run_lock_timer(broker: std::sync::Weak<Broker>, mut stop: watch::Receiver<bool>) {
+/// Expires the acquisition locks of `share` until `stop` turns true (or the node or the
+/// manager is gone).
+pub async fn run_lock_timer(
+    node: std::sync::Weak<NodeState>,
+    share: std::sync::Weak<ShareManager>,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(LOCK_CHECK_INTERVAL) => {}
@@ -739,9 +746,9 @@ pub async fn run_lock_timer(broker: std::sync::Weak<Broker>, mut stop: watch::Re
         if *stop.borrow() {
             return;
         }
-        let Some(broker) = broker.upgrade() else {
+        let (Some(node), Some(share)) = (node.upgrade(), share.upgrade()) else {
             return;
         };
-        broker.share.expire_locks(&broker).await;
+        share.expire_locks(&node).await;
     }
 }

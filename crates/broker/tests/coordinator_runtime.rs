@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::TestBroker;
 use shoal_broker::coordinators::runtime::{Host, Runtime, Unavailable};
-use shoal_broker::Broker;
+use shoal_broker::NodeState;
 use shoal_core::coordinator::{
     CoordinatorShard, Emitted, EncodedRecord, RecordError, ReplyToken, ShardRecord, TxnMarker,
 };
@@ -82,14 +82,14 @@ impl Host<Tally> for TallyHost {
         self.topic
     }
 
-    fn new_shard(&self, _broker: &Broker) -> anyhow::Result<Tally> {
+    fn new_shard(&self, _node: &NodeState) -> anyhow::Result<Tally> {
         self.loads.fetch_add(1, Ordering::SeqCst);
         Ok(Tally::default())
     }
 
     async fn after_replay(
         &self,
-        _broker: &Broker,
+        _node: &NodeState,
         shard: &mut Tally,
         _first: bool,
         _out: &mut Emitted<Tally>,
@@ -98,11 +98,11 @@ impl Host<Tally> for TallyHost {
         Ok(())
     }
 
-    fn pass_inputs(&self, _broker: &Broker, _shard: &Tally, _queued: &[&u64]) -> Vec<u64> {
+    fn pass_inputs(&self, _node: &NodeState, _shard: &Tally, _queued: &[&u64]) -> Vec<u64> {
         Vec::new()
     }
 
-    fn effects(&self, _broker: &Arc<Broker>, effects: Vec<u64>) {
+    fn effects(&self, _node: &Arc<NodeState>, effects: Vec<u64>) {
         self.effects.lock().unwrap().extend(effects);
     }
 }
@@ -118,7 +118,10 @@ async fn inputs_apply_in_submission_order_and_replay_after_a_restart() {
         ..TallyHost::default()
     };
     let runtime = Runtime::<Tally>::default();
-    runtime.start(&broker.broker, host.clone()).await.unwrap();
+    runtime
+        .start(&broker.broker.node, host.clone())
+        .await
+        .unwrap();
     let mut replies = Vec::new();
     for n in 1..=50u64 {
         replies.push(runtime.submit(n).await.unwrap());
@@ -138,7 +141,10 @@ async fn inputs_apply_in_submission_order_and_replay_after_a_restart() {
 
     // A new runtime on the same topic replays what the first one answered.
     let again = Runtime::<Tally>::default();
-    again.start(&broker.broker, host.clone()).await.unwrap();
+    again
+        .start(&broker.broker.node, host.clone())
+        .await
+        .unwrap();
     assert_eq!(
         host.replayed.lock().unwrap().last().unwrap(),
         &(1..=50).collect::<Vec<u64>>()
@@ -158,7 +164,10 @@ async fn a_failed_append_answers_nothing_and_rebuilds_the_shard() {
         ..TallyHost::default()
     };
     let runtime = Runtime::<Tally>::default();
-    runtime.start(&broker.broker, host.clone()).await.unwrap();
+    runtime
+        .start(&broker.broker.node, host.clone())
+        .await
+        .unwrap();
     assert_eq!(host.loads.load(Ordering::SeqCst), 1);
     assert_eq!(runtime.call(7).await, Err(Unavailable));
     assert_eq!(runtime.call(8).await, Err(Unavailable));

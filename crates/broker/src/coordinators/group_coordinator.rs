@@ -13,7 +13,7 @@ use shoal_core::group_coordinator::{
 };
 
 use super::runtime::{Host, Runtime, Unavailable};
-use crate::broker::{Broker, CONSUMER_OFFSETS};
+use crate::node::{NodeState, CONSUMER_OFFSETS};
 
 /// Handle to the group coordinator.
 #[derive(Default)]
@@ -30,8 +30,8 @@ impl GroupService {
     ///
     /// # Errors
     /// The log cannot be read.
-    pub async fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
-        self.runtime.start(broker, OffsetsHost).await
+    pub async fn start(&self, node: &Arc<NodeState>) -> anyhow::Result<()> {
+        self.runtime.start(node, OffsetsHost).await
     }
 
     /// Sends one classic request and waits for its (possibly deferred) reply.
@@ -104,24 +104,24 @@ impl Host<GroupShard> for OffsetsHost {
         CONSUMER_OFFSETS
     }
 
-    fn new_shard(&self, broker: &Broker) -> anyhow::Result<GroupShard> {
+    fn new_shard(&self, node: &NodeState) -> anyhow::Result<GroupShard> {
         Ok(GroupShard::new(
-            group_config(broker),
-            share_group_config(broker),
+            group_config(node),
+            share_group_config(node),
         ))
     }
 
     /// Topics created, deleted or grown since the last pass move share assignments.
     fn pass_inputs(
         &self,
-        broker: &Broker,
+        node: &NodeState,
         _shard: &GroupShard,
         _queued: &[&GroupInput],
     ) -> Vec<GroupInput> {
-        vec![GroupInput::Topics(topics_image(broker))]
+        vec![GroupInput::Topics(topics_image(node))]
     }
 
-    fn effects(&self, _broker: &Arc<Broker>, effects: Vec<std::convert::Infallible>) {
+    fn effects(&self, _node: &Arc<NodeState>, effects: Vec<std::convert::Infallible>) {
         match effects.into_iter().next() {
             None => {}
             Some(never) => match never {},
@@ -129,8 +129,8 @@ impl Host<GroupShard> for OffsetsHost {
     }
 }
 
-fn group_config(broker: &Broker) -> GroupConfig {
-    let c = &broker.config;
+fn group_config(node: &NodeState) -> GroupConfig {
+    let c = &node.config;
     GroupConfig {
         min_session_timeout_ms: c.long("group.min.session.timeout.ms") as i32,
         max_session_timeout_ms: c.long("group.max.session.timeout.ms") as i32,
@@ -141,8 +141,8 @@ fn group_config(broker: &Broker) -> GroupConfig {
     }
 }
 
-fn share_group_config(broker: &Broker) -> ShareGroupConfig {
-    let c = &broker.config;
+fn share_group_config(node: &NodeState) -> ShareGroupConfig {
+    let c = &node.config;
     ShareGroupConfig {
         max_size: c.long("group.share.max.size") as usize,
         session_timeout_ms: c.long("group.share.session.timeout.ms") as i32,
@@ -152,10 +152,9 @@ fn share_group_config(broker: &Broker) -> ShareGroupConfig {
 }
 
 /// The user topics as the share coordinator sees them.
-fn topics_image(broker: &Broker) -> TopicsImage {
+fn topics_image(node: &NodeState) -> TopicsImage {
     TopicsImage::new(
-        broker
-            .topic_list()
+        node.topic_list()
             .into_iter()
             .filter(|t| !t.internal)
             .map(|t| (t.name.clone(), *t.id.as_bytes(), t.partition_count() as i32)),
@@ -163,8 +162,8 @@ fn topics_image(broker: &Broker) -> TopicsImage {
 }
 
 /// A share group's group-config overrides as they are now, sent with its heartbeat.
-pub fn share_overrides(broker: &Broker, group_id: &str) -> GroupOverrides {
-    let overrides = broker.group_config_overrides(group_id);
+pub fn share_overrides(node: &NodeState, group_id: &str) -> GroupOverrides {
+    let overrides = node.group_config_overrides(group_id);
     let int = |key: &str| overrides.get(key).and_then(|v| v.parse::<i32>().ok());
     GroupOverrides {
         session_timeout_ms: int(crate::group_configs::SHARE_SESSION_TIMEOUT_MS),

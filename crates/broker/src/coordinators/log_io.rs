@@ -10,22 +10,20 @@
 //! first; this is the safety net, and it fails the pass).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use bytes::BytesMut;
 use shoal_core::coordinator::{EncodedRecord, Framing};
 use shoal_storage::batch::{encode_batch, BatchHeader, BatchOptions, KeyValue};
 use shoal_storage::RecordView;
 
-use crate::broker::{Broker, INTERNAL_DECODE_BYTES_MAX};
+use crate::node::{NodeState, INTERNAL_DECODE_BYTES_MAX};
 use crate::producers::state_config;
 use crate::topics::Partition;
 use shoal_core::producer_state::ProducerId;
 
 /// Partitions of an internal topic (at least 1, so partitioning by key never divides by zero).
-pub fn partition_count(broker: &Broker, topic: &str) -> u32 {
-    broker
-        .topic(topic)
+pub fn partition_count(node: &NodeState, topic: &str) -> u32 {
+    node.topic(topic)
         .map(|t| t.partition_count() as u32)
         .unwrap_or(1)
         .max(1)
@@ -52,11 +50,11 @@ pub enum Replayed<'a> {
 /// # Errors
 /// A storage error reading or decoding the log.
 pub fn replay_topic(
-    broker: &Broker,
+    node: &NodeState,
     topic: &str,
     mut visit: impl FnMut(Replayed<'_>),
 ) -> anyhow::Result<()> {
-    let Some(topic) = broker.topic(topic) else {
+    let Some(topic) = node.topic(topic) else {
         return Ok(());
     };
     for partition in topic.partitions() {
@@ -108,7 +106,7 @@ pub struct ToAppend {
 /// marker), an append or the fsync fails. Batches before the failure may be in the log (not
 /// known durable): the caller rebuilds its state from the log.
 pub async fn append_pass(
-    broker: &Arc<Broker>,
+    node: &NodeState,
     topic: &str,
     records: Vec<ToAppend>,
 ) -> Result<Vec<(i32, i64)>, String> {
@@ -116,7 +114,7 @@ pub async fn append_pass(
     if records.is_empty() {
         return Ok(landed);
     }
-    let t = broker
+    let t = node
         .topic(topic)
         .ok_or_else(|| format!("{topic} is missing"))?;
     let mut by_partition: BTreeMap<u32, Vec<(usize, ToAppend)>> = BTreeMap::new();
@@ -139,7 +137,7 @@ pub async fn append_pass(
                     .count(),
             };
             let (batch, after) = rest.split_at(n);
-            let base = append_batch(broker, &partition, framing, batch)?;
+            let base = append_batch(node, &partition, framing, batch)?;
             for (k, (i, _)) in batch.iter().enumerate() {
                 landed[*i] = (index as i32, base + k as i64);
             }
@@ -148,8 +146,7 @@ pub async fn append_pass(
         partition.wake();
         touched.push(partition);
     }
-    broker
-        .durability
+    node.durability
         .commit(touched)
         .await
         .map_err(|e| e.to_string())?;
@@ -158,7 +155,7 @@ pub async fn append_pass(
 
 /// Appends one batch of `framing` holding `records` to `partition`; returns its base offset.
 fn append_batch(
-    broker: &Broker,
+    node: &NodeState,
     partition: &Partition,
     framing: Framing,
     records: &[(usize, ToAppend)],
@@ -169,7 +166,7 @@ fn append_batch(
             coordinator_epoch,
         } => {
             return crate::markers::write_marker(
-                broker,
+                node,
                 partition,
                 marker.producer_id,
                 marker.producer_epoch,
@@ -189,7 +186,7 @@ fn append_batch(
         .filter_map(|(_, r)| r.encoded.as_ref())
         .map(|(k, v)| (Some(&k[..]), v.as_deref()))
         .collect();
-    let now = broker.now_ms();
+    let now = node.now_ms();
     let mut options = BatchOptions {
         timestamp_ms: now,
         ..BatchOptions::default()
@@ -207,7 +204,7 @@ fn append_batch(
         return Ok(appended.first_offset);
     };
     let mut producers = partition
-        .producers(&mut log, state_config(&broker.config), now)
+        .producers(&mut log, state_config(&node.config), now)
         .map_err(|e| e.to_string())?;
     // A marker of a newer epoch already ended this producer's transaction here: the batch
     // would belong to no transaction and nothing would ever resolve it.

@@ -36,7 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
 use super::log_io::{Replayed, ToAppend};
-use crate::broker::Broker;
+use crate::node::NodeState;
 use crate::participants::marker_from_control;
 
 /// Inputs queued at most before callers wait (backpressure).
@@ -51,16 +51,17 @@ const TICK_MAX: Duration = Duration::from_millis(500);
 pub struct Unavailable;
 
 /// What a coordinator gives the runtime besides its shard: where its records live, how to
-/// make a fresh shard, and what to do with its effects.
+/// make a fresh shard, and what to do with its effects. Every method is given the node's
+/// state ([`NodeState`]); a host that needs more (another coordinator) holds it itself.
 pub trait Host<S: CoordinatorShard>: Send + Sync + 'static {
     /// The internal topic holding the shard's records.
     fn topic(&self) -> &'static str;
 
-    /// A new, empty shard configured from the broker (replay fills it).
+    /// A new, empty shard configured from the node's configuration (replay fills it).
     ///
     /// # Errors
     /// What the shard needs cannot be had (a coordinator epoch cannot be recorded).
-    fn new_shard(&self, broker: &Broker) -> anyhow::Result<S>;
+    fn new_shard(&self, node: &NodeState) -> anyhow::Result<S>;
 
     /// Called after the replay, before [`CoordinatorShard::loaded`] (whose output follows
     /// what this adds to `out`): work that must be done before anything is served, on the
@@ -70,7 +71,7 @@ pub trait Host<S: CoordinatorShard>: Send + Sync + 'static {
     /// The coordinator must not serve (at the first load, the broker does not start).
     fn after_replay<'a>(
         &'a self,
-        _broker: &'a Broker,
+        _node: &'a NodeState,
         _shard: &'a mut S,
         _first: bool,
         _out: &'a mut Emitted<S>,
@@ -81,10 +82,10 @@ pub trait Host<S: CoordinatorShard>: Send + Sync + 'static {
     /// Inputs fed at the start of every pass, before the `queued` ones: state the shard
     /// follows from elsewhere in the broker (the topics), or that it needs for the queued
     /// inputs (fresh producer ids). Their replies are not awaited.
-    fn pass_inputs(&self, broker: &Broker, shard: &S, queued: &[&S::Input]) -> Vec<S::Input>;
+    fn pass_inputs(&self, node: &NodeState, shard: &S, queued: &[&S::Input]) -> Vec<S::Input>;
 
     /// Work to do once a pass is durable.
-    fn effects(&self, broker: &Arc<Broker>, effects: Vec<S::Effect>);
+    fn effects(&self, node: &Arc<NodeState>, effects: Vec<S::Effect>);
 }
 
 /// Who waits for an answer of the runtime.
@@ -120,8 +121,8 @@ where
     ///
     /// # Errors
     /// The log cannot be read.
-    pub async fn start<H: Host<S>>(&self, broker: &Arc<Broker>, host: H) -> anyhow::Result<()> {
-        let (shard, resumed, replayed) = load(broker, &host, true).await?;
+    pub async fn start<H: Host<S>>(&self, node: &Arc<NodeState>, host: H) -> anyhow::Result<()> {
+        let (shard, resumed, replayed) = load(node, &host, true).await?;
         info!(
             topic = host.topic(),
             records = replayed,
@@ -129,7 +130,7 @@ where
         );
         let (tx, rx) = mpsc::channel(QUEUE_INPUTS_MAX);
         *self.tx.lock().expect("coordinator runtime lock poisoned") = Some(tx);
-        tokio::spawn(run(Arc::downgrade(broker), host, shard, rx, resumed));
+        tokio::spawn(run(Arc::downgrade(node), host, shard, rx, resumed));
         Ok(())
     }
 
@@ -199,14 +200,14 @@ where
 /// A fresh shard rebuilt from the host's topic, what its `loaded` emitted, and how many
 /// records and markers were replayed.
 async fn load<S: CoordinatorShard + Send, H: Host<S>>(
-    broker: &Broker,
+    node: &NodeState,
     host: &H,
     first: bool,
 ) -> anyhow::Result<(S, Emitted<S>, usize)> {
-    let mut shard = host.new_shard(broker)?;
+    let mut shard = host.new_shard(node)?;
     let mut count = 0;
     let topic = host.topic();
-    super::log_io::replay_topic(broker, topic, |item| match item {
+    super::log_io::replay_topic(node, topic, |item| match item {
         Replayed::Control {
             partition,
             header,
@@ -244,23 +245,23 @@ async fn load<S: CoordinatorShard + Send, H: Host<S>>(
         }
     })?;
     let mut resumed = Emitted::default();
-    host.after_replay(broker, &mut shard, first, &mut resumed)
+    host.after_replay(node, &mut shard, first, &mut resumed)
         .await?;
-    shard.loaded(broker.now_ms(), &mut resumed);
+    shard.loaded(node.now_ms(), &mut resumed);
     Ok((shard, resumed, count))
 }
 
 /// Appends `records` to `topic` as their framing says (per partition in order; consecutive
 /// records of one framing share a batch) and fsyncs them. Returns where each landed.
 async fn persist<R: ShardRecord>(
-    broker: &Arc<Broker>,
+    node: &NodeState,
     topic: &str,
     records: &[R],
 ) -> Result<Vec<(i32, i64)>, String> {
     if records.is_empty() {
         return Ok(Vec::new());
     }
-    let partitions = super::log_io::partition_count(broker, topic);
+    let partitions = super::log_io::partition_count(node, topic);
     let mut appends = Vec::with_capacity(records.len());
     for r in records {
         let framing = r.framing();
@@ -274,11 +275,11 @@ async fn persist<R: ShardRecord>(
             encoded,
         });
     }
-    super::log_io::append_pass(broker, topic, appends).await
+    super::log_io::append_pass(node, topic, appends).await
 }
 
 async fn run<S, H>(
-    weak: Weak<Broker>,
+    weak: Weak<NodeState>,
     host: H,
     shard: S,
     mut rx: mpsc::Receiver<Message<S>>,
@@ -290,22 +291,22 @@ async fn run<S, H>(
     let mut passes: Passes<S, Waiter<S::Reply>> = Passes::new(shard);
     let mut loaded = Some(resumed);
     loop {
-        let Some(broker) = weak.upgrade() else {
+        let Some(node) = weak.upgrade() else {
             return;
         };
         // What a load emitted is made durable before any input is taken.
         if let Some(emitted) = loaded.take().filter(|l| !l.is_empty()) {
             let pending = passes.resume(emitted);
-            loaded = finish_pass(&broker, &host, &mut passes, pending).await;
+            loaded = finish_pass(&node, &host, &mut passes, pending).await;
             continue;
         }
         let sleep = passes
             .shard()
             .next_deadline()
-            .map(|d| Duration::from_millis((d - broker.now_ms()).max(0) as u64))
+            .map(|d| Duration::from_millis((d - node.now_ms()).max(0) as u64))
             .unwrap_or(TICK_MAX)
             .min(TICK_MAX);
-        drop(broker);
+        drop(node);
         let mut batch = Vec::new();
         tokio::select! {
             received = rx.recv() => {
@@ -320,7 +321,7 @@ async fn run<S, H>(
             }
             _ = tokio::time::sleep(sleep) => {}
         }
-        let Some(broker) = weak.upgrade() else {
+        let Some(node) = weak.upgrade() else {
             return;
         };
         let fed = {
@@ -331,22 +332,22 @@ async fn run<S, H>(
                     Queued::Marker(..) => None,
                 })
                 .collect();
-            host.pass_inputs(&broker, passes.shard(), &queued)
+            host.pass_inputs(&node, passes.shard(), &queued)
         };
-        let pending = passes.pass(broker.now_ms(), fed, batch);
-        loaded = finish_pass(&broker, &host, &mut passes, pending).await;
+        let pending = passes.pass(node.now_ms(), fed, batch);
+        loaded = finish_pass(&node, &host, &mut passes, pending).await;
     }
 }
 
 /// Appends a pass's records; then delivers its replies and effects, or, if the append failed,
 /// drops its waiters and rebuilds the shard, returning what the reload emitted.
 async fn finish_pass<S: CoordinatorShard + Send, H: Host<S>>(
-    broker: &Arc<Broker>,
+    node: &Arc<NodeState>,
     host: &H,
     passes: &mut Passes<S, Waiter<S::Reply>>,
     pending: shoal_core::coordinator::Pending<S, Waiter<S::Reply>>,
 ) -> Option<Emitted<S>> {
-    let landed = match persist(broker, host.topic(), &pending.records).await {
+    let landed = match persist(node, host.topic(), &pending.records).await {
         Ok(landed) => landed,
         Err(e) => {
             error!(topic = host.topic(), error = %e,
@@ -354,7 +355,7 @@ async fn finish_pass<S: CoordinatorShard + Send, H: Host<S>>(
             // Every waiting caller fails (its sender drops), deferred ones too: their state
             // is being rebuilt from what is durable, which the pass's records are not.
             drop(passes.failed(pending));
-            return match load(broker, host, false).await {
+            return match load(node, host, false).await {
                 Ok((reloaded, resumed, _)) => {
                     passes.replace(reloaded);
                     Some(resumed)
@@ -381,7 +382,7 @@ async fn finish_pass<S: CoordinatorShard + Send, H: Host<S>>(
         }
     }
     if !delivered.effects.is_empty() {
-        host.effects(broker, delivered.effects);
+        host.effects(node, delivered.effects);
     }
     None
 }

@@ -27,12 +27,10 @@ use shoal_core::share_coordinator::{
 
 pub use super::runtime::Unavailable;
 use super::runtime::{Host, Runtime};
-use crate::broker::Broker;
+use crate::node::NodeState;
+pub use crate::node::SHARE_GROUP_STATE;
 use crate::participants::TxnMarker;
 use crate::producers::state_config;
-
-/// The internal topic of share-group state.
-pub const SHARE_GROUP_STATE: &str = "__share_group_state";
 
 /// TX_PENDING counts of the share partitions with state, as of the last durable pass.
 type TxPendingCounts = Arc<Mutex<BTreeMap<SharePartitionKey, i64>>>;
@@ -56,10 +54,10 @@ impl ShareStateService {
     ///
     /// # Errors
     /// The log cannot be read or the configuration is invalid.
-    pub async fn start(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
+    pub async fn start(&self, node: &Arc<NodeState>) -> anyhow::Result<()> {
         self.runtime
             .start(
-                broker,
+                node,
                 ShareStateHost {
                     tx_pending: self.tx_pending.clone(),
                 },
@@ -320,12 +318,12 @@ impl ShareStateService {
     /// # Errors
     /// A log start offset could not be checkpointed, a segment not deleted, or the
     /// coordinator is unavailable (`Ok(0)` then: nothing pruned).
-    pub async fn prune(&self, broker: &Arc<Broker>) -> Result<i64, shoal_storage::StorageError> {
+    pub async fn prune(&self, node: &NodeState) -> Result<i64, shoal_storage::StorageError> {
         let needed = match self.call(ShareStateInput::PruneOffsets).await {
             Ok(ShareStateReply::PruneOffsets(needed)) => needed,
             _ => return Ok(0),
         };
-        let Some(topic) = broker.topic(SHARE_GROUP_STATE) else {
+        let Some(topic) = node.topic(SHARE_GROUP_STATE) else {
             return Ok(0);
         };
         let mut pruned = 0;
@@ -335,7 +333,7 @@ impl ShareStateService {
             };
             let mut log = partition.lock();
             let stable = partition
-                .producers(&mut log, state_config(&broker.config), broker.now_ms())?
+                .producers(&mut log, state_config(&node.config), node.now_ms())?
                 .last_stable_offset(&log);
             let point = needed.min(stable).min(log.log_end_offset());
             let before = log.log_start_offset();
@@ -354,14 +352,14 @@ struct ShareStateHost {
 }
 
 /// Each share group's delivery count limit as the broker's configuration says now.
-fn delivery_limits(broker: &Broker) -> DeliveryLimits {
+fn delivery_limits(node: &NodeState) -> DeliveryLimits {
     let limit = |group: &str| {
-        i16::try_from(broker.share_group_settings(group).delivery_count_limit).unwrap_or(i16::MAX)
+        i16::try_from(node.share_group_settings(group).delivery_count_limit).unwrap_or(i16::MAX)
     };
     DeliveryLimits {
         // A group without overrides takes the broker's value ("" has none).
         default: limit(""),
-        groups: broker
+        groups: node
             .groups_with_configs()
             .into_iter()
             .map(|g| {
@@ -377,16 +375,16 @@ impl Host<ShareStateShard> for ShareStateHost {
         SHARE_GROUP_STATE
     }
 
-    fn new_shard(&self, broker: &Broker) -> anyhow::Result<ShareStateShard> {
+    fn new_shard(&self, node: &NodeState) -> anyhow::Result<ShareStateShard> {
         let config = ShareCoordinatorConfig {
-            snapshot_update_records_per_snapshot: broker
+            snapshot_update_records_per_snapshot: node
                 .config
                 .long("share.coordinator.snapshot.update.records.per.snapshot")
                 as u32,
             ..ShareCoordinatorConfig::default()
         };
-        let partitions = super::log_io::partition_count(broker, SHARE_GROUP_STATE);
-        ShareStateShard::new(config, partitions, delivery_limits(broker))
+        let partitions = super::log_io::partition_count(node, SHARE_GROUP_STATE);
+        ShareStateShard::new(config, partitions, delivery_limits(node))
             .map_err(|e| anyhow::anyhow!("share coordinator config: {e}"))
     }
 
@@ -394,18 +392,18 @@ impl Host<ShareStateShard> for ShareStateHost {
     /// batches pruned since, the coordinator epochs of markers).
     async fn after_replay(
         &self,
-        broker: &Broker,
+        node: &NodeState,
         shard: &mut ShareStateShard,
         _first: bool,
         _out: &mut Emitted<ShareStateShard>,
     ) -> anyhow::Result<()> {
-        let Some(topic) = broker.topic(SHARE_GROUP_STATE) else {
+        let Some(topic) = node.topic(SHARE_GROUP_STATE) else {
             return Ok(());
         };
         for partition in topic.partitions() {
             let mut log = partition.lock();
             let producers =
-                partition.producers(&mut log, state_config(&broker.config), broker.now_ms())?;
+                partition.producers(&mut log, state_config(&node.config), node.now_ms())?;
             for (id, entry) in producers.state().entries() {
                 shard.seed_producer(
                     partition.index,
@@ -422,7 +420,7 @@ impl Host<ShareStateShard> for ShareStateHost {
     /// marker (the only input that reads them; a state write does not pay for them).
     fn pass_inputs(
         &self,
-        broker: &Broker,
+        node: &NodeState,
         shard: &ShareStateShard,
         queued: &[&ShareStateInput],
     ) -> Vec<ShareStateInput> {
@@ -432,7 +430,7 @@ impl Host<ShareStateShard> for ShareStateHost {
         {
             return Vec::new();
         }
-        let limits = delivery_limits(broker);
+        let limits = delivery_limits(node);
         if &limits == shard.limits() {
             Vec::new()
         } else {
@@ -440,7 +438,7 @@ impl Host<ShareStateShard> for ShareStateHost {
         }
     }
 
-    fn effects(&self, _broker: &Arc<Broker>, effects: Vec<ShareStateEffect>) {
+    fn effects(&self, _node: &Arc<NodeState>, effects: Vec<ShareStateEffect>) {
         let mut counts = self
             .tx_pending
             .lock()

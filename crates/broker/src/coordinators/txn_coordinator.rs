@@ -40,11 +40,10 @@ use tracing::{error, info, warn};
 
 pub use super::runtime::Unavailable;
 use super::runtime::{Host, Runtime};
-use crate::broker::Broker;
+use crate::node::NodeState;
 use crate::participants::{MarkerWritten, Participant, Participants, TxnMarker};
 
-/// Name of the internal topic holding transaction state.
-pub const TRANSACTION_STATE: &str = "__transaction_state";
+pub use crate::node::TRANSACTION_STATE;
 /// Backoff bounds between marker write attempts.
 const MARKER_RETRY_MIN: Duration = Duration::from_millis(50);
 const MARKER_RETRY_MAX: Duration = Duration::from_secs(2);
@@ -107,14 +106,14 @@ impl TxnService {
     /// cannot be written again.
     pub async fn start<P: Participants + Clone>(
         &self,
-        broker: &Arc<Broker>,
+        node: &Arc<NodeState>,
         participants: P,
     ) -> anyhow::Result<()> {
         let host = TxnHost {
             participants,
             runtime: Arc::downgrade(&self.runtime),
         };
-        self.runtime.start(broker, host).await
+        self.runtime.start(node, host).await
     }
 
     /// Sends one request and waits for its (possibly deferred) reply.
@@ -170,9 +169,9 @@ impl<P: Participants + Clone> Host<TxnShard> for TxnHost<P> {
     }
 
     /// Every load gets a new coordinator epoch, recorded first.
-    fn new_shard(&self, broker: &Broker) -> anyhow::Result<TxnShard> {
-        let epoch = next_coordinator_epoch(&broker.data_dir, broker.now_ms())?;
-        Ok(TxnShard::new(txn_config(broker), epoch))
+    fn new_shard(&self, node: &NodeState) -> anyhow::Result<TxnShard> {
+        let epoch = next_coordinator_epoch(&node.data_dir, node.now_ms())?;
+        Ok(TxnShard::new(txn_config(node), epoch))
     }
 
     /// At the first load, the markers the Markers records list that a crash lost are written
@@ -181,7 +180,7 @@ impl<P: Participants + Clone> Host<TxnShard> for TxnHost<P> {
     /// serving, so nothing is rewritten: the lists stay as the log has them.
     async fn after_replay(
         &self,
-        broker: &Broker,
+        node: &NodeState,
         shard: &mut TxnShard,
         first: bool,
         out: &mut Emitted<TxnShard>,
@@ -191,14 +190,13 @@ impl<P: Participants + Clone> Host<TxnShard> for TxnHost<P> {
         }
         let coordinator_epoch = shard.machine().coordinator_epoch();
         let (rewritten, listed) = recover_markers(
-            broker,
+            node,
             &self.participants,
             shard.listed_markers(),
             coordinator_epoch,
         )?;
         // Every listed partition durable before the lists are cleared (the records below).
-        broker
-            .durability
+        node.durability
             .commit(listed)
             .await
             .map_err(|e| anyhow::anyhow!("transaction markers not durable: {e}"))?;
@@ -214,14 +212,14 @@ impl<P: Participants + Clone> Host<TxnShard> for TxnHost<P> {
     /// Fresh producer ids for the requests that may need one.
     fn pass_inputs(
         &self,
-        broker: &Broker,
+        node: &NodeState,
         shard: &TxnShard,
         queued: &[&TxnInput],
     ) -> Vec<TxnInput> {
         let wanted = shard.fresh_ids_wanted(queued.iter().copied());
         let mut ids = Vec::with_capacity(wanted);
         for _ in 0..wanted {
-            match broker.producer_ids.allocate() {
+            match node.producer_ids.allocate() {
                 Ok(id) => ids.push(ProducerId(id)),
                 Err(e) => {
                     error!(error = %e, "cannot allocate a producer id");
@@ -236,12 +234,12 @@ impl<P: Participants + Clone> Host<TxnShard> for TxnHost<P> {
         }
     }
 
-    fn effects(&self, broker: &Arc<Broker>, effects: Vec<TxnEffect>) {
+    fn effects(&self, node: &Arc<NodeState>, effects: Vec<TxnEffect>) {
         for effect in effects {
             match effect {
                 TxnEffect::WriteMarkers { markers, listed } => {
                     tokio::spawn(write_markers(
-                        Arc::downgrade(broker),
+                        Arc::downgrade(node),
                         self.participants.clone(),
                         self.runtime.clone(),
                         markers,
@@ -252,10 +250,10 @@ impl<P: Participants + Clone> Host<TxnShard> for TxnHost<P> {
                     let partitions = partitions
                         .iter()
                         .filter_map(|tp| {
-                            crate::markers::partition(broker, &tp.topic, tp.partition).ok()
+                            crate::markers::partition(node, &tp.topic, tp.partition).ok()
                         })
                         .collect();
-                    flush_in_background(broker, partitions);
+                    flush_in_background(node, partitions);
                 }
                 TxnEffect::Stopped(violation) => error!(
                     %violation,
@@ -267,8 +265,8 @@ impl<P: Participants + Clone> Host<TxnShard> for TxnHost<P> {
     }
 }
 
-fn txn_config(broker: &Broker) -> TxnConfig {
-    let c = &broker.config;
+fn txn_config(node: &NodeState) -> TxnConfig {
+    let c = &node.config;
     TxnConfig {
         transaction_max_timeout_ms: c.long("transaction.max.timeout.ms") as i32,
         transactional_id_expiration_ms: c.long("transactional.id.expiration.ms"),
@@ -286,7 +284,7 @@ fn txn_config(broker: &Broker) -> TxnConfig {
 /// A partition's producer state cannot be loaded, or a marker cannot be written or fsynced:
 /// the transaction would stay open there, so the broker must not start.
 fn recover_markers(
-    broker: &Broker,
+    node: &NodeState,
     participants: &impl Participants,
     pending: &BTreeMap<String, Vec<PendingMarker>>,
     coordinator_epoch: i32,
@@ -298,7 +296,7 @@ fn recover_markers(
         pending.values().flatten(),
         |m| {
             let tp = &m.partition;
-            let Ok(partition) = crate::markers::partition(broker, &tp.topic, tp.partition) else {
+            let Ok(partition) = crate::markers::partition(node, &tp.topic, tp.partition) else {
                 return Ok(None);
             };
             let log = partition.lock();
@@ -316,12 +314,12 @@ fn recover_markers(
         |tp| Participant::of(&tp.topic).is_some(),
         |m| {
             let tp = &m.partition;
-            let Ok(partition) = crate::markers::partition(broker, &tp.topic, tp.partition) else {
+            let Ok(partition) = crate::markers::partition(node, &tp.topic, tp.partition) else {
                 return Ok(false);
             };
             let mut log = partition.lock();
-            let config = crate::producers::state_config(&broker.config);
-            let mut producers = partition.producers(&mut log, config, broker.now_ms())?;
+            let config = crate::producers::state_config(&node.config);
+            let mut producers = partition.producers(&mut log, config, node.now_ms())?;
             producers.sync_with(&mut log)?;
             let open = producers
                 .state()
@@ -332,12 +330,12 @@ fn recover_markers(
     )?;
     for m in lost {
         let tp = &m.partition;
-        let Ok(partition) = crate::markers::partition(broker, &tp.topic, tp.partition) else {
+        let Ok(partition) = crate::markers::partition(node, &tp.topic, tp.partition) else {
             continue;
         };
         let commit = m.result.is_commit();
         crate::markers::write_marker(
-            broker,
+            node,
             &partition,
             m.producer_id.0,
             m.producer_epoch.0,
@@ -372,7 +370,7 @@ fn recover_markers(
     let mut listed: Vec<Arc<crate::topics::Partition>> = Vec::new();
     for m in pending.values().flatten() {
         if let Ok(partition) =
-            crate::markers::partition(broker, &m.partition.topic, m.partition.partition)
+            crate::markers::partition(node, &m.partition.topic, m.partition.partition)
         {
             if !listed.iter().any(|p| Arc::ptr_eq(p, &partition)) {
                 listed.push(partition);
@@ -388,7 +386,7 @@ fn recover_markers(
 /// markers' offsets (see the module docs for why it does not wait for the fsync). The order
 /// of work is `MarkerWriting`'s, which the simulator drives too.
 async fn write_markers(
-    broker: Weak<Broker>,
+    node: Weak<NodeState>,
     participants: impl Participants,
     runtime: Weak<Runtime<TxnShard>>,
     markers: WriteMarkers,
@@ -398,7 +396,7 @@ async fn write_markers(
     let mut to_flush = Vec::new();
     let mut backoff = MARKER_RETRY_MIN;
     while !writing.is_done() {
-        let Some(broker) = broker.upgrade() else {
+        let Some(node) = node.upgrade() else {
             return;
         };
         // One round: every partition left, a failed one retried after a pause.
@@ -406,7 +404,7 @@ async fn write_markers(
             let Some((tp, marker)) = writing.take_next() else {
                 break;
             };
-            let partition = match crate::markers::partition(&broker, &tp.topic, tp.partition) {
+            let partition = match crate::markers::partition(&node, &tp.topic, tp.partition) {
                 Ok(p) => p,
                 Err(_) => {
                     warn!(topic = %tp.topic, partition = tp.partition, "transaction marker skipped: partition no longer exists");
@@ -415,7 +413,7 @@ async fn write_markers(
                 }
             };
             let outcome = match crate::participants::write_marker(
-                &broker,
+                &node,
                 &participants,
                 &partition,
                 marker,
@@ -438,21 +436,21 @@ async fn write_markers(
             writing.written(tp, outcome);
         }
         if !writing.is_done() {
-            drop(broker);
+            drop(node);
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(MARKER_RETRY_MAX);
         }
     }
-    let Some(broker) = broker.upgrade() else {
+    let Some(node) = node.upgrade() else {
         return;
     };
     // Under the partition's own policy: at once where every write is fsynced, else with its
     // lazy flushes (the Markers record covers them meanwhile).
-    to_flush.retain(|p| flushes_every_write(&broker, &p.topic));
-    flush_in_background(&broker, to_flush);
+    to_flush.retain(|p| flushes_every_write(&node, &p.topic));
+    flush_in_background(&node, to_flush);
     let mut flushed = Vec::new();
     for tp in writing.partitions_to_read() {
-        if let Ok(partition) = crate::markers::partition(&broker, &tp.topic, tp.partition) {
+        if let Ok(partition) = crate::markers::partition(&node, &tp.topic, tp.partition) {
             let offset = partition.lock().flushed_offset();
             flushed.push((tp, offset));
         }
@@ -468,11 +466,11 @@ async fn write_markers(
 
 /// Starts fsyncing `partitions` without waiting. A failure is only logged: the markers on them
 /// stay listed in their ids' Markers records, and a restart writes them again if lost.
-fn flush_in_background(broker: &Broker, partitions: Vec<Arc<crate::topics::Partition>>) {
+fn flush_in_background(node: &NodeState, partitions: Vec<Arc<crate::topics::Partition>>) {
     if partitions.is_empty() {
         return;
     }
-    let durability = broker.durability.clone();
+    let durability = node.durability.clone();
     tokio::spawn(async move {
         if let Err(e) = durability.commit(partitions).await {
             warn!(error = %e, "transaction markers not flushed");
@@ -481,9 +479,9 @@ fn flush_in_background(broker: &Broker, partitions: Vec<Arc<crate::topics::Parti
 }
 
 /// Whether `topic` fsyncs every write before acknowledging it (`flush.messages` = 1).
-fn flushes_every_write(broker: &Broker, topic: &str) -> bool {
-    let Some(t) = broker.topic(topic) else {
+fn flushes_every_write(node: &NodeState, topic: &str) -> bool {
+    let Some(t) = node.topic(topic) else {
         return false;
     };
-    crate::topics::effective(&broker.current_config(), &t.overrides(), "flush.messages") == "1"
+    crate::topics::effective(&node.current_config(), &t.overrides(), "flush.messages") == "1"
 }

@@ -100,10 +100,11 @@ impl TestBroker {
                 .unwrap()
                 .unwrap();
         }
-        // The directory lock is released when the last Arc<Broker> goes.
+        // The directory lock is released when the last Arc<NodeState> goes: the broker's, once
+        // no background task holds the broker or the node's state.
         let broker = self.broker;
         for _ in 0..100 {
-            if Arc::strong_count(&broker) == 1 {
+            if Arc::strong_count(&broker) == 1 && Arc::strong_count(&broker.node) == 1 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -123,7 +124,7 @@ impl TestBroker {
         }
         let broker = self.broker;
         for _ in 0..250 {
-            if Arc::strong_count(&broker) == 1 {
+            if Arc::strong_count(&broker) == 1 && Arc::strong_count(&broker.node) == 1 {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
