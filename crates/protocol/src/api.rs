@@ -5,37 +5,8 @@
 //! its table from [`ApiTable`] and adds or removes keys with the finalized feature levels.
 
 use crate::api_key::ApiKey;
-use kafka_protocol::protocol::VersionRange;
 
-/// The versions this crate decodes requests and encodes responses at for `api_key`, or `None`
-/// when it has no codec for the key.
-///
-/// This is the intersection of three ranges, all of which must hold for a version to be served:
-/// [`ApiKey::valid_versions`] (kafka-protocol's table, which follows Kafka's JSON schemas), the
-/// request type's own `VERSIONS` (what its decoder accepts) and the response type's `VERSIONS`
-/// (what its encoder writes). They differ: kafka-protocol 0.18 lists OffsetCommit 2-10 and
-/// OffsetFetch 1-10 in `valid_versions` but its request types decode only to v9, and
-/// InitProducerId responses go to v6 while its requests stop at v5. The share RPCs use this
-/// crate's own codecs ([`crate::share`]). [`crate::decode_request`] refuses versions outside
-/// the range, and [`ApiTable`] cannot hold one.
-pub fn codec_versions(api_key: impl Into<ApiKey>) -> Option<VersionRange> {
-    let api_key: ApiKey = api_key.into();
-    let codec = crate::request::message_versions(api_key)?;
-    let range = match api_key {
-        ApiKey::ShareFetch
-        | ApiKey::ShareAcknowledge
-        | ApiKey::DescribeShareGroupOffsets
-        | ApiKey::TxnShareAcknowledge => codec,
-        _ => {
-            let listed = api_key.valid_versions();
-            VersionRange {
-                min: codec.min.max(listed.min),
-                max: codec.max.min(listed.max),
-            }
-        }
-    };
-    (range.min <= range.max).then_some(range)
-}
+pub use crate::request::codec_versions;
 
 /// One advertised api key with its inclusive version range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

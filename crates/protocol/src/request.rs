@@ -8,7 +8,6 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{self as m, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, VersionRange};
 
-use crate::api::codec_versions;
 use crate::api_key::ApiKey;
 use crate::share;
 
@@ -266,4 +265,34 @@ pub fn encode_request(
         )))
         .encode(buf, header_version)?;
     request.encode_body(buf, version)
+}
+
+/// The versions this crate decodes requests and encodes responses at for `api_key`, or `None`
+/// when it has no codec for the key.
+///
+/// This is the intersection of three ranges, all of which must hold for a version to be served:
+/// [`ApiKey::valid_versions`] (kafka-protocol's table, which follows Kafka's JSON schemas), the
+/// request type's own `VERSIONS` (what its decoder accepts) and the response type's `VERSIONS`
+/// (what its encoder writes). They differ: kafka-protocol 0.18 lists OffsetCommit 2-10 and
+/// OffsetFetch 1-10 in `valid_versions` but its request types decode only to v9, and
+/// InitProducerId responses go to v6 while its requests stop at v5. The share RPCs use this
+/// crate's own codecs ([`crate::share`]). [`crate::decode_request`] refuses versions outside
+/// the range, and [`ApiTable`](crate::api::ApiTable) cannot hold one.
+pub fn codec_versions(api_key: impl Into<ApiKey>) -> Option<VersionRange> {
+    let api_key: ApiKey = api_key.into();
+    let codec = message_versions(api_key)?;
+    let range = match api_key {
+        ApiKey::ShareFetch
+        | ApiKey::ShareAcknowledge
+        | ApiKey::DescribeShareGroupOffsets
+        | ApiKey::TxnShareAcknowledge => codec,
+        _ => {
+            let listed = api_key.valid_versions();
+            VersionRange {
+                min: codec.min.max(listed.min),
+                max: codec.max.min(listed.max),
+            }
+        }
+    };
+    (range.min <= range.max).then_some(range)
 }

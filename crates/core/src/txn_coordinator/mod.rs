@@ -76,6 +76,32 @@ pub use types::*;
 use crate::hash::{java_string_hash, kafka_abs};
 use error_codes::*;
 
+/// What one call produced. The broker appends `records` to `__transaction_state` (fsynced),
+/// then delivers `replies` and starts writing `markers`, in that order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Output {
+    pub records: Vec<TxnRecord>,
+    pub replies: Vec<(ReplyToken, TxnResponse)>,
+    pub markers: Vec<WriteMarkers>,
+}
+
+impl Output {
+    pub(crate) fn reply(&mut self, token: ReplyToken, response: TxnResponse) {
+        self.replies.push((token, response));
+    }
+
+    /// Appends another output after this one.
+    pub fn extend(&mut self, other: Output) {
+        self.records.extend(other.records);
+        self.replies.extend(other.replies);
+        self.markers.extend(other.markers);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.replies.is_empty() && self.markers.is_empty()
+    }
+}
+
 /// The `__consumer_offsets` name the coordinator adds for AddOffsetsToTxn.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
 

@@ -8,8 +8,6 @@ use std::collections::BTreeSet;
 pub use crate::group_coordinator::{ErrorCode, ReplyToken};
 pub use crate::producer_state::{ProducerEpoch, ProducerId, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 
-use super::records::TxnRecord;
-
 /// Kafka error codes the transaction coordinator returns (`Errors.java`).
 pub mod error_codes {
     use super::ErrorCode;
@@ -431,32 +429,6 @@ pub struct ListTransactionsResponse {
     /// State filters that name no state.
     pub unknown_state_filters: Vec<String>,
     pub transactions: Vec<ListedTransaction>,
-}
-
-/// What one call produced. The broker appends `records` to `__transaction_state` (fsynced),
-/// then delivers `replies` and starts writing `markers`, in that order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Output {
-    pub records: Vec<TxnRecord>,
-    pub replies: Vec<(ReplyToken, TxnResponse)>,
-    pub markers: Vec<WriteMarkers>,
-}
-
-impl Output {
-    pub(crate) fn reply(&mut self, token: ReplyToken, response: TxnResponse) {
-        self.replies.push((token, response));
-    }
-
-    /// Appends another output after this one.
-    pub fn extend(&mut self, other: Output) {
-        self.records.extend(other.records);
-        self.replies.extend(other.replies);
-        self.markers.extend(other.markers);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.replies.is_empty() && self.markers.is_empty()
-    }
 }
 
 /// The four transactional APIs whose old versions know PRODUCER_FENCED under another name.
