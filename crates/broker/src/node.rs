@@ -80,6 +80,15 @@ pub struct BrokerOptions {
     pub seams: SeamOverrides,
 }
 
+/// An internal topic created at start when missing: its broker keys for the partition count
+/// and segment size, and its own configs.
+struct InternalTopic {
+    name: &'static str,
+    partitions_key: &'static str,
+    segment_key: &'static str,
+    configs: &'static [(&'static str, &'static str)],
+}
+
 /// The node's shared state (see the module docs).
 pub struct NodeState {
     pub config: BrokerConfig,
@@ -300,42 +309,41 @@ impl NodeState {
     }
 
     async fn ensure_internal_topics(&self) -> anyhow::Result<()> {
-        if self.topic(CONSUMER_OFFSETS).is_none() {
+        let internal = [
+            InternalTopic {
+                name: CONSUMER_OFFSETS,
+                partitions_key: "offsets.topic.num.partitions",
+                segment_key: "offsets.topic.segment.bytes",
+                configs: &[("cleanup.policy", "compact")],
+            },
+            InternalTopic {
+                name: TRANSACTION_STATE,
+                partitions_key: "transaction.state.log.num.partitions",
+                segment_key: "transaction.state.log.segment.bytes",
+                configs: &[("cleanup.policy", "compact")],
+            },
+            InternalTopic {
+                name: SHARE_GROUP_STATE,
+                partitions_key: "share.coordinator.state.topic.num.partitions",
+                segment_key: "share.coordinator.state.topic.segment.bytes",
+                // Never by time: a share partition's latest snapshot may be old. Superseded
+                // records are pruned by the share manager (share.coordinator.state.topic.prune.*).
+                configs: &[("cleanup.policy", "delete"), ("retention.ms", "-1")],
+            },
+        ];
+        for topic in internal {
+            if self.topic(topic.name).is_some() {
+                continue;
+            }
             let mut configs = ConfigMap::new();
-            configs.insert("cleanup.policy", "compact");
-            self.internal_segment_bytes(&mut configs, "offsets.topic.segment.bytes");
-            let partitions = self.config.long("offsets.topic.num.partitions") as u32;
-            self.create_topic_inner(CONSUMER_OFFSETS, partitions, configs, true)
+            for (key, value) in topic.configs {
+                configs.insert(*key, *value);
+            }
+            self.internal_segment_bytes(&mut configs, topic.segment_key);
+            let partitions = self.config.long(topic.partitions_key) as u32;
+            self.create_topic_inner(topic.name, partitions, configs, true)
                 .await
-                .map_err(|e| anyhow::anyhow!("creating {CONSUMER_OFFSETS}: {}", e.message))?;
-        }
-        let state = TRANSACTION_STATE;
-        if self.topic(state).is_none() {
-            let mut configs = ConfigMap::new();
-            configs.insert("cleanup.policy", "compact");
-            self.internal_segment_bytes(&mut configs, "transaction.state.log.segment.bytes");
-            let partitions = self.config.long("transaction.state.log.num.partitions") as u32;
-            self.create_topic_inner(state, partitions, configs, true)
-                .await
-                .map_err(|e| anyhow::anyhow!("creating {state}: {}", e.message))?;
-        }
-        let share_state = SHARE_GROUP_STATE;
-        if self.topic(share_state).is_none() {
-            let mut configs = ConfigMap::new();
-            configs.insert("cleanup.policy", "delete");
-            // Never by time: a share partition's latest snapshot may be old. Superseded
-            // records are pruned by the share manager (share.coordinator.state.topic.prune.*).
-            configs.insert("retention.ms", "-1");
-            self.internal_segment_bytes(
-                &mut configs,
-                "share.coordinator.state.topic.segment.bytes",
-            );
-            let partitions =
-                self.config
-                    .long("share.coordinator.state.topic.num.partitions") as u32;
-            self.create_topic_inner(share_state, partitions, configs, true)
-                .await
-                .map_err(|e| anyhow::anyhow!("creating {share_state}: {}", e.message))?;
+                .map_err(|e| anyhow::anyhow!("creating {}: {}", topic.name, e.message))?;
         }
         Ok(())
     }
