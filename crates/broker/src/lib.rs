@@ -26,7 +26,7 @@
 //! - storage and below: [`seams`]: the clock, ownership of partitions, the commit point
 //!   (group-commit fsync on one node) and the metadata store, each behind a trait a cluster
 //!   implements; [`metrics`]: the registry and the Prometheus endpoint; [`topics`]: topic
-//!   registry and partition logs; [`meta`]: topic metadata as records in the
+//!   registry and partition logs; [`cluster_metadata`]: topic metadata as records in the
 //!   `__cluster_metadata` log; [`producers`]: producer ids and per-partition producer state
 //!   (idempotent producer, ongoing transactions, last stable offset); [`config`],
 //!   [`group_configs`], [`features`]: Kafka-named configuration and feature levels;
@@ -42,6 +42,7 @@
 pub mod api_table;
 pub mod broker;
 pub mod cleaner;
+pub mod cluster_metadata;
 pub mod config;
 pub mod conn_limits;
 pub mod connection;
@@ -52,7 +53,6 @@ pub mod group_configs;
 pub mod handlers;
 pub mod leadership;
 pub mod markers;
-pub mod meta;
 pub mod metrics;
 pub mod node;
 pub mod outbound;

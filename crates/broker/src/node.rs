@@ -24,8 +24,8 @@ use tokio::sync::Mutex as AsyncMutex;
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use crate::cluster_metadata::{MetaRecord, MetadataImage, TopicMeta};
 use crate::config::{BrokerConfig, ConfigMap};
-use crate::meta::{MetaRecord, MetadataImage, TopicMeta};
 use crate::metrics::Metrics;
 use crate::producers::ProducerIdAllocator;
 use crate::seams::clock::{Clock, SystemClock};

@@ -15,8 +15,8 @@ use shoal_core::producer_state::ProducerStateConfig;
 use shoal_storage::{CompactionConfig, Log, LogConfig, TimestampType};
 use uuid::Uuid;
 
+use crate::cluster_metadata::TopicMeta;
 use crate::config::{BrokerConfig, ConfigMap};
-use crate::meta::TopicMeta;
 use crate::producers::{remove_stale_snapshots, PartitionProducers};
 
 /// Kafka's limit on topic-name length.

@@ -15,7 +15,7 @@ use shoal_storage::batch::{encode_batch, BatchOptions};
 use shoal_storage::{Log, LogConfig};
 use tracing::warn;
 
-use crate::meta::MetaRecord;
+use crate::cluster_metadata::MetaRecord;
 
 /// Decompression budget of a metadata batch (they are written uncompressed by us).
 const DECODE_BYTES_MAX: usize = 64 * 1024 * 1024;
