@@ -1,0 +1,35 @@
+"""Shoal's Kafka client for Python: exactly-once queues (KIP-1289).
+
+A share group's acknowledgements commit atomically with a transactional producer's
+output: ``ShareConsumer`` (explicit acknowledgement) reads a queue, ``Producer`` writes the
+results, and ``Producer.send_share_acknowledgements_to_transaction`` stages the inputs'
+acknowledgements in the same transaction. Built on Shoal's Rust client (``shoal-client``);
+names and config keys follow confluent-kafka.
+"""
+
+from ._errors import AbortableError, FatalError, KafkaException, RetriableError
+from ._shoal import (
+    AcknowledgeType,
+    AdminClient,
+    Message,
+    NewTopic,
+    Producer,
+    ShareAcknowledgements,
+    ShareConsumer,
+    ShareGroupMetadata,
+)
+
+__all__ = [
+    "AbortableError",
+    "AcknowledgeType",
+    "AdminClient",
+    "FatalError",
+    "KafkaException",
+    "Message",
+    "NewTopic",
+    "Producer",
+    "RetriableError",
+    "ShareAcknowledgements",
+    "ShareConsumer",
+    "ShareGroupMetadata",
+]
