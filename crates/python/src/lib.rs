@@ -20,6 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 use shoal_client::{Error, ErrorClass};
 
+mod acknowledger;
 mod admin;
 mod consumer;
 mod message;
@@ -187,6 +188,7 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer::ShareGroupMetadata>()?;
     m.add_class::<consumer::AcknowledgeType>()?;
     m.add_class::<message::Message>()?;
+    m.add_class::<acknowledger::TransactionalShareAcknowledger>()?;
     m.add_class::<admin::AdminClient>()?;
     m.add_class::<admin::NewTopic>()?;
     Ok(())

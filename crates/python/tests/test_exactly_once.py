@@ -126,3 +126,21 @@ def test_aborted_transaction_writes_nothing_and_gives_the_records_back(broker, n
     assert sorted(committed_values(broker, out, 10)) == sorted(
         f"processed:in-{i}" for i in range(10))
     assert redelivered(broker, group, inp) == []
+
+
+def test_transactional_share_acknowledger_commits_acknowledgements_alone(broker, names):
+    inp, group = names("in"), names("g")
+    create_topics(broker, inp)
+    earliest_group(broker, group)
+    produce_inputs(broker, inp, 10)
+    with shoal.TransactionalShareAcknowledger({"bootstrap.servers": broker.bootstrap,
+                                               "transactional.id": names("tid")}) as acker:
+        acker.init_transactions()
+        with explicit(broker, group) as c:
+            c.subscribe([inp])
+            got = poll_all(c, 10, ack=lambda m: shoal.AcknowledgeType.ACCEPT)
+            assert len(got) == 10
+            acker.commit_acknowledgements(c.acknowledgements_for_transaction(),
+                                          c.share_group_metadata())
+            acker.abort_acknowledgements()  # none open: nothing
+    assert redelivered(broker, group, inp) == []

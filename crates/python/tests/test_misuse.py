@@ -120,3 +120,9 @@ def test_a_callback_exception_propagates_from_flush(broker, names):
         with pytest.raises(RuntimeError, match="from the callback"):
             p.flush(30)
         assert p.flush(30) == 0
+
+
+def test_acknowledger_needs_a_transactional_id(broker):
+    with pytest.raises(FatalError) as e:
+        shoal.TransactionalShareAcknowledger({"bootstrap.servers": broker.bootstrap})
+    assert e.value.name == "INVALID_CONFIG"

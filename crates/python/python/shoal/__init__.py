@@ -17,6 +17,7 @@ from ._shoal import (
     ShareAcknowledgements,
     ShareConsumer,
     ShareGroupMetadata,
+    TransactionalShareAcknowledger,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "ShareAcknowledgements",
     "ShareConsumer",
     "ShareGroupMetadata",
+    "TransactionalShareAcknowledger",
 ]
