@@ -2,8 +2,10 @@
 acknowledgements commit together or not at all; the example pipeline commits each
 input's output once and acknowledges every input."""
 
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -143,4 +145,46 @@ def test_transactional_share_acknowledger_commits_acknowledgements_alone(broker,
             acker.commit_acknowledgements(c.acknowledgements_for_transaction(),
                                           c.share_group_metadata())
             acker.abort_acknowledgements()  # none open: nothing
+    assert redelivered(broker, group, inp) == []
+
+
+def start_worker(broker, inp, out, group, tid):
+    """The example as a worker; its stderr lines collect in the returned list."""
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "--bootstrap", broker.bootstrap, "--input", inp,
+         "--output", out, "--group", group, "--transactional-id", tid,
+         "--records-per-txn", "50"], stderr=subprocess.PIPE, text=True)
+    lines = []
+    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
+    return proc, lines
+
+
+def test_a_worker_killed_mid_work_leaves_nothing_duplicated(broker, names):
+    """SIGKILL a worker once it has committed some transactions (it is working on the next);
+    its successor with the same transactional id fences it, its open transaction is aborted
+    and its records come back: every output once in the end, every input acknowledged."""
+    n = 3000
+    inp, out, group, tid = names("in"), names("out"), names("g"), names("tid")
+    create_topics(broker, inp, out)
+    earliest_group(broker, group)
+    produce_inputs(broker, inp, n)
+    first, lines = start_worker(broker, inp, out, group, tid)
+    deadline = time.monotonic() + 60
+    while sum(line.startswith("committed ") for line in lines) < 3:
+        assert time.monotonic() < deadline and first.poll() is None, lines
+        time.sleep(0.01)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    before = [int(line.split("(total ")[1].split(")")[0]) for line in list(lines)
+              if line.startswith("committed ")]
+    assert before[-1] < n, "the first worker finished before it was killed"
+    second, lines = start_worker(broker, inp, out, group, tid)
+    try:
+        outputs = committed_values(broker, out, n, timeout=90)
+    finally:
+        second.terminate()
+        second.wait(timeout=30)
+    assert Counter(outputs) == Counter(f"processed:in-{i}" for i in range(n)), (
+        f"{len(outputs)} outputs, duplicated: "
+        f"{[v for v, k in Counter(outputs).items() if k > 1][:5]}")
     assert redelivered(broker, group, inp) == []
