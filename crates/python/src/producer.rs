@@ -10,7 +10,10 @@ use std::task::{Context, Poll, Waker};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use shoal_client::producer::{DeliveryFuture, ProducerConfig, ProducerRecord, RecordMetadata};
+use shoal_client::producer::{
+    ConsumerGroupMetadata, DeliveryFuture, ProducerConfig, ProducerRecord, RecordMetadata,
+    TopicPartition,
+};
 use shoal_client::Error;
 
 use crate::consumer::{ShareAcknowledgements, ShareGroupMetadata};
@@ -281,6 +284,29 @@ impl Producer {
     fn begin_transaction(&self, py: Python<'_>) -> PyResult<()> {
         let client = self.client(py)?;
         without_gil(py, || client.begin_transaction()).py_err(py)
+    }
+
+    /// Commits a consumer group's offsets in the open transaction (TxnOffsetCommit):
+    /// `positions` are objects with `topic`, `partition` and `offset` (the next offset to
+    /// consume), e.g. `shoal.TopicPartition` or confluent-kafka's; `group_metadata` is the
+    /// group id (generation -1: the broker does not fence stale group members).
+    fn send_offsets_to_transaction(
+        &self,
+        py: Python<'_>,
+        positions: Vec<Bound<'_, PyAny>>,
+        group_metadata: String,
+    ) -> PyResult<()> {
+        let mut offsets = Vec::with_capacity(positions.len());
+        for p in &positions {
+            let tp = TopicPartition::new(
+                p.getattr("topic")?.extract::<String>()?,
+                p.getattr("partition")?.extract()?,
+            );
+            offsets.push((tp, p.getattr("offset")?.extract::<i64>()?));
+        }
+        let client = self.client(py)?;
+        let group = ConsumerGroupMetadata::new(group_metadata);
+        block(py, client.send_offsets_to_transaction(&offsets, &group)).py_err(py)
     }
 
     /// Stages share acknowledgements in the open transaction (KIP-1289,

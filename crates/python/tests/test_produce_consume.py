@@ -102,3 +102,27 @@ def test_poll_releases_the_gil(broker, names):
         stop.set()
         t.join()
     assert during > 100, during
+
+
+def test_offsets_committed_in_a_transaction_are_read_by_confluent_kafka(broker, names):
+    topic, group = names("t"), names("classic")
+    create_topics(broker, topic)
+    produce(broker, topic, n=5)
+    c = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+
+    def committed():
+        (tp,) = c.committed([confluent_kafka.TopicPartition(topic, 0)], timeout=30)
+        return tp.offset
+
+    with shoal.Producer({"bootstrap.servers": broker.bootstrap,
+                         "transactional.id": names("tid")}) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send_offsets_to_transaction([shoal.TopicPartition(topic, 0, 3)], group)
+        p.abort_transaction()
+        assert committed() == confluent_kafka.OFFSET_INVALID  # aborted: nothing committed
+        p.begin_transaction()
+        p.send_offsets_to_transaction([confluent_kafka.TopicPartition(topic, 0, 4)], group)
+        p.commit_transaction()
+    assert committed() == 4
+    c.close()

@@ -20,6 +20,19 @@ from ._shoal import (
     TransactionalShareAcknowledger,
 )
 
+
+
+class TopicPartition:
+    """A partition of a topic and an offset in it (confluent-kafka's ``TopicPartition``), for
+    ``Producer.send_offsets_to_transaction``."""
+
+    def __init__(self, topic: str, partition: int = -1, offset: int = -1001) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+
+    def __repr__(self) -> str:
+        return f"TopicPartition({self.topic!r}, {self.partition}, {self.offset})"
+
+
 __all__ = [
     "AbortableError",
     "AcknowledgeType",
@@ -33,5 +46,6 @@ __all__ = [
     "ShareAcknowledgements",
     "ShareConsumer",
     "ShareGroupMetadata",
+    "TopicPartition",
     "TransactionalShareAcknowledger",
 ]

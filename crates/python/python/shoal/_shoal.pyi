@@ -1,13 +1,18 @@
 """Type stubs of the native module (see the docstrings at run time for details)."""
 
 from concurrent.futures import Future
-from typing import Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, ClassVar, Protocol, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._errors import KafkaException
 
 ConfigValue = Union[str, int, float, bool]
 Payload = Union[bytes, str, None]
 Headers = Union[Mapping[str, Payload], List[Tuple[str, Payload]], None]
+class _Position(Protocol):
+    topic: str
+    partition: int
+    offset: int
+
 DeliveryCallback = Callable[[Optional[KafkaException], "Message"], object]
 
 class AcknowledgeType:
@@ -60,6 +65,9 @@ class Producer:
     def flush(self, timeout: Optional[float] = None) -> int: ...
     def init_transactions(self) -> None: ...
     def begin_transaction(self) -> None: ...
+    def send_offsets_to_transaction(
+        self, positions: Sequence[_Position], group_metadata: str
+    ) -> None: ...
     def send_share_acknowledgements_to_transaction(
         self, acknowledgements: ShareAcknowledgements, metadata: ShareGroupMetadata
     ) -> None: ...
