@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every Shoal test on a fresh machine: formatting and lints, the Rust unit, property and
 # integration tests, a fixed set of simulator seeds, the real-client interop suite (Python
-# venv created on first run) and a short fuzzing pass of every decoder.
+# venv created on first run), the Python package's tests and a short fuzzing pass of every
+# decoder.
 #
 #   scripts/test.sh            everything
 #   SHOAL_FUZZ_SECONDS=0 ...   skip fuzzing
@@ -34,6 +35,12 @@ cargo build --locked --manifest-path tests/interop/krafka/Cargo.toml
 
 step "interop: confluent-kafka, kafka-python, Java and krafka clients against Shoal"
 tests/interop/run.sh
+
+step "Python package shoal-queues (crates/python: its own workspace and lockfile)"
+cargo fmt --manifest-path crates/python/Cargo.toml -- --check
+cargo clippy --locked --manifest-path crates/python/Cargo.toml -- -D warnings
+# built with pip (maturin from PyPI) into the interop venv, its tests against Shoal
+crates/python/tests/run.sh
 
 if [ "${SHOAL_TEST_KAFKA:-0}" = 1 ]; then
   step "interop: the same suite against Apache Kafka"

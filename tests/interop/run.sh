@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the real-client interop suite.
 #   tests/interop/run.sh [pytest args...]
+#   tests/interop/run.sh --venv-only    only create / update the venv (tests/interop/.venv)
 # Target: INTEROP_TARGET=shoal (default; SHOAL_BIN, default <repo>/target/release/shoal)
 #         INTEROP_TARGET=kafka (real Apache Kafka from Maven Central via kafka_ref/fetch.sh)
 set -euo pipefail
@@ -32,6 +33,10 @@ stamp="$venv/.req-$(sha256sum "$here/requirements.txt" | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt"
   touch "$stamp"
+fi
+# `run.sh --venv-only`: just the venv (crates/python/tests/run.sh builds shoal-queues in it).
+if [ "${1:-}" = "--venv-only" ]; then
+  exit 0
 fi
 # The Kafka jars serve both the reference broker and the Java-client tests.
 if [ -z "${KAFKA_LIBS:-}" ]; then

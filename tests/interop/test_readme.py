@@ -65,6 +65,8 @@ BLOCKS = [
     ("sh", "cargo run --release -p shoal-cli -- verify",
      "checked: test_verify_block (run by crates/cli/tests/verify.rs)"),
     ("sh", "cargo run --release -p shoal-sim", "run: test_simulator_block"),
+    ("sh", "pip install ./crates/python",
+     "run by crates/python/tests/test_readme.py (it needs the package built)"),
 ]
 
 shoal_only = pytest.mark.skipif(TARGET != "shoal",
