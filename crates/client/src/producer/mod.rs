@@ -34,11 +34,11 @@ pub mod partitioner;
 mod producer;
 mod sender;
 mod share_acks;
+mod shared;
 pub mod transaction;
 
 pub use acknowledger::TransactionalShareAcknowledger;
 pub use config::{Acks, ProducerConfig, ProducerConfigBuilder};
-pub use producer::{
-    ConsumerGroupMetadata, DeliveryFuture, Producer, ProducerRecord, RecordMetadata,
-};
+pub use producer::{ConsumerGroupMetadata, DeliveryFuture, Producer, ProducerRecord};
+pub use shared::RecordMetadata;
 pub use transaction::{TopicPartition, TxnState};

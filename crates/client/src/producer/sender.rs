@@ -41,7 +41,7 @@ use shoal_protocol::ErrorCode;
 use super::accumulator::{BatchId, SendResult};
 use super::batch::{self, BatchHeader};
 use super::config::Acks;
-use super::producer::{Shared, State};
+use super::shared::{Shared, State};
 use super::transaction::{
     CoordinatorRequest, CoordinatorResponse, Next, ProducerIdEpoch, TopicPartition, TxnErrorKind,
     TxnState,

@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use kafka_protocol::messages::GroupId;
 use kafka_protocol::protocol::StrBytes;
 use shoal_protocol::share::share_acknowledge::{AcknowledgePartition, AcknowledgeTopic};
@@ -37,32 +36,10 @@ use tokio::task::JoinHandle;
 use super::acknowledgements::{AckBatch, AcknowledgeType, Acknowledgements, Acquired};
 use super::config::{AcquireMode, ShareConsumerConfig};
 use super::membership::{self, generate_member_id, lock, Membership, Shared};
-use super::records;
+use super::records::{self, ShareRecord, TopicIdPartition};
 use super::transactional::{ShareAcknowledgements, ShareGroupMetadata};
 use crate::cluster::Cluster;
 use crate::error::Error;
-
-/// A share partition: topic id and partition index.
-pub type TopicIdPartition = (Uuid, i32);
-
-/// A record a poll delivered.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct ShareRecord {
-    pub topic: String,
-    pub partition: i32,
-    pub offset: i64,
-    pub key: Option<Bytes>,
-    pub value: Option<Bytes>,
-    pub headers: Vec<(String, Option<Bytes>)>,
-    pub timestamp: i64,
-    /// 1 at the first delivery, 2 after a release or a lock expiry, ...
-    pub delivery_count: i16,
-    /// How long the broker holds the record for this consumer from the fetch's answer
-    /// (`AcquisitionLockTimeoutMs`); after it, the record goes to another consumer.
-    pub acquisition_lock_timeout: Duration,
-    pub topic_id: Uuid,
-}
 
 /// One leader's share session.
 #[derive(Debug)]

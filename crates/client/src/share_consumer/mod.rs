@@ -13,5 +13,6 @@ pub mod transactional;
 
 pub use acknowledgements::{AcknowledgeType, AcknowledgementMode};
 pub use config::{AcquireMode, ShareConsumerConfig};
-pub use consumer::{ShareConsumer, ShareRecord, TopicIdPartition};
+pub use consumer::ShareConsumer;
+pub use records::{ShareRecord, TopicIdPartition};
 pub use transactional::{ShareAcknowledgements, ShareGroupMetadata};

@@ -12,11 +12,36 @@
 
 use std::cell::RefCell;
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
 use shoal_codec::batch::{self as codec, Deltas, BATCH_HEADER_BYTES, RECORD_COUNT_POS};
+use shoal_protocol::uuid::Uuid;
 
 use crate::share_consumer::acknowledgements::Acquired;
+
+/// A share partition: topic id and partition index.
+pub type TopicIdPartition = (Uuid, i32);
+
+/// A record a poll delivered.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ShareRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
+    pub timestamp: i64,
+    /// 1 at the first delivery, 2 after a release or a lock expiry, ...
+    pub delivery_count: i16,
+    /// How long the broker holds the record for this consumer from the fetch's answer
+    /// (`AcquisitionLockTimeoutMs`); after it, the record goes to another consumer.
+    pub acquisition_lock_timeout: Duration,
+    pub topic_id: Uuid,
+}
 
 /// Most records one batch may claim before it is decoded.
 pub const BATCH_RECORDS_MAX: i32 = 1 << 20;

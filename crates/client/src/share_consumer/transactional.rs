@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use shoal_protocol::uuid::Uuid;
 
 use super::acknowledgements::{batches, AckBatch, AckError, AcknowledgeType};
-use super::consumer::{ShareRecord, TopicIdPartition};
+use super::records::{ShareRecord, TopicIdPartition};
 
 /// The group and member a consumer's acknowledgements belong to: an immutable snapshot of
 /// the member's id and epoch (from `ShareConsumer::share_group_metadata`). The broker stages
