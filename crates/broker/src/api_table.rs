@@ -17,7 +17,7 @@ pub const SHARE_APIS: &[ApiKey] = &[
 ];
 
 /// The transactional-acknowledgement APIs (KIP-1289), served while `share.version` is at
-/// least 3 ([`crate::features::SHARE_VERSION_TXN_ACKS`]).
+/// least 3 ([`crate::feature_levels::SHARE_VERSION_TXN_ACKS`]).
 pub const TXN_SHARE_APIS: &[ApiKey] = &[ApiKey::TxnShareAcknowledge];
 
 /// Everything the broker implements whatever the feature levels.

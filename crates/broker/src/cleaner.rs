@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::broker::{Broker, CONSUMER_OFFSETS};
-use crate::topics::{compaction_config, is_compacted, Partition};
+use crate::topic_registry::{compaction_config, is_compacted, Partition};
 
 /// Shortest sleep between passes, whatever `log.cleaner.backoff.ms` says (0 would spin).
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -154,7 +154,7 @@ fn clean_filthiest(broker: &Broker, stopping: &AtomicBool) -> bool {
 }
 
 fn partition_dir(broker: &Broker, partition: &Partition) -> std::path::PathBuf {
-    crate::topics::partition_dir(&broker.data_dir, &partition.topic, partition.index)
+    crate::topic_registry::partition_dir(&broker.data_dir, &partition.topic, partition.index)
 }
 
 /// Cleans one partition: snapshot under the lock, run without it, swap under it.
@@ -170,7 +170,7 @@ pub fn clean_partition(
 ) -> Result<Option<shoal_storage::CleanStats>, StorageError> {
     let task = {
         let mut log = partition.lock();
-        let state = crate::producers::state_config(&broker.config);
+        let state = crate::producer_state::state_config(&broker.config);
         let lso = partition.last_stable_offset(&mut log, state, now)?;
         log.prepare_clean(now, cc, lso)
     };

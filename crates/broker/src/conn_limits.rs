@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use crate::config::BrokerConfig;
+use crate::config::{parse_overrides, BrokerConfig};
 
 /// The limits in force, parsed from the broker configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -95,39 +95,6 @@ fn resolve(host: &str) -> Option<IpAddr> {
         .ok()?
         .next()
         .map(|addr| addr.ip())
-}
-
-/// `max.connections.per.ip.overrides`: comma-separated `host:count` (an IPv6 address in
-/// brackets or bare: the count follows the last colon).
-///
-/// # Errors
-/// A message naming the first item that is not `host:count` with a count ≥ 0.
-pub fn parse_overrides(value: &str) -> Result<Vec<(String, usize)>, String> {
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-        .map(|item| {
-            let bad = || format!("'{item}' is not host:count");
-            let (host, count) = item.rsplit_once(':').ok_or_else(bad)?;
-            let host = host.trim().trim_start_matches('[').trim_end_matches(']');
-            let count: u32 = count.trim().parse().map_err(|_| bad())?;
-            if host.is_empty() || i32::try_from(count).is_err() {
-                return Err(bad());
-            }
-            Ok((host.to_string(), count as usize))
-        })
-        .collect()
-}
-
-/// The config check of `max.connections.per.ip.overrides` (normalised `host:count,...`).
-pub fn overrides_check(value: &str) -> Result<String, String> {
-    let items = parse_overrides(value)?;
-    Ok(items
-        .iter()
-        .map(|(host, count)| format!("{host}:{count}"))
-        .collect::<Vec<_>>()
-        .join(","))
 }
 
 /// Kafka's rule across the two per-address keys: a default of 0 (refuse every address) is

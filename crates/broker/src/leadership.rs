@@ -16,7 +16,7 @@ use shoal_protocol::ErrorCode;
 
 use crate::node::{NodeState, CONSUMER_OFFSETS, TRANSACTION_STATE};
 use crate::seams::ownership::{Node, NotServed, Owner};
-use crate::topics::{Partition, Topic};
+use crate::topic_registry::{Partition, Topic};
 
 /// A coordinator's kind, by the internal topic its state lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,11 +25,11 @@
 //!   producer ids.
 //! - storage and below: [`seams`]: the clock, ownership of partitions, the commit point
 //!   (group-commit fsync on one node) and the metadata store, each behind a trait a cluster
-//!   implements; [`metrics`]: the registry and the Prometheus endpoint; [`topics`]: topic
+//!   implements; [`metrics`]: the registry and the Prometheus endpoint; [`topic_registry`]: topic
 //!   registry and partition logs; [`cluster_metadata`]: topic metadata as records in the
-//!   `__cluster_metadata` log; [`producers`]: producer ids and per-partition producer state
+//!   `__cluster_metadata` log; [`producer_state`]: producer ids and per-partition producer state
 //!   (idempotent producer, ongoing transactions, last stable offset); [`config`],
-//!   [`group_configs`], [`features`]: Kafka-named configuration and feature levels;
+//!   [`group_configs`], [`feature_levels`]: Kafka-named configuration and feature levels;
 //!   [`api_table`]: the APIs served, and those a feature level gates.
 //!
 //! Embedding: a process that runs the broker must install
@@ -48,7 +48,7 @@ pub mod conn_limits;
 pub mod connection;
 pub mod coordinators;
 pub mod dispatch;
-pub mod features;
+pub mod feature_levels;
 pub mod group_configs;
 pub mod handlers;
 pub mod leadership;
@@ -57,12 +57,12 @@ pub mod metrics;
 pub mod node;
 pub mod outbound;
 pub mod participants;
-pub mod producers;
+pub mod producer_state;
 pub mod retention;
 pub mod seams;
 pub mod server;
 pub mod share;
-pub mod topics;
+pub mod topic_registry;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;

@@ -21,8 +21,8 @@ use shoal_protocol::ErrorCode;
 use shoal_storage::{encode_end_txn_marker, EndTxnMarker, StorageError};
 
 use crate::node::NodeState;
-use crate::producers::state_config;
-use crate::topics::Partition;
+use crate::producer_state::state_config;
+use crate::topic_registry::Partition;
 
 fn storage_error(partition: &Partition, e: &StorageError) -> ErrorCode {
     tracing::error!(partition = ?partition, error = %e, "cannot write transaction marker");

@@ -57,7 +57,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
-use crate::topics::Topic;
+use crate::topic_registry::Topic;
 
 /// Highest api key tracked (keys above share one slot).
 const API_SLOTS: usize = 128;

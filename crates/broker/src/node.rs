@@ -27,13 +27,13 @@ use uuid::Uuid;
 use crate::cluster_metadata::{MetaRecord, MetadataImage, TopicMeta};
 use crate::config::{BrokerConfig, ConfigMap};
 use crate::metrics::Metrics;
-use crate::producers::ProducerIdAllocator;
+use crate::producer_state::ProducerIdAllocator;
 use crate::seams::clock::{Clock, SystemClock};
 use crate::seams::durability::{Durability, LocalDisk};
 use crate::seams::metadata_store::{LocalMetadataLog, MetadataStore};
 use crate::seams::ownership::{Node, Ownership, SingleNode};
 use crate::seams::SeamOverrides;
-use crate::topics::{self, grow_topic, open_topic, Opening, Topic, TopicMaps};
+use crate::topic_registry::{self, grow_topic, open_topic, Opening, Topic, TopicMaps};
 
 /// Name of the internal topic holding group membership and committed offsets.
 pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
@@ -244,7 +244,7 @@ impl NodeState {
         let opening = std::time::Instant::now();
         let metas: Vec<&TopicMeta> = image.topics.values().collect();
         let threads = startup_config.long("num.recovery.threads.per.data.dir") as usize;
-        for topic in topics::open_topics(
+        for topic in topic_registry::open_topics(
             &data_dir,
             &startup_config,
             &|topic, index| ownership.epoch_to_open(topic, index),
@@ -271,7 +271,7 @@ impl NodeState {
         let group_configs = image.group_configs.clone();
         let share_version = image
             .features
-            .get(crate::features::SHARE_VERSION)
+            .get(crate::feature_levels::SHARE_VERSION)
             .copied()
             .unwrap_or(0);
         let current = Arc::new(with_overrides(&config, &dynamic));
@@ -302,7 +302,9 @@ impl NodeState {
         });
         node.ensure_internal_topics().await?;
         node.ensure_default_features().await?;
-        let share_version = node.feature_level(crate::features::SHARE_VERSION).await;
+        let share_version = node
+            .feature_level(crate::feature_levels::SHARE_VERSION)
+            .await;
         node.share_version
             .store(share_version, std::sync::atomic::Ordering::Relaxed);
         Ok(node)
@@ -390,13 +392,13 @@ impl NodeState {
     /// Whether `share.version` is at least 1 (share groups; level 2, dead-letter queues in
     /// Kafka, is not built and behaves as 1).
     pub fn share_groups_enabled(&self) -> bool {
-        self.share_version() >= crate::features::SHARE_VERSION_SHARE_GROUPS
+        self.share_version() >= crate::feature_levels::SHARE_VERSION_SHARE_GROUPS
     }
 
     /// Whether `share.version` is at least 3 (transactional acknowledgements, KIP-1289):
     /// TxnShareAcknowledge is advertised and served only then.
     pub fn txn_share_acks_enabled(&self) -> bool {
-        self.share_version() >= crate::features::SHARE_VERSION_TXN_ACKS
+        self.share_version() >= crate::feature_levels::SHARE_VERSION_TXN_ACKS
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
@@ -512,7 +514,7 @@ impl NodeState {
         };
         // Stale directories of an earlier topic with this name must not be adopted.
         for index in 0..partitions as i32 {
-            let dir = topics::partition_dir(&self.data_dir, name, index);
+            let dir = topic_registry::partition_dir(&self.data_dir, name, index);
             if dir.exists() {
                 let _ = fs::remove_dir_all(&dir);
             }
@@ -563,7 +565,7 @@ impl NodeState {
         // does; a restart removes whatever a crash left (`remove_deleted_dirs`).
         let mut trash = Vec::with_capacity(topic.partition_count());
         for p in topic.partitions() {
-            let dir = topics::partition_dir(&self.data_dir, name, p.index);
+            let dir = topic_registry::partition_dir(&self.data_dir, name, p.index);
             let aside = self.data_dir.join(format!(
                 "{}-{}.{}-delete",
                 name,
@@ -720,7 +722,7 @@ impl NodeState {
     }
 
     fn apply_log_configs(&self, topic: &Topic) -> Result<(), AdminError> {
-        let log_config = topics::log_config(&self.current_config(), &topic.overrides());
+        let log_config = topic_registry::log_config(&self.current_config(), &topic.overrides());
         for p in topic.partitions() {
             p.lock()
                 .set_config(log_config)
@@ -735,8 +737,8 @@ impl NodeState {
         let mut features = store.image.features.clone();
         // Directories made before metadata.version was reported have no record of it.
         features
-            .entry(crate::features::METADATA_VERSION.to_string())
-            .or_insert(crate::features::METADATA_VERSION_LEVEL);
+            .entry(crate::feature_levels::METADATA_VERSION.to_string())
+            .or_insert(crate::feature_levels::METADATA_VERSION_LEVEL);
         (features, store.image.features_epoch)
     }
 
@@ -766,7 +768,7 @@ impl NodeState {
             },
         )
         .await?;
-        if name == crate::features::SHARE_VERSION {
+        if name == crate::feature_levels::SHARE_VERSION {
             self.share_version
                 .store(level, std::sync::atomic::Ordering::Relaxed);
         }
@@ -779,7 +781,7 @@ impl NodeState {
         if store.image.features_epoch > 0 {
             return Ok(());
         }
-        for spec in crate::features::FEATURES
+        for spec in crate::feature_levels::FEATURES
             .iter()
             .filter(|f| f.default_level > 0)
         {
@@ -821,7 +823,7 @@ impl NodeState {
     /// The first log that could not be closed cleanly (it will be recovered at next start).
     pub fn close(&self) -> anyhow::Result<()> {
         use std::sync::atomic::{AtomicUsize, Ordering};
-        let partitions: Vec<Arc<topics::Partition>> = self
+        let partitions: Vec<Arc<topic_registry::Partition>> = self
             .topic_list()
             .iter()
             .flat_map(|t| t.partitions())

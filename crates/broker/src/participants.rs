@@ -38,7 +38,7 @@ use shoal_storage::RecordView;
 use tracing::warn;
 
 use crate::node::{NodeState, CONSUMER_OFFSETS, SHARE_GROUP_STATE};
-use crate::topics::Partition;
+use crate::topic_registry::Partition;
 
 pub use shoal_core::coordinator::TxnMarker;
 

@@ -113,7 +113,7 @@ pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
 /// partition with unflushed data is skipped (the snapshot would be past the point); returns
 /// how many were, for the caller to try again soon.
 fn checkpoint_recovery_points(broker: &Broker) -> usize {
-    let state = crate::producers::state_config(&broker.config);
+    let state = crate::producer_state::state_config(&broker.config);
     let now = broker.now_ms();
     let mut skipped = 0;
     for topic in broker.topic_list() {

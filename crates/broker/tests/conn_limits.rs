@@ -4,9 +4,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use shoal_broker::conn_limits::{
-    check_together, overrides_check, parse_overrides, ConnectionCounts, Limits, Refused,
-};
+use shoal_broker::config::{overrides_check, parse_overrides};
+use shoal_broker::conn_limits::{check_together, ConnectionCounts, Limits, Refused};
 
 fn limits(total: usize, per_ip: usize, overrides: &[(&str, usize)]) -> Limits {
     Limits {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{create_topic, produce_once, TestBroker};
-use shoal_broker::topics::Partition;
+use shoal_broker::topic_registry::Partition;
 use shoal_storage::{encode_batch, BatchOptions};
 
 const TOPIC: &str = "rp";

@@ -24,7 +24,7 @@ use shoal_broker::seams::durability::{Committing, Durability, FailingCommits, Lo
 use shoal_broker::seams::metadata_store::MemoryMetadataStore;
 use shoal_broker::seams::ownership::{Assignments, Node};
 use shoal_broker::seams::SeamOverrides;
-use shoal_broker::topics::Partition;
+use shoal_broker::topic_registry::Partition;
 use shoal_client::Connection;
 use shoal_protocol::ErrorCode;
 use shoal_storage::{encode_batch, BatchOptions};

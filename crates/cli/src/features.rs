@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
-use shoal_broker::features::{METADATA_VERSION, METADATA_VERSION_LEVEL};
+use shoal_broker::feature_levels::{METADATA_VERSION, METADATA_VERSION_LEVEL};
 use shoal_client::admin::{FeatureUpdate, Mode, UpgradeType};
 use shoal_client::{Admin, Error};
 

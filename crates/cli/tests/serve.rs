@@ -632,7 +632,7 @@ async fn features_command_describes_upgrades_and_downgrades_share_version() {
 /// then fails it.
 #[test]
 fn perf_txn_acks_runs_both_kinds_or_says_unsupported() {
-    let level3 = shoal_broker::features::spec(shoal_broker::features::SHARE_VERSION)
+    let level3 = shoal_broker::feature_levels::spec(shoal_broker::feature_levels::SHARE_VERSION)
         .is_some_and(|f| f.default_level >= 3);
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();

@@ -208,7 +208,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("max.connection.creation.rate", int(0, I32_MAX), Some("2147483647"), CLUSTER, "No effect: Shoal has no client quotas."),
     b("max.connections", int(0, I32_MAX), Some("10000"), CLUSTER, "Open client connections at most; at the limit the listener waits for one to close."),
     b("max.connections.per.ip", int(0, I32_MAX), Some("2147483647"), CLUSTER, "Connections from one address at most; more are closed on arrival."),
-    b("max.connections.per.ip.overrides", Kind::Custom(Type::String, crate::conn_limits::overrides_check), Some(""), CLUSTER, "host:count,... limits replacing max.connections.per.ip for those hosts."),
+    b("max.connections.per.ip.overrides", Kind::Custom(Type::String, super::overrides_check), Some(""), CLUSTER, "host:count,... limits replacing max.connections.per.ip for those hosts."),
     b("max.decompressed.message.bytes", int(1, 2_147_483_639), Some("2147483639"), CLUSTER, "Topic default of max.decompressed.message.bytes; no effect (Shoal applies its own fixed budget)."),
     b("max.incremental.fetch.session.cache.slots", int(0, I32_MAX), Some("1000"), RO, "No effect: Shoal sizes and schedules this work itself."),
     b("max.request.partition.size.limit", int(1, I32_MAX), Some("2000"), RO, "No effect: Shoal sizes and schedules this work itself."),

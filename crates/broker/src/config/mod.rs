@@ -309,6 +309,39 @@ pub(crate) fn throttled_replicas(value: &str) -> Result<String, String> {
     }
 }
 
+/// `max.connections.per.ip.overrides`: comma-separated `host:count` (an IPv6 address in
+/// brackets or bare: the count follows the last colon).
+///
+/// # Errors
+/// A message naming the first item that is not `host:count` with a count ≥ 0.
+pub fn parse_overrides(value: &str) -> Result<Vec<(String, usize)>, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let bad = || format!("'{item}' is not host:count");
+            let (host, count) = item.rsplit_once(':').ok_or_else(bad)?;
+            let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+            let count: u32 = count.trim().parse().map_err(|_| bad())?;
+            if host.is_empty() || i32::try_from(count).is_err() {
+                return Err(bad());
+            }
+            Ok((host.to_string(), count as usize))
+        })
+        .collect()
+}
+
+/// The config check of `max.connections.per.ip.overrides` (normalised `host:count,...`).
+pub fn overrides_check(value: &str) -> Result<String, String> {
+    let items = parse_overrides(value)?;
+    Ok(items
+        .iter()
+        .map(|(host, count)| format!("{host}:{count}"))
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
 /// Strings Kafka refuses when empty.
 pub(crate) fn non_empty(value: &str) -> Result<String, String> {
     if value.is_empty() {
@@ -833,12 +866,12 @@ mod tests {
         let broker = BrokerConfig::default();
         let overrides = validate_topic_configs([("internal.segment.bytes", "1000")]).unwrap();
         assert_eq!(
-            crate::topics::log_config(&broker, &overrides).segment_bytes,
+            crate::topic_registry::log_config(&broker, &overrides).segment_bytes,
             1000
         );
         let overrides = validate_topic_configs([("segment.bytes", "2097152")]).unwrap();
         assert_eq!(
-            crate::topics::log_config(&broker, &overrides).segment_bytes,
+            crate::topic_registry::log_config(&broker, &overrides).segment_bytes,
             2_097_152
         );
     }

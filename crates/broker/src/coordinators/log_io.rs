@@ -17,8 +17,8 @@ use shoal_storage::batch::{encode_batch, BatchHeader, BatchOptions, KeyValue};
 use shoal_storage::RecordView;
 
 use crate::node::{NodeState, INTERNAL_DECODE_BYTES_MAX};
-use crate::producers::state_config;
-use crate::topics::Partition;
+use crate::producer_state::state_config;
+use crate::topic_registry::Partition;
 use shoal_core::producer_state::ProducerId;
 
 /// Partitions of an internal topic (at least 1, so partitioning by key never divides by zero).

@@ -30,7 +30,7 @@ use super::runtime::{Host, Runtime};
 use crate::node::NodeState;
 pub use crate::node::SHARE_GROUP_STATE;
 use crate::participants::TxnMarker;
-use crate::producers::state_config;
+use crate::producer_state::state_config;
 
 /// TX_PENDING counts of the share partitions with state, as of the last durable pass.
 type TxPendingCounts = Arc<Mutex<BTreeMap<SharePartitionKey, i64>>>;

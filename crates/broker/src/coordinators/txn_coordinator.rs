@@ -85,7 +85,7 @@ pub fn next_coordinator_epoch(data_dir: &std::path::Path, now_ms: i64) -> anyhow
     let next = last
         .checked_add(1)
         .ok_or_else(|| anyhow::anyhow!("coordinator epochs exhausted"))?;
-    crate::producers::write_durably(&path, format!("{next}\n").as_bytes())
+    crate::producer_state::write_durably(&path, format!("{next}\n").as_bytes())
         .map_err(|e| anyhow::anyhow!("cannot write {path:?}: {e}"))?;
     Ok(next)
 }
@@ -288,7 +288,7 @@ fn recover_markers(
     participants: &impl Participants,
     pending: &BTreeMap<String, Vec<PendingMarker>>,
     coordinator_epoch: i32,
-) -> anyhow::Result<(usize, Vec<Arc<crate::topics::Partition>>)> {
+) -> anyhow::Result<(usize, Vec<Arc<crate::topic_registry::Partition>>)> {
     let mut written = 0;
     // Every listed marker is judged before any is written again (a rewrite appends where
     // another lost marker was; see `tc::markers::lost_markers`).
@@ -318,7 +318,7 @@ fn recover_markers(
                 return Ok(false);
             };
             let mut log = partition.lock();
-            let config = crate::producers::state_config(&node.config);
+            let config = crate::producer_state::state_config(&node.config);
             let mut producers = partition.producers(&mut log, config, node.now_ms())?;
             producers.sync_with(&mut log)?;
             let open = producers
@@ -367,7 +367,7 @@ fn recover_markers(
         }
     }
     // Every listed partition, for the caller to make durable before the lists are cleared.
-    let mut listed: Vec<Arc<crate::topics::Partition>> = Vec::new();
+    let mut listed: Vec<Arc<crate::topic_registry::Partition>> = Vec::new();
     for m in pending.values().flatten() {
         if let Ok(partition) =
             crate::markers::partition(node, &m.partition.topic, m.partition.partition)
@@ -466,7 +466,7 @@ async fn write_markers(
 
 /// Starts fsyncing `partitions` without waiting. A failure is only logged: the markers on them
 /// stay listed in their ids' Markers records, and a restart writes them again if lost.
-fn flush_in_background(node: &NodeState, partitions: Vec<Arc<crate::topics::Partition>>) {
+fn flush_in_background(node: &NodeState, partitions: Vec<Arc<crate::topic_registry::Partition>>) {
     if partitions.is_empty() {
         return;
     }
@@ -483,5 +483,6 @@ fn flushes_every_write(node: &NodeState, topic: &str) -> bool {
     let Some(t) = node.topic(topic) else {
         return false;
     };
-    crate::topics::effective(&node.current_config(), &t.overrides(), "flush.messages") == "1"
+    crate::topic_registry::effective(&node.current_config(), &t.overrides(), "flush.messages")
+        == "1"
 }

@@ -55,7 +55,7 @@ pub fn handle(
     finalized: &std::collections::BTreeMap<String, i16>,
     finalized_epoch: i64,
 ) -> ApiVersionsResponse {
-    let supported = crate::features::FEATURES
+    let supported = crate::feature_levels::FEATURES
         .iter()
         .filter(|f| version >= 4 || f.min > 0)
         .map(|f| {

@@ -13,7 +13,9 @@ use shoal_protocol::ErrorCode;
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::features::{check_tx_pending, check_update, leaves_txn_acks, SAFE_DOWNGRADE, UPGRADE};
+use crate::feature_levels::{
+    check_tx_pending, check_update, leaves_txn_acks, SAFE_DOWNGRADE, UPGRADE,
+};
 
 pub async fn update_features(
     broker: &Broker,

@@ -33,8 +33,8 @@ use uuid::Uuid;
 
 use super::{records_field, topic_name};
 use crate::broker::Broker;
-use crate::producers::state_config;
-use crate::topics::Topic;
+use crate::producer_state::state_config;
+use crate::topic_registry::Topic;
 
 /// Longest long poll honoured, whatever the client asks.
 const FETCH_WAIT_MAX: Duration = Duration::from_secs(60);

@@ -7,7 +7,7 @@ use shoal_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 use shoal_protocol::ErrorCode;
 
 use crate::broker::Broker;
-use crate::producers::AllocateError;
+use crate::producer_state::AllocateError;
 
 fn error(code: ErrorCode) -> InitProducerIdResponse {
     InitProducerIdResponse::default()

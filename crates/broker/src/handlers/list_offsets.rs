@@ -17,7 +17,7 @@ use shoal_protocol::messages::{
 use shoal_protocol::ErrorCode;
 
 use crate::broker::Broker;
-use crate::producers::state_config;
+use crate::producer_state::state_config;
 
 /// Special timestamps of ListOffsets.
 const LATEST: i64 = -1;

@@ -35,7 +35,7 @@ pub fn log_dir_name(data_dir: &Path) -> String {
 /// The partitions of `topic` to report: all of them, or those the request names that exist
 /// (Kafka leaves out the ones it does not host).
 fn partitions_of(
-    topic: &crate::topics::Topic,
+    topic: &crate::topic_registry::Topic,
     wanted: Option<&[i32]>,
 ) -> Vec<DescribeLogDirsPartition> {
     topic

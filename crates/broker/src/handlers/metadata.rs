@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::config::ConfigMap;
-use crate::topics::{validate_topic_name, Topic};
+use crate::topic_registry::{validate_topic_name, Topic};
 
 /// Authorized operations are reported as "not requested" until ACLs exist.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;

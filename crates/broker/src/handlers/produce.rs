@@ -42,8 +42,8 @@ use super::{str_bytes, topic_name};
 use crate::broker::Broker;
 use crate::config::{BrokerConfig, ConfigMap};
 use crate::handlers::metadata::auto_create;
-use crate::producers::{batch_info, state_config};
-use crate::topics::{effective, Partition, Topic};
+use crate::producer_state::{batch_info, state_config};
+use crate::topic_registry::{effective, Partition, Topic};
 
 /// Budget for decompressing one produced batch during validation (decompression bombs).
 pub const PRODUCE_DECOMPRESSED_BYTES_MAX: usize = 256 * 1024 * 1024;

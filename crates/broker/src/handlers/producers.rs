@@ -8,7 +8,7 @@ use shoal_protocol::messages::{DescribeProducersRequest, DescribeProducersRespon
 use shoal_protocol::ErrorCode;
 
 use crate::broker::Broker;
-use crate::producers::state_config;
+use crate::producer_state::state_config;
 
 fn partition_producers(
     broker: &Broker,

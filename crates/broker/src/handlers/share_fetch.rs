@@ -44,7 +44,7 @@ use uuid::Uuid;
 use super::RequestContext;
 use super::{records_field, str_bytes};
 use crate::broker::Broker;
-use crate::producers::state_config;
+use crate::producer_state::state_config;
 use crate::share::{connection_id, refusal_code};
 
 /// Longest MaxWaitMs honoured.

@@ -18,7 +18,7 @@ use crate::broker::{AdminError, Broker};
 use crate::config::{
     check_topic_values, validate_topic_configs, ConfigError, ConfigMap, TOPIC_CONFIGS,
 };
-use crate::topics::{effective, validate_topic_name};
+use crate::topic_registry::{effective, validate_topic_name};
 
 /// Partitions per topic at most (a limit on everything).
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;

@@ -53,7 +53,7 @@ pub async fn init_producer_id(
         producer_id: ProducerId(r.producer_id.0),
         producer_epoch: ProducerEpoch(r.producer_epoch),
         transaction_version_supported: broker
-            .feature_level(crate::features::TRANSACTION_VERSION)
+            .feature_level(crate::feature_levels::TRANSACTION_VERSION)
             .await
             >= 2,
         fresh_producer_id: None,

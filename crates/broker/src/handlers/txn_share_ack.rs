@@ -132,7 +132,7 @@ async fn handle(broker: &Arc<Broker>, r: &TxnShareAcknowledgeRequest) -> Result<
         .into());
     }
     if broker
-        .feature_level(crate::features::TRANSACTION_VERSION)
+        .feature_level(crate::feature_levels::TRANSACTION_VERSION)
         .await
         < 2
     {

@@ -32,7 +32,7 @@ use shoal_protocol::ErrorCode;
 use tracing::error;
 
 use super::ownership::{NotServed, Ownership};
-use crate::topics::Partition;
+use crate::topic_registry::Partition;
 
 /// A commit in progress.
 pub type Committing<'a> = Pin<Box<dyn Future<Output = Result<(), CommitError>> + Send + 'a>>;

@@ -10,7 +10,8 @@ use shoal_storage::{decode_records, BatchHeader, RecordView};
 /// The first segment of `topic`-`partition` in the data directory `dir` (the only one in
 /// these tests' small logs).
 pub fn first_segment(dir: &Path, topic: &str, partition: i32) -> PathBuf {
-    shoal_broker::topics::partition_dir(dir, topic, partition).join("00000000000000000000.log")
+    shoal_broker::topic_registry::partition_dir(dir, topic, partition)
+        .join("00000000000000000000.log")
 }
 
 /// The (byte position, base offset) of every batch in `segment` (`[i64 base offset][i32

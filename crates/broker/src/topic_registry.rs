@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::cluster_metadata::TopicMeta;
 use crate::config::{BrokerConfig, ConfigMap};
-use crate::producers::{remove_stale_snapshots, PartitionProducers};
+use crate::producer_state::{remove_stale_snapshots, PartitionProducers};
 
 /// Kafka's limit on topic-name length.
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
