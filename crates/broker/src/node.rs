@@ -536,18 +536,23 @@ impl NodeState {
         Ok(topic)
     }
 
+    /// The topic an admin change names, or Kafka's refusal when there is none.
+    fn admin_topic(&self, name: &str) -> Result<Arc<Topic>, AdminError> {
+        self.topic(name).ok_or_else(|| {
+            AdminError::new(
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.",
+            )
+        })
+    }
+
     /// Deletes a topic and its data.
     ///
     /// # Errors
     /// UNKNOWN_TOPIC_OR_PARTITION, or KAFKA_STORAGE_ERROR.
     pub async fn delete_topic(&self, name: &str) -> Result<Uuid, AdminError> {
         let mut store = self.admin.lock().await;
-        let topic = self.topic(name).ok_or_else(|| {
-            AdminError::new(
-                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                "This server does not host this topic-partition.",
-            )
-        })?;
+        let topic = self.admin_topic(name)?;
         self.append_meta(
             &mut store,
             MetaRecord::RemoveTopic {
@@ -602,12 +607,7 @@ impl NodeState {
         validate_only: bool,
     ) -> Result<(), AdminError> {
         let mut store = self.admin.lock().await;
-        let topic = self.topic(name).ok_or_else(|| {
-            AdminError::new(
-                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                "This server does not host this topic-partition.",
-            )
-        })?;
+        let topic = self.admin_topic(name)?;
         let current = topic.partition_count() as u32;
         if partitions < current {
             return Err(AdminError::new(
@@ -649,12 +649,7 @@ impl NodeState {
         configs: ConfigMap,
     ) -> Result<(), AdminError> {
         let mut store = self.admin.lock().await;
-        let topic = self.topic(name).ok_or_else(|| {
-            AdminError::new(
-                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                "This server does not host this topic-partition.",
-            )
-        })?;
+        let topic = self.admin_topic(name)?;
         let mut meta = topic.meta();
         meta.configs = configs.clone();
         self.append_meta(&mut store, MetaRecord::Topic(meta))
