@@ -35,20 +35,21 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shoal_core::share_coordinator::shard::{MarkersApplied, StageRefused};
+use shoal_core::share_coordinator::shard::MarkersApplied;
 use shoal_core::share_coordinator::{
-    InitializeState, SharePartitionKey, ShareStateError, StateSummary, TopicId,
-    UNINITIALIZED_START_OFFSET,
+    SharePartitionKey, ShareStateError, StateSummary, TopicId, WriteState,
 };
+use shoal_core::share_leader::{Loading, Staging};
 use shoal_core::share_partition::{
     AckBatch, ShareError, SharePartition, SharePartitionConfig, StateWrite,
 };
 use shoal_core::share_session::{SessionKey, ShareSessionCache, TopicIdPartition};
+use shoal_core::txn_share_ack::Refusal;
 use shoal_protocol::ErrorCode;
 use tokio::sync::{watch, Notify};
 use tracing::{error, info, warn};
 
-use crate::coordinators::share_coordinator::{ShareStateService, StageError, Unavailable};
+use crate::coordinators::share_coordinator::{ShareStateService, Unavailable};
 use crate::group_configs::AutoOffsetReset;
 use crate::node::NodeState;
 use crate::participants::TxnMarker;
@@ -96,15 +97,6 @@ impl std::fmt::Debug for ShareManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ShareManager")
     }
-}
-
-/// Why [`ShareManager::stage`] staged nothing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StageRefusal {
-    /// The share partition refused; None for a failure of the whole request.
-    pub key: Option<SharePartitionKey>,
-    pub code: ErrorCode,
-    pub message: String,
 }
 
 /// A total order of share-partition keys (the order slots are locked in).
@@ -231,84 +223,46 @@ impl ShareManager {
         producer: TxnProducer,
         member_id: &str,
         mut parts: Vec<(SharePartitionKey, Vec<AckBatch>)>,
-    ) -> Result<(), StageRefusal> {
+    ) -> Result<(), Refusal> {
         parts.sort_by(|a, b| key_order(&a.0, &b.0));
         let slots: Vec<Arc<Slot>> = parts.iter().map(|(key, _)| self.slot(key)).collect();
         let mut guards = Vec::with_capacity(slots.len());
         for slot in &slots {
             guards.push(slot.state.lock().await);
         }
-        let now = node.now_ms();
-        let mut machines = Vec::with_capacity(parts.len());
-        for ((key, batches), guard) in parts.iter().zip(guards.iter()) {
-            let Some(sp) = guard.as_ref() else {
-                return Err(StageRefusal {
-                    key: Some(key.clone()),
-                    code: ErrorCode::INVALID_RECORD_STATE,
-                    message: "no records of this share partition are acquired".to_string(),
-                });
-            };
-            machines.push((sp, &batches[..]));
-        }
-        let staged = shoal_core::share_partition::stage_all(
-            machines,
-            now,
+        let request = parts
+            .iter()
+            .zip(guards.iter())
+            .map(|((key, batches), guard)| (key, guard.as_ref(), &batches[..]));
+        let staging = Staging::on_copies(
+            request,
+            node.now_ms(),
             member_id,
             producer.producer_id,
             producer.producer_epoch,
         )
-        .map_err(|(i, e)| {
+        .map_err(|refused| {
             // The copy that broke an invariant was dropped: stop the machine it copied.
-            if let (Some(v), Some(sp)) = (e.violation(), guards.get_mut(i)) {
-                if let Some(sp) = sp.as_mut() {
-                    sp.stop(v.clone());
-                }
+            let original = guards.get_mut(refused.index).and_then(|g| g.as_mut());
+            if let (Some(v), Some(sp)) = (refused.violation(), original) {
+                sp.stop(v.clone());
             }
-            StageRefusal {
-                key: Some(parts[i].0.clone()),
-                code: refusal_code(node, &parts[i].0, &e),
-                message: e.to_string(),
+            if let Some(e) = &refused.error {
+                refusal_code(node, &refused.key, e);
             }
+            refused.refusal()
         })?;
-        let writes: Vec<_> = parts
-            .iter()
-            .zip(staged.iter())
-            .filter_map(|((key, _), (_, write))| {
-                write
-                    .as_ref()
-                    .map(|w| (key.clone(), w.to_write_state(LEADER_EPOCH)))
-            })
-            .collect();
-        if !writes.is_empty() {
-            self.state
-                .stage(producer.producer_id, producer.producer_epoch, writes)
-                .await
-                .map_err(|e| match e {
-                    StageError::Refused(StageRefused::State { key, error }) => {
-                        error!(?key, error = %error, "share state staging refused");
-                        StageRefusal {
-                            key: Some(key),
-                            code: state_error_code(&error),
-                            message: error.to_string(),
-                        }
-                    }
-                    StageError::Refused(StageRefused::Fenced { .. }) => StageRefusal {
-                        key: None,
-                        code: ErrorCode::PRODUCER_FENCED,
-                        message: "the transaction ended before the acknowledgements were staged"
-                            .to_string(),
-                    },
-                    StageError::Unavailable => {
-                        error!("share state staging write failed");
-                        StageRefusal {
-                            key: None,
-                            code: ErrorCode::KAFKA_STORAGE_ERROR,
-                            message: "the staging could not be persisted".to_string(),
-                        }
-                    }
-                })?;
+        let writes = staging.writes(LEADER_EPOCH);
+        let outcome = if writes.is_empty() {
+            Ok(())
+        } else {
+            let (producer_id, producer_epoch) = staging.producer();
+            self.state.stage(producer_id, producer_epoch, writes).await
+        };
+        if let Err(e) = &outcome {
+            error!(error = ?e, "share state staging not persisted");
         }
-        for (guard, (copy, _)) in guards.iter_mut().zip(staged) {
+        for (guard, (_, copy)) in guards.iter_mut().zip(staging.persisted(outcome)?) {
             **guard = Some(copy);
         }
         Ok(())
@@ -382,14 +336,14 @@ impl ShareManager {
         key: &SharePartitionKey,
         write: Option<StateWrite>,
     ) -> Result<(), ErrorCode> {
-        let Some(write) = write else {
-            return Ok(());
-        };
-        match self
-            .state
-            .write(key, write.to_write_state(LEADER_EPOCH))
-            .await
-        {
+        match write {
+            Some(write) => self.write(key, write.to_write_state(LEADER_EPOCH)).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn write(&self, key: &SharePartitionKey, write: WriteState) -> Result<(), ErrorCode> {
+        match self.state.write(key, write).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => {
                 error!(?key, error = %e, "share state write refused");
@@ -426,37 +380,31 @@ impl ShareManager {
             Ok(Err(e)) => return Err(state_error_code(&e)),
             Err(Unavailable) => return Err(ErrorCode::KAFKA_STORAGE_ERROR),
         };
-        let built = match persisted {
-            Some(read) if read.start_offset != UNINITIALIZED_START_OFFSET => {
-                let (sp, write) = SharePartition::from_persisted(config, &read).map_err(|e| {
-                    error!(?key, error = %e, "persisted share state unusable");
-                    ErrorCode::UNKNOWN_SERVER_ERROR
-                })?;
-                *state = Some(sp);
-                write
+        let unusable = |e: ShareError| {
+            error!(?key, error = %e, "persisted share state unusable");
+            ErrorCode::UNKNOWN_SERVER_ERROR
+        };
+        let machine = match Loading::read(config, persisted.as_ref()).map_err(unusable)? {
+            Loading::Ready(machine) => machine,
+            Loading::Persist(pending) => {
+                self.write(key, pending.write(LEADER_EPOCH)).await?;
+                pending.persisted()
             }
-            other => {
-                let state_epoch = other.map_or(0, |read| read.state_epoch);
-                let start = reset_offset(node, key)?;
-                let initialize = InitializeState {
-                    state_epoch,
-                    start_offset: start,
-                };
-                match self.state.initialize(key, initialize).await {
+            Loading::PickStart(pick) => {
+                let initializing = pick.start_at(reset_offset(node, key)?);
+                match self.state.initialize(key, initializing.state()).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => return Err(state_error_code(&e)),
                     Err(Unavailable) => return Err(ErrorCode::KAFKA_STORAGE_ERROR),
                 }
-                *state = Some(
-                    SharePartition::new(config, start, state_epoch).map_err(|e| {
-                        error!(?key, error = %e, "cannot create share partition");
-                        ErrorCode::UNKNOWN_SERVER_ERROR
-                    })?,
-                );
-                None
+                initializing.initialized().map_err(|e| {
+                    error!(?key, error = %e, "cannot create share partition");
+                    ErrorCode::UNKNOWN_SERVER_ERROR
+                })?
             }
         };
-        self.persist(key, built).await
+        *state = Some(machine);
+        Ok(())
     }
 
     /// Releases what `member` holds in the share partitions of a closed session.

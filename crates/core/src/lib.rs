@@ -12,6 +12,9 @@
 //!   writes that persist them;
 //! - [`share_coordinator`]: the `__share_group_state` records (ShareSnapshot, ShareUpdate) in
 //!   Kafka's encoding and the share coordinator shard that replays them and merges updates;
+//! - [`share_leader`]: the share-partition leader's orders of work around the share-state
+//!   coordinator (loading a machine, staging on copies, persisted before put in place), driven
+//!   by the broker and the simulator;
 //! - [`share_session`]: share consumers' fetch sessions (epochs, partitions, limits);
 //! - [`txn_share_ack`]: a TxnShareAcknowledge's order of work across the group and transaction
 //!   coordinators and the staging (KIP-1289 §3.2 steps 5–8), driven by the broker's handler
@@ -34,6 +37,7 @@ pub mod hash;
 pub mod ids;
 pub mod producer_state;
 pub mod share_coordinator;
+pub mod share_leader;
 pub mod share_partition;
 pub mod share_session;
 pub mod txn_coordinator;

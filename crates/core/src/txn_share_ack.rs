@@ -23,7 +23,7 @@
 //!    as INVALID_PRODUCER_ID_MAPPING from the coordinator; the spec wants
 //!    TRANSACTIONAL_ID_NOT_FOUND, so the producer is described to tell them apart.
 //! 5. [`Step::Stage`] — staging on copies, all or nothing, persisted before it is answered
-//!    (step 8; `share_partition::stage_all` and the share-state coordinator).
+//!    (step 8; `share_leader::Staging` and the share-state coordinator).
 //!
 //! Must not: register anything for a request a member check refuses; stage before the state
 //! partitions are registered (a marker would not reach them, and the staging would stay

@@ -18,12 +18,13 @@ use std::sync::{Arc, Mutex};
 use shoal_core::coordinator::Emitted;
 use shoal_core::share_coordinator::shard::{
     DeliveryLimits, MarkerRefused, MarkersApplied, ShareStateEffect, ShareStateInput,
-    ShareStateReply, ShareStateShard, StageRefused,
+    ShareStateReply, ShareStateShard,
 };
 use shoal_core::share_coordinator::{
     InitializeState, ReadState, ShareCoordinatorConfig, SharePartitionKey, ShareStateError,
     StateBatch, StateSummary, WriteState,
 };
+use shoal_core::share_leader::NotPersisted;
 
 pub use super::runtime::Unavailable;
 use super::runtime::{Host, Runtime};
@@ -40,13 +41,6 @@ type TxPendingCounts = Arc<Mutex<BTreeMap<SharePartitionKey, i64>>>;
 pub struct ShareStateService {
     runtime: Runtime<ShareStateShard>,
     tx_pending: TxPendingCounts,
-}
-
-/// Why a staging was not written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StageError {
-    Refused(StageRefused),
-    Unavailable,
 }
 
 impl ShareStateService {
@@ -174,7 +168,7 @@ impl ShareStateService {
         producer_id: i64,
         producer_epoch: i16,
         writes: Vec<(SharePartitionKey, WriteState)>,
-    ) -> Result<(), StageError> {
+    ) -> Result<(), NotPersisted> {
         let input = ShareStateInput::Stage {
             producer_id,
             producer_epoch,
@@ -182,8 +176,8 @@ impl ShareStateService {
         };
         match self.call(input).await {
             Ok(ShareStateReply::Done) => Ok(()),
-            Ok(ShareStateReply::StageRefused(r)) => Err(StageError::Refused(r)),
-            _ => Err(StageError::Unavailable),
+            Ok(ShareStateReply::StageRefused(r)) => Err(NotPersisted::Refused(r)),
+            _ => Err(NotPersisted::Unavailable),
         }
     }
 

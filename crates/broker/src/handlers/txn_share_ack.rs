@@ -216,16 +216,11 @@ async fn handle(broker: &Arc<Broker>, r: &TxnShareAcknowledgeRequest) -> Result<
                     .share
                     .stage(broker, producer, &member_id, parts)
                     .await;
-                flow.staged(staged.map_err(|refusal| {
+                if let Err(refusal) = &staged {
                     tracing::debug!(group_id, member_id, code = ?refusal.code,
                         message = %refusal.message, "transactional acknowledgements refused");
-                    match refusal.key {
-                        Some(key) => Refusal::partition(refusal.code, key, refusal.message),
-                        None => {
-                            Refusal::request(refusal.code, "the acknowledgements were not staged")
-                        }
-                    }
-                }))
+                }
+                flow.staged(staged)
             }
             Step::Answer(Ok(())) => return Ok(()),
             Step::Answer(Err(refusal)) => {

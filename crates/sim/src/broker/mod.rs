@@ -45,14 +45,13 @@ use shoal_core::producer_state::{
     Decision, ProducerEpoch, ProducerId, ProducerStateConfig, ProducerStateManager,
 };
 use shoal_core::share_coordinator::shard::{
-    DeliveryLimits, ShareStateInput, ShareStateReply, ShareStateShard, StageRefused,
+    DeliveryLimits, ShareStateInput, ShareStateReply, ShareStateShard,
 };
 use shoal_core::share_coordinator::{
-    InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateStore, TopicId,
-    UNINITIALIZED_START_OFFSET,
+    ShareCoordinatorConfig, SharePartitionKey, ShareStateStore, TopicId,
 };
 use shoal_core::share_partition::{
-    stage_all, AckBatch, AcquireMode, AcquireRequest, FetchedBatch, Isolation, SharePartition,
+    AckBatch, AcquireMode, AcquireRequest, FetchedBatch, Isolation, ShareError, SharePartition,
     SharePartitionConfig, StateWrite,
 };
 use shoal_core::txn_coordinator::markers::{MarkerOutcome, MarkerWriting};

@@ -2,9 +2,15 @@
 //! share-partition leader: a share partition read back or initialized before it is created,
 //! state writes answered once the share-state coordinator answered them, and a
 //! TxnShareAcknowledge's member check, implicit add, staging on copies, persistence, then
-//! answer.
+//! answer. Loading a share partition and staging go through the broker's own orders
+//! (`shoal_core::share_leader`).
+
+use shoal_core::share_leader::{Loading, NotPersisted, Staging};
 
 use super::*;
+
+/// The simulated broker never changes leader.
+const LEADER_EPOCH: i32 = 0;
 
 impl Broker {
     /// Creates the machine of `key` if it has none, as the broker's share-partition leader
@@ -28,38 +34,37 @@ impl Broker {
             Some(ShareStateReply::Refused(e)) => return Err(code(e.error_code())),
             _ => return Err(codes::KAFKA_STORAGE_ERROR),
         };
-        let config = self.layout.share.clone();
-        match persisted {
-            Some(read) if read.start_offset != UNINITIALIZED_START_OFFSET => {
-                let (sp, write) = SharePartition::from_persisted(config, &read).map_err(|e| {
-                    self.notes
-                        .push(format!("persisted state of {key:?} unusable: {e}"));
-                    codes::UNKNOWN_SERVER_ERROR
-                })?;
-                self.sps.insert(key.clone(), sp);
-                match write {
-                    Some(write) => self.persist_write(disk, key, &write, now),
-                    None => Ok(()),
-                }
+        let unusable = |e: ShareError| format!("persisted state of {key:?} unusable: {e}");
+        let machine = match Loading::read(self.layout.share.clone(), persisted.as_ref()) {
+            Err(e) => {
+                self.notes.push(unusable(e));
+                return Err(codes::UNKNOWN_SERVER_ERROR);
             }
-            other => {
-                let state_epoch = other.map_or(0, |read| read.state_epoch);
+            Ok(Loading::Ready(machine)) => machine,
+            Ok(Loading::Persist(pending)) => {
+                let write = ShareStateInput::Write {
+                    key: key.clone(),
+                    state: pending.write(LEADER_EPOCH),
+                };
+                self.state_done(disk, now, write)?;
+                pending.persisted()
+            }
+            // The simulated input's share partitions start at the beginning.
+            Ok(Loading::PickStart(pick)) => {
+                let initializing = pick.start_at(0);
                 let initialize = ShareStateInput::Initialize {
                     key: key.clone(),
-                    state: InitializeState {
-                        state_epoch,
-                        start_offset: 0,
-                    },
+                    state: initializing.state(),
                 };
                 self.state_done(disk, now, initialize)?;
-                let sp = SharePartition::new(config, 0, state_epoch).map_err(|e| {
+                initializing.initialized().map_err(|e| {
                     self.notes.push(format!("cannot create {key:?}: {e}"));
                     codes::UNKNOWN_SERVER_ERROR
-                })?;
-                self.sps.insert(key.clone(), sp);
-                Ok(())
+                })?
             }
-        }
+        };
+        self.sps.insert(key.clone(), machine);
+        Ok(())
     }
 
     /// A share-state write whose answer is done or refused.
@@ -89,7 +94,7 @@ impl Broker {
     ) -> Result<(), i16> {
         let input = ShareStateInput::Write {
             key: key.clone(),
-            state: write.to_write_state(0),
+            state: write.to_write_state(LEADER_EPOCH),
         };
         self.state_done(disk, now, input)
     }
@@ -442,9 +447,9 @@ impl Broker {
         Some(Resp::TxnShareAck { code: codes::NONE })
     }
 
-    /// Step 8, as the broker's share-partition leader stages (`ShareManager::stage`): on
-    /// copies, all or nothing; the share-state coordinator persists the stagings (or refuses
-    /// them, fenced), and only then are the copies put in place.
+    /// Step 8, in the broker's share-partition leader's order (`share_leader::Staging`): on
+    /// copies, all or nothing; persisted by the share-state coordinator (or refused, fenced);
+    /// only then the copies put in place.
     fn stage(
         &mut self,
         disk: &mut Disk,
@@ -454,54 +459,36 @@ impl Broker {
         keys: &[SharePartitionKey],
         parts: &[(i32, Vec<AckBatch>)],
     ) -> Result<(), Refusal> {
-        let refuse = |code: i16| Refusal::request(ErrorCode(code), "not staged");
-        let mut machines = Vec::with_capacity(parts.len());
-        for (key, (_, batches)) in keys.iter().zip(parts.iter()) {
-            let Some(sp) = self.sps.get(key) else {
-                return Err(refuse(codes::INVALID_RECORD_STATE));
-            };
-            machines.push((sp, &batches[..]));
-        }
-        let staged: Vec<(SharePartitionKey, SharePartition, Option<StateWrite>)> =
-            match stage_all(machines, now, member, pid, epoch) {
-                Ok(staged) => keys
-                    .iter()
-                    .cloned()
-                    .zip(staged)
-                    .map(|(k, (sp, w))| (k, sp, w))
-                    .collect(),
-                Err((i, e)) => {
-                    // A copy that broke an invariant stops the original, as the broker does.
-                    if let (Some(v), Some(sp)) = (e.violation(), self.sps.get_mut(&keys[i])) {
-                        sp.stop(v.clone());
-                    }
-                    return Err(refuse(code(e.error_code())));
-                }
-            };
-        let writes: Vec<_> = staged
+        let request = keys
             .iter()
-            .filter_map(|(key, _, write)| {
-                write.as_ref().map(|w| (key.clone(), w.to_write_state(0)))
-            })
-            .collect();
-        if !writes.is_empty() {
+            .zip(parts)
+            .map(|(key, (_, batches))| (key, self.sps.get(key), &batches[..]));
+        let staging = match Staging::on_copies(request, now, member, pid, epoch) {
+            Ok(staging) => staging,
+            Err(refused) => {
+                // A copy that broke an invariant stops the original, as the broker does.
+                if let (Some(v), Some(sp)) = (refused.violation(), self.sps.get_mut(&refused.key)) {
+                    sp.stop(v.clone());
+                }
+                return Err(refused.refusal());
+            }
+        };
+        let writes = staging.writes(LEADER_EPOCH);
+        let outcome = if writes.is_empty() {
+            Ok(())
+        } else {
             let input = ShareStateInput::Stage {
                 producer_id: pid,
                 producer_epoch: epoch,
                 writes,
             };
             match self.state_call(disk, now, input) {
-                Some(ShareStateReply::Done) => {}
-                Some(ShareStateReply::StageRefused(StageRefused::State { error, .. })) => {
-                    return Err(refuse(code(error.error_code())))
-                }
-                Some(ShareStateReply::StageRefused(StageRefused::Fenced { .. })) => {
-                    return Err(refuse(codes::PRODUCER_FENCED))
-                }
-                _ => return Err(refuse(codes::KAFKA_STORAGE_ERROR)),
+                Some(ShareStateReply::Done) => Ok(()),
+                Some(ShareStateReply::StageRefused(refused)) => Err(NotPersisted::Refused(refused)),
+                _ => Err(NotPersisted::Unavailable),
             }
-        }
-        for (key, copy, _) in staged {
+        };
+        for (key, copy) in staging.persisted(outcome)? {
             self.sps.insert(key, copy);
         }
         Ok(())
