@@ -39,10 +39,8 @@ use shoal_core::share_coordinator::shard::MarkersApplied;
 use shoal_core::share_coordinator::{
     SharePartitionKey, ShareStateError, StateSummary, TopicId, WriteState,
 };
-use shoal_core::share_leader::{Loading, Staging};
-use shoal_core::share_partition::{
-    AckBatch, ShareError, SharePartition, SharePartitionConfig, StateWrite,
-};
+use shoal_core::share_leader::{self, Loading, Staging, Unpersisted};
+use shoal_core::share_partition::{AckBatch, ShareError, SharePartition, SharePartitionConfig};
 use shoal_core::share_session::{SessionKey, ShareSessionCache, TopicIdPartition};
 use shoal_core::txn_share_ack::Refusal;
 use shoal_protocol::ErrorCode;
@@ -327,19 +325,21 @@ impl ShareManager {
         self.state.prune(node).await
     }
 
-    /// Persists a share partition's state write (before the caller answers).
+    /// Persists the state write of a change to `key`'s machine and gives the change's answer
+    /// once it is durable (the caller answers only then).
     ///
     /// # Errors
     /// The write was refused by the store or could not be made durable.
-    pub async fn persist(
+    pub async fn persisted<T>(
         &self,
         key: &SharePartitionKey,
-        write: Option<StateWrite>,
-    ) -> Result<(), ErrorCode> {
-        match write {
-            Some(write) => self.write(key, write.to_write_state(LEADER_EPOCH)).await,
+        change: Unpersisted<T>,
+    ) -> Result<T, ErrorCode> {
+        let outcome = match change.write(LEADER_EPOCH) {
+            Some(write) => self.write(key, write).await,
             None => Ok(()),
-        }
+        };
+        change.persisted(outcome)
     }
 
     async fn write(&self, key: &SharePartitionKey, write: WriteState) -> Result<(), ErrorCode> {
@@ -386,10 +386,7 @@ impl ShareManager {
         };
         let machine = match Loading::read(config, persisted.as_ref()).map_err(unusable)? {
             Loading::Ready(machine) => machine,
-            Loading::Persist(pending) => {
-                self.write(key, pending.write(LEADER_EPOCH)).await?;
-                pending.persisted()
-            }
+            Loading::Persist(pending) => self.persisted(key, pending).await?,
             Loading::PickStart(pick) => {
                 let initializing = pick.start_at(reset_offset(node, key)?);
                 match self.state.initialize(key, initializing.state()).await {
@@ -420,14 +417,14 @@ impl ShareManager {
             let slot = self.slot(&key);
             let mut state = slot.state.lock().await;
             let Some(sp) = state.as_mut() else { continue };
-            let write = match sp.release_member(member_id, node.now_ms()) {
-                Ok(write) => write,
+            let released = match sp.release_member(member_id, node.now_ms()) {
+                Ok(write) => share_leader::changed(write),
                 Err(e) => {
                     refusal_code(node, &key, &e);
                     continue;
                 }
             };
-            if let Err(code) = self.persist(&key, write).await {
+            if let Err(code) = self.persisted(&key, released).await {
                 warn!(
                     ?key,
                     ?code,
@@ -597,15 +594,15 @@ impl ShareManager {
             if sp.violation().is_some() || sp.next_lock_deadline().is_none_or(|d| d > now) {
                 continue;
             }
-            let write = match sp.expire_locks(now) {
-                Ok(write) => write,
+            let expired = match sp.expire_locks(now) {
+                Ok(write) => share_leader::changed(write),
                 Err(e) => {
                     refusal_code(node, &key, &e);
                     continue;
                 }
             };
             any = true;
-            if let Err(code) = self.persist(&key, write).await {
+            if let Err(code) = self.persisted(&key, expired).await {
                 warn!(?key, ?code, "lock expiry was not persisted");
             }
         }

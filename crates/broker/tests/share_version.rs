@@ -128,7 +128,8 @@ async fn persist_batch(broker: &TestBroker, key: &SharePartitionKey, batch: Pers
         delivery_complete_count: 0,
         batches: vec![batch],
     };
-    broker.broker.share.persist(key, Some(write)).await.unwrap();
+    let change = shoal_core::share_leader::changed(Some(write));
+    broker.broker.share.persisted(key, change).await.unwrap();
 }
 
 #[tokio::test]

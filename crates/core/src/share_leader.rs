@@ -10,6 +10,8 @@
 //!   coordinator reads back, else an initialization at the start offset the driver picks
 //!   (`share.auto.offset.reset`) persisted first; a loaded state that needs a write (a state
 //!   epoch bump, locks dropped) is persisted before the machine is used.
+//! - [`acknowledge`], [`acquire`] and every other change to a live machine — the answer held
+//!   as [`Unpersisted`] until the state write the change returned is reported durable.
 //! - [`Staging`] — a TxnShareAcknowledge's staging (KIP-1289 §3.2 step 8): on copies of the
 //!   machines, all or nothing; the stagings persisted as the producer's transactional batch in
 //!   `__share_group_state`; only then the copies handed back to be put in place. Answering or
@@ -24,7 +26,8 @@ use crate::share_coordinator::{
     InitializeState, ReadState, SharePartitionKey, WriteState, UNINITIALIZED_START_OFFSET,
 };
 use crate::share_partition::{
-    stage_all, AckBatch, ShareError, SharePartition, SharePartitionConfig, StateWrite, Violation,
+    stage_all, AckBatch, AcquireRequest, AcquiredRecords, ShareError, SharePartition,
+    SharePartitionConfig, StateWrite, Violation,
 };
 use crate::txn_share_ack::Refusal;
 
@@ -35,17 +38,18 @@ pub enum Loading {
     /// The persisted state, usable as it is.
     Ready(SharePartition),
     /// The persisted state, with a write to persist before the machine is used.
-    Persist(PendingWrite),
+    Persist(Unpersisted<SharePartition>),
     /// No state (or an uninitialized one): pick the start offset.
     PickStart(Uninitialized),
 }
 
-/// A machine whose write must be persisted before it is used.
+/// What a change to a share partition answers, held until the state write the change
+/// returned is durable: the answer is only reachable through [`Unpersisted::persisted`].
 #[derive(Debug)]
-#[must_use]
-pub struct PendingWrite {
-    machine: SharePartition,
-    write: StateWrite,
+#[must_use = "answer only once the write is persisted"]
+pub struct Unpersisted<T> {
+    answer: T,
+    write: Option<StateWrite>,
 }
 
 /// A share partition without state, waiting for its start offset.
@@ -79,7 +83,10 @@ impl Loading {
                 let (machine, write) = SharePartition::from_persisted(config, read)?;
                 Ok(match write {
                     None => Loading::Ready(machine),
-                    Some(write) => Loading::Persist(PendingWrite { machine, write }),
+                    Some(write) => Loading::Persist(Unpersisted {
+                        answer: machine,
+                        write: Some(write),
+                    }),
                 })
             }
             other => Ok(Loading::PickStart(Uninitialized {
@@ -90,16 +97,78 @@ impl Loading {
     }
 }
 
-impl PendingWrite {
-    /// The write to persist, by the leader at `leader_epoch`.
-    pub fn write(&self, leader_epoch: i32) -> WriteState {
-        self.write.to_write_state(leader_epoch)
+impl<T> Unpersisted<T> {
+    /// The write to persist, by the leader at `leader_epoch` (None: nothing to persist).
+    pub fn write(&self, leader_epoch: i32) -> Option<WriteState> {
+        self.write.as_ref().map(|w| w.to_write_state(leader_epoch))
     }
 
-    /// The write is durable: the machine, to put in place.
-    pub fn persisted(self) -> SharePartition {
-        self.machine
+    /// The share-state coordinator's outcome for [`Unpersisted::write`]: the answer once it
+    /// is durable.
+    ///
+    /// # Errors
+    /// The outcome's error: the request that made the change fails with it.
+    pub fn persisted<E>(self, outcome: Result<(), E>) -> Result<T, E> {
+        outcome.map(|()| self.answer)
     }
+}
+
+/// Why a share partition refused acknowledgements.
+#[derive(Debug, Clone)]
+pub enum AckRefused {
+    /// The share partition has no machine: nothing of it was ever acquired.
+    NoMachine,
+    /// The machine refused; nothing changed.
+    Refused(ShareError),
+}
+
+impl AckRefused {
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            AckRefused::NoMachine => ErrorCode::INVALID_RECORD_STATE,
+            AckRefused::Refused(e) => e.error_code(),
+        }
+    }
+}
+
+/// A ShareAcknowledge's (or a ShareFetch's) acknowledgements of `member_id` on one share
+/// partition, answered once persisted.
+///
+/// # Errors
+/// No machine (INVALID_RECORD_STATE) or the machine's refusal; nothing changed.
+pub fn acknowledge(
+    machine: Option<&mut SharePartition>,
+    member_id: &str,
+    batches: &[AckBatch],
+    now_ms: i64,
+) -> Result<Unpersisted<()>, AckRefused> {
+    let machine = machine.ok_or(AckRefused::NoMachine)?;
+    let write = machine
+        .acknowledge(member_id, batches, now_ms)
+        .map_err(AckRefused::Refused)?;
+    Ok(Unpersisted { answer: (), write })
+}
+
+/// A ShareFetch's acquisition on one share partition: the records acquired, answered once
+/// persisted (the acquisition's write archives records, moves the start, expires locks).
+///
+/// # Errors
+/// The machine's refusal; nothing changed.
+pub fn acquire(
+    machine: &mut SharePartition,
+    request: &AcquireRequest<'_>,
+) -> Result<Unpersisted<Vec<AcquiredRecords>>, ShareError> {
+    let acquisition = machine.acquire(request)?;
+    Ok(Unpersisted {
+        answer: acquisition.records,
+        write: acquisition.write,
+    })
+}
+
+/// Any other change a share-partition leader makes to a machine (a member's records
+/// released, locks expired, the log start moved), as a write to persist before it counts.
+pub fn changed(write: Option<StateWrite>) -> Unpersisted<()> {
+    Unpersisted { answer: (), write }
 }
 
 impl Uninitialized {

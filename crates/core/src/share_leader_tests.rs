@@ -104,9 +104,12 @@ fn a_persisted_state_is_ready_or_handed_back_only_after_its_write() {
     };
     match Loading::read(SharePartitionConfig::default(), Some(&moved)) {
         Ok(Loading::Persist(pending)) => {
-            assert_eq!(pending.write(7).start_offset, 10);
-            assert_eq!(pending.write(7).leader_epoch, 7);
-            assert_eq!(pending.persisted().start_offset(), 10);
+            let write = pending.write(7).expect("a write");
+            assert_eq!((write.start_offset, write.leader_epoch), (10, 7));
+            assert_eq!(
+                pending.persisted(Ok::<_, ()>(())).unwrap().start_offset(),
+                10
+            );
         }
         other => panic!("a moved start must be persisted first: {other:?}"),
     }
@@ -246,4 +249,53 @@ proptest! {
         let after: Vec<_> = machines.iter().map(states).collect();
         prop_assert_eq!(before, after);
     }
+}
+
+#[test]
+fn acknowledgements_are_answered_only_once_persisted_and_need_a_machine() {
+    assert_eq!(
+        acknowledge(None, "m", &accept(0, 0), 1)
+            .expect_err("no machine")
+            .error_code(),
+        ErrorCode::INVALID_RECORD_STATE
+    );
+    let mut sp = acquired("m", 3);
+    let refused = acknowledge(Some(&mut sp), "other", &accept(0, 3), 1).expect_err("not held");
+    assert_eq!(refused.error_code(), ErrorCode::INVALID_RECORD_STATE);
+    let done = acknowledge(Some(&mut sp), "m", &accept(0, 3), 1).expect("acknowledged");
+    assert!(done.write(0).is_some());
+    assert_eq!(done.persisted(Err("disk")), Err("disk"));
+}
+
+#[test]
+fn an_acquisition_answers_its_records_once_persisted() {
+    let mut sp = SharePartition::new(SharePartitionConfig::default(), 0, 0).expect("valid");
+    let fetched = [FetchedBatch {
+        base_offset: 0,
+        last_offset: 4,
+        is_control: false,
+        producer_id: -1,
+        is_transactional: false,
+    }];
+    let request = AcquireRequest {
+        member_id: "m",
+        fetch_offset: 0,
+        fetched: &fetched,
+        max_records: 500,
+        batch_size: 500,
+        mode: AcquireMode::BatchOptimized,
+        isolation: Isolation::ReadUncommitted,
+        now_ms: 0,
+    };
+    let records = acquire(&mut sp, &request)
+        .expect("acquired")
+        .persisted(Ok::<_, ()>(()))
+        .expect("persisted");
+    assert_eq!(
+        records
+            .iter()
+            .map(|r| (r.first_offset, r.last_offset))
+            .collect::<Vec<_>>(),
+        vec![(0, 4)]
+    );
 }

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shoal_core::share_coordinator::{SharePartitionKey, TopicId};
+use shoal_core::share_leader::{self, AckRefused};
 use shoal_core::share_partition::{
     validate_acknowledge_batches, AbortedTransaction, AckBatch, AcquireMode, AcquireRequest,
     FetchedBatch, Isolation,
@@ -112,14 +113,9 @@ async fn acknowledge(
     let key = SharePartitionKey::new(group_id, TopicId(*topic_id.as_bytes()), partition);
     let slot = broker.share.slot(&key);
     let mut state = slot.state.lock().await;
-    let Some(sp) = state.as_mut() else {
-        // Nothing was ever acquired here.
-        return ErrorCode::INVALID_RECORD_STATE;
-    };
-    let result = sp.acknowledge(member_id, &batches, broker.now_ms());
-    match result {
-        Ok(write) => {
-            let persisted = broker.share.persist(&key, write).await;
+    match share_leader::acknowledge(state.as_mut(), member_id, &batches, broker.now_ms()) {
+        Ok(acknowledged) => {
+            let persisted = broker.share.persisted(&key, acknowledged).await;
             drop(state);
             broker.share.released.notify_waiters();
             match persisted {
@@ -127,9 +123,12 @@ async fn acknowledge(
                 Err(code) => code,
             }
         }
-        Err(e) => {
-            tracing::debug!(group_id, member_id, partition, error = %e, "acknowledgements refused");
-            refusal_code(broker, &key, &e)
+        Err(refused) => {
+            tracing::debug!(group_id, member_id, partition, error = ?refused, "acknowledgements refused");
+            match refused {
+                AckRefused::Refused(e) => refusal_code(broker, &key, &e),
+                AckRefused::NoMachine => refused.error_code(),
+            }
         }
     }
 }
@@ -217,11 +216,11 @@ async fn acquire(
         }
     };
     if sp.start_offset() < log_start {
-        let write = match sp.update_log_start_offset(log_start) {
-            Ok(write) => write,
+        let moved = match sp.update_log_start_offset(log_start) {
+            Ok(write) => share_leader::changed(write),
             Err(e) => return empty(refusal_code(broker, &key, &e)),
         };
-        if let Err(code) = broker.share.persist(&key, write).await {
+        if let Err(code) = broker.share.persisted(&key, moved).await {
             return empty(code);
         }
     }
@@ -250,35 +249,37 @@ async fn acquire(
     } else {
         Isolation::ReadUncommitted
     };
-    let acquisition = match sp.acquire(&AcquireRequest {
-        member_id,
-        fetch_offset,
-        fetched: &fetched,
-        max_records,
-        batch_size,
-        mode,
-        isolation,
-        now_ms: now,
-    }) {
+    let acquisition = match share_leader::acquire(
+        sp,
+        &AcquireRequest {
+            member_id,
+            fetch_offset,
+            fetched: &fetched,
+            max_records,
+            batch_size,
+            mode,
+            isolation,
+            now_ms: now,
+        },
+    ) {
         Ok(a) => a,
         Err(e) => return empty(refusal_code(broker, &key, &e)),
     };
-    if let Err(code) = broker.share.persist(&key, acquisition.write).await {
-        return empty(code);
-    }
-    if acquisition.records.is_empty() {
+    let records = match broker.share.persisted(&key, acquisition).await {
+        Ok(records) => records,
+        Err(code) => return empty(code),
+    };
+    if records.is_empty() {
         return empty(ErrorCode::NONE);
     }
     // Send only the batches holding acquired records: the read may reach far past what the
     // acquisition took (MaxRecords, the record-lock cap), and clients drop the rest anyway.
-    let first = acquisition
-        .records
+    let first = records
         .iter()
         .map(|r| r.first_offset)
         .min()
         .unwrap_or(fetch_offset);
-    let last = acquisition
-        .records
+    let last = records
         .iter()
         .map(|r| r.last_offset)
         .max()
@@ -286,8 +287,7 @@ async fn acquire(
     Acquired {
         error: ErrorCode::NONE,
         region: Some(needed_batches(&region, &batches, first, last)),
-        acquired: acquisition
-            .records
+        acquired: records
             .iter()
             .map(|r| sf::AcquiredRecords {
                 first_offset: r.first_offset,

@@ -50,6 +50,7 @@ use shoal_core::share_coordinator::shard::{
 use shoal_core::share_coordinator::{
     ShareCoordinatorConfig, SharePartitionKey, ShareStateStore, TopicId,
 };
+use shoal_core::share_leader;
 use shoal_core::share_partition::{
     AckBatch, AcquireMode, AcquireRequest, FetchedBatch, Isolation, ShareError, SharePartition,
     SharePartitionConfig, StateWrite,
@@ -418,12 +419,12 @@ impl Broker {
         self.group_pass(disk, now, Vec::new());
         let keys: Vec<SharePartitionKey> = self.sps.keys().cloned().collect();
         for key in keys {
-            let write = self
+            let expired = self
                 .sps
                 .get_mut(&key)
-                .and_then(|sp| sp.expire_locks(now).ok().flatten());
-            if let Some(write) = write {
-                let _ = self.persist_write(disk, &key, &write, now);
+                .and_then(|sp| sp.expire_locks(now).ok());
+            if let Some(write) = expired {
+                let _ = self.persisted(disk, &key, share_leader::changed(write), now);
             }
         }
     }

@@ -5,7 +5,7 @@
 //! answer. Loading a share partition and staging go through the broker's own orders
 //! (`shoal_core::share_leader`).
 
-use shoal_core::share_leader::{Loading, NotPersisted, Staging};
+use shoal_core::share_leader::{self, Loading, NotPersisted, Staging, Unpersisted};
 
 use super::*;
 
@@ -41,14 +41,7 @@ impl Broker {
                 return Err(codes::UNKNOWN_SERVER_ERROR);
             }
             Ok(Loading::Ready(machine)) => machine,
-            Ok(Loading::Persist(pending)) => {
-                let write = ShareStateInput::Write {
-                    key: key.clone(),
-                    state: pending.write(LEADER_EPOCH),
-                };
-                self.state_done(disk, now, write)?;
-                pending.persisted()
-            }
+            Ok(Loading::Persist(pending)) => self.persisted(disk, key, pending, now)?,
             // The simulated input's share partitions start at the beginning.
             Ok(Loading::PickStart(pick)) => {
                 let initializing = pick.start_at(0);
@@ -84,19 +77,26 @@ impl Broker {
         }
     }
 
-    /// Persists a share partition's state write through the share-state coordinator.
-    pub(super) fn persist_write(
+    /// Persists the state write of a change to `key`'s machine through the share-state
+    /// coordinator; the change's answer once it is durable (`share_leader::Unpersisted`).
+    pub(super) fn persisted<T>(
         &mut self,
         disk: &mut Disk,
         key: &SharePartitionKey,
-        write: &StateWrite,
+        change: Unpersisted<T>,
         now: i64,
-    ) -> Result<(), i16> {
-        let input = ShareStateInput::Write {
-            key: key.clone(),
-            state: write.to_write_state(LEADER_EPOCH),
+    ) -> Result<T, i16> {
+        let outcome = match change.write(LEADER_EPOCH) {
+            Some(state) => {
+                let input = ShareStateInput::Write {
+                    key: key.clone(),
+                    state,
+                };
+                self.state_done(disk, now, input)
+            }
+            None => Ok(()),
         };
-        self.state_done(disk, now, input)
+        change.persisted(outcome)
     }
 
     pub(super) fn release_member(&mut self, disk: &mut Disk, member: &str, now: i64) {
@@ -105,12 +105,12 @@ impl Broker {
         });
         let keys: Vec<SharePartitionKey> = self.sps.keys().cloned().collect();
         for key in keys {
-            let write = self
+            let released = self
                 .sps
                 .get_mut(&key)
-                .and_then(|sp| sp.release_member(member, now).ok().flatten());
-            if let Some(write) = write {
-                let _ = self.persist_write(disk, &key, &write, now);
+                .and_then(|sp| sp.release_member(member, now).ok());
+            if let Some(write) = released {
+                let _ = self.persisted(disk, &key, share_leader::changed(write), now);
             }
         }
     }
@@ -219,24 +219,36 @@ impl Broker {
             } else {
                 Vec::new()
             };
-            let acquisition = match sp.acquire(&AcquireRequest {
-                member_id: member,
-                fetch_offset: from,
-                fetched: &fetched,
-                max_records,
-                batch_size: max_records,
-                mode: AcquireMode::BatchOptimized,
-                isolation: Isolation::ReadUncommitted,
-                now_ms: now,
-            }) {
+            let acquisition = match share_leader::acquire(
+                sp,
+                &AcquireRequest {
+                    member_id: member,
+                    fetch_offset: from,
+                    fetched: &fetched,
+                    max_records,
+                    batch_size: max_records,
+                    mode: AcquireMode::BatchOptimized,
+                    isolation: Isolation::ReadUncommitted,
+                    now_ms: now,
+                },
+            ) {
                 Ok(a) => a,
                 Err(e) => {
                     self.notes.push(format!("acquire refused: {e}"));
                     continue;
                 }
             };
+            let acquired = match self.persisted(disk, &key, acquisition, now) {
+                Ok(acquired) => acquired,
+                Err(c) => {
+                    return Resp::ShareFetch {
+                        code: c,
+                        records: Vec::new(),
+                    }
+                }
+            };
             let deadline_ms = now + self.layout.share.record_lock_duration_ms;
-            for r in &acquisition.records {
+            for r in &acquired {
                 self.observed.push(Observed::Acquired {
                     member: member.to_string(),
                     partition: p,
@@ -251,14 +263,6 @@ impl Broker {
                         offset,
                         delivery_count: r.delivery_count,
                     });
-                }
-            }
-            if let Some(write) = acquisition.write {
-                if let Err(c) = self.persist_write(disk, &key, &write, now) {
-                    return Resp::ShareFetch {
-                        code: c,
-                        records: Vec::new(),
-                    };
                 }
             }
         }
@@ -286,26 +290,23 @@ impl Broker {
         let mut result = codes::NONE;
         for (p, batches) in by_partition {
             let key = share_key(p);
-            let Some(sp) = self.sps.get_mut(&key) else {
-                result = codes::INVALID_RECORD_STATE;
+            let acknowledged =
+                match share_leader::acknowledge(self.sps.get_mut(&key), member, &batches, now) {
+                    Ok(acknowledged) => acknowledged,
+                    Err(refused) => {
+                        result = code(refused.error_code());
+                        continue;
+                    }
+                };
+            if let Err(c) = self.persisted(disk, &key, acknowledged, now) {
+                result = c;
                 continue;
-            };
-            match sp.acknowledge(member, &batches, now) {
-                Ok(write) => {
-                    if let Some(write) = write {
-                        if let Err(c) = self.persist_write(disk, &key, &write, now) {
-                            result = c;
-                            continue;
-                        }
-                    }
-                    for batch in batches {
-                        self.observed.push(Observed::Acked {
-                            partition: p,
-                            batch,
-                        });
-                    }
-                }
-                Err(e) => result = code(e.error_code()),
+            }
+            for batch in batches {
+                self.observed.push(Observed::Acked {
+                    partition: p,
+                    batch,
+                });
             }
         }
         Resp::ShareAck { code: result }
