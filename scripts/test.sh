@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every Shoal test on a fresh machine: formatting and lints, the Rust unit, property and
-# integration tests, a fixed set of simulator seeds, the real-client interop suite (Python
+# integration tests (the cluster crate's against etcd and an S3 server installed by
+# tests/cluster/rig.sh), a fixed set of simulator seeds, the real-client interop suite (Python
 # venv created on first run), the Python package's tests and a short fuzzing pass of every
 # decoder.
 #
@@ -20,7 +21,11 @@ cargo fmt --all -- --check
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "cargo test (unit, property, integration)"
+step "cluster engines: etcd and an S3 server (SeaweedFS, built once per machine)"
+tests/cluster/rig.sh install
+eval "$(tests/cluster/rig.sh env)"
+
+step "cargo test (unit, property, integration; the cluster's against real etcd and S3)"
 cargo test --workspace --locked
 
 step "cargo build --release (the broker the interop suite starts)"

@@ -1,0 +1,109 @@
+//! Where a cluster's state lives in etcd: everything under `/shoal/<cluster>/`.
+//!
+//! | key | value | written |
+//! |---|---|---|
+//! | `brokers/<node id>` | the broker's endpoint (`host:port[ rack]`) | under the broker's lease |
+//! | `owners/<topic>/<partition>` | `node_id leader_epoch` | under the owner's lease; its mod revision is the fence commits compare |
+//! | `epochs/<topic>/<partition>` | the last leader epoch handed out | with each claim |
+//! | `ends/<topic>/<partition>` | the committed end offset (decimal) | by each commit |
+//! | `index/<topic>/<partition>/<base offset>` | where the records from that offset are ([`crate::ObjectRef`]) | by each commit |
+//!
+//! Numbers in keys are zero-padded so that a range read returns them in order. Topic names are
+//! Kafka's (letters, digits, `.`, `_`, `-`), so `/` separates safely.
+
+/// The keys of one cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    root: String,
+}
+
+impl Keys {
+    /// The keys of cluster `cluster` (a name of letters, digits, `.`, `_`, `-`).
+    ///
+    /// # Errors
+    /// An empty cluster name or one with other characters.
+    pub fn new(cluster: &str) -> crate::Result<Keys> {
+        let valid = !cluster.is_empty()
+            && cluster
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !valid {
+            return Err(crate::Error::Invalid {
+                what: "cluster name",
+                detail: format!("{cluster:?}: use letters, digits, '.', '_' or '-'"),
+            });
+        }
+        Ok(Keys {
+            root: format!("/shoal/{cluster}/"),
+        })
+    }
+
+    pub fn brokers(&self) -> String {
+        format!("{}brokers/", self.root)
+    }
+
+    pub fn broker(&self, node_id: i32) -> String {
+        format!("{}{node_id:010}", self.brokers())
+    }
+
+    pub fn owners(&self) -> String {
+        format!("{}owners/", self.root)
+    }
+
+    pub fn owner(&self, topic: &str, partition: i32) -> String {
+        format!("{}{topic}/{partition:010}", self.owners())
+    }
+
+    pub fn epoch(&self, topic: &str, partition: i32) -> String {
+        format!("{}epochs/{topic}/{partition:010}", self.root)
+    }
+
+    pub fn end(&self, topic: &str, partition: i32) -> String {
+        format!("{}ends/{topic}/{partition:010}", self.root)
+    }
+
+    pub fn index(&self, topic: &str, partition: i32) -> String {
+        format!("{}index/{topic}/{partition:010}/", self.root)
+    }
+
+    pub fn index_entry(&self, topic: &str, partition: i32, base_offset: i64) -> String {
+        format!("{}{base_offset:020}", self.index(topic, partition))
+    }
+
+    /// The (topic, partition) an owner key names.
+    pub fn parse_owner(&self, key: &str) -> Option<(String, i32)> {
+        let rest = key.strip_prefix(&self.owners())?;
+        let (topic, partition) = rest.rsplit_once('/')?;
+        Some((topic.to_string(), partition.parse().ok()?))
+    }
+
+    /// The node id a broker key names.
+    pub fn parse_broker(&self, key: &str) -> Option<i32> {
+        key.strip_prefix(&self.brokers())?.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_numerically_and_parse_back() {
+        let k = Keys::new("c1").unwrap();
+        assert!(k.index_entry("t", 0, 9) < k.index_entry("t", 0, 10));
+        assert!(k.owner("t", 2) < k.owner("t", 10));
+        assert_eq!(
+            k.parse_owner(&k.owner("a.b-c", 7)),
+            Some(("a.b-c".into(), 7))
+        );
+        assert_eq!(k.parse_broker(&k.broker(3)), Some(3));
+        assert_eq!(k.parse_owner(&k.broker(3)), None);
+    }
+
+    #[test]
+    fn a_cluster_name_that_could_escape_its_prefix_is_refused() {
+        for bad in ["", "a/b", "a b", "../x"] {
+            assert!(Keys::new(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! The clients of the engines a Shoal cluster runs on (`shared/spec/cluster.md`): **etcd** for
+//! broker membership, partition ownership and the commit index, **object storage** for the
+//! record bytes. Nothing here is a consensus or replication protocol of Shoal's own: etcd's
+//! serializable transactions and leases carry the hard parts, and every commit is fenced
+//! inside the etcd transaction that records it.
+//!
+//! - [`keys`]: where everything lives in etcd, under one prefix per cluster.
+//! - [`session`]: a broker's lease, kept alive in the background; what the broker writes under
+//!   it (its registration, the partitions it owns) disappears when it stops renewing it.
+//! - [`owners`]: claiming and releasing a partition (the owner key's revision is the leader
+//!   epoch), and a table of brokers and owners kept current by a watch.
+//! - [`commits`]: the commit point — an etcd transaction that compares the owner epoch of every
+//!   partition it touches and that each continues exactly at its committed end, then records
+//!   the new ends and where the bytes are.
+//! - [`objects`]: immutable objects under names no other write uses, on S3 or in a directory
+//!   (fsynced, with its directory, before a commit may name it).
+//!
+//! Must not: acknowledge anything on a lock or a cached owner alone — only a commit fences; name
+//! an object twice; depend on the broker (the broker's seams use this crate, not the reverse).
+
+pub mod commits;
+pub mod keys;
+pub mod objects;
+pub mod owners;
+pub mod session;
+
+pub use commits::{commit, CommitRefused, PartitionCommit};
+pub use keys::Keys;
+pub use objects::{ObjectRef, Objects};
+pub use owners::{Claim, Owner, OwnerTable};
+pub use session::Session;
+
+/// Why an engine call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("etcd: {0}")]
+    Etcd(#[from] etcd_client::Error),
+    #[error("object store: {0}")]
+    Objects(String),
+    #[error("invalid {what}: {detail}")]
+    Invalid { what: &'static str, detail: String },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,362 @@
+//! The cluster's engine clients against real servers started here on loopback: etcd (Debian's
+//! `etcd-server`) and SeaweedFS's S3 gateway (`weed`), as `tests/cluster/rig.sh install`
+//! provides them (`SHOAL_ETCD_BIN`, `SHOAL_WEED_BIN`, else on PATH). Each test starts its own
+//! etcd; the S3 server is started once per test binary.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use shoal_cluster::commits::{self, committed_end, index};
+use shoal_cluster::owners::{self, OwnerTable};
+use shoal_cluster::session::{self, Session};
+use shoal_cluster::{Claim, CommitRefused, Keys, ObjectRef, Objects, Owner, PartitionCommit};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn binary(var: &str, name: &str) -> PathBuf {
+    if let Ok(path) = std::env::var(var) {
+        return PathBuf::from(path);
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!("{name} not found: run tests/cluster/rig.sh install, or set {var}")
+    })
+}
+
+/// A server process, killed when dropped.
+struct Server {
+    child: Child,
+    _dir: tempfile::TempDir,
+    endpoint: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for_port(port: u16, what: &str) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(start.elapsed() < WAIT, "{what} did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn start_etcd() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let (client, peer) = (free_port(), free_port());
+    let child = Command::new(binary("SHOAL_ETCD_BIN", "etcd"))
+        .args(["--name", "test", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg(format!("--listen-client-urls=http://127.0.0.1:{client}"))
+        .arg(format!("--advertise-client-urls=http://127.0.0.1:{client}"))
+        .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
+        .arg(format!(
+            "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
+        ))
+        .arg(format!("--initial-cluster=test=http://127.0.0.1:{peer}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start etcd");
+    wait_for_port(client, "etcd");
+    Server {
+        child,
+        _dir: dir,
+        endpoint: format!("127.0.0.1:{client}"),
+    }
+}
+
+async fn session(etcd: &Server, cluster: &str) -> Session {
+    let client = session::connect(std::slice::from_ref(&etcd.endpoint), Duration::from_secs(5))
+        .await
+        .expect("connect to etcd");
+    Session::start(client, Keys::new(cluster).unwrap(), 2)
+        .await
+        .expect("lease")
+}
+
+/// Polls `check` until it holds (the owner table follows etcd through a watch).
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < WAIT, "not seen within {WAIT:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn object(name: &str, len: u64) -> ObjectRef {
+    ObjectRef {
+        name: name.to_string(),
+        position: 0,
+        len,
+    }
+}
+
+fn part(fence: i64, base: i64, end: i64, name: &str) -> PartitionCommit {
+    PartitionCommit {
+        topic: "t".into(),
+        partition: 0,
+        fence,
+        base_offset: base,
+        end_offset: end,
+        object: object(name, 100),
+    }
+}
+
+#[tokio::test]
+async fn a_partition_has_one_owner_whose_epoch_grows_across_owners() {
+    let etcd = start_etcd();
+    let a = session(&etcd, "c").await;
+    let b = session(&etcd, "c").await;
+    a.register(1, "127.0.0.1:9001").await.unwrap();
+    b.register(2, "127.0.0.1:9002").await.unwrap();
+    let table = OwnerTable::start(b.client(), b.keys().clone())
+        .await
+        .unwrap();
+
+    let Claim::Won(first) = owners::claim(&a, 1, "t", 0).await.unwrap() else {
+        panic!("nobody owned t-0");
+    };
+    assert_eq!((first.node_id, first.leader_epoch), (1, 1));
+    assert_eq!(
+        owners::claim(&b, 2, "t", 0).await.unwrap(),
+        Claim::Owned(first)
+    );
+    eventually("b sees a own t-0", || table.owner("t", 0) == Some(first)).await;
+    eventually("both brokers registered", || table.brokers().len() == 2).await;
+
+    // A leaves: its lease goes, with its registration and its partition.
+    a.close().await.unwrap();
+    eventually("a's partition and registration gone", || {
+        table.owner("t", 0).is_none() && table.brokers().len() == 1
+    })
+    .await;
+    let Claim::Won(second) = owners::claim(&b, 2, "t", 0).await.unwrap() else {
+        panic!("t-0 was free");
+    };
+    // Clients see the next leader epoch; commits compare a fence that also only grows.
+    assert_eq!(second.leader_epoch, 2);
+    assert!(second.fence > first.fence, "{first:?} then {second:?}");
+    eventually("b sees itself own t-0", || {
+        table.owner("t", 0) == Some(second)
+    })
+    .await;
+    // A clean hand-over: released only under the fence it was owned with.
+    assert!(!owners::release(&b, "t", 0, first.fence).await.unwrap());
+    assert!(owners::release(&b, "t", 0, second.fence).await.unwrap());
+    let Claim::Won(third) = owners::claim(&b, 2, "t", 0).await.unwrap() else {
+        panic!("released");
+    };
+    assert_eq!(third.leader_epoch, 3);
+    // Another cluster's keys are apart.
+    let other = session(&etcd, "other").await;
+    assert!(matches!(
+        owners::claim(&other, 9, "t", 0).await.unwrap(),
+        Claim::Won(Owner {
+            leader_epoch: 1,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn a_zombie_owner_commits_nothing_and_commits_are_contiguous() {
+    let etcd = start_etcd();
+    let a = session(&etcd, "c").await;
+    let b = session(&etcd, "c").await;
+    let Claim::Won(Owner { fence: ea, .. }) = owners::claim(&a, 1, "t", 0).await.unwrap() else {
+        panic!("t-0 was free");
+    };
+    commits::commit(&a, &[part(ea, 0, 10, "a1")])
+        .await
+        .unwrap()
+        .expect("the owner commits");
+
+    // A's lease is gone behind its back (paused past its TTL): it still believes it owns t-0.
+    let mut admin = b.client();
+    admin.lease_revoke(a.lease()).await.unwrap();
+    let Claim::Won(new_owner) = owners::claim(&b, 2, "t", 0).await.unwrap() else {
+        panic!("t-0 was freed with a's lease");
+    };
+    let eb = new_owner.fence;
+    assert_eq!(
+        commits::commit(&a, &[part(ea, 10, 20, "a2")])
+            .await
+            .unwrap(),
+        Err(CommitRefused::Fenced {
+            topic: "t".into(),
+            partition: 0,
+            owner: Some(new_owner),
+        })
+    );
+    // The new owner continues from the committed end, and only from there.
+    commits::commit(&b, &[part(eb, 10, 20, "b1")])
+        .await
+        .unwrap()
+        .expect("the new owner commits");
+    assert_eq!(
+        commits::commit(&b, &[part(eb, 15, 30, "b2")])
+            .await
+            .unwrap(),
+        Err(CommitRefused::NotContiguous {
+            topic: "t".into(),
+            partition: 0,
+            committed_end: 20,
+        })
+    );
+    assert_eq!(
+        commits::commit(&b, &[part(eb, 0, 5, "b3")]).await.unwrap(),
+        Err(CommitRefused::NotContiguous {
+            topic: "t".into(),
+            partition: 0,
+            committed_end: 20,
+        })
+    );
+    assert_eq!(committed_end(&b, "t", 0).await.unwrap(), 20);
+    let entries = index(&b, "t", 0, 0).await.unwrap();
+    assert_eq!(
+        entries
+            .iter()
+            .map(|(base, o)| (*base, o.name.as_str()))
+            .collect::<Vec<_>>(),
+        vec![(0, "a1"), (10, "b1")]
+    );
+    // The zombie's session notices its lease is gone.
+    eventually("a's session lost", || a.is_lost()).await;
+}
+
+#[tokio::test]
+async fn a_commit_over_several_partitions_is_all_or_nothing() {
+    let etcd = start_etcd();
+    let a = session(&etcd, "c").await;
+    let b = session(&etcd, "c").await;
+    let Claim::Won(Owner { fence: e0, .. }) = owners::claim(&a, 1, "t", 0).await.unwrap() else {
+        panic!("free");
+    };
+    let Claim::Won(Owner { fence: e1, .. }) = owners::claim(&b, 2, "t", 1).await.unwrap() else {
+        panic!("free");
+    };
+    let on = |partition, fence| PartitionCommit {
+        partition,
+        ..part(fence, 0, 10, "x")
+    };
+    // A does not own t-1: nothing of the commit is recorded, t-0 included.
+    let refused = commits::commit(&a, &[on(0, e0), on(1, e0)]).await.unwrap();
+    assert!(matches!(
+        refused,
+        Err(CommitRefused::Fenced { partition: 1, .. })
+    ));
+    assert_eq!(committed_end(&a, "t", 0).await.unwrap(), 0);
+    assert!(index(&a, "t", 0, 0).await.unwrap().is_empty());
+    commits::commit(&b, &[on(1, e1)]).await.unwrap().unwrap();
+    // An empty or backwards range is not a commit.
+    assert!(commits::commit(&a, &[part(e0, 5, 5, "y")]).await.is_err());
+}
+
+fn start_s3() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = free_port();
+    let (master, volume, filer) = (free_port(), free_port(), free_port());
+    let child = Command::new(binary("SHOAL_WEED_BIN", "weed"))
+        .arg("server")
+        .arg(format!("-dir={}", dir.path().display()))
+        .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
+        .arg(format!("-master.port={master}"))
+        .arg(format!("-volume.port={volume}"))
+        .arg(format!("-filer.port={filer}"))
+        .args(["-filer", "-s3"])
+        .arg(format!("-s3.port={s3}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start weed");
+    wait_for_port(s3, "the S3 gateway");
+    Server {
+        child,
+        _dir: dir,
+        endpoint: format!("http://127.0.0.1:{s3}"),
+    }
+}
+
+/// Creates `bucket` with a bare S3 CreateBucket (no credentials configured on the server).
+fn create_bucket(endpoint: &str, bucket: &str) {
+    use std::io::{Read, Write};
+    let addr = endpoint.trim_start_matches("http://");
+    let start = Instant::now();
+    loop {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            stream,
+            "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        if answer.starts_with("HTTP/1.1 200") {
+            return;
+        }
+        assert!(start.elapsed() < WAIT, "cannot create bucket: {answer}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[tokio::test]
+async fn objects_on_a_real_s3_server_are_read_back_by_range() {
+    let s3 = start_s3();
+    create_bucket(&s3.endpoint, "shoal");
+    std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+    let url = format!(
+        "s3://shoal/cluster-a?endpoint={}&region=us-east-1",
+        s3.endpoint
+    );
+    let objects = Objects::from_url(&url).unwrap();
+    let name = Objects::unique_name(1);
+    let payload: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+    objects
+        .put(&name, Bytes::from(payload.clone()))
+        .await
+        .expect("put");
+    let range = ObjectRef {
+        name: name.clone(),
+        position: 1000,
+        len: 5000,
+    };
+    assert_eq!(
+        &objects.get(&range).await.unwrap()[..],
+        &payload[1000..6000]
+    );
+    let missing = ObjectRef {
+        name: Objects::unique_name(1),
+        ..range.clone()
+    };
+    assert!(objects.get(&missing).await.is_err());
+    let past = ObjectRef {
+        position: 99_000,
+        len: 5000,
+        ..range
+    };
+    assert!(
+        objects.get(&past).await.is_err(),
+        "a short read is an error"
+    );
+}
