@@ -1,6 +1,8 @@
 //! Shoal's deterministic state machines.
 //!
 //! Owns the protocol logic that must be exactly right and therefore exhaustively testable:
+//! - [`assignment`]: which broker of a cluster should own each partition, balanced by count
+//!   with the fewest moves;
 //! - [`coordinator`]: the interface every coordinator gives the broker's one coordinator
 //!   runtime (handle an input, emit records and replies, replay records and markers);
 //! - [`group_coordinator`]: the classic consumer-group protocol and committed offsets;
@@ -30,6 +32,7 @@
 //! and these types. Kafka's byte encoding of the stored records, `ErrorCode` and
 //! `DecodeError` come from `shoal-codec`.
 
+pub mod assignment;
 pub mod coordinator;
 pub mod faults;
 pub mod group_coordinator;
