@@ -5,6 +5,8 @@
 //! | `brokers/<node id>` | the broker's endpoint (`host:port[ rack]`) | under the broker's lease |
 //! | `owners/<topic>/<partition>` | `node_id leader_epoch` | under the owner's lease; its mod revision is the fence commits compare |
 //! | `epochs/<topic>/<partition>` | the last leader epoch handed out | with each claim |
+//! | `assigner` | the elected assigner's node id | under its lease |
+//! | `assignments/<topic>/<partition>` | the node id the partition is assigned to | by the assigner, fenced by its key |
 //! | `ends/<topic>/<partition>` | the committed end offset (decimal) | by each commit |
 //! | `index/<topic>/<partition>/<base offset>` | where the records from that offset are ([`crate::ObjectRef`]) | by each commit |
 //!
@@ -52,6 +54,25 @@ impl Keys {
 
     pub fn owner(&self, topic: &str, partition: i32) -> String {
         format!("{}{topic}/{partition:010}", self.owners())
+    }
+
+    pub fn assigner(&self) -> String {
+        format!("{}assigner", self.root)
+    }
+
+    pub fn assignments(&self) -> String {
+        format!("{}assignments/", self.root)
+    }
+
+    pub fn assignment(&self, topic: &str, partition: i32) -> String {
+        format!("{}{topic}/{partition:010}", self.assignments())
+    }
+
+    /// The (topic, partition) an assignment key names.
+    pub fn parse_assignment(&self, key: &str) -> Option<(String, i32)> {
+        let rest = key.strip_prefix(&self.assignments())?;
+        let (topic, partition) = rest.rsplit_once('/')?;
+        Some((topic.to_string(), partition.parse().ok()?))
     }
 
     pub fn epoch(&self, topic: &str, partition: i32) -> String {

@@ -9,6 +9,9 @@
 //!   it (its registration, the partitions it owns) disappears when it stops renewing it.
 //! - [`owners`]: claiming and releasing a partition (the owner key's revision is the leader
 //!   epoch), and a table of brokers and owners kept current by a watch.
+//! - [`assigner`]: one elected broker decides which broker owns what
+//!   (`shoal_core::assignment::rebalance`), fenced by its election key; every broker claims
+//!   what is assigned to it and releases what is not.
 //! - [`commits`]: the commit point — an etcd transaction that compares the owner epoch of every
 //!   partition it touches and that each continues exactly at its committed end, then records
 //!   the new ends and where the bytes are.
@@ -18,6 +21,7 @@
 //! Must not: acknowledge anything on a lock or a cached owner alone — only a commit fences; name
 //! an object twice; depend on the broker (the broker's seams use this crate, not the reverse).
 
+pub mod assigner;
 pub mod commits;
 pub mod keys;
 pub mod objects;

@@ -3,16 +3,19 @@
 //! provides them (`SHOAL_ETCD_BIN`, `SHOAL_WEED_BIN`, else on PATH). Each test starts its own
 //! etcd; the S3 server is started once per test binary.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use shoal_cluster::assigner;
 use shoal_cluster::commits::{self, committed_end, index};
 use shoal_cluster::owners::{self, OwnerTable};
 use shoal_cluster::session::{self, Session};
 use shoal_cluster::{Claim, CommitRefused, Keys, ObjectRef, Objects, Owner, PartitionCommit};
+use shoal_core::assignment::rebalance;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -359,4 +362,108 @@ async fn objects_on_a_real_s3_server_are_read_back_by_range() {
         objects.get(&past).await.is_err(),
         "a short read is an error"
     );
+}
+
+/// Every broker's view of the owners, as a map.
+fn owned(table: &OwnerTable) -> BTreeMap<(String, i32), Owner> {
+    table.owners().into_iter().collect()
+}
+
+#[tokio::test]
+async fn an_elected_assigner_spreads_partitions_and_moves_a_dead_brokers_away() {
+    let etcd = start_etcd();
+    let brokers = [
+        session(&etcd, "c").await,
+        session(&etcd, "c").await,
+        session(&etcd, "c").await,
+    ];
+    for (i, s) in brokers.iter().enumerate() {
+        s.register(i as i32, &format!("127.0.0.1:{}", 9000 + i))
+            .await
+            .unwrap();
+    }
+    let table = OwnerTable::start(brokers[0].client(), brokers[0].keys().clone())
+        .await
+        .unwrap();
+    eventually("three brokers", || table.brokers().len() == 3).await;
+    let partitions: BTreeSet<(String, i32)> = (0..6).map(|p| ("t".to_string(), p)).collect();
+
+    // One assigner at a time.
+    let Ok(lead) = assigner::campaign(&brokers[2], 2).await.unwrap() else {
+        panic!("nobody was assigner");
+    };
+    assert_eq!(
+        assigner::campaign(&brokers[0], 0).await.unwrap(),
+        Err(Some(2))
+    );
+    let live: BTreeSet<i32> = table.brokers().iter().map(|b| b.node_id).collect();
+    let first = rebalance(&BTreeMap::new(), &partitions, &live);
+    assert!(assigner::write(&brokers[2], lead, &BTreeMap::new(), &first)
+        .await
+        .unwrap());
+    let recorded = assigner::read(&brokers[0]).await.unwrap();
+    assert_eq!(recorded, first);
+    for (i, s) in brokers.iter().enumerate() {
+        let done = assigner::reconcile(s, i as i32, &recorded, &owned(&table))
+            .await
+            .unwrap();
+        assert_eq!(done.claimed.len(), 2, "broker {i}: {done:?}");
+    }
+    eventually("every partition owned as assigned", || {
+        let o = owned(&table);
+        partitions
+            .iter()
+            .all(|p| o.get(p).map(|o| o.node_id) == first.get(p).copied())
+    })
+    .await;
+
+    // Broker 2 — the assigner, and the owner of two partitions — dies.
+    let [b0, b1, b2] = brokers;
+    let mut admin = b0.client();
+    admin.lease_revoke(b2.lease()).await.unwrap();
+    eventually("broker 2 gone", || table.brokers().len() == 2).await;
+    // Its late assignment is refused: it is no longer the assigner.
+    assert!(!assigner::write(&b2, lead, &first, &BTreeMap::new())
+        .await
+        .unwrap());
+    let Ok(lead) = assigner::campaign(&b0, 0).await.unwrap() else {
+        panic!("the assigner's key went with its lease");
+    };
+    let live: BTreeSet<i32> = table.brokers().iter().map(|b| b.node_id).collect();
+    let second = rebalance(&first, &partitions, &live);
+    assert!(assigner::write(&b0, lead, &first, &second).await.unwrap());
+    let recorded = assigner::read(&b1).await.unwrap();
+    assert_eq!(recorded, second);
+    let mut moved = Vec::new();
+    for (i, s) in [(0, &b0), (1, &b1)] {
+        let done = assigner::reconcile(s, i, &recorded, &owned(&table))
+            .await
+            .unwrap();
+        moved.extend(done.claimed);
+    }
+    // Only broker 2's partitions moved, each to a new leader epoch.
+    let was_2: Vec<_> = first
+        .iter()
+        .filter(|(_, b)| **b == 2)
+        .map(|(p, _)| p.clone())
+        .collect();
+    assert_eq!(
+        moved
+            .iter()
+            .map(|(p, _)| p.clone())
+            .collect::<Vec<_>>()
+            .len(),
+        was_2.len()
+    );
+    for (p, owner) in &moved {
+        assert!(was_2.contains(p), "{p:?} moved though its broker lived");
+        assert_eq!(owner.leader_epoch, 2);
+    }
+    eventually("every partition owned by a live broker", || {
+        let o = owned(&table);
+        partitions
+            .iter()
+            .all(|p| o.get(p).is_some_and(|o| o.node_id != 2))
+    })
+    .await;
 }
