@@ -585,3 +585,86 @@ async fn time_comes_from_the_clock() {
     assert_eq!(got, vec![(0, 2, 2)], "{GROUP} on {TOPIC}");
     broker.stop().await;
 }
+
+/// The same seam over a real etcd (`shoal_cluster`): the owners and brokers it holds are what
+/// Metadata answers and what the broker serves, and a move made in etcd reaches the broker
+/// through its watch.
+#[tokio::test]
+async fn ownership_from_etcd_routes_requests_as_etcd_says() {
+    use shoal_broker::seams::ownership::EtcdOwnership;
+    use shoal_cluster::owners::{self, Claim};
+    use shoal_cluster::rig::start_etcd;
+    use shoal_cluster::session::{self, Session};
+    use shoal_cluster::{Keys, OwnerTable};
+
+    let etcd = start_etcd();
+    let start = || async {
+        let client = session::connect(
+            std::slice::from_ref(&etcd.endpoint),
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        Session::start(client, Keys::new("c").unwrap(), 2)
+            .await
+            .unwrap()
+    };
+    let (here, other) = (start().await, start().await);
+    other.register(2, "broker-two.test:9093").await.unwrap();
+    let Claim::Won(mine) = owners::claim(&here, 1, "t", 0).await.unwrap() else {
+        panic!("t-0 free");
+    };
+    let Claim::Won(theirs) = owners::claim(&other, 2, "t", 1).await.unwrap() else {
+        panic!("t-1 free");
+    };
+    let table = OwnerTable::start(here.client(), here.keys().clone())
+        .await
+        .unwrap();
+    let seams = SeamOverrides {
+        ownership: Some(Arc::new(EtcdOwnership::new(1, table))),
+        ..SeamOverrides::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start_with_seams(dir.path(), &[], seams).await;
+    here.register(1, &broker.addr.to_string()).await.unwrap();
+    let mut conn = broker.connect().await;
+    common::create_topic(&mut conn, "t", 2).await;
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let m = loop {
+        let m = metadata(&mut conn, "t").await;
+        if m.brokers.len() == 2 {
+            break m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "both brokers in Metadata"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(leader_of(&m, 0), (0, 1, mine.leader_epoch));
+    assert_eq!(leader_of(&m, 1), (0, 2, theirs.leader_epoch));
+    assert_eq!(produce(&mut conn, "t", 0).await.0, 0);
+    assert_eq!(
+        produce(&mut conn, "t", 1).await.0,
+        ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
+    );
+
+    // Broker 2 dies; nobody owns t-1 until a broker claims it.
+    let mut admin = here.client();
+    admin.lease_revoke(other.lease()).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while leader_of(&metadata(&mut conn, "t").await, 1).0 != ErrorCode::LEADER_NOT_AVAILABLE.code()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "t-1 still owned after its owner died"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        produce(&mut conn, "t", 1).await.0,
+        ErrorCode::LEADER_NOT_AVAILABLE.code()
+    );
+    broker.stop().await;
+}

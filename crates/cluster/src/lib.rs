@@ -17,6 +17,7 @@
 //!   the new ends and where the bytes are.
 //! - [`objects`]: immutable objects under names no other write uses, on S3 or in a directory
 //!   (fsynced, with its directory, before a commit may name it).
+//! - [`rig`]: real etcd and S3 servers started on loopback, for tests.
 //!
 //! Must not: acknowledge anything on a lock or a cached owner alone — only a commit fences; name
 //! an object twice; depend on the broker (the broker's seams use this crate, not the reverse).
@@ -26,6 +27,7 @@ pub mod commits;
 pub mod keys;
 pub mod objects;
 pub mod owners;
+pub mod rig;
 pub mod session;
 
 pub use commits::{commit, CommitRefused, PartitionCommit};

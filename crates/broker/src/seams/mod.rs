@@ -4,7 +4,8 @@
 //!
 //! - [`clock`]: wall-clock milliseconds ([`clock::SystemClock`], [`clock::ManualClock`]);
 //! - [`ownership`]: which node owns a partition, and so a coordinator or a share partition,
-//!   under which epoch ([`ownership::SingleNode`], [`ownership::Assignments`]);
+//!   under which epoch ([`ownership::SingleNode`], [`ownership::Assignments`], and a
+//!   cluster's [`ownership::EtcdOwnership`] over `shoal_cluster`);
 //! - [`durability`]: the commit point of every partition write, fenced by the owner epoch
 //!   ([`durability::LocalDisk`], [`durability::FailingCommits`]);
 //! - [`metadata_store`]: the metadata records ([`metadata_store::LocalMetadataLog`],

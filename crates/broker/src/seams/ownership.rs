@@ -17,7 +17,9 @@
 //!
 //! [`SingleNode`] is today's broker: this node owns everything, always at epoch 0.
 //! [`Assignments`] is the simulated one: a table tests change at will, with epochs drawn
-//! from one growing revision counter as etcd's revisions are.
+//! from one growing revision counter as etcd's revisions are. [`EtcdOwnership`] is a
+//! cluster's: the brokers and owners etcd holds (`shoal_cluster::owners`), followed by a
+//! watch, the owner's leader epoch as the epoch.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -196,6 +198,56 @@ impl Ownership for Assignments {
     }
 }
 
+/// A cluster's ownership: what etcd says, as this broker's watch last saw it.
+#[derive(Debug)]
+pub struct EtcdOwnership {
+    local: i32,
+    table: shoal_cluster::OwnerTable,
+}
+
+impl EtcdOwnership {
+    /// The ownership seen by broker `local` through `table`.
+    pub fn new(local: i32, table: shoal_cluster::OwnerTable) -> Self {
+        Self { local, table }
+    }
+}
+
+/// A registered endpoint, `host:port[ rack]`, as a node; None when malformed.
+fn parse_endpoint(node_id: i32, endpoint: &str) -> Option<Node> {
+    let (address, rack) = match endpoint.split_once(' ') {
+        Some((address, rack)) => (address, Some(rack.to_string())),
+        None => (endpoint, None),
+    };
+    let (host, port) = address.rsplit_once(':')?;
+    Some(Node {
+        node_id,
+        host: host.to_string(),
+        port: port.parse().ok()?,
+        rack,
+    })
+}
+
+impl Ownership for EtcdOwnership {
+    fn local_node(&self) -> i32 {
+        self.local
+    }
+
+    fn nodes(&self) -> Vec<Node> {
+        self.table
+            .brokers()
+            .iter()
+            .filter_map(|b| parse_endpoint(b.node_id, &b.endpoint))
+            .collect()
+    }
+
+    fn owner(&self, topic: &str, partition: i32) -> Option<Owner> {
+        self.table.owner(topic, partition).map(|o| Owner {
+            node_id: o.node_id,
+            epoch: o.leader_epoch,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +258,23 @@ mod tests {
             host: "127.0.0.1".into(),
             port: 9000 + id as u16,
             rack: None,
+        }
+    }
+
+    #[test]
+    fn registered_endpoints_become_nodes_or_are_skipped() {
+        assert_eq!(
+            parse_endpoint(3, "broker-3.test:9093 rack-a"),
+            Some(Node {
+                node_id: 3,
+                host: "broker-3.test".into(),
+                port: 9093,
+                rack: Some("rack-a".into()),
+            })
+        );
+        assert_eq!(parse_endpoint(1, "127.0.0.1:9001"), Some(node(1)));
+        for bad in ["", "host", "host:", "host:port", "host:70000"] {
+            assert_eq!(parse_endpoint(1, bad), None, "{bad:?}");
         }
     }
 
