@@ -621,7 +621,7 @@ async fn ownership_from_etcd_routes_requests_as_etcd_says() {
         .await
         .unwrap();
     let seams = SeamOverrides {
-        ownership: Some(Arc::new(EtcdOwnership::new(1, table))),
+        ownership: Some(Arc::new(EtcdOwnership::new(1, Arc::new(table)))),
         ..SeamOverrides::default()
     };
     let dir = tempfile::tempdir().unwrap();
@@ -666,5 +666,123 @@ async fn ownership_from_etcd_routes_requests_as_etcd_says() {
         produce(&mut conn, "t", 1).await.0,
         ErrorCode::LEADER_NOT_AVAILABLE.code()
     );
+    broker.stop().await;
+}
+
+/// A cluster's commits, over a real etcd and a real S3 server: the broker's takeover of the
+/// partition happens inside the commit of its second write, as a zombie's would.
+struct TakenOverDuringCommit {
+    inner: Arc<shoal_broker::seams::object_commits::ObjectCommits>,
+    here_lease: i64,
+    other: Arc<shoal_cluster::Session>,
+    armed: AtomicBool,
+}
+
+impl std::fmt::Debug for TakenOverDuringCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TakenOverDuringCommit")
+    }
+}
+
+impl Durability for TakenOverDuringCommit {
+    fn commit(&self, partitions: Vec<Arc<Partition>>) -> Committing<'_> {
+        Box::pin(async move {
+            let user = partitions.iter().any(|p| p.topic == "t");
+            if user && self.armed.swap(false, Ordering::SeqCst) {
+                let mut admin = self.other.client();
+                admin.lease_revoke(self.here_lease).await.unwrap();
+                let claim = shoal_cluster::owners::claim(&self.other, 2, "t", 0).await;
+                assert!(matches!(claim, Ok(shoal_cluster::Claim::Won(_))));
+            }
+            self.inner.commit(partitions).await
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_commit_puts_the_bytes_in_an_object_and_a_zombie_commits_nothing() {
+    use shoal_broker::seams::object_commits::ObjectCommits;
+    use shoal_broker::seams::ownership::EtcdOwnership;
+    use shoal_cluster::commits::{committed_end, index};
+    use shoal_cluster::rig::{create_bucket, start_etcd, start_s3};
+    use shoal_cluster::session::{self, Session};
+    use shoal_cluster::{owners, Keys, Objects, OwnerTable};
+
+    let (etcd, s3) = (start_etcd(), start_s3());
+    create_bucket(&s3.endpoint, "shoal");
+    std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+    let objects = Objects::from_url(&format!(
+        "s3://shoal/c?endpoint={}&region=us-east-1",
+        s3.endpoint
+    ))
+    .unwrap();
+    let start = || async {
+        let client = session::connect(
+            std::slice::from_ref(&etcd.endpoint),
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        Arc::new(
+            Session::start(client, Keys::new("c").unwrap(), 2)
+                .await
+                .unwrap(),
+        )
+    };
+    let (here, other) = (start().await, start().await);
+    assert!(matches!(
+        owners::claim(&here, 1, "t", 0).await.unwrap(),
+        shoal_cluster::Claim::Won(_)
+    ));
+    let table = Arc::new(
+        OwnerTable::start(here.client(), here.keys().clone())
+            .await
+            .unwrap(),
+    );
+    let commits = Arc::new(ObjectCommits::new(
+        1,
+        here.clone(),
+        table.clone(),
+        objects.clone(),
+    ));
+    let durability = Arc::new(TakenOverDuringCommit {
+        inner: commits,
+        here_lease: here.lease(),
+        other: other.clone(),
+        armed: AtomicBool::new(false),
+    });
+    let seams = SeamOverrides {
+        ownership: Some(Arc::new(EtcdOwnership::new(1, table))),
+        durability: Some(durability.clone()),
+        ..SeamOverrides::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let broker = TestBroker::start_with_seams(dir.path(), &[], seams).await;
+    let mut conn = broker.connect().await;
+    common::create_topic(&mut conn, "t", 1).await;
+
+    // Acknowledged once its bytes are in an object and etcd recorded them.
+    assert_eq!(produce(&mut conn, "t", 0).await.0, 0);
+    assert_eq!(committed_end(&here, "t", 0).await.unwrap(), 1);
+    let entries = index(&here, "t", 0, 0).await.unwrap();
+    assert_eq!(entries.len(), 1);
+    let stored = objects.get(&entries[0].1).await.unwrap();
+    let local = {
+        let partition = broker.broker.topic("t").unwrap().partition(0).unwrap();
+        let log = partition.lock();
+        let slice = log.read_slice(0, usize::MAX, None, false).unwrap();
+        slice.region.unwrap().read().unwrap()
+    };
+    assert_eq!(stored, local, "the object holds exactly the log's batch");
+
+    // Taken over while its second write commits: not acknowledged, not recorded.
+    durability.armed.store(true, Ordering::SeqCst);
+    assert_eq!(
+        produce(&mut conn, "t", 0).await.0,
+        ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
+    );
+    assert_eq!(committed_end(&other, "t", 0).await.unwrap(), 1);
+    assert_eq!(index(&other, "t", 0, 0).await.unwrap().len(), 1);
     broker.stop().await;
 }

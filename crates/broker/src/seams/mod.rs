@@ -7,7 +7,8 @@
 //!   under which epoch ([`ownership::SingleNode`], [`ownership::Assignments`], and a
 //!   cluster's [`ownership::EtcdOwnership`] over `shoal_cluster`);
 //! - [`durability`]: the commit point of every partition write, fenced by the owner epoch
-//!   ([`durability::LocalDisk`], [`durability::FailingCommits`]);
+//!   ([`durability::LocalDisk`], [`durability::FailingCommits`], and a cluster's
+//!   [`object_commits::ObjectCommits`]: an object, then a fenced etcd transaction);
 //! - [`metadata_store`]: the metadata records ([`metadata_store::LocalMetadataLog`],
 //!   [`metadata_store::MemoryMetadataStore`]).
 //!
@@ -17,6 +18,7 @@
 pub mod clock;
 pub mod durability;
 pub mod metadata_store;
+pub mod object_commits;
 pub mod ownership;
 
 use std::sync::Arc;

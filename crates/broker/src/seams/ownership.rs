@@ -202,12 +202,13 @@ impl Ownership for Assignments {
 #[derive(Debug)]
 pub struct EtcdOwnership {
     local: i32,
-    table: shoal_cluster::OwnerTable,
+    table: std::sync::Arc<shoal_cluster::OwnerTable>,
 }
 
 impl EtcdOwnership {
-    /// The ownership seen by broker `local` through `table`.
-    pub fn new(local: i32, table: shoal_cluster::OwnerTable) -> Self {
+    /// The ownership seen by broker `local` through `table` (which the cluster's commits
+    /// share, for the fences).
+    pub fn new(local: i32, table: std::sync::Arc<shoal_cluster::OwnerTable>) -> Self {
         Self { local, table }
     }
 }

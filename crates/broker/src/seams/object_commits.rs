@@ -1,0 +1,236 @@
+//! A cluster's commit point (`shared/spec/cluster.md`, "The commit point"): the bytes appended
+//! to the partitions since their last commit go into one new object, and then one etcd
+//! transaction (`shoal_cluster::commits`) compares every partition's owner fence and that it
+//! continues exactly at its committed end, and records the new ends and where the bytes are.
+//! Only then is anything in it acknowledged.
+//!
+//! Group commit: one commit at a time per broker; a caller whose records an earlier commit
+//! already covered returns at once, and a commit takes everything appended to its partitions
+//! up to when it starts, for whoever appended it. The local log stays the owner's working copy:
+//! what it holds past the committed end is not durable.
+//!
+//! The fence a partition is committed under is the one its owner key had when this node opened
+//! it at that leader epoch (`EtcdOwnership`'s table); a newer owner, or none, fails the
+//! comparison in etcd, whatever this node believes: [`CommitError::Fenced`]. An outcome etcd
+//! did not report (a timeout) fails the commit; the next one re-reads the committed end, and
+//! the contiguity comparison keeps it from skipping or overwriting what may have landed.
+//!
+//! Not yet: truncating the local log back to the committed end after a failed commit, and
+//! rebuilding a partition taken over from the objects (issue 29).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use shoal_cluster::commits::{self, CommitRefused, PartitionCommit};
+use shoal_cluster::{ObjectRef, Objects, OwnerTable, Session};
+
+use super::durability::{CommitError, Committing, Durability};
+use super::ownership::{NotServed, Owner};
+use crate::topic_registry::Partition;
+
+/// Commits to object storage and etcd.
+pub struct ObjectCommits {
+    node_id: i32,
+    session: Arc<Session>,
+    owners: Arc<OwnerTable>,
+    objects: Objects,
+    /// Each partition's committed end, as this node last committed or read it.
+    committed: Mutex<HashMap<(String, i32), i64>>,
+    /// One commit at a time.
+    gate: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for ObjectCommits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectCommits")
+            .field("node_id", &self.node_id)
+            .field("objects", &self.objects)
+            .finish_non_exhaustive()
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> CommitError {
+    CommitError::Failed(e.to_string())
+}
+
+/// One partition's uncommitted bytes.
+struct Pending {
+    key: (String, i32),
+    fence: i64,
+    base_offset: i64,
+    end_offset: i64,
+    bytes: Bytes,
+}
+
+impl ObjectCommits {
+    pub fn new(
+        node_id: i32,
+        session: Arc<Session>,
+        owners: Arc<OwnerTable>,
+        objects: Objects,
+    ) -> Self {
+        Self {
+            node_id,
+            session,
+            owners,
+            objects,
+            committed: Mutex::new(HashMap::new()),
+            gate: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The fence this node owns `partition` under at the epoch it opened it with.
+    fn fence(&self, partition: &Partition) -> Result<i64, CommitError> {
+        let fenced = |now| CommitError::Fenced {
+            topic: partition.topic.clone(),
+            partition: partition.index,
+            now,
+        };
+        match self.owners.owner(&partition.topic, partition.index) {
+            Some(o) if o.node_id == self.node_id && o.leader_epoch == partition.leader_epoch => {
+                Ok(o.fence)
+            }
+            Some(o) => Err(fenced(NotServed::Elsewhere(Owner {
+                node_id: o.node_id,
+                epoch: o.leader_epoch,
+            }))),
+            None => Err(fenced(NotServed::Offline)),
+        }
+    }
+
+    async fn committed_end(&self, key: &(String, i32)) -> Result<i64, CommitError> {
+        let known = self
+            .committed
+            .lock()
+            .expect("commit map poisoned")
+            .get(key)
+            .copied();
+        match known {
+            Some(end) => Ok(end),
+            None => {
+                let end = commits::committed_end(&self.session, &key.0, key.1)
+                    .await
+                    .map_err(failed)?;
+                self.committed
+                    .lock()
+                    .expect("commit map poisoned")
+                    .insert(key.clone(), end);
+                Ok(end)
+            }
+        }
+    }
+
+    /// What `partition` holds past its committed end, if anything.
+    async fn pending(&self, partition: &Partition) -> Result<Option<Pending>, CommitError> {
+        let fence = self.fence(partition)?;
+        let key = (partition.topic.clone(), partition.index);
+        let base_offset = self.committed_end(&key).await?;
+        let mut bytes = BytesMut::new();
+        let mut next = base_offset;
+        let end_offset = {
+            let log = partition.lock();
+            let end = log.log_end_offset();
+            while next < end {
+                let slice = log
+                    .read_slice(next, usize::MAX, Some(end), false)
+                    .map_err(failed)?;
+                let Some(region) = slice.region else { break };
+                bytes.extend_from_slice(&region.read().map_err(failed)?);
+                next = slice.next_offset;
+            }
+            next
+        };
+        Ok((end_offset > base_offset).then(|| Pending {
+            key,
+            fence,
+            base_offset,
+            end_offset,
+            bytes: bytes.freeze(),
+        }))
+    }
+
+    async fn commit_all(&self, partitions: Vec<Arc<Partition>>) -> Result<(), CommitError> {
+        let _gate = self.gate.lock().await;
+        let mut pending = Vec::new();
+        for partition in &partitions {
+            if let Some(p) = self.pending(partition).await? {
+                pending.push(p);
+            }
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let name = Objects::unique_name(self.node_id);
+        let mut object = BytesMut::new();
+        let mut parts = Vec::with_capacity(pending.len());
+        for p in &pending {
+            parts.push(PartitionCommit {
+                topic: p.key.0.clone(),
+                partition: p.key.1,
+                fence: p.fence,
+                base_offset: p.base_offset,
+                end_offset: p.end_offset,
+                object: ObjectRef {
+                    name: name.clone(),
+                    position: object.len() as u64,
+                    len: p.bytes.len() as u64,
+                },
+            });
+            object.extend_from_slice(&p.bytes);
+        }
+        self.objects
+            .put(&name, object.freeze())
+            .await
+            .map_err(failed)?;
+        let outcome = commits::commit(&self.session, &parts).await;
+        let mut committed = self.committed.lock().expect("commit map poisoned");
+        match outcome {
+            Ok(Ok(_)) => {
+                for p in &pending {
+                    committed.insert(p.key.clone(), p.end_offset);
+                }
+                Ok(())
+            }
+            Ok(Err(CommitRefused::Fenced {
+                topic,
+                partition,
+                owner,
+            })) => Err(CommitError::Fenced {
+                topic,
+                partition,
+                now: match owner {
+                    Some(o) => NotServed::Elsewhere(Owner {
+                        node_id: o.node_id,
+                        epoch: o.leader_epoch,
+                    }),
+                    None => NotServed::Offline,
+                },
+            }),
+            Ok(Err(CommitRefused::NotContiguous {
+                topic,
+                partition,
+                committed_end,
+            })) => {
+                committed.insert((topic.clone(), partition), committed_end);
+                Err(failed(format!(
+                    "{topic}-{partition}: committed end is {committed_end}, not where this \
+                     commit started"
+                )))
+            }
+            Err(e) => {
+                // Unknown outcome: read the ends again before the next commit.
+                for p in &pending {
+                    committed.remove(&p.key);
+                }
+                Err(failed(e))
+            }
+        }
+    }
+}
+
+impl Durability for ObjectCommits {
+    fn commit(&self, partitions: Vec<Arc<Partition>>) -> Committing<'_> {
+        Box::pin(self.commit_all(partitions))
+    }
+}
