@@ -37,6 +37,15 @@ pub async fn campaign(
     node_id: i32,
 ) -> crate::Result<Result<Leadership, Option<i32>>> {
     let key = session.keys().assigner();
+    // Already the assigner (an earlier round won): the key's revision is the leadership.
+    let mut client = session.client();
+    if let Some(kv) = client.get(key.clone(), None).await?.kvs().first() {
+        if kv.lease() == session.lease() {
+            return Ok(Ok(Leadership {
+                fence: kv.mod_revision(),
+            }));
+        }
+    }
     let txn = Txn::new()
         .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
         .and_then([TxnOp::put(
@@ -45,7 +54,6 @@ pub async fn campaign(
             Some(PutOptions::new().with_lease(session.lease())),
         )])
         .or_else([TxnOp::get(key, None)]);
-    let mut client = session.client();
     let response = client.txn(txn).await?;
     if response.succeeded() {
         let fence = response.header().map_or(0, |h| h.revision());

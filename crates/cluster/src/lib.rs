@@ -12,6 +12,7 @@
 //! - [`assigner`]: one elected broker decides which broker owns what
 //!   (`shoal_core::assignment::rebalance`), fenced by its election key; every broker claims
 //!   what is assigned to it and releases what is not.
+//! - [`membership`]: a broker's background rounds — campaign, assign if assigner, reconcile.
 //! - [`commits`]: the commit point — an etcd transaction that compares the owner epoch of every
 //!   partition it touches and that each continues exactly at its committed end, then records
 //!   the new ends and where the bytes are.
@@ -25,6 +26,7 @@
 pub mod assigner;
 pub mod commits;
 pub mod keys;
+pub mod membership;
 pub mod objects;
 pub mod owners;
 pub mod rig;

@@ -349,3 +349,71 @@ async fn an_elected_assigner_spreads_partitions_and_moves_a_dead_brokers_away() 
     })
     .await;
 }
+
+#[tokio::test]
+async fn brokers_running_membership_share_the_partitions_and_take_over_a_crashed_ones() {
+    use shoal_cluster::membership::{Membership, Partitions};
+    use std::sync::Arc;
+
+    let etcd = start_etcd();
+    let partitions: BTreeSet<(String, i32)> = (0..6).map(|p| ("t".to_string(), p)).collect();
+    let wanted = partitions.clone();
+    let all: Partitions = Arc::new(move || wanted.clone());
+    let mut brokers = Vec::new();
+    for node_id in 0..3 {
+        let s = Arc::new(session(&etcd, "c").await);
+        s.register(node_id, &format!("127.0.0.1:{}", 9000 + node_id))
+            .await
+            .unwrap();
+        let table = Arc::new(
+            OwnerTable::start(s.client(), s.keys().clone())
+                .await
+                .unwrap(),
+        );
+        let m = Membership::start(
+            s.clone(),
+            node_id,
+            table,
+            all.clone(),
+            Duration::from_millis(100),
+        );
+        brokers.push(Some((s, m)));
+    }
+    let observer = session(&etcd, "c").await;
+    let table = OwnerTable::start(observer.client(), observer.keys().clone())
+        .await
+        .unwrap();
+    let per_node = |table: &OwnerTable| {
+        let mut count: BTreeMap<i32, usize> = BTreeMap::new();
+        for (p, o) in table.owners() {
+            if partitions.contains(&p) {
+                *count.entry(o.node_id).or_default() += 1;
+            }
+        }
+        count
+    };
+    eventually("two partitions each", || {
+        per_node(&table) == BTreeMap::from([(0, 2), (1, 2), (2, 2)])
+    })
+    .await;
+    let before: BTreeMap<_, _> = table.owners().into_iter().collect();
+
+    // The assigner crashes: it stops renewing its lease, which expires on its own.
+    let Err(Some(victim)) = assigner::campaign(&observer, 99).await.unwrap() else {
+        panic!("some broker is the assigner");
+    };
+    drop(brokers[victim as usize].take());
+    let survivors: BTreeMap<i32, usize> = (0..3).filter(|n| *n != victim).map(|n| (n, 3)).collect();
+    eventually("the survivors own three each", || {
+        per_node(&table) == survivors
+    })
+    .await;
+    for (p, o) in table.owners() {
+        let was = before[&p];
+        if was.node_id == victim {
+            assert_eq!(o.leader_epoch, was.leader_epoch + 1, "{p:?} moved once");
+        } else {
+            assert_eq!(o, was, "{p:?} moved though its broker lived");
+        }
+    }
+}
