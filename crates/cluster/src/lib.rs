@@ -18,6 +18,8 @@
 //!   the new ends and where the bytes are.
 //! - [`objects`]: immutable objects under names no other write uses, on S3 or in a directory
 //!   (fsynced, with its directory, before a commit may name it).
+//! - [`restore`]: a new owner's local log brought to exactly the committed records (the
+//!   uncommitted truncated, the missing fetched from the objects).
 //! - [`rig`]: real etcd and S3 servers started on loopback, for tests.
 //!
 //! Must not: acknowledge anything on a lock or a cached owner alone — only a commit fences; name
@@ -29,6 +31,7 @@ pub mod keys;
 pub mod membership;
 pub mod objects;
 pub mod owners;
+pub mod restore;
 pub mod rig;
 pub mod session;
 

@@ -417,3 +417,135 @@ async fn brokers_running_membership_share_the_partitions_and_take_over_a_crashed
         }
     }
 }
+
+/// Appends one batch of one record `value` to `log`; its offset.
+fn append(log: &mut shoal_storage::Log, value: &str) -> i64 {
+    let mut batch = shoal_storage::encode_batch(
+        &[(None, Some(value.as_bytes()))],
+        shoal_storage::BatchOptions::default(),
+    );
+    log.append(&mut batch, 0).unwrap().first_offset
+}
+
+/// The log's bytes of offsets `from..to`.
+fn bytes_of(log: &shoal_storage::Log, from: i64, to: i64) -> Bytes {
+    let slice = log.read_slice(from, usize::MAX, Some(to), false).unwrap();
+    slice.region.map_or_else(Bytes::new, |r| r.read().unwrap())
+}
+
+/// Commits `log`'s offsets `from..to` as one run: an object, then the fenced transaction.
+async fn commit_run(
+    s: &Session,
+    objects: &Objects,
+    fence: i64,
+    log: &shoal_storage::Log,
+    from: i64,
+    to: i64,
+) {
+    let name = Objects::unique_name(0);
+    let bytes = bytes_of(log, from, to);
+    let len = bytes.len() as u64;
+    objects.put(&name, bytes).await.unwrap();
+    let run = PartitionCommit {
+        object: ObjectRef {
+            name,
+            position: 0,
+            len,
+        },
+        ..part(fence, from, to, "unused")
+    };
+    commits::commit(s, &[run])
+        .await
+        .unwrap()
+        .expect("committed");
+}
+
+#[tokio::test]
+async fn a_new_owner_restores_exactly_the_committed_records() {
+    use shoal_cluster::restore::{catch_up, CaughtUp};
+    use shoal_storage::{Log, LogConfig};
+
+    let etcd = start_etcd();
+    let dir = tempfile::tempdir().unwrap();
+    let objects = Objects::from_url(&format!("file://{}/objects", dir.path().display())).unwrap();
+    let open = |name: &str| Log::create(&dir.path().join(name), LogConfig::default()).unwrap();
+    let (a, b) = (session(&etcd, "c").await, session(&etcd, "c").await);
+    let Claim::Won(Owner { fence: fa, .. }) = owners::claim(&a, 1, "t", 0).await.unwrap() else {
+        panic!("free");
+    };
+    let mut log_a = open("a");
+    for v in ["v0", "v1", "v2"] {
+        append(&mut log_a, v);
+    }
+    commit_run(&a, &objects, fa, &log_a, 0, 2).await;
+    commit_run(&a, &objects, fa, &log_a, 2, 3).await;
+
+    // An empty log gets every committed record, byte for byte.
+    let mut fresh = open("fresh");
+    let done = catch_up(&b, &objects, "t", 0, &mut fresh, 0).await.unwrap();
+    assert_eq!(
+        done,
+        CaughtUp {
+            truncated: 0,
+            fetched: 3,
+            end: 3
+        }
+    );
+    assert_eq!(bytes_of(&fresh, 0, 3), bytes_of(&log_a, 0, 3));
+
+    // A appends without committing, then loses t-0 to B, which commits something else there.
+    append(&mut log_a, "zombie");
+    let mut admin = b.client();
+    admin.lease_revoke(a.lease()).await.unwrap();
+    let Claim::Won(Owner { fence: fb, .. }) = owners::claim(&b, 2, "t", 0).await.unwrap() else {
+        panic!("freed");
+    };
+    assert_eq!(append(&mut fresh, "new owner"), 3);
+    commit_run(&b, &objects, fb, &fresh, 3, 4).await;
+
+    // A's log loses its uncommitted record and gets B's.
+    let done = catch_up(&b, &objects, "t", 0, &mut log_a, 0).await.unwrap();
+    assert_eq!(
+        done,
+        CaughtUp {
+            truncated: 1,
+            fetched: 1,
+            end: 4
+        }
+    );
+    assert_eq!(bytes_of(&log_a, 0, 4), bytes_of(&fresh, 0, 4));
+
+    // A log that ends inside a committed run is cut back to the run's start.
+    let mut partial = open("partial");
+    append(&mut partial, "v0");
+    let done = catch_up(&b, &objects, "t", 0, &mut partial, 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        done,
+        CaughtUp {
+            truncated: 1,
+            fetched: 4,
+            end: 4
+        }
+    );
+    assert_eq!(bytes_of(&partial, 0, 4), bytes_of(&fresh, 0, 4));
+
+    // A log whose records differ from the committed ones at the same offsets is replaced.
+    let mut diverged = open("diverged");
+    for v in ["v0", "v1", "v2", "other"] {
+        append(&mut diverged, v);
+    }
+    let done = catch_up(&b, &objects, "t", 0, &mut diverged, 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        done,
+        CaughtUp {
+            truncated: 1,
+            fetched: 1,
+            end: 4
+        }
+    );
+    assert_eq!(bytes_of(&diverged, 0, 4), bytes_of(&fresh, 0, 4));
+}
