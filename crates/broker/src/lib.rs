@@ -19,7 +19,7 @@
 //!   `__share_group_state`); [`participants`]: how a transaction's markers reach those
 //!   topics' coordinators.
 //! - partition operations: [`markers`]: transaction markers on partitions; [`leadership`]:
-//!   what this node serves.
+//!   what this node serves; [`takeover`]: reopening a partition this node comes to own.
 //! - node state: [`node`]: the [`NodeState`] every service takes — configuration, identity,
 //!   the topic registry, the metadata log and the admin operations, the seams, metrics,
 //!   producer ids.
@@ -62,6 +62,7 @@ pub mod retention;
 pub mod seams;
 pub mod server;
 pub mod share;
+pub mod takeover;
 pub mod topic_registry;
 
 pub use broker::Broker;

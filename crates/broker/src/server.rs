@@ -94,7 +94,8 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 }
 
 /// Starts the background work tied to the server's lifetime: retention and time-based
-/// flushing, the log cleaner, and the acquisition-lock timer of share partitions.
+/// flushing, the log cleaner, the acquisition-lock timer of share partitions, and the
+/// takeover of partitions this node comes to own.
 fn start_background(
     broker: &Arc<Broker>,
     stop: watch::Receiver<bool>,
@@ -105,7 +106,8 @@ fn start_background(
         tokio::spawn(crate::share::run_lock_timer(
             Arc::downgrade(&broker.node),
             Arc::downgrade(&broker.share),
-            stop,
+            stop.clone(),
         )),
+        tokio::spawn(crate::takeover::run(Arc::downgrade(&broker.node), stop)),
     ]
 }

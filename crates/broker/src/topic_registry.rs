@@ -235,6 +235,21 @@ impl Topic {
         *self.configs.write().expect("topic configs lock poisoned") = configs;
     }
 
+    /// Puts `partition` in place of the partition of its index (a reopened partition, see
+    /// `crate::takeover`); requests that took the old one finish on it.
+    pub fn replace_partition(&self, partition: Arc<Partition>) {
+        let mut partitions = self
+            .partitions
+            .write()
+            .expect("topic partitions lock poisoned");
+        if let Some(slot) = usize::try_from(partition.index)
+            .ok()
+            .and_then(|i| partitions.get_mut(i))
+        {
+            *slot = partition;
+        }
+    }
+
     pub fn meta(&self) -> TopicMeta {
         TopicMeta {
             name: self.name.clone(),
@@ -518,6 +533,20 @@ fn open_partition(
         waiters: Mutex::new(Vec::new()),
         flush_gate: tokio::sync::Mutex::new(()),
     }))
+}
+
+/// A partition of `topic` over an already opened `log`, served under owner epoch `epoch`.
+pub fn partition_over(topic: &Topic, index: i32, epoch: i32, log: Log) -> Arc<Partition> {
+    Arc::new(Partition {
+        topic: topic.name.clone(),
+        topic_id: topic.id,
+        index,
+        leader_epoch: epoch,
+        log: Mutex::new(log),
+        producers: Mutex::new(None),
+        waiters: Mutex::new(Vec::new()),
+        flush_gate: tokio::sync::Mutex::new(()),
+    })
 }
 
 /// Adds partitions `existing..meta.partitions` to `topic`.

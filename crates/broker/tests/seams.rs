@@ -278,18 +278,32 @@ async fn a_partition_owned_elsewhere_is_refused_and_metadata_names_its_owner() {
         ]
     );
 
-    // Back here under a newer epoch: what this node opened under epoch 0 is stale, so it is
-    // still not served (a takeover reopens it, issue 29).
+    // Back here under a newer epoch: what this node opened under epoch 0 may be stale, so it
+    // is not served until the takeover reopens it under the new epoch (at most one check
+    // period later); then it is, with what it held.
     let back = table.assign("t", 0, 1);
     assert!(back.epoch > moved.epoch);
-    assert_eq!(
-        produce(&mut conn, "t", 0).await.0,
-        ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
-    );
     assert_eq!(
         leader_of(&metadata(&mut conn, "t").await, 0),
         (0, 1, back.epoch)
     );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match produce(&mut conn, "t", 0).await.0 {
+            0 => break,
+            code => assert_eq!(code, ErrorCode::NOT_LEADER_OR_FOLLOWER.code()),
+        }
+        assert!(std::time::Instant::now() < deadline, "t-0 never taken over");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let reopened = broker.broker.topic("t").unwrap().partition(0).unwrap();
+    assert_eq!(reopened.leader_epoch, back.epoch);
+    assert_eq!(
+        reopened.lock().log_end_offset(),
+        2,
+        "the first record kept, the new one added"
+    );
+    assert_eq!(fetch(&mut conn, "t", 0, back.epoch).await, 0);
 
     // Nobody owns partition 1 now.
     table.take_offline("t", 1);
@@ -785,4 +799,108 @@ async fn a_cluster_commit_puts_the_bytes_in_an_object_and_a_zombie_commits_nothi
     assert_eq!(committed_end(&other, "t", 0).await.unwrap(), 1);
     assert_eq!(index(&other, "t", 0, 0).await.unwrap().len(), 1);
     broker.stop().await;
+}
+
+/// One broker of a cluster over `etcd` and `objects`: its session, and the seams over it.
+async fn cluster_broker(
+    etcd: &shoal_cluster::rig::Server,
+    objects: &shoal_cluster::Objects,
+    node_id: i32,
+    dir: &std::path::Path,
+) -> (Arc<shoal_cluster::Session>, TestBroker) {
+    use shoal_broker::seams::object_commits::ObjectCommits;
+    use shoal_broker::seams::ownership::EtcdOwnership;
+    use shoal_cluster::session::{self, Session};
+    use shoal_cluster::{Keys, OwnerTable};
+
+    let client = session::connect(
+        std::slice::from_ref(&etcd.endpoint),
+        std::time::Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    let s = Arc::new(
+        Session::start(client, Keys::new("c").unwrap(), 2)
+            .await
+            .unwrap(),
+    );
+    let table = Arc::new(
+        OwnerTable::start(s.client(), s.keys().clone())
+            .await
+            .unwrap(),
+    );
+    let seams = SeamOverrides {
+        ownership: Some(Arc::new(EtcdOwnership::new(node_id, table.clone()))),
+        durability: Some(Arc::new(ObjectCommits::new(
+            node_id,
+            s.clone(),
+            table,
+            objects.clone(),
+        ))),
+        ..SeamOverrides::default()
+    };
+    let node = node_id.to_string();
+    let broker = TestBroker::start_with_seams(dir, &[("node.id", &node)], seams).await;
+    s.register(node_id, &broker.addr.to_string()).await.unwrap();
+    (s, broker)
+}
+
+#[tokio::test]
+async fn a_broker_takes_over_a_crashed_owners_partition_with_its_committed_records() {
+    use shoal_cluster::commits::committed_end;
+    use shoal_cluster::rig::start_etcd;
+    use shoal_cluster::{owners, Claim, Objects};
+
+    let etcd = start_etcd();
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = tempfile::tempdir().unwrap();
+    let objects = Objects::from_url(&format!("file://{}", store.path().display())).unwrap();
+    let (sa, a) = cluster_broker(&etcd, &objects, 1, dirs.0.path()).await;
+    let (sb, b) = cluster_broker(&etcd, &objects, 2, dirs.1.path()).await;
+    assert!(matches!(
+        owners::claim(&sa, 1, "t", 0).await.unwrap(),
+        Claim::Won(_)
+    ));
+    let (mut to_a, mut to_b) = (a.connect().await, b.connect().await);
+    // Topics are not in etcd yet: each broker is told of the topic.
+    common::create_topic(&mut to_a, "t", 1).await;
+    common::create_topic(&mut to_b, "t", 1).await;
+    for _ in 0..3 {
+        assert_eq!(produce(&mut to_a, "t", 0).await.0, 0);
+    }
+    assert_eq!(
+        produce(&mut to_b, "t", 0).await.0,
+        ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
+    );
+
+    // A dies; its lease goes; B claims the partition and takes it over.
+    a.crash().await;
+    let mut admin = sb.client();
+    admin.lease_revoke(sa.lease()).await.unwrap();
+    let Claim::Won(owner) = owners::claim(&sb, 2, "t", 0).await.unwrap() else {
+        panic!("t-0 was freed with a's lease");
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match produce(&mut to_b, "t", 0).await.0 {
+            0 => break,
+            code => assert!(
+                code == ErrorCode::NOT_LEADER_OR_FOLLOWER.code()
+                    || code == ErrorCode::LEADER_NOT_AVAILABLE.code(),
+                "{code}"
+            ),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "B never took t-0 over"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // A's three acknowledged records, then B's.
+    let partition = b.broker.topic("t").unwrap().partition(0).unwrap();
+    assert_eq!(partition.leader_epoch, owner.leader_epoch);
+    assert_eq!(partition.lock().log_end_offset(), 4);
+    assert_eq!(committed_end(&sb, "t", 0).await.unwrap(), 4);
+    assert_eq!(fetch(&mut to_b, "t", 0, owner.leader_epoch).await, 0);
+    b.stop().await;
 }

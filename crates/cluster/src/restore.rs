@@ -62,7 +62,6 @@ pub async fn catch_up(
     topic: &str,
     partition: i32,
     log: &mut Log,
-    now_ms: i64,
 ) -> crate::Result<CaughtUp> {
     let end = committed_end(session, topic, partition).await?;
     let before = log.log_end_offset();
@@ -98,7 +97,8 @@ pub async fn catch_up(
             });
         }
         let mut bytes = objects.get(object).await?.to_vec();
-        log.append(&mut bytes, now_ms).map_err(storage)?;
+        // The time only matters to LogAppendTime logs (see the module docs).
+        log.append(&mut bytes, 0).map_err(storage)?;
     }
     let now = log.log_end_offset();
     if now != end {

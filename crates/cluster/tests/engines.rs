@@ -482,7 +482,7 @@ async fn a_new_owner_restores_exactly_the_committed_records() {
 
     // An empty log gets every committed record, byte for byte.
     let mut fresh = open("fresh");
-    let done = catch_up(&b, &objects, "t", 0, &mut fresh, 0).await.unwrap();
+    let done = catch_up(&b, &objects, "t", 0, &mut fresh).await.unwrap();
     assert_eq!(
         done,
         CaughtUp {
@@ -504,7 +504,7 @@ async fn a_new_owner_restores_exactly_the_committed_records() {
     commit_run(&b, &objects, fb, &fresh, 3, 4).await;
 
     // A's log loses its uncommitted record and gets B's.
-    let done = catch_up(&b, &objects, "t", 0, &mut log_a, 0).await.unwrap();
+    let done = catch_up(&b, &objects, "t", 0, &mut log_a).await.unwrap();
     assert_eq!(
         done,
         CaughtUp {
@@ -518,9 +518,7 @@ async fn a_new_owner_restores_exactly_the_committed_records() {
     // A log that ends inside a committed run is cut back to the run's start.
     let mut partial = open("partial");
     append(&mut partial, "v0");
-    let done = catch_up(&b, &objects, "t", 0, &mut partial, 0)
-        .await
-        .unwrap();
+    let done = catch_up(&b, &objects, "t", 0, &mut partial).await.unwrap();
     assert_eq!(
         done,
         CaughtUp {
@@ -536,9 +534,7 @@ async fn a_new_owner_restores_exactly_the_committed_records() {
     for v in ["v0", "v1", "v2", "other"] {
         append(&mut diverged, v);
     }
-    let done = catch_up(&b, &objects, "t", 0, &mut diverged, 0)
-        .await
-        .unwrap();
+    let done = catch_up(&b, &objects, "t", 0, &mut diverged).await.unwrap();
     assert_eq!(
         done,
         CaughtUp {

@@ -15,14 +15,16 @@
 //! did not report (a timeout) fails the commit; the next one re-reads the committed end, and
 //! the contiguity comparison keeps it from skipping or overwriting what may have landed.
 //!
-//! Not yet: truncating the local log back to the committed end after a failed commit, and
-//! rebuilding a partition taken over from the objects (issue 29).
+//! A partition this node takes over is restored first ([`Durability::restore`]:
+//! `shoal_cluster::restore::catch_up`). Not yet: truncating the local log back to the
+//! committed end after a failed commit (issue 29).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use shoal_cluster::commits::{self, CommitRefused, PartitionCommit};
+use shoal_cluster::restore;
 use shoal_cluster::{ObjectRef, Objects, OwnerTable, Session};
 
 use super::durability::{CommitError, Committing, Durability};
@@ -232,5 +234,32 @@ impl ObjectCommits {
 impl Durability for ObjectCommits {
     fn commit(&self, partitions: Vec<Arc<Partition>>) -> Committing<'_> {
         Box::pin(self.commit_all(partitions))
+    }
+
+    fn restore<'a>(
+        &'a self,
+        topic: &'a str,
+        partition: i32,
+        log: &'a mut shoal_storage::Log,
+    ) -> Committing<'a> {
+        Box::pin(async move {
+            let _gate = self.gate.lock().await;
+            let done = restore::catch_up(&self.session, &self.objects, topic, partition, log)
+                .await
+                .map_err(failed)?;
+            tracing::info!(
+                topic,
+                partition,
+                truncated = done.truncated,
+                fetched = done.fetched,
+                end = done.end,
+                "partition restored from the committed records"
+            );
+            self.committed
+                .lock()
+                .expect("commit map poisoned")
+                .insert((topic.to_string(), partition), done.end);
+            Ok(())
+        })
     }
 }
