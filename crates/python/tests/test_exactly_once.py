@@ -11,9 +11,11 @@ from collections import Counter
 from pathlib import Path
 
 import confluent_kafka
+import pytest
 import shoal
 from conftest import LOCK_MS, create_topics, earliest_group, poll_all
 
+pytestmark = pytest.mark.shoal_only  # KIP-1289: Apache Kafka lacks it (test_kafka.py)
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "exactly_once_pipeline.py"
 QUIET = LOCK_MS / 1000 + 3.0  # longer than a lock: unacknowledged records would be back
 
@@ -188,3 +190,4 @@ def test_a_worker_killed_mid_work_leaves_nothing_duplicated(broker, names):
         f"{len(outputs)} outputs, duplicated: "
         f"{[v for v, k in Counter(outputs).items() if k > 1][:5]}")
     assert redelivered(broker, group, inp) == []
+
