@@ -129,7 +129,7 @@ def finish(producer, txn, totals):
 def abort_on(producer, e, records):
     """Aborts after an abortable error (the records come back); others end the worker."""
     if not e.txn_requires_abort():
-        sys.exit(f"transaction failed ({e.name}): {e}")
+        sys.exit(f"Error: transaction failed ({e.name}({e.code})): {e}")
     print(f"aborting a transaction of {records} records: {e}", file=sys.stderr)
     producer.abort_transaction()
 
@@ -232,3 +232,5 @@ if __name__ == "__main__":
         main()
     except KeyboardInterrupt:
         sys.exit(130)
+    except KafkaException as e:  # as the Rust example's `main` returning the error
+        sys.exit(f"Error: {e}")
