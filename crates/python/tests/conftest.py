@@ -19,7 +19,12 @@ from brokers import TARGET, Broker  # noqa: E402
 
 # Lets a group use a short share.record.lock.duration.ms, so unacknowledged records come
 # back within seconds (the tests that check acknowledgements rely on it).
-BROKER_CONFIG = {"group.share.min.record.lock.duration.ms": "1000"}
+BROKER_CONFIG = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    # Faster assignments: both brokers hand out partitions on heartbeats.
+    "group.share.min.heartbeat.interval.ms": "1000",
+    "group.share.heartbeat.interval.ms": "1000",
+}
 LOCK_MS = 2000
 ON_KAFKA = TARGET == "kafka"
 
