@@ -45,25 +45,28 @@ REQUIRED = ("bootstrap", "input", "output", "group", "transactional-id")
 
 
 def parse_flags(argv):
-    """``--name value`` pairs and bare ``--switch``es; exits with the usage on a mistake."""
+    """``--name value`` pairs and bare ``--switch``es; exits with the usage on a mistake,
+    with the Rust example's messages."""
     values, switches, args = {}, set(), iter(argv)
     for flag in args:
         if not flag.startswith("--"):
-            sys.exit(f"unexpected argument {flag}\n{USAGE}")
+            sys.exit(f"Error: unexpected argument {flag}\n{USAGE}")
         name = flag[2:]
         if name in SWITCHES:
             switches.add(name)
             continue
         value = next(args, None)
         if value is None:
-            sys.exit(f"{flag} needs a value")
+            sys.exit(f"Error: {flag} needs a value")
         values[name] = value
     for name in REQUIRED:
         if name not in values:
-            sys.exit(f"--{name} is required\n{USAGE}")
+            sys.exit(f"Error: --{name} is required\n{USAGE}")
     n = values.get("records-per-txn", "100")
-    if not n.isdigit() or int(n) == 0:
-        sys.exit("--records-per-txn must be at least 1")
+    if not n.isdigit():
+        sys.exit(f"Error: --records-per-txn {n}")
+    if int(n) == 0:
+        sys.exit("Error: --records-per-txn must be at least 1")
     return values, switches, int(n)
 
 
