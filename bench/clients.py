@@ -20,6 +20,9 @@ duplicates, seconds, records_per_s, commit_ms):
   librdkafka  this file's `produce` / `share-consume` (confluent-kafka 2.16.1)
   krafka      tests/interop/krafka/target/release/shoal-krafka-interop B bench-produce|
               bench-share-consume ... (tests/interop/krafka/src/bench.rs)
+  shoal-py    this file's `produce` / `share-consume` with --client shoal-py: the Python
+              package shoal-queues (crates/python, `import shoal`) in the same loops as
+              librdkafka's (not among the defaults of `run`: --clients shoal-py,librdkafka)
 
 `run` does, on fresh topics, each client in its own process (start-up, connection and
 metadata outside the timed part), the order of the clients rotated by --rep and by step:
@@ -55,7 +58,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 import kbench  # noqa: E402  (create_topic, start_kafka, cpu_ticks, percentile, print_table)
 
-CLIENTS = ("shoal", "librdkafka", "krafka")
+CLIENTS = ("shoal", "librdkafka", "krafka", "shoal-py")
 
 
 def log(*a):
@@ -96,6 +99,8 @@ class Cpu:
 
 
 def cmd_produce(a):
+    if a.client == "shoal-py":
+        return cmd_produce_py(a)
     from confluent_kafka import Producer
 
     n, size, rate = a.records, a.record_bytes, a.rate
@@ -176,6 +181,8 @@ def cmd_produce(a):
 
 
 def cmd_share_consume(a):
+    if a.client == "shoal-py":
+        return cmd_share_consume_py(a)
     from confluent_kafka import ShareConsumer
 
     kbench_group_earliest(a.bootstrap, a.group)
@@ -215,6 +222,130 @@ def cmd_share_consume(a):
         "errors": errors, "client_cpu_pct": client_cpu, "broker_cpu_pct": broker_cpu}), flush=True)
 
 
+# ---------------------------------------------------------------- shoal-queues' programs
+def partitions_of(bootstrap, topic):
+    """The topic's partition count (librdkafka's metadata, outside any timing)."""
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3}).list_topics(
+        topic=topic, timeout=10)
+    return len(md.topics[topic].partitions)
+
+
+def cmd_produce_py(a):
+    """librdkafka's `produce` loop with shoal.Producer (same settings; it blocks for buffer
+    room instead of raising BufferError). Unpaced: no delivery callback, so failures show
+    as records missing from the share-consume phase rather than as errors here."""
+    import shoal
+
+    n, size, rate = a.records, a.record_bytes, a.rate
+    bufs = kbench.payloads(size)
+    nb = len(bufs)
+    P = partitions_of(a.bootstrap, a.topic)
+    errors = []
+    p = shoal.Producer({
+        "bootstrap.servers": a.bootstrap, "client.id": "clients-shoal-py", "acks": "all",
+        "linger.ms": a.linger_ms, "batch.size": a.batch_size,
+        "buffer.memory": a.buffer_memory, "enable.idempotence": a.idempotence == "true",
+        "compression.type": a.compression})
+    sent = array("d", bytes(8 * n)) if rate else None
+    lat = array("d", bytes(8 * n)) if rate else None
+
+    def on_delivery(i, err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            lat[i] = time.perf_counter() - sent[i]
+
+    produce, poll, now = p.produce, p.poll, time.perf_counter
+    cpu = Cpu(a.broker_pid)
+    t0 = now()
+    if rate is None:
+        for i in range(n):
+            produce(a.topic, bufs[i % nb], partition=i % P)
+    else:
+        i = 0
+        while i < n:
+            due = min(n, int((now() - t0) * rate) + 1)
+            while i < due:
+                sent[i] = now()
+                produce(a.topic, bufs[i % nb], partition=i % P,
+                        on_delivery=partial(on_delivery, i))
+                i += 1
+            poll(0)
+            wait = t0 + i / rate - now()
+            if wait > 0:
+                poll(max(wait, 0.001))
+    send_secs = now() - t0
+    left = p.flush(120)
+    secs = now() - t0
+    client_cpu, broker_cpu = cpu.finish(secs)
+    p.close()
+    r = {"client": "shoal-py", "test": "produce_latency" if rate else "produce",
+         "topic": a.topic, "partitions": P, "records": n, "record_bytes": size, "acks": "all",
+         "linger_ms": a.linger_ms, "batch_size": a.batch_size, "buffer_memory": a.buffer_memory,
+         "idempotence": a.idempotence == "true", "compression": a.compression,
+         "target_rate": round(rate) if rate else None, "achieved_rate": round(n / send_secs),
+         "seconds": round(secs, 3), "send_seconds": round(send_secs, 3),
+         "records_per_s": round((n - left - len(errors)) / secs),
+         "mb_per_s": round((n - left - len(errors)) * size / secs / 1e6, 1),
+         "p50_ms": None, "p99_ms": None, "max_ms": None, "mean_ms": None,
+         "errors": left + len(errors), "first_error": str(errors[0]) if errors else None,
+         "client_cpu_pct": client_cpu, "broker_cpu_pct": broker_cpu}
+    if rate:
+        vals = sorted(lat)
+        ms = lambda v: round(v * 1000, 3)  # noqa: E731
+        r.update(p50_ms=ms(kbench.percentile(vals, 0.5)), p99_ms=ms(kbench.percentile(vals, 0.99)),
+                 max_ms=ms(vals[-1]), mean_ms=ms(sum(vals) / len(vals)))
+    print(json.dumps(r), flush=True)
+
+
+def cmd_share_consume_py(a):
+    """librdkafka's `share-consume` loop with shoal.ShareConsumer (explicit mode, each
+    record ACCEPTed, sent with the next poll; commit_sync at the end)."""
+    import shoal
+
+    kbench_group_earliest(a.bootstrap, a.group)
+    c = shoal.ShareConsumer({"bootstrap.servers": a.bootstrap, "group.id": a.group,
+                             "client.id": "clients-shoal-py",
+                             "share.acknowledgement.mode": "explicit"})
+    c.subscribe([a.topic])
+    started = last = time.perf_counter()
+    t_first = cpu = None
+    got = nbytes = 0
+    accept = shoal.AcknowledgeType.ACCEPT
+    while got < a.records:
+        batch = c.poll(0.5)
+        if not batch:
+            if time.perf_counter() - last > 30:
+                raise SystemExit(f"no record for 30 s after {got} of {a.records}")
+            continue
+        if t_first is None:
+            t_first, cpu = time.perf_counter(), Cpu(a.broker_pid)
+        for m in batch:
+            c.acknowledge(m, accept)
+            nbytes += len(m.value())
+            got += 1
+        last = time.perf_counter()
+    secs = last - t_first
+    client_cpu, broker_cpu = cpu.finish(secs)
+    tc = time.perf_counter()
+    errors = 0
+    try:
+        c.commit_sync()
+    except shoal.KafkaException:
+        errors = 1
+    commit_ms = (time.perf_counter() - tc) * 1000
+    c.close()
+    print(json.dumps({
+        "client": "shoal-py", "test": "share_consume", "topic": a.topic, "ack_mode": "explicit",
+        "records": got, "duplicates": None, "seconds": round(secs, 3),
+        "seconds_incl_join": round(last - started, 3), "records_per_s": round(got / secs),
+        "mb_per_s": round(nbytes / secs / 1e6, 1), "commit_ms": round(commit_ms, 3),
+        "errors": errors, "client_cpu_pct": client_cpu, "broker_cpu_pct": broker_cpu}),
+        flush=True)
+
+
 def kbench_group_earliest(bootstrap, group):
     from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
                                        ConfigResource, ResourceType)
@@ -247,6 +378,8 @@ def client_cmd(a, client, kind, bootstrap, topic, **kw):
         return [a.shoal_bin, "perf", "--bootstrap", bootstrap, kind] + flat
     if client == "krafka":
         return [a.krafka_bin, bootstrap, f"bench-{kind}", "--deadline", str(int(a.client_timeout))] + flat
+    if client == "shoal-py":
+        flat += ["--client", "shoal-py"]
     return [sys.executable, str(Path(__file__).resolve()), kind, "--bootstrap", bootstrap] + flat
 
 
@@ -405,6 +538,7 @@ def main():
     pr.add_argument("--compression", default="none")
     pr.add_argument("--rate", type=float, help="records/s (default: unpaced)")
     pr.add_argument("--broker-pid", type=int)
+    pr.add_argument("--client", choices=["librdkafka", "shoal-py"], default="librdkafka")
     producer_opts(pr)
     sc = sub.add_parser("share-consume", help="librdkafka's share consumer (one JSON line)")
     sc.add_argument("--bootstrap", required=True)
@@ -412,6 +546,7 @@ def main():
     sc.add_argument("--group", required=True)
     sc.add_argument("--records", type=int, required=True)
     sc.add_argument("--broker-pid", type=int)
+    sc.add_argument("--client", choices=["librdkafka", "shoal-py"], default="librdkafka")
     r = sub.add_parser("run", help="the three clients, interleaved, against one broker")
     tgt = r.add_mutually_exclusive_group(required=True)
     tgt.add_argument("--bootstrap")
@@ -420,7 +555,7 @@ def main():
     r.add_argument("--broker-mode", default="")
     r.add_argument("--broker-pid", type=int)
     r.add_argument("--rep", type=int, default=0, help="repetition number (rotates the order)")
-    r.add_argument("--clients", default=",".join(CLIENTS))
+    r.add_argument("--clients", default="shoal,librdkafka,krafka")
     r.add_argument("--records", type=int, default=200000)
     r.add_argument("--size", type=int, default=1024)
     r.add_argument("--partitions", default="1,4")

@@ -26,6 +26,9 @@
 # shoal-cli, then cargo build --release -p shoal-client --example exactly_once_pipeline: one
 # command with --example builds only the example); java needs javac and Maven.
 # A row that does not finish in 300 s prints TIMEOUT. KEEP=1 keeps the data directory.
+# WORKER=py (eos/alo) runs the Python package's twin of the example instead,
+# crates/python/examples/exactly_once_pipeline.py, with $PYTHON (default python3), which must
+# have shoal-queues installed (crates/python/tests/run.sh installs it in tests/interop/.venv).
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${SHOAL_RELEASE_DIR:-$repo/target/release}"
@@ -102,8 +105,11 @@ perf=("$bin/shoal" perf --bootstrap "127.0.0.1:$port" produce --topic in)
 flag=()
 [ "$mode" = alo ] && flag=(--at-least-once)
 start=$(date +%s.%N)
+worker=("$bin/examples/exactly_once_pipeline")
+[ "${WORKER:-rust}" = py ] &&
+    worker=("${PYTHON:-python3}" "$repo/crates/python/examples/exactly_once_pipeline.py")
 for i in $(seq 1 "$workers"); do
-    "$bin/examples/exactly_once_pipeline" --bootstrap "127.0.0.1:$port" --input in \
+    "${worker[@]}" --bootstrap "127.0.0.1:$port" --input in \
         --output out --group g --transactional-id "t$i" --records-per-txn "$per_txn" \
         "${flag[@]}" 2> "$dir/w$i.log" &
     pids="$pids $!"
@@ -130,7 +136,7 @@ secs=$(echo "$end - $start" | bc)
 steady=$(echo "($total - $first_total) / ($end - $first)" | bc)
 latency=$(cat "$dir"/w*.log | grep -o 'in [0-9.]* ms' | awk '{print $2}' | sort -n |
     awk '{a[NR]=$1} END {print "p50_ms", a[int(NR*0.5)+1], "p99_ms", a[int(NR*0.99)+1], "commits", NR}')
-echo "$mode workers=$workers per_txn=$per_txn records=$total secs=$secs" \
+echo "$mode${WORKER:+ worker=$WORKER} workers=$workers per_txn=$per_txn records=$total secs=$secs" \
     "records_per_s=$(echo "$total / $secs" | bc) steady_per_s=$steady" \
     "first_commit_s=$(echo "$first - $start" | bc) $latency" \
     "cpu_s_broker=$cpu_broker cpu_s_workers=$cpu_workers"

@@ -50,6 +50,8 @@ crates/python/tests/run.sh
 if [ "${SHOAL_TEST_KAFKA:-0}" = 1 ]; then
   step "interop: the same suite against Apache Kafka"
   INTEROP_TARGET=kafka tests/interop/run.sh
+  step "shoal-queues' tests against Apache Kafka (KIP-1289 must fail fast there)"
+  INTEROP_TARGET=kafka crates/python/tests/run.sh
   step "shoal-client's integration tests against Apache Kafka"
   KAFKA_LIBS="${KAFKA_LIBS:-$(tests/interop/kafka_ref/fetch.sh)}" SHOAL_CLIENT_TARGET=kafka \
     cargo test --locked -p shoal-client --test shoal -- --test-threads=1

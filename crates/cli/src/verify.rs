@@ -3,9 +3,11 @@
 //! It starts its own broker (this binary's `serve`, on a free loopback port, in a fresh or
 //! given data directory), fills an input topic with N numbered records (`record-<i>`, keyed
 //! `k<i>`) over P partitions, and runs W worker processes of the `exactly_once_pipeline`
-//! example (same share group, transactional ids `verify-worker-<w>`). Then it SIGKILLs a
-//! worker or the broker K times at random moments — a seeded RNG picks the victim and the
-//! delay; the seed is printed and `--seed` replays the schedule — restarting each at once
+//! example (same share group, transactional ids `verify-worker-<w>`; or its Python twin,
+//! `--worker-bin crates/python/examples/exactly_once_pipeline.py`, with the same flags and
+//! output, run by `--worker-python`). Then it SIGKILLs a worker or the broker K times at
+//! random moments — a seeded RNG picks the victim and the delay; the seed is printed and
+//! `--seed` replays the schedule — restarting each at once
 //! (a worker that exits by itself is restarted too, with its transactional id, which fences
 //! the old instance). Once every crash is done and the group has acknowledged everything,
 //! it stops the workers and checks:
@@ -66,9 +68,14 @@ pub struct VerifyArgs {
     #[arg(long, default_value_t = 100)]
     pub records_per_txn: u64,
     /// The worker program (default: examples/exactly_once_pipeline beside this binary, as
-    /// `cargo build -p shoal-client --example exactly_once_pipeline` leaves it).
+    /// `cargo build -p shoal-client --example exactly_once_pipeline` leaves it). A path
+    /// ending in `.py` is a Python script taking the same flags, such as the Python package's
+    /// `crates/python/examples/exactly_once_pipeline.py`, run by `--worker-python`.
     #[arg(long)]
     pub worker_bin: Option<PathBuf>,
+    /// The interpreter that runs a `.py` worker (one with the Python package installed).
+    #[arg(long, default_value = "python3")]
+    pub worker_python: PathBuf,
     /// One more argument for every worker (repeatable; e.g. a deliberately broken mode).
     #[arg(long = "worker-arg", allow_hyphen_values = true)]
     pub worker_args: Vec<String>,
@@ -292,9 +299,11 @@ pub fn run(args: VerifyArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Resul
         run_dir.display()
     );
     // Which builds run: a binary older than the sources under test reports on old code.
+    let python = is_python(&worker_bin).then_some(&args.worker_python);
     println!(
-        "broker binary {}; worker binary {}",
+        "broker binary {}; worker {}{}",
         binary_age(&std::env::current_exe()?),
+        python.map_or(String::new(), |p| format!("{} ", p.display())),
         binary_age(&worker_bin)
     );
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
@@ -313,7 +322,14 @@ pub fn run(args: VerifyArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Resul
     runtime.block_on(fill(addr, &args))?;
     let mut workers: Vec<Worker> = (0..args.workers)
         .map(|w| {
-            let mut command = Command::new(&worker_bin);
+            let mut command = match python {
+                Some(python) => {
+                    let mut c = Command::new(python);
+                    c.arg(&worker_bin);
+                    c
+                }
+                None => Command::new(&worker_bin),
+            };
             command
                 .args(["--bootstrap", &addr.to_string()])
                 .args(["--input", INPUT, "--output", OUTPUT, "--group", GROUP])
@@ -378,6 +394,11 @@ pub fn run(args: VerifyArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Resul
             run_dir.display()
         )
     }
+}
+
+/// Whether the worker is a Python script (run by the interpreter, with the same flags).
+fn is_python(worker: &std::path::Path) -> bool {
+    worker.extension().is_some_and(|e| e == "py")
 }
 
 /// `examples/exactly_once_pipeline` beside this binary (target/<profile>/).

@@ -45,25 +45,28 @@ REQUIRED = ("bootstrap", "input", "output", "group", "transactional-id")
 
 
 def parse_flags(argv):
-    """``--name value`` pairs and bare ``--switch``es; exits with the usage on a mistake."""
+    """``--name value`` pairs and bare ``--switch``es; exits with the usage on a mistake,
+    with the Rust example's messages."""
     values, switches, args = {}, set(), iter(argv)
     for flag in args:
         if not flag.startswith("--"):
-            sys.exit(f"unexpected argument {flag}\n{USAGE}")
+            sys.exit(f"Error: unexpected argument {flag}\n{USAGE}")
         name = flag[2:]
         if name in SWITCHES:
             switches.add(name)
             continue
         value = next(args, None)
         if value is None:
-            sys.exit(f"{flag} needs a value")
+            sys.exit(f"Error: {flag} needs a value")
         values[name] = value
     for name in REQUIRED:
         if name not in values:
-            sys.exit(f"--{name} is required\n{USAGE}")
+            sys.exit(f"Error: --{name} is required\n{USAGE}")
     n = values.get("records-per-txn", "100")
-    if not n.isdigit() or int(n) == 0:
-        sys.exit("--records-per-txn must be at least 1")
+    if not n.isdigit():
+        sys.exit(f"Error: --records-per-txn {n}")
+    if int(n) == 0:
+        sys.exit("Error: --records-per-txn must be at least 1")
     return values, switches, int(n)
 
 
@@ -129,7 +132,7 @@ def finish(producer, txn, totals):
 def abort_on(producer, e, records):
     """Aborts after an abortable error (the records come back); others end the worker."""
     if not e.txn_requires_abort():
-        sys.exit(f"transaction failed ({e.name}): {e}")
+        sys.exit(f"Error: transaction failed ({e.name}({e.code})): {e}")
     print(f"aborting a transaction of {records} records: {e}", file=sys.stderr)
     producer.abort_transaction()
 
@@ -232,3 +235,5 @@ if __name__ == "__main__":
         main()
     except KeyboardInterrupt:
         sys.exit(130)
+    except KafkaException as e:  # as the Rust example's `main` returning the error
+        sys.exit(f"Error: {e}")

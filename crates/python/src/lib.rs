@@ -9,7 +9,8 @@
 //!
 //! Errors become the Python exceptions of `shoal._errors` (`FatalError`, `AbortableError`,
 //! `RetriableError`, all `KafkaException`), by the client's [`ErrorClass`], with the Kafka
-//! error name and code.
+//! error name and code; UNSUPPORTED_VERSION (fatal) is the `UnsupportedVersionError`
+//! subclass of `FatalError`.
 
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -19,6 +20,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 use shoal_client::{Error, ErrorClass};
+use shoal_protocol::ErrorCode;
 
 mod acknowledger;
 mod admin;
@@ -87,6 +89,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let (class, name) = match &e {
         Error::Closed => ("FatalError", "_CLOSED".to_owned()),
+        _ if e.code() == ErrorCode::UNSUPPORTED_VERSION => {
+            ("UnsupportedVersionError", "UNSUPPORTED_VERSION".to_owned())
+        }
         _ => {
             let class = match e.class() {
                 ErrorClass::Fatal => "FatalError",

@@ -1,13 +1,12 @@
-"""A Shoal broker for the shoal-queues tests, started as tests/interop/conftest.py starts
-one: ``$SHOAL_BIN serve --data-dir DIR --listen 127.0.0.1:PORT --config FILE`` on a free
-loopback port (SHOAL_BIN defaults to ``<repo>/target/release/shoal``), killed with the test
-process, stopped with SIGTERM at the end of the session.
+"""The broker for the shoal-queues tests: tests/interop's (brokers.py), so INTEROP_TARGET
+picks Shoal (default; SHOAL_BIN, default ``<repo>/target/release/shoal``) or Apache Kafka
+(KAFKA_LIBS, as tests/interop/run.sh fills it). One broker for the session, on a free
+loopback port, killed with the test process. Tests of what only Shoal has (transactional
+share acknowledgements, KIP-1289) are marked ``shoal_only``; against Kafka they are skipped,
+and test_kafka.py checks that the package fails fast there instead.
 """
 
-import os
-import signal
-import socket
-import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -15,72 +14,52 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-READY_TIMEOUT = 30.0
+sys.path.insert(0, str(REPO / "tests" / "interop"))
+from brokers import TARGET, Broker  # noqa: E402
+
 # Lets a group use a short share.record.lock.duration.ms, so unacknowledged records come
 # back within seconds (the tests that check acknowledgements rely on it).
-BROKER_CONFIG = {"group.share.min.record.lock.duration.ms": "1000"}
+BROKER_CONFIG = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    # Faster assignments: both brokers hand out partitions on heartbeats.
+    "group.share.min.heartbeat.interval.ms": "1000",
+    "group.share.heartbeat.interval.ms": "1000",
+}
 LOCK_MS = 2000
+ON_KAFKA = TARGET == "kafka"
 
 
-def _die_with_parent():
-    """preexec_fn: SIGKILL the broker if the test process dies (Linux)."""
-    try:
-        import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 - best effort only
-        pass
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "shoal_only: needs what only Shoal has (KIP-1289); skipped against Kafka")
+    config.addinivalue_line("markers", "kafka_only: checks how the package meets Apache Kafka")
 
 
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def pytest_collection_modifyitems(config, items):
+    if ON_KAFKA:
+        skip = pytest.mark.skip(reason="KIP-1289 is Shoal's: Apache Kafka lacks it")
+        for item in items:
+            if "shoal_only" in item.keywords:
+                item.add_marker(skip)
+    else:
+        skip = pytest.mark.skip(reason="runs against Apache Kafka only (INTEROP_TARGET=kafka)")
+        for item in items:
+            if "kafka_only" in item.keywords:
+                item.add_marker(skip)
 
 
-class Broker:
-    def __init__(self, workdir: Path):
-        self.port = _free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        binary = os.environ.get("SHOAL_BIN") or str(REPO / "target" / "release" / "shoal")
-        if not os.access(binary, os.X_OK):
-            pytest.fail(f"Shoal binary not found: {binary} (set SHOAL_BIN)", pytrace=False)
-        cfg = workdir / "shoal.properties"
-        cfg.write_text("".join(f"{k}={v}\n" for k, v in BROKER_CONFIG.items()))
-        self.log = open(workdir / "broker.log", "wb")
-        self.proc = subprocess.Popen(
-            [binary, "serve", "--data-dir", str(workdir / "data"), "--listen", self.bootstrap,
-             "--config", str(cfg)],
-            stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while not self._listening():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"Shoal did not start; see {workdir / 'broker.log'}", pytrace=False)
-            time.sleep(0.1)
-
-    def _listening(self):
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1.0):
-                return True
-        except OSError:
-            return False
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.log.close()
+def pytest_report_header(config):
+    return f"broker: {TARGET}"
 
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
-    b = Broker(tmp_path_factory.mktemp("shoal"))
-    yield b
-    b.stop()
+    b = Broker(tmp_path_factory.mktemp("broker"), BROKER_CONFIG)
+    try:
+        yield b.start()
+    finally:
+        b.stop()
+        b.kill9()
 
 
 @pytest.fixture

@@ -11,9 +11,11 @@ from collections import Counter
 from pathlib import Path
 
 import confluent_kafka
+import pytest
 import shoal
 from conftest import LOCK_MS, create_topics, earliest_group, poll_all
 
+pytestmark = pytest.mark.shoal_only  # KIP-1289: Apache Kafka lacks it (test_kafka.py)
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "exactly_once_pipeline.py"
 QUIET = LOCK_MS / 1000 + 3.0  # longer than a lock: unacknowledged records would be back
 
@@ -187,4 +189,83 @@ def test_a_worker_killed_mid_work_leaves_nothing_duplicated(broker, names):
     assert Counter(outputs) == Counter(f"processed:in-{i}" for i in range(n)), (
         f"{len(outputs)} outputs, duplicated: "
         f"{[v for v, k in Counter(outputs).items() if k > 1][:5]}")
+    assert redelivered(broker, group, inp) == []
+
+
+# A worker that stops in the middle of a transaction: its outputs are written (flushed, not
+# committed) and its inputs' ACCEPTs staged (TX_PENDING on the broker), then it says so on
+# stdout and waits to be killed.
+HOLD_OPEN = """
+import sys, time, shoal
+bootstrap, inp, out, group, tid, n = sys.argv[1:]
+producer = shoal.Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+producer.init_transactions()
+consumer = shoal.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                "share.acknowledgement.mode": "explicit",
+                                "share.acquire.mode": "record_limit"})
+consumer.subscribe([inp])
+acks, got = shoal.ShareAcknowledgements(), 0
+producer.begin_transaction()
+while got < int(n):
+    for m in consumer.poll(0.5):
+        producer.produce(out, value=b"processed:" + m.value())
+        consumer.acknowledge(m, shoal.AcknowledgeType.ACCEPT)
+        got += 1
+    acks.extend(consumer.acknowledgements_for_transaction())
+assert producer.flush(30) == 0
+producer.send_share_acknowledgements_to_transaction(acks, consumer.share_group_metadata())
+print("open", len(acks), flush=True)
+time.sleep(600)
+"""
+
+
+def uncommitted_count(broker, topic, expect, timeout=30.0):
+    """How many records a read_uncommitted consumer finds in `topic` (until `expect`)."""
+    c = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap,
+                                  "group.id": f"peek-{time.monotonic_ns()}",
+                                  "auto.offset.reset": "earliest",
+                                  "isolation.level": "read_uncommitted"})
+    c.subscribe([topic])
+    got, deadline = 0, time.monotonic() + timeout
+    while got < expect and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        got += m is not None and m.error() is None
+    c.close()
+    return got
+
+
+def test_a_worker_killed_mid_transaction_leaves_nothing_duplicated(broker, names):
+    """SIGKILL a worker whose transaction holds written outputs and staged ACCEPTs; the
+    example restarted with its transactional id fences it and aborts that transaction: the
+    written outputs never become visible, the inputs come back, and every output is
+    committed once."""
+    n, held = 300, 100
+    inp, out, group, tid = names("in"), names("out"), names("g"), names("tid")
+    create_topics(broker, inp, out)
+    earliest_group(broker, group)
+    produce_inputs(broker, inp, n)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", HOLD_OPEN, broker.bootstrap, inp, out, group, tid, str(held)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        line = worker.stdout.readline()  # bounded by the suite's per-test timeout
+        assert line.startswith("open "), line
+        staged = int(line.split()[1])
+        assert staged >= held
+        # Mid-transaction: its outputs are in the log, uncommitted.
+        assert uncommitted_count(broker, out, staged) == staged
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+    assert worker.returncode == -signal.SIGKILL
+    second, lines = start_worker(broker, inp, out, group, tid)
+    try:
+        outputs = committed_values(broker, out, n, timeout=90)
+    finally:
+        second.terminate()
+        second.wait(timeout=30)
+    assert Counter(outputs) == Counter(f"processed:in-{i}" for i in range(n)), (
+        f"{len(outputs)} outputs, duplicated: "
+        f"{[v for v, k in Counter(outputs).items() if k > 1][:5]}")
+    assert uncommitted_count(broker, out, n + staged) == n + staged  # the aborted ones too
     assert redelivered(broker, group, inp) == []

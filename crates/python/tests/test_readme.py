@@ -8,9 +8,11 @@ import shlex
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 from test_exactly_once import committed_values
 
+pytestmark = pytest.mark.shoal_only  # the pipeline needs KIP-1289
 README_BOOTSTRAP = "127.0.0.1:9092"
 PIP = "pip install ./crates/python"
 

@@ -7,7 +7,8 @@ acknowledgements in the same transaction. Built on Shoal's Rust client (``shoal-
 names and config keys follow confluent-kafka.
 """
 
-from ._errors import AbortableError, FatalError, KafkaException, RetriableError
+from ._errors import (AbortableError, FatalError, KafkaException, RetriableError,
+                      UnsupportedVersionError)
 from ._shoal import (
     AcknowledgeType,
     AdminClient,
@@ -19,7 +20,6 @@ from ._shoal import (
     ShareGroupMetadata,
     TransactionalShareAcknowledger,
 )
-
 
 
 class TopicPartition:
@@ -48,4 +48,5 @@ __all__ = [
     "ShareGroupMetadata",
     "TopicPartition",
     "TransactionalShareAcknowledger",
+    "UnsupportedVersionError",
 ]

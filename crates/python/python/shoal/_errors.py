@@ -8,6 +8,9 @@ classifies them):
   transaction, call ``abort_transaction()`` and go on (the records come back). Misuse of a
   transaction (commit without begin) and refused acknowledgements are abortable too.
 * ``RetriableError``: transient (a broker restarting, a timeout); the same call may succeed.
+* ``UnsupportedVersionError``, a ``FatalError``: the broker lacks an api the call needs
+  (``UNSUPPORTED_VERSION``; nothing was sent), e.g. transactional share acknowledgements
+  (KIP-1289) on Apache Kafka, which has none.
 
 Each carries ``name``, the Kafka error name (``PRODUCER_FENCED``, ``INVALID_TXN_STATE``,
 ``STALE_MEMBER_EPOCH``, ``INVALID_CONFIG``, ...; ``_CLOSED`` for a call after ``close()``,
@@ -49,3 +52,9 @@ class AbortableError(KafkaException):
 
 class RetriableError(KafkaException):
     """Transient: the same call may succeed later."""
+
+
+class UnsupportedVersionError(FatalError):
+    """The broker lacks an api (or every version of it this client speaks) that the call
+    needs; nothing was sent. Apache Kafka raises it for the transactional share
+    acknowledgements of KIP-1289, which only Shoal has."""
