@@ -16,6 +16,7 @@ use shoal_broker::{Broker, BrokerConfig, BrokerOptions};
 use tracing::{info, warn};
 
 mod admin;
+mod cluster;
 mod features;
 mod perf;
 mod perf_client;
@@ -74,6 +75,17 @@ enum Command {
         bootstrap: String,
         #[command(subcommand)]
         command: perf::PerfCommand,
+    },
+    /// Inspect a cluster of brokers through its etcd.
+    Cluster {
+        /// The cluster's etcd: etcd://HOST:PORT[,HOST:PORT...].
+        #[arg(long, env = "SHOAL_METADATA_STORE")]
+        metadata_store: String,
+        /// The cluster's name (its keys in etcd are under /shoal/NAME/).
+        #[arg(long, env = "SHOAL_CLUSTER_NAME", default_value = "shoal")]
+        cluster_name: String,
+        #[command(subcommand)]
+        command: cluster::ClusterCommand,
     },
     /// Prove exactly-once end to end: run exactly_once_pipeline workers on a broker of its
     /// own, SIGKILL workers and the broker at random, and check every output and
@@ -316,6 +328,11 @@ fn main() -> anyhow::Result<()> {
             let addr = resolve(&bootstrap)?;
             runtime.block_on(perf::run(addr, command))
         }
+        Command::Cluster {
+            metadata_store,
+            cluster_name,
+            command,
+        } => runtime.block_on(cluster::run(command, &metadata_store, &cluster_name)),
         Command::Verify(args) => verify::run(args, &runtime),
     }
 }

@@ -98,6 +98,21 @@ impl Keys {
         Some((topic.to_string(), partition.parse().ok()?))
     }
 
+    /// The (topic, partition) a committed-end key names.
+    pub fn parse_end(&self, key: &str) -> Option<(String, i32)> {
+        let rest = key.strip_prefix(&format!("{}ends/", self.root))?;
+        let (topic, partition) = rest.rsplit_once('/')?;
+        Some((topic.to_string(), partition.parse().ok()?))
+    }
+
+    /// The (topic, partition) an index entry key names.
+    pub fn parse_index_entry(&self, key: &str) -> Option<(String, i32)> {
+        let rest = key.strip_prefix(&format!("{}index/", self.root))?;
+        let (partition_path, _base) = rest.rsplit_once('/')?;
+        let (topic, partition) = partition_path.rsplit_once('/')?;
+        Some((topic.to_string(), partition.parse().ok()?))
+    }
+
     /// The node id a broker key names.
     pub fn parse_broker(&self, key: &str) -> Option<i32> {
         key.strip_prefix(&self.brokers())?.parse().ok()
@@ -119,6 +134,12 @@ mod tests {
         );
         assert_eq!(k.parse_broker(&k.broker(3)), Some(3));
         assert_eq!(k.parse_owner(&k.broker(3)), None);
+        assert_eq!(k.parse_end(&k.end("t", 4)), Some(("t".into(), 4)));
+        assert_eq!(
+            k.parse_index_entry(&k.index_entry("t", 4, 17)),
+            Some(("t".into(), 4))
+        );
+        assert_eq!(k.parse_index_entry(&k.end("t", 4)), None);
     }
 
     #[test]

@@ -20,6 +20,7 @@
 //!   (fsynced, with its directory, before a commit may name it).
 //! - [`restore`]: a new owner's local log brought to exactly the committed records (the
 //!   uncommitted truncated, the missing fetched from the objects).
+//! - [`status`]: the cluster as etcd records it, for `shoal cluster status`.
 //! - [`rig`]: real etcd and S3 servers started on loopback, for tests.
 //!
 //! Must not: acknowledge anything on a lock or a cached owner alone — only a commit fences; name
@@ -34,6 +35,7 @@ pub mod owners;
 pub mod restore;
 pub mod rig;
 pub mod session;
+pub mod status;
 
 pub use commits::{commit, CommitRefused, PartitionCommit};
 pub use keys::Keys;

@@ -42,6 +42,31 @@ impl Drop for Session {
     }
 }
 
+/// The endpoints an `etcd://HOST:PORT[,HOST:PORT…]` URL names.
+///
+/// # Errors
+/// Another scheme, or no endpoint.
+pub fn endpoints_from_url(url: &str) -> crate::Result<Vec<String>> {
+    let invalid = |detail: String| crate::Error::Invalid {
+        what: "metadata store URL",
+        detail,
+    };
+    let rest = url
+        .strip_prefix("etcd://")
+        .ok_or_else(|| invalid(format!("{url}: use etcd://HOST:PORT[,HOST:PORT...]")))?;
+    let endpoints: Vec<String> = rest
+        .trim_end_matches('/')
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_string)
+        .collect();
+    if endpoints.is_empty() || endpoints.iter().any(|e| !e.contains(':')) {
+        return Err(invalid(format!("{url}: each endpoint is HOST:PORT")));
+    }
+    Ok(endpoints)
+}
+
 /// Connects to etcd at `endpoints` (`host:port`), failing after `timeout`.
 ///
 /// # Errors
@@ -161,5 +186,21 @@ async fn renew(client: &mut Client, lease: i64) -> crate::Result<i64> {
     match stream.message().await? {
         Some(response) => Ok(response.ttl()),
         None => Ok(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etcd_urls_name_their_endpoints_or_are_refused() {
+        assert_eq!(
+            endpoints_from_url("etcd://a:2379, b:2379/").unwrap(),
+            vec!["a:2379".to_string(), "b:2379".to_string()]
+        );
+        for bad in ["http://a:2379", "etcd://", "etcd://a", "etcd://a:1,b"] {
+            assert!(endpoints_from_url(bad).is_err(), "{bad:?}");
+        }
     }
 }
