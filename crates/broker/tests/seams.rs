@@ -904,3 +904,45 @@ async fn a_broker_takes_over_a_crashed_owners_partition_with_its_committed_recor
     assert_eq!(fetch(&mut to_b, "t", 0, owner.leader_epoch).await, 0);
     b.stop().await;
 }
+
+#[tokio::test]
+async fn a_commit_whose_object_is_not_stored_leaves_nothing_behind() {
+    use shoal_cluster::commits::{committed_end, index};
+    use shoal_cluster::rig::start_etcd;
+    use shoal_cluster::{owners, Claim, Objects};
+
+    let etcd = start_etcd();
+    let dir = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let objects_dir = store.path().join("objects");
+    let objects = Objects::from_url(&format!("file://{}", objects_dir.display())).unwrap();
+    let (s, broker) = cluster_broker(&etcd, &objects, 1, dir.path()).await;
+    assert!(matches!(
+        owners::claim(&s, 1, "t", 0).await.unwrap(),
+        Claim::Won(_)
+    ));
+    let mut conn = broker.connect().await;
+    common::create_topic(&mut conn, "t", 1).await;
+    assert_eq!(produce(&mut conn, "t", 0).await.0, 0);
+
+    // The object store fails (its directory is gone, a file in its place): the write is not
+    // acknowledged, and the local log drops it rather than commit it later unannounced.
+    std::fs::rename(&objects_dir, store.path().join("away")).unwrap();
+    std::fs::write(&objects_dir, b"not a directory").unwrap();
+    assert_eq!(
+        produce(&mut conn, "t", 0).await.0,
+        ErrorCode::KAFKA_STORAGE_ERROR.code()
+    );
+    let partition = broker.broker.topic("t").unwrap().partition(0).unwrap();
+    assert_eq!(partition.lock().log_end_offset(), 1);
+
+    // Back: the next write takes the offset the failed one had.
+    std::fs::remove_file(&objects_dir).unwrap();
+    std::fs::rename(store.path().join("away"), &objects_dir).unwrap();
+    let (code, _) = produce(&mut conn, "t", 0).await;
+    assert_eq!(code, 0);
+    assert_eq!(partition.lock().log_end_offset(), 2);
+    assert_eq!(committed_end(&s, "t", 0).await.unwrap(), 2);
+    assert_eq!(index(&s, "t", 0, 0).await.unwrap().len(), 2);
+    broker.stop().await;
+}

@@ -16,8 +16,11 @@
 //! the contiguity comparison keeps it from skipping or overwriting what may have landed.
 //!
 //! A partition this node takes over is restored first ([`Durability::restore`]:
-//! `shoal_cluster::restore::catch_up`). Not yet: truncating the local log back to the
-//! committed end after a failed commit (issue 29).
+//! `shoal_cluster::restore::catch_up`). A commit that surely recorded nothing (its object not
+//! stored) truncates each partition back to its committed end; the truncation bumps the log's
+//! generation, and every commit call whose partition changed generation since it appended
+//! fails, so no waiter mistakes a later commit for its own (decision 0018's commit
+//! generation).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -152,12 +155,12 @@ impl ObjectCommits {
         }))
     }
 
-    async fn commit_all(&self, partitions: Vec<Arc<Partition>>) -> Result<(), CommitError> {
+    async fn commit_all(&self, partitions: &[Arc<Partition>]) -> Result<(), CommitError> {
         let _gate = self.gate.lock().await;
         let mut pending = Vec::new();
-        for partition in &partitions {
+        for partition in partitions {
             if let Some(p) = self.pending(partition).await? {
-                pending.push(p);
+                pending.push((partition.clone(), p));
             }
         }
         if pending.is_empty() {
@@ -166,7 +169,7 @@ impl ObjectCommits {
         let name = Objects::unique_name(self.node_id);
         let mut object = BytesMut::new();
         let mut parts = Vec::with_capacity(pending.len());
-        for p in &pending {
+        for (_, p) in &pending {
             parts.push(PartitionCommit {
                 topic: p.key.0.clone(),
                 partition: p.key.1,
@@ -181,15 +184,15 @@ impl ObjectCommits {
             });
             object.extend_from_slice(&p.bytes);
         }
-        self.objects
-            .put(&name, object.freeze())
-            .await
-            .map_err(failed)?;
+        if let Err(e) = self.objects.put(&name, object.freeze()).await {
+            self.truncate_uncommitted(&pending);
+            return Err(failed(e));
+        }
         let outcome = commits::commit(&self.session, &parts).await;
-        let mut committed = self.committed.lock().expect("commit map poisoned");
         match outcome {
             Ok(Ok(_)) => {
-                for p in &pending {
+                let mut committed = self.committed.lock().expect("commit map poisoned");
+                for (_, p) in &pending {
                     committed.insert(p.key.clone(), p.end_offset);
                 }
                 Ok(())
@@ -214,18 +217,36 @@ impl ObjectCommits {
                 partition,
                 committed_end,
             })) => {
-                committed.insert((topic.clone(), partition), committed_end);
+                self.committed
+                    .lock()
+                    .expect("commit map poisoned")
+                    .insert((topic.clone(), partition), committed_end);
                 Err(failed(format!(
                     "{topic}-{partition}: committed end is {committed_end}, not where this \
                      commit started"
                 )))
             }
             Err(e) => {
-                // Unknown outcome: read the ends again before the next commit.
-                for p in &pending {
+                // Unknown outcome: the bytes stay (they may be committed); the ends are read
+                // again before the next commit, whose contiguity comparison settles it.
+                let mut committed = self.committed.lock().expect("commit map poisoned");
+                for (_, p) in &pending {
                     committed.remove(&p.key);
                 }
                 Err(failed(e))
+            }
+        }
+    }
+
+    /// After a commit that surely recorded nothing: each partition's log goes back to its
+    /// committed end, so that no later commit carries these bytes without their writers
+    /// knowing (they are told the commit failed; the generation bump tells the others).
+    fn truncate_uncommitted(&self, pending: &[(Arc<Partition>, Pending)]) {
+        for (partition, p) in pending {
+            let mut log = partition.lock();
+            if let Err(e) = log.truncate_to(p.base_offset) {
+                tracing::error!(topic = %p.key.0, partition = p.key.1, error = %e,
+                    "cannot truncate the uncommitted records; the partition must be reopened");
             }
         }
     }
@@ -233,7 +254,21 @@ impl ObjectCommits {
 
 impl Durability for ObjectCommits {
     fn commit(&self, partitions: Vec<Arc<Partition>>) -> Committing<'_> {
-        Box::pin(self.commit_all(partitions))
+        // What the caller appended is in the log of this generation; a failed commit (this
+        // one or another caller's) truncates the log back to its committed end and bumps it.
+        let appended: Vec<u64> = partitions.iter().map(|p| p.lock().generation()).collect();
+        Box::pin(async move {
+            let outcome = self.commit_all(&partitions).await;
+            for (partition, generation) in partitions.iter().zip(appended) {
+                if partition.lock().generation() != generation {
+                    return Err(failed(format!(
+                        "{}-{}: records truncated after a failed commit",
+                        partition.topic, partition.index
+                    )));
+                }
+            }
+            outcome
+        })
     }
 
     fn restore<'a>(

@@ -574,6 +574,12 @@ impl Log {
         self.active().next_offset
     }
     /// Everything below this offset has been fsynced (the recovery point).
+    /// Bumped by every truncation of the end: a writer that saw another generation when it
+    /// appended knows its records may be gone.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     pub fn flushed_offset(&self) -> i64 {
         self.flushed_offset
     }
