@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
+use crate::config::listeners::Listener;
 use crate::dispatch::{self, Reply};
 use crate::handlers::api_versions;
 use crate::handlers::RequestContext;
@@ -63,6 +64,7 @@ enum Slot {
 /// `connections.max.idle.ms`, or shutdown is signalled.
 pub async fn serve(
     broker: Arc<Broker>,
+    listener: Arc<Listener>,
     mut stream: TcpStream,
     peer: SocketAddr,
     mut stop: watch::Receiver<bool>,
@@ -78,7 +80,7 @@ pub async fn serve(
     // since then.
     let mut quiet_since = Instant::now();
     let mut trimmed = false;
-    let ctx = RequestContext { peer };
+    let ctx = RequestContext { peer, listener };
     'conn: loop {
         // Take every complete frame we have room for, in order.
         while queue.len() < IN_FLIGHT_REQUESTS_MAX && !*stop.borrow() {

@@ -95,7 +95,7 @@ async fn respond(
                 .await
                 .into()
         }
-        Request::Metadata(r) => metadata::handle(broker, version, r).await.into(),
+        Request::Metadata(r) => metadata::handle(broker, ctx, version, r).await.into(),
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r).into(),
         Request::DeleteRecords(r) => list_offsets::delete_records(broker, r).into(),
         Request::CreateTopics(r) => topics::create_topics(broker, version, r).await.into(),
@@ -119,8 +119,8 @@ async fn respond(
         Request::DescribeProducers(r) => {
             crate::handlers::producers::describe_producers(broker, r).into()
         }
-        Request::FindCoordinator(r) => cluster::find_coordinator(broker, version, r).into(),
-        Request::DescribeCluster(r) => cluster::describe_cluster(broker, r).into(),
+        Request::FindCoordinator(r) => cluster::find_coordinator(broker, ctx, version, r).into(),
+        Request::DescribeCluster(r) => cluster::describe_cluster(broker, ctx, r).into(),
         Request::JoinGroup(r) => groups::join_group(broker, ctx, &client_id, version, r)
             .await
             .into(),
