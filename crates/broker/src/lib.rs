@@ -4,7 +4,7 @@
 //! core's types. Layout, from the top layer down (a module imports only modules below it):
 //! - network: [`server`]: listener, shutdown, background tasks; [`conn_limits`]:
 //!   `max.connections` and per-address limits; [`connection`]: one client connection, requests
-//!   answered in order; [`outbound`]: response frames, record bytes sent from segment files
+//!   answered in order; [`authenticator`]: a SASL listener's authentication conversation; [`outbound`]: response frames, record bytes sent from segment files
 //!   with `sendfile`.
 //! - dispatch: [`dispatch`]: request → handler.
 //! - handlers: [`handlers`]: one module per API family; none writes to the socket. With them,
@@ -40,6 +40,7 @@
 //! connection), hold a partition lock across an await, or fsync under a partition lock.
 
 pub mod api_table;
+pub mod authenticator;
 pub mod broker;
 pub mod cleaner;
 pub mod cluster_metadata;

@@ -41,6 +41,7 @@ impl BoundListener {
                 name: "PLAINTEXT".to_string(),
                 protocol: SecurityProtocol::Plaintext,
                 advertised: None,
+                sasl: None,
             }),
             socket,
         }
@@ -170,7 +171,7 @@ async fn accept_any(
 pub async fn bind_listeners(configs: &[ListenerConfig]) -> anyhow::Result<Vec<BoundListener>> {
     let mut bound = Vec::with_capacity(configs.len());
     for config in configs {
-        if config.protocol != SecurityProtocol::Plaintext {
+        if config.protocol.uses_tls() {
             anyhow::bail!(
                 "listener {}: security protocol {} is not supported yet",
                 config.name,
@@ -204,6 +205,7 @@ pub async fn bind_listeners(configs: &[ListenerConfig]) -> anyhow::Result<Vec<Bo
                 name: config.name.clone(),
                 protocol: config.protocol,
                 advertised: Some(advertised),
+                sasl: config.sasl.clone().map(Arc::new),
             }),
             socket,
         });

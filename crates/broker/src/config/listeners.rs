@@ -13,7 +13,9 @@
 //! sockets is the server's job.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use super::sasl::SaslSettings;
 use super::{BrokerConfig, ConfigError};
 
 /// The prefix of per-listener keys; the listener's name follows in lower case, then a dot.
@@ -80,6 +82,8 @@ pub struct ListenerConfig {
     pub protocol: SecurityProtocol,
     pub bind: HostPort,
     pub advertised: Option<HostPort>,
+    /// For SASL_PLAINTEXT and SASL_SSL listeners: how connections authenticate.
+    pub sasl: Option<SaslSettings>,
 }
 
 impl ListenerConfig {
@@ -98,6 +102,8 @@ pub struct Listener {
     /// Where clients of this listener are told to find this node; `None` leaves the address
     /// to the ownership seam (the one-listener embedding used by tests and `server::run`).
     pub advertised: Option<HostPort>,
+    /// For SASL listeners: how connections authenticate before anything else is served.
+    pub sasl: Option<Arc<SaslSettings>>,
 }
 
 fn invalid(name: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -268,11 +274,17 @@ pub fn parse_listeners(config: &BrokerConfig) -> Result<Vec<ListenerConfig>, Con
                 .iter()
                 .find(|(n, _)| *n == name)
                 .map(|(_, a)| a.clone());
+            let sasl = if protocol.uses_sasl() {
+                Some(SaslSettings::for_listener(config, &name)?)
+            } else {
+                None
+            };
             Ok(ListenerConfig {
                 name,
                 protocol,
                 bind,
                 advertised,
+                sasl,
             })
         })
         .collect()
@@ -318,6 +330,7 @@ mod tests {
                     port: 9092
                 },
                 advertised: None,
+                sasl: None,
             }]
         );
     }
@@ -333,6 +346,7 @@ mod tests {
                 "listener.security.protocol.map",
                 "INTERNAL:PLAINTEXT,EXTERNAL:sasl_plaintext,SASL_SSL:SASL_SSL",
             ),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
             ("advertised.listeners", "EXTERNAL://broker.example:19094"),
         ]))
         .unwrap();

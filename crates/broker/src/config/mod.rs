@@ -15,6 +15,7 @@ use std::fmt;
 
 mod broker;
 pub mod listeners;
+pub mod sasl;
 mod topic;
 
 pub use broker::BROKER_CONFIGS;

@@ -13,6 +13,7 @@ pub mod log_dirs;
 pub mod metadata;
 pub mod produce;
 pub mod producers;
+pub mod scram;
 pub mod share_admin;
 pub mod share_fetch;
 pub mod share_groups;
