@@ -11,6 +11,11 @@ INTEROP_TARGET selects what the tests run against:
 Every test gets brokers through ``broker`` (module scope, one per test file,
 broker config from the module's ``BROKER_CONFIG`` dict) or ``make_broker``
 (function scope factory: ``make_broker({"num.partitions": "3"})``).
+
+A module's ``BROKER_LISTENERS`` (or ``make_broker(config, listeners=...)``) adds listeners
+beside the PLAINTEXT one the fixtures wait on: ``{"SASL_PLAINTEXT": "SASL_PLAINTEXT"}`` maps a
+listener name to its security protocol; each gets a free loopback port
+(``broker.listener_bootstrap(name)``), configured with Kafka's keys on both targets.
 """
 
 import os
@@ -94,7 +99,7 @@ logger.state.level = WARN
 class Broker:
     """One broker process (Shoal or reference Kafka) bound to loopback."""
 
-    def __init__(self, workdir: Path, config=None):
+    def __init__(self, workdir: Path, config=None, listeners=None):
         self.target = TARGET
         self.workdir = Path(workdir)
         self.data_dir = self.workdir / "data"
@@ -104,6 +109,8 @@ class Broker:
         self.config = {k: str(v) for k, v in (config or {}).items()}
         self.port = _free_port()
         self.controller_port = _free_port() if TARGET == "kafka" else None
+        # extra listeners: name -> (security protocol, port)
+        self.listeners = {name: (proto, _free_port()) for name, proto in (listeners or {}).items()}
         self.log_path = self.workdir / "broker.log"
         self.proc = None
         self._stdout = None
@@ -113,6 +120,22 @@ class Broker:
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
+    def listener_bootstrap(self, name):
+        return f"127.0.0.1:{self.listeners[name][1]}"
+
+    def _listener_keys(self, extra_names=(), extra_map=()):
+        """listeners / advertised.listeners / the protocol map for PLAINTEXT plus the extra
+        listeners (and, for Kafka, its CONTROLLER listener)."""
+        names = [("PLAINTEXT", "PLAINTEXT", self.port)]
+        names += [(n, proto, port) for n, (proto, port) in self.listeners.items()]
+        urls = [f"{n}://127.0.0.1:{port}" for n, _, port in names]
+        pairs = [f"{n}:{proto}" for n, proto, _ in names] + list(extra_map)
+        return {
+            "listeners": ",".join(urls + list(extra_names)),
+            "advertised.listeners": ",".join(urls),
+            "listener.security.protocol.map": ",".join(pairs),
+        }
+
     # ------------------------------------------------------------ commands
     def _shoal_cmd(self):
         binary = os.environ.get("SHOAL_BIN") or str(REPO / "target" / "release" / "shoal")
@@ -121,9 +144,13 @@ class Broker:
                         pytrace=False)
         # always pass --config (possibly empty) so a stray SHOAL_CONFIG env var is not used
         cfg = self.conf_dir / "shoal.properties"
-        cfg.write_text("".join(f"{k}={v}\n" for k, v in self.config.items()))
-        return [binary, "serve", "--data-dir", str(self.data_dir),
-                "--listen", self.bootstrap, "--config", str(cfg)]
+        config = dict(self.config)
+        if self.listeners:
+            config.update(self._listener_keys())
+        cfg.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+        listen = [] if self.listeners else ["--listen", self.bootstrap]
+        return [binary, "serve", "--data-dir", str(self.data_dir), *listen,
+                "--config", str(cfg)]
 
     def _kafka_cmd(self):
         libs = _kafka_libs()
@@ -156,6 +183,9 @@ class Broker:
             "broker.heartbeat.interval.ms": "500",
             "broker.session.timeout.ms": "3000",
         }
+        if self.listeners:
+            props.update(self._listener_keys(
+                [f"CONTROLLER://127.0.0.1:{self.controller_port}"], ["CONTROLLER:PLAINTEXT"]))
         props.update(self.config)
         server_props = self.conf_dir / "server.properties"
         server_props.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -278,7 +308,8 @@ def _module_config(request):
 
 @pytest.fixture(scope="module")
 def broker(request, tmp_path_factory):
-    b = Broker(tmp_path_factory.mktemp("broker"), _module_config(request))
+    b = Broker(tmp_path_factory.mktemp("broker"), _module_config(request),
+               getattr(request.module, "BROKER_LISTENERS", None))
     try:
         b.start()
         yield b
@@ -292,8 +323,8 @@ def broker(request, tmp_path_factory):
 def make_broker(tmp_path_factory):
     made = []
 
-    def factory(config=None):
-        b = Broker(tmp_path_factory.mktemp("broker"), config)
+    def factory(config=None, listeners=None):
+        b = Broker(tmp_path_factory.mktemp("broker"), config, listeners)
         made.append(b)
         return b.start()
 
