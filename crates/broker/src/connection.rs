@@ -22,7 +22,6 @@ use shoal_protocol::request::peek_header;
 use shoal_protocol::{decode_request, encode_response, Response};
 use shoal_storage::FileRegion;
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
@@ -35,6 +34,7 @@ use crate::dispatch::{self, Reply};
 use crate::handlers::api_versions;
 use crate::handlers::RequestContext;
 use crate::outbound::{self, Frame};
+use crate::transport::Stream;
 
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Largest response buffer kept for reuse. Reusing it spares large fetch responses a fresh
@@ -67,11 +67,10 @@ enum Slot {
 pub async fn serve(
     broker: Arc<Broker>,
     listener: Arc<Listener>,
-    mut stream: TcpStream,
+    mut stream: Stream,
     peer: SocketAddr,
     mut stop: watch::Receiver<bool>,
 ) {
-    let _ = stream.set_nodelay(true);
     broker.metrics.connection_opened();
     let decoder = FrameDecoder::new(broker.config.long("socket.request.max.bytes") as usize);
     let idle = Duration::from_millis(broker.config.long("connections.max.idle.ms") as u64);
@@ -208,7 +207,7 @@ async fn authenticate(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     settings: Arc<SaslSettings>,
-    stream: &mut TcpStream,
+    stream: &mut Stream,
     buf: &mut BytesMut,
     stop: &mut watch::Receiver<bool>,
     idle: Duration,
@@ -375,7 +374,7 @@ fn encode(
 }
 
 /// Writes `frame`; false when the connection is gone (or must go).
-async fn write(broker: &Broker, stream: &mut TcpStream, frame: &Frame, peer: SocketAddr) -> bool {
+async fn write(broker: &Broker, stream: &mut Stream, frame: &Frame, peer: SocketAddr) -> bool {
     if frame.is_empty() {
         return true;
     }
@@ -390,7 +389,7 @@ async fn write(broker: &Broker, stream: &mut TcpStream, frame: &Frame, peer: Soc
 }
 
 /// Answers every queued request, in order (before closing the connection).
-async fn drain(broker: &Broker, stream: &mut TcpStream, queue: &mut VecDeque<Slot>) -> bool {
+async fn drain(broker: &Broker, stream: &mut Stream, queue: &mut VecDeque<Slot>) -> bool {
     while let Some(slot) = queue.front() {
         let out = match slot {
             Slot::Ready(_) => match queue.pop_front() {

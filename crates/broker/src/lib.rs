@@ -4,7 +4,8 @@
 //! core's types. Layout, from the top layer down (a module imports only modules below it):
 //! - network: [`server`]: listener, shutdown, background tasks; [`conn_limits`]:
 //!   `max.connections` and per-address limits; [`connection`]: one client connection, requests
-//!   answered in order; [`authenticator`]: a SASL listener's authentication conversation; [`outbound`]: response frames, record bytes sent from segment files
+//!   answered in order; [`authenticator`]: a SASL listener's authentication conversation;
+//!   [`tls`]: SSL and SASL_SSL listeners' TLS settings; [`transport`]: plain or TLS streams; [`outbound`]: response frames, record bytes sent from segment files
 //!   with `sendfile`.
 //! - dispatch: [`dispatch`]: request → handler.
 //! - handlers: [`handlers`]: one module per API family; none writes to the socket. With them,
@@ -63,7 +64,9 @@ pub mod retention;
 pub mod seams;
 pub mod server;
 pub mod share;
+pub mod tls;
 pub mod topic_registry;
+pub mod transport;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;

@@ -22,14 +22,29 @@ use tracing::{info, warn};
 
 use crate::broker::Broker;
 use crate::config::listeners::{HostPort, Listener, ListenerConfig, SecurityProtocol};
+use crate::config::BrokerConfig;
 use crate::conn_limits::{ConnectionCounts, LimitsCache, Refused};
 use crate::connection;
+use crate::tls;
+use crate::transport::Stream;
+use tokio_rustls::TlsAcceptor;
 
 /// A bound socket and the listener it serves.
-#[derive(Debug)]
 pub struct BoundListener {
     pub listener: Arc<Listener>,
     pub socket: TcpListener,
+    /// For SSL and SASL_SSL listeners: the TLS handshake every connection starts with.
+    pub tls: Option<TlsAcceptor>,
+}
+
+impl std::fmt::Debug for BoundListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundListener")
+            .field("listener", &self.listener)
+            .field("socket", &self.socket)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 impl BoundListener {
@@ -44,6 +59,7 @@ impl BoundListener {
                 sasl: None,
             }),
             socket,
+            tls: None,
         }
     }
 
@@ -118,8 +134,12 @@ pub async fn run_listeners(
                 let broker = broker.clone();
                 let stop = stop_rx.clone();
                 let listener = listeners[which].listener.clone();
+                let tls = listeners[which].tls.clone();
                 tasks.spawn(async move {
-                    connection::serve(broker, listener, stream, peer, stop).await;
+                    let _ = stream.set_nodelay(true);
+                    if let Some(stream) = secure(stream, tls, peer).await {
+                        connection::serve(broker, listener, stream, peer, stop).await;
+                    }
                     drop(slot);
                 });
             }
@@ -136,6 +156,26 @@ pub async fn run_listeners(
     broker.close()?;
     info!("shutdown complete");
     Ok(())
+}
+
+/// The connection's stream: plain, or after a TLS handshake that completed within
+/// [`tls::HANDSHAKE_TIMEOUT`]. `None` (logged) when the handshake fails: a plaintext client on a
+/// TLS port, a certificate refused, garbage.
+async fn secure(stream: TcpStream, tls: Option<TlsAcceptor>, peer: SocketAddr) -> Option<Stream> {
+    let Some(acceptor) = tls else {
+        return Some(Stream::Plain(stream));
+    };
+    match tokio::time::timeout(tls::HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => Some(Stream::Tls(Box::new(stream))),
+        Ok(Err(e)) => {
+            info!(%peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            info!(%peer, "TLS handshake timed out");
+            None
+        }
+    }
 }
 
 /// Waits for a connection on any of `listeners`; returns which one took it. The listener
@@ -166,18 +206,20 @@ async fn accept_any(
 /// interface), with the bound port where the configured one is 0.
 ///
 /// # Errors
-/// A host that does not resolve, an address that cannot be bound, or a security protocol this
-/// broker does not serve yet; each message names the listener.
-pub async fn bind_listeners(configs: &[ListenerConfig]) -> anyhow::Result<Vec<BoundListener>> {
+/// A host that does not resolve, an address that cannot be bound, or for SSL and SASL_SSL a
+/// TLS key or trust store that cannot be used ([`tls::acceptor`]); each message names the
+/// listener.
+pub async fn bind_listeners(
+    broker_config: &BrokerConfig,
+    configs: &[ListenerConfig],
+) -> anyhow::Result<Vec<BoundListener>> {
     let mut bound = Vec::with_capacity(configs.len());
     for config in configs {
-        if config.protocol.uses_tls() {
-            anyhow::bail!(
-                "listener {}: security protocol {} is not supported yet",
-                config.name,
-                config.protocol.name()
-            );
-        }
+        let tls = if config.protocol.uses_tls() {
+            Some(tls::acceptor(broker_config, &config.name)?)
+        } else {
+            None
+        };
         let addr = resolve_bind(&config.bind)
             .map_err(|e| anyhow::anyhow!("listener {}: {e}", config.name))?;
         let socket = bind(addr)
@@ -208,6 +250,7 @@ pub async fn bind_listeners(configs: &[ListenerConfig]) -> anyhow::Result<Vec<Bo
                 sasl: config.sasl.clone().map(Arc::new),
             }),
             socket,
+            tls,
         });
     }
     Ok(bound)

@@ -83,7 +83,7 @@ async fn a_port_already_taken_is_a_start_up_error_naming_the_listener() {
             .set("listeners", &format!("PLAINTEXT://127.0.0.1:{port}"))
             .unwrap();
         let listeners = shoal_broker::config::listeners::parse_listeners(&config).unwrap();
-        let error = shoal_broker::server::bind_listeners(&listeners)
+        let error = shoal_broker::server::bind_listeners(&config, &listeners)
             .await
             .unwrap_err()
             .to_string();

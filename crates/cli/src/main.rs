@@ -222,7 +222,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
     shoal_storage::log::set_open_files_limit(segment_files);
     let listeners = listener_configs(&args, &config)?;
-    let bound = shoal_broker::server::bind_listeners(&listeners).await?;
+    let bound = shoal_broker::server::bind_listeners(&config, &listeners).await?;
     let first = bound[0]
         .listener
         .advertised

@@ -97,7 +97,7 @@ impl TestBroker {
             config.set(k, v).unwrap();
         }
         let listeners = shoal_broker::config::listeners::parse_listeners(&config).unwrap();
-        let bound = shoal_broker::server::bind_listeners(&listeners)
+        let bound = shoal_broker::server::bind_listeners(&config, &listeners)
             .await
             .unwrap();
         let addrs: Vec<SocketAddr> = bound.iter().map(|b| b.local_addr().unwrap()).collect();
