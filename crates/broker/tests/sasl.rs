@@ -479,3 +479,37 @@ async fn scram_credentials_are_managed_as_kafka_does_and_survive_a_restart() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn shoal_client_authenticates_over_sasl_plaintext() {
+    use shoal_client::admin::topics::Internal;
+    use shoal_client::admin::Admin;
+    use shoal_client::config::ClientConfig;
+
+    with_timeout(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (broker, admin_addr, sasl) = start(dir.path()).await;
+        set_password(admin_addr, "carol", ScramMechanism::Sha256, "carol-pw").await;
+        for (mechanism, user, password) in [
+            ("SCRAM-SHA-256", "carol", "carol-pw"),
+            ("PLAIN", "alice", "alice-secret"),
+        ] {
+            let config = ClientConfig::from_properties([
+                ("bootstrap.servers", sasl.to_string().as_str()),
+                ("security.protocol", "SASL_PLAINTEXT"),
+                ("sasl.mechanism", mechanism),
+                ("sasl.username", user),
+                ("sasl.password", password),
+            ])
+            .unwrap();
+            let admin = Admin::connect(config).await.unwrap();
+            assert!(admin
+                .list_topics(Internal::Exclude)
+                .await
+                .unwrap()
+                .is_empty());
+        }
+        broker.stop().await;
+    })
+    .await;
+}

@@ -388,3 +388,102 @@ async fn unusable_key_stores_are_start_up_errors() {
         .unwrap();
     assert!(bound[0].tls.is_some());
 }
+
+/// Shoal's own client with Kafka's security keys: SSL, SASL_SSL with PLAIN and SCRAM-SHA-512,
+/// and a wrong password refused with the broker's error.
+#[tokio::test]
+async fn shoal_client_speaks_ssl_and_sasl_ssl() {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+    use kafka_protocol::messages::AlterUserScramCredentialsRequest;
+    use shoal_client::admin::topics::Internal;
+    use shoal_client::admin::Admin;
+    use shoal_client::config::ClientConfig;
+    use shoal_core::sasl::scram::ScramMechanism;
+
+    tokio::time::timeout(TIMEOUT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = pki();
+        let (broker, addrs) = start(
+            dir.path(),
+            &pki,
+            &[("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-512")],
+        )
+        .await;
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, &pki.ca).unwrap();
+        let mut plain = broker.connect().await;
+        create_topic(&mut plain, "secured", 1).await;
+        let m = ScramMechanism::Sha512;
+        let salted = m.salted_password(b"carol-pw", b"salt-salt", 4096);
+        let altered = plain
+            .request(
+                0,
+                &AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+                    ScramCredentialUpsertion::default()
+                        .with_name(StrBytes::from_static_str("carol"))
+                        .with_mechanism(m.code())
+                        .with_iterations(4096)
+                        .with_salt(b"salt-salt".to_vec().into())
+                        .with_salted_password(salted.into()),
+                ]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(altered.results[0].error_code, 0);
+
+        let ca = ca.to_str().unwrap();
+        let client = |addr: SocketAddr, protocol: &str, sasl: Option<(&str, &str, &str)>| {
+            let mut props = vec![
+                ("bootstrap.servers".to_string(), addr.to_string()),
+                ("security.protocol".into(), protocol.into()),
+                ("ssl.ca.location".into(), ca.into()),
+                ("retries".into(), "0".into()),
+                ("socket.connection.setup.timeout.ms".into(), "5000".into()),
+            ];
+            if let Some((mechanism, user, password)) = sasl {
+                props.push(("sasl.mechanism".into(), mechanism.into()));
+                props.push(("sasl.username".into(), user.into()));
+                props.push(("sasl.password".into(), password.into()));
+            }
+            ClientConfig::from_properties(props).unwrap()
+        };
+        let cases = [
+            (addrs[1], "SSL", None),
+            (
+                addrs[2],
+                "SASL_SSL",
+                Some(("PLAIN", "alice", "alice-secret")),
+            ),
+            (
+                addrs[2],
+                "SASL_SSL",
+                Some(("SCRAM-SHA-512", "carol", "carol-pw")),
+            ),
+        ];
+        for (addr, protocol, sasl) in cases {
+            let config = client(addr, protocol, sasl);
+            assert!(!format!("{config:?}").contains("carol-pw"));
+            let admin = Admin::connect(config).await.unwrap();
+            let topics = admin.list_topics(Internal::Exclude).await.unwrap();
+            let names: Vec<_> = topics.iter().map(|t| t.name.as_str()).collect();
+            assert_eq!(names, ["secured"], "{protocol} {sasl:?}");
+        }
+        let wrong = client(
+            addrs[2],
+            "SASL_SSL",
+            Some(("SCRAM-SHA-512", "carol", "nope")),
+        );
+        let refused = match Admin::connect(wrong).await {
+            Err(e) => e.to_string(),
+            Ok(admin) => admin
+                .list_topics(Internal::Exclude)
+                .await
+                .unwrap_err()
+                .to_string(),
+        };
+        assert!(refused.contains("SASL_AUTHENTICATION_FAILED"), "{refused}");
+        broker.stop().await;
+    })
+    .await
+    .expect("test timed out");
+}
