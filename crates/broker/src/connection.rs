@@ -69,6 +69,7 @@ pub async fn serve(
     listener: Arc<Listener>,
     mut stream: Stream,
     peer: SocketAddr,
+    principal: String,
     mut stop: watch::Receiver<bool>,
 ) {
     broker.metrics.connection_opened();
@@ -81,7 +82,11 @@ pub async fn serve(
     // since then.
     let mut quiet_since = Instant::now();
     let mut trimmed = false;
-    let ctx = RequestContext { peer, listener };
+    let mut ctx = RequestContext {
+        peer,
+        listener,
+        principal: principal.into(),
+    };
     if let Some(settings) = ctx.listener.sasl.clone() {
         let authenticated = authenticate(
             &broker,
@@ -98,6 +103,7 @@ pub async fn serve(
             return;
         };
         debug!(%peer, user = %who.user, mechanism = who.mechanism, "authenticated");
+        ctx.principal = format!("User:{}", who.user).into();
     }
     'conn: loop {
         // Take every complete frame we have room for, in order.

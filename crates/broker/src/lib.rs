@@ -5,7 +5,8 @@
 //! - network: [`server`]: listener, shutdown, background tasks; [`conn_limits`]:
 //!   `max.connections` and per-address limits; [`connection`]: one client connection, requests
 //!   answered in order; [`authenticator`]: a SASL listener's authentication conversation;
-//!   [`tls`]: SSL and SASL_SSL listeners' TLS settings; [`transport`]: plain or TLS streams; [`outbound`]: response frames, record bytes sent from segment files
+//!   [`tls`]: SSL and SASL_SSL listeners' TLS settings; [`transport`]: plain or TLS streams;
+//!   [`x500`]: a client certificate's subject, for its principal; [`outbound`]: response frames, record bytes sent from segment files
 //!   with `sendfile`.
 //! - dispatch: [`dispatch`]: request → handler.
 //! - handlers: [`handlers`]: one module per API family; none writes to the socket. With them,
@@ -67,6 +68,7 @@ pub mod share;
 pub mod tls;
 pub mod topic_registry;
 pub mod transport;
+pub mod x500;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;

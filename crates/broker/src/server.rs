@@ -137,8 +137,8 @@ pub async fn run_listeners(
                 let tls = listeners[which].tls.clone();
                 tasks.spawn(async move {
                     let _ = stream.set_nodelay(true);
-                    if let Some(stream) = secure(stream, tls, peer).await {
-                        connection::serve(broker, listener, stream, peer, stop).await;
+                    if let Some((stream, principal)) = secure(stream, tls, peer).await {
+                        connection::serve(broker, listener, stream, peer, principal, stop).await;
                     }
                     drop(slot);
                 });
@@ -158,15 +158,23 @@ pub async fn run_listeners(
     Ok(())
 }
 
-/// The connection's stream: plain, or after a TLS handshake that completed within
-/// [`tls::HANDSHAKE_TIMEOUT`]. `None` (logged) when the handshake fails: a plaintext client on a
-/// TLS port, a certificate refused, garbage.
-async fn secure(stream: TcpStream, tls: Option<TlsAcceptor>, peer: SocketAddr) -> Option<Stream> {
+/// The connection's stream and principal: plain and `User:ANONYMOUS`, or after a TLS
+/// handshake that completed within [`tls::HANDSHAKE_TIMEOUT`], with the client certificate's
+/// subject as principal when one was given ([`tls::principal`]). `None` (logged) when the
+/// handshake fails: a plaintext client on a TLS port, a certificate refused, garbage.
+async fn secure(
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    peer: SocketAddr,
+) -> Option<(Stream, String)> {
     let Some(acceptor) = tls else {
-        return Some(Stream::Plain(stream));
+        return Some((Stream::Plain(stream), tls::ANONYMOUS.to_string()));
     };
     match tokio::time::timeout(tls::HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-        Ok(Ok(stream)) => Some(Stream::Tls(Box::new(stream))),
+        Ok(Ok(stream)) => {
+            let principal = tls::principal(stream.get_ref().1.peer_certificates());
+            Some((Stream::Tls(Box::new(stream)), principal))
+        }
         Ok(Err(e)) => {
             info!(%peer, error = %e, "TLS handshake failed");
             None

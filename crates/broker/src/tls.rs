@@ -8,9 +8,11 @@
 //! - `ssl.client.auth`: `none`, `requested` (a certificate is checked if given) or `required`;
 //! - `ssl.enabled.protocols`: TLSv1.2 and TLSv1.3.
 //!
-//! Not yet: PKCS#12 and JKS stores, encrypted keys (`ssl.key.password`), reloading certificates
-//! without a restart, and principals mapped from client certificates. Each is a clear start-up
-//! error rather than a silent difference.
+//! A client certificate's subject is the connection's principal, as Kafka's DEFAULT
+//! `ssl.principal.mapping.rules` makes it ([`principal`]). Not yet: PKCS#12 and JKS stores,
+//! encrypted keys (`ssl.key.password`), other mapping rules and reloading certificates without
+//! a restart; each store or key Shoal cannot use is a clear start-up error rather than a silent
+//! difference.
 
 use std::sync::Arc;
 
@@ -26,6 +28,18 @@ use crate::config::BrokerConfig;
 /// A TLS handshake that takes longer than this closes the connection (a limit on everything:
 /// a peer that opens a TLS port and sends nothing must not hold a task for good).
 pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Kafka's principal of a connection that has not authenticated.
+pub const ANONYMOUS: &str = "User:ANONYMOUS";
+
+/// The principal of a TLS connection: `User:` and the client certificate's subject (Kafka's
+/// DEFAULT `ssl.principal.mapping.rules`), or [`ANONYMOUS`] without a certificate.
+pub fn principal(certificates: Option<&[CertificateDer<'_>]>) -> String {
+    certificates
+        .and_then(|chain| chain.first())
+        .and_then(|cert| crate::x500::subject(cert))
+        .map_or_else(|| ANONYMOUS.to_string(), |dn| format!("User:{dn}"))
+}
 
 /// The acceptor for `listener`'s connections.
 ///
@@ -51,6 +65,13 @@ pub fn acceptor(config: &BrokerConfig, listener: &str) -> anyhow::Result<TlsAcce
         bail!(
             "listener {listener}: ssl.keystore.type {store_type} is not supported yet; \
              use ssl.keystore.type=PEM"
+        );
+    }
+    let rules = get("ssl.principal.mapping.rules");
+    if rules != "DEFAULT" {
+        bail!(
+            "listener {listener}: ssl.principal.mapping.rules other than DEFAULT are not \
+             supported yet"
         );
     }
     let (certs, key) = key_store(listener, &get)?;

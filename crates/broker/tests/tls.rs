@@ -359,6 +359,14 @@ async fn unusable_key_stores_are_start_up_errors() {
             ],
             "neither TLSv1.2 nor TLSv1.3",
         ),
+        (
+            vec![
+                ("ssl.keystore.type", "PEM"),
+                ("ssl.keystore.location", &key_file),
+                ("ssl.principal.mapping.rules", "RULE:^CN=(.*)$/$1/"),
+            ],
+            "ssl.principal.mapping.rules other than DEFAULT",
+        ),
     ];
     for (settings, expected) in cases {
         let mut config = shoal_broker::BrokerConfig::default();
@@ -486,4 +494,32 @@ async fn shoal_client_speaks_ssl_and_sasl_ssl() {
     })
     .await
     .expect("test timed out");
+}
+
+/// A client certificate's principal is its subject as Kafka's DEFAULT mapping rule names it.
+#[test]
+fn client_certificate_principals_are_kafkas_rfc_2253_names() {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(DnType::CountryName, "US");
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "Example, Inc.");
+    params
+        .distinguished_name
+        .push(DnType::OrganizationalUnitName, "eng");
+    params.distinguished_name.push(DnType::CommonName, "client");
+    let cert = params.self_signed(&key).unwrap();
+    let der = cert.der().to_vec();
+    assert_eq!(
+        shoal_broker::x500::subject(&der).as_deref(),
+        Some("CN=client,OU=eng,O=Example\\, Inc.,C=US")
+    );
+    let chain = [CertificateDer::from(der)];
+    assert_eq!(
+        shoal_broker::tls::principal(Some(&chain)),
+        "User:CN=client,OU=eng,O=Example\\, Inc.,C=US"
+    );
+    assert_eq!(shoal_broker::tls::principal(None), "User:ANONYMOUS");
 }

@@ -381,7 +381,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("ssl.keystore.location", Kind::Text, None, PER_BROKER, "SSL and SASL_SSL listeners: a PEM file with the private key and certificate chain (ssl.keystore.type=PEM)."),
     b("ssl.keystore.password", Kind::Password, None, PER_BROKER, "No effect: Shoal serves PLAINTEXT only, without TLS, SASL or authorization."),
     b("ssl.keystore.type", Kind::Text, Some("JKS"), PER_BROKER, "SSL and SASL_SSL listeners: PEM only so far (JKS and PKCS12 are start-up errors)."),
-    b("ssl.principal.mapping.rules", Kind::Text, Some("DEFAULT"), RO, "No effect: Shoal serves PLAINTEXT only, without TLS, SASL or authorization."),
+    b("ssl.principal.mapping.rules", Kind::Text, Some("DEFAULT"), RO, "DEFAULT only: a client certificate's principal is User: and its subject in RFC 2253 form; other rules are a start-up error."),
     b("ssl.protocol", Kind::Text, Some("TLSv1.3"), PER_BROKER, "No effect: Shoal serves PLAINTEXT only, without TLS, SASL or authorization."),
     b("ssl.provider", Kind::Text, None, PER_BROKER, "No effect: Shoal serves PLAINTEXT only, without TLS, SASL or authorization."),
     b("ssl.secure.random.implementation", Kind::Text, None, PER_BROKER, "No effect: Shoal serves PLAINTEXT only, without TLS, SASL or authorization."),

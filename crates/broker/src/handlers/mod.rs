@@ -36,6 +36,9 @@ pub struct RequestContext {
     pub peer: SocketAddr,
     /// The listener the connection came in on.
     pub listener: Arc<Listener>,
+    /// Who is asking, as Kafka names principals: `User:ANONYMOUS` on PLAINTEXT, the SASL user
+    /// (`User:alice`) or the client certificate's subject (`User:CN=client,O=Example`).
+    pub principal: Arc<str>,
 }
 
 impl RequestContext {
