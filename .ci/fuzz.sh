@@ -58,6 +58,7 @@ malloc_limit_mb() {
         request_decode) echo 2048 ;;
         record_batch_validate) echo 512 ;;
         metadata_record_decode) echo 64 ;;
+        sasl_handshake) echo 2048 ;;
         *) echo 2048 ;;
     esac
 }

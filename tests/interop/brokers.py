@@ -88,7 +88,7 @@ logger.state.level = WARN
 class Broker:
     """One broker process (Shoal or reference Kafka) bound to loopback."""
 
-    def __init__(self, workdir: Path, config=None):
+    def __init__(self, workdir: Path, config=None, listeners=None):
         self.target = TARGET
         self.workdir = Path(workdir)
         self.data_dir = self.workdir / "data"
@@ -98,6 +98,8 @@ class Broker:
         self.config = {k: str(v) for k, v in (config or {}).items()}
         self.port = _free_port()
         self.controller_port = _free_port() if TARGET == "kafka" else None
+        # extra listeners: name -> (security protocol, port)
+        self.listeners = {name: (proto, _free_port()) for name, proto in (listeners or {}).items()}
         self.log_path = self.workdir / "broker.log"
         self.proc = None
         self._stdout = None
@@ -108,6 +110,22 @@ class Broker:
         return f"127.0.0.1:{self.port}"
 
     # ------------------------------------------------------------ commands
+    def listener_bootstrap(self, name):
+        return f"127.0.0.1:{self.listeners[name][1]}"
+
+    def _listener_keys(self, extra_names=(), extra_map=()):
+        """listeners / advertised.listeners / the protocol map for PLAINTEXT plus the extra
+        listeners (and, for Kafka, its CONTROLLER listener)."""
+        names = [("PLAINTEXT", "PLAINTEXT", self.port)]
+        names += [(n, proto, port) for n, (proto, port) in self.listeners.items()]
+        urls = [f"{n}://127.0.0.1:{port}" for n, _, port in names]
+        pairs = [f"{n}:{proto}" for n, proto, _ in names] + list(extra_map)
+        return {
+            "listeners": ",".join(urls + list(extra_names)),
+            "advertised.listeners": ",".join(urls),
+            "listener.security.protocol.map": ",".join(pairs),
+        }
+
     def _shoal_cmd(self):
         binary = os.environ.get("SHOAL_BIN") or str(REPO / "target" / "release" / "shoal")
         if not os.access(binary, os.X_OK):
@@ -115,9 +133,13 @@ class Broker:
                         pytrace=False)
         # always pass --config (possibly empty) so a stray SHOAL_CONFIG env var is not used
         cfg = self.conf_dir / "shoal.properties"
-        cfg.write_text("".join(f"{k}={v}\n" for k, v in self.config.items()))
-        return [binary, "serve", "--data-dir", str(self.data_dir),
-                "--listen", self.bootstrap, "--config", str(cfg)]
+        config = dict(self.config)
+        if self.listeners:
+            config.update(self._listener_keys())
+        cfg.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+        listen = [] if self.listeners else ["--listen", self.bootstrap]
+        return [binary, "serve", "--data-dir", str(self.data_dir), *listen,
+                "--config", str(cfg)]
 
     def _kafka_cmd(self):
         libs = _kafka_libs()
@@ -150,6 +172,9 @@ class Broker:
             "broker.heartbeat.interval.ms": "500",
             "broker.session.timeout.ms": "3000",
         }
+        if self.listeners:
+            props.update(self._listener_keys(
+                [f"CONTROLLER://127.0.0.1:{self.controller_port}"], ["CONTROLLER:PLAINTEXT"]))
         props.update(self.config)
         server_props = self.conf_dir / "server.properties"
         server_props.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

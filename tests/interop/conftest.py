@@ -6,6 +6,11 @@ Apache Kafka); the broker processes are brokers.py's (shared with crates/python/
 Every test gets brokers through ``broker`` (module scope, one per test file,
 broker config from the module's ``BROKER_CONFIG`` dict) or ``make_broker``
 (function scope factory: ``make_broker({"num.partitions": "3"})``).
+
+A module's ``BROKER_LISTENERS`` (or ``make_broker(config, listeners=...)``) adds listeners
+beside the PLAINTEXT one the fixtures wait on: ``{"SASL_PLAINTEXT": "SASL_PLAINTEXT"}`` maps a
+listener name to its security protocol; each gets a free loopback port
+(``broker.listener_bootstrap(name)``), configured with Kafka's keys on both targets.
 """
 
 import os
@@ -27,7 +32,8 @@ def _module_config(request):
 
 @pytest.fixture(scope="module")
 def broker(request, tmp_path_factory):
-    b = Broker(tmp_path_factory.mktemp("broker"), _module_config(request))
+    b = Broker(tmp_path_factory.mktemp("broker"), _module_config(request),
+               getattr(request.module, "BROKER_LISTENERS", None))
     try:
         b.start()
         yield b
@@ -41,8 +47,8 @@ def broker(request, tmp_path_factory):
 def make_broker(tmp_path_factory):
     made = []
 
-    def factory(config=None):
-        b = Broker(tmp_path_factory.mktemp("broker"), config)
+    def factory(config=None, listeners=None):
+        b = Broker(tmp_path_factory.mktemp("broker"), config, listeners)
         made.append(b)
         return b.start()
 

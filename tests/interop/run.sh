@@ -29,6 +29,9 @@ if [ ! -x "$venv/bin/python" ]; then
     "$py" -m venv "$venv"
   fi
 fi
+# test_sasl_ssl.py makes its test certificates with the openssl command
+command -v openssl >/dev/null || apt_install openssl ||
+  echo "run.sh: openssl not found; the TLS tests will fail (install openssl)" >&2
 stamp="$venv/.req-$(sha256sum "$here/requirements.txt" | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt"

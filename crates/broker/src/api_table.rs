@@ -58,6 +58,13 @@ pub fn broker_api_table() -> ApiTable {
         ApiKey::UpdateFeatures,
         ApiKey::DescribeProducers,
         ApiKey::WriteTxnMarkers,
+        // SASL: answered by a SASL listener's authenticator before authentication, and
+        // ILLEGAL_SASL_STATE anywhere else, as Kafka advertises and answers them on every
+        // listener.
+        ApiKey::SaslHandshake,
+        ApiKey::SaslAuthenticate,
+        ApiKey::DescribeUserScramCredentials,
+        ApiKey::AlterUserScramCredentials,
         // Versions stop where the codec stops (ApiTable::with): v5, as the request type does
         // although the response type goes to v6 (KIP-939 two-phase commit).
         ApiKey::InitProducerId,

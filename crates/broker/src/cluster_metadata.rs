@@ -1,5 +1,5 @@
-//! Cluster metadata as records: topics (name, id, partition count, config overrides) and dynamic
-//! broker configs.
+//! Cluster metadata as records: topics (name, id, partition count, config overrides), dynamic
+//! broker configs, feature levels, group configs and SCRAM credentials.
 //!
 //! Like Kafka's KRaft metadata log, every change is a record appended (and fsynced) to the
 //! `__cluster_metadata` log before it takes effect; at start the image is rebuilt by replaying
@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::config::ConfigMap;
 use shoal_codec::wire::{Reader, Writer};
 use shoal_codec::DecodeError;
+use shoal_core::sasl::scram::{ScramCredential, ScramMechanism};
 
 /// One topic as the metadata log knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +38,19 @@ pub enum MetaRecord {
     FeatureLevel { name: String, level: i16 },
     /// Every override of one group (GROUP config resource); empty removes them.
     GroupConfigs { group: String, configs: ConfigMap },
+    /// A user's SCRAM credential for one mechanism was set (Kafka's
+    /// `UserScramCredentialRecord`): salt, StoredKey, ServerKey and iterations, never the
+    /// password.
+    ScramCredential {
+        user: String,
+        mechanism: ScramMechanism,
+        credential: ScramCredential,
+    },
+    /// A user's SCRAM credential for one mechanism was deleted.
+    RemoveScramCredential {
+        user: String,
+        mechanism: ScramMechanism,
+    },
 }
 
 const RECORD_TOPIC: i16 = 0;
@@ -44,6 +58,8 @@ const RECORD_REMOVE_TOPIC: i16 = 1;
 const RECORD_BROKER_CONFIGS: i16 = 2;
 const RECORD_FEATURE_LEVEL: i16 = 3;
 const RECORD_GROUP_CONFIGS: i16 = 4;
+const RECORD_SCRAM_CREDENTIAL: i16 = 5;
+const RECORD_REMOVE_SCRAM_CREDENTIAL: i16 = 6;
 const VERSION: i16 = 0;
 
 fn write_configs(w: &mut Writer, configs: &ConfigMap) {
@@ -100,6 +116,28 @@ impl MetaRecord {
                 key.string_i32(group);
                 write_configs(&mut value, configs);
             }
+            MetaRecord::ScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => {
+                key.i16(RECORD_SCRAM_CREDENTIAL);
+                key.string_i32(user);
+                key.i8(mechanism.code());
+                for bytes in [
+                    &credential.salt,
+                    &credential.stored_key,
+                    &credential.server_key,
+                ] {
+                    value.bytes_i32(bytes);
+                }
+                value.i32(credential.iterations);
+            }
+            MetaRecord::RemoveScramCredential { user, mechanism } => {
+                key.i16(RECORD_REMOVE_SCRAM_CREDENTIAL);
+                key.string_i32(user);
+                key.i8(mechanism.code());
+            }
         }
         (key.into_inner(), value.into_inner())
     }
@@ -151,9 +189,39 @@ impl MetaRecord {
                 group: k.string_i32()?,
                 configs: read_configs(&mut v)?,
             }),
+            RECORD_SCRAM_CREDENTIAL => {
+                let user = k.string_i32()?;
+                let mechanism = read_mechanism(&mut k)?;
+                let salt = v.bytes_i32()?.to_vec();
+                let stored_key = v.bytes_i32()?.to_vec();
+                let server_key = v.bytes_i32()?.to_vec();
+                let iterations = v.i32()?;
+                Ok(MetaRecord::ScramCredential {
+                    user,
+                    mechanism,
+                    credential: ScramCredential {
+                        salt,
+                        stored_key,
+                        server_key,
+                        iterations,
+                    },
+                })
+            }
+            RECORD_REMOVE_SCRAM_CREDENTIAL => Ok(MetaRecord::RemoveScramCredential {
+                user: k.string_i32()?,
+                mechanism: read_mechanism(&mut k)?,
+            }),
             _ => Err(DecodeError::UnknownRecordType(kind)),
         }
     }
+}
+
+fn read_mechanism(r: &mut Reader<'_>) -> Result<ScramMechanism, DecodeError> {
+    let code = r.i8()?;
+    ScramMechanism::from_code(code).ok_or(DecodeError::InvalidValue {
+        what: "SCRAM mechanism",
+        value: i64::from(code),
+    })
 }
 
 /// The state the metadata log describes.
@@ -167,6 +235,8 @@ pub struct MetadataImage {
     pub features_epoch: i64,
     /// Overrides of groups that have any.
     pub group_configs: BTreeMap<String, ConfigMap>,
+    /// SCRAM credentials by user and mechanism.
+    pub scram_credentials: BTreeMap<(String, ScramMechanism), ScramCredential>,
 }
 
 impl MetadataImage {
@@ -195,6 +265,17 @@ impl MetadataImage {
                 } else {
                     self.group_configs.insert(group.clone(), configs.clone());
                 }
+            }
+            MetaRecord::ScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => {
+                self.scram_credentials
+                    .insert((user.clone(), *mechanism), credential.clone());
+            }
+            MetaRecord::RemoveScramCredential { user, mechanism } => {
+                self.scram_credentials.remove(&(user.clone(), *mechanism));
             }
         }
     }
@@ -247,6 +328,30 @@ mod tests {
                 group: "h".into(),
                 configs: ConfigMap::new(),
             },
+            MetaRecord::ScramCredential {
+                user: "alice".into(),
+                mechanism: ScramMechanism::Sha512,
+                credential: ScramCredential::from_password(
+                    ScramMechanism::Sha512,
+                    b"pw",
+                    b"salt",
+                    4096,
+                ),
+            },
+            MetaRecord::ScramCredential {
+                user: "bob".into(),
+                mechanism: ScramMechanism::Sha256,
+                credential: ScramCredential::from_password(
+                    ScramMechanism::Sha256,
+                    b"pw",
+                    b"salt",
+                    4096,
+                ),
+            },
+            MetaRecord::RemoveScramCredential {
+                user: "bob".into(),
+                mechanism: ScramMechanism::Sha256,
+            },
         ];
         let mut image = MetadataImage::default();
         for r in &records {
@@ -267,6 +372,12 @@ mod tests {
             Some("3")
         );
         assert!(!image.group_configs.contains_key("h"));
+        let users: Vec<_> = image.scram_credentials.keys().collect();
+        assert_eq!(users, [&("alice".to_string(), ScramMechanism::Sha512)]);
+        // A stored credential holds no password: not in its bytes, not in its Debug.
+        let (_, value) = records[8].encode();
+        assert!(!value.windows(2).any(|w| w == b"pw"));
+        assert!(!format!("{:?}", records[8]).contains("stored_key"));
         assert!(MetaRecord::decode(&[0, 9], &[0, 0]).is_err());
         assert!(MetaRecord::decode(&[], &[]).is_err());
     }

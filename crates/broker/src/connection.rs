@@ -22,16 +22,19 @@ use shoal_protocol::request::peek_header;
 use shoal_protocol::{decode_request, encode_response, Response};
 use shoal_storage::FileRegion;
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use crate::authenticator::{scram_nonce, Authenticated, Authenticator, Step};
 use crate::broker::Broker;
+use crate::config::listeners::Listener;
+use crate::config::sasl::SaslSettings;
 use crate::dispatch::{self, Reply};
 use crate::handlers::api_versions;
 use crate::handlers::RequestContext;
 use crate::outbound::{self, Frame};
+use crate::transport::Stream;
 
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Largest response buffer kept for reuse. Reusing it spares large fetch responses a fresh
@@ -63,11 +66,12 @@ enum Slot {
 /// `connections.max.idle.ms`, or shutdown is signalled.
 pub async fn serve(
     broker: Arc<Broker>,
-    mut stream: TcpStream,
+    listener: Arc<Listener>,
+    mut stream: Stream,
     peer: SocketAddr,
+    principal: String,
     mut stop: watch::Receiver<bool>,
 ) {
-    let _ = stream.set_nodelay(true);
     broker.metrics.connection_opened();
     let decoder = FrameDecoder::new(broker.config.long("socket.request.max.bytes") as usize);
     let idle = Duration::from_millis(broker.config.long("connections.max.idle.ms") as u64);
@@ -78,7 +82,29 @@ pub async fn serve(
     // since then.
     let mut quiet_since = Instant::now();
     let mut trimmed = false;
-    let ctx = RequestContext { peer };
+    let mut ctx = RequestContext {
+        peer,
+        listener,
+        principal: principal.into(),
+    };
+    if let Some(settings) = ctx.listener.sasl.clone() {
+        let authenticated = authenticate(
+            &broker,
+            &ctx,
+            settings,
+            &mut stream,
+            &mut buf,
+            &mut stop,
+            idle,
+        )
+        .await;
+        let Some(who) = authenticated else {
+            broker.metrics.connection_closed();
+            return;
+        };
+        debug!(%peer, user = %who.user, mechanism = who.mechanism, "authenticated");
+        ctx.principal = format!("User:{}", who.user).into();
+    }
     'conn: loop {
         // Take every complete frame we have room for, in order.
         while queue.len() < IN_FLIGHT_REQUESTS_MAX && !*stop.borrow() {
@@ -180,6 +206,93 @@ pub async fn serve(
     broker.share.connection_closed(&broker, peer).await;
 }
 
+/// Holds a SASL listener's conversation until the connection is authenticated
+/// ([`crate::authenticator`]); returns who it is, or `None` when the connection must close.
+/// Frames read past the last authentication frame stay in `buf` for the ordinary path.
+async fn authenticate(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    settings: Arc<SaslSettings>,
+    stream: &mut Stream,
+    buf: &mut BytesMut,
+    stop: &mut watch::Receiver<bool>,
+    idle: Duration,
+) -> Option<Authenticated> {
+    let peer = ctx.peer;
+    let decoder = FrameDecoder::new(settings.receive_bytes_max);
+    let mut auth = Authenticator::new(settings);
+    loop {
+        loop {
+            let frame = match decoder.decode(buf) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(e) => {
+                    warn!(%peer, error = %e, "closing connection: bad frame during authentication");
+                    return None;
+                }
+            };
+            broker.metrics.bytes_in(frame.len() + 4);
+            let step = auth.on_frame(
+                frame.clone(),
+                |user, mechanism| broker.scram_credential(user, mechanism),
+                scram_nonce,
+            );
+            let out = match step {
+                Step::Serve => match handle_frame(broker, ctx, frame, BytesMut::new()).await {
+                    Ok(Slot::Ready(out)) => out,
+                    Ok(Slot::Waiting { .. }) | Err(_) => return None,
+                },
+                Step::Reply(out) => Frame::new(out),
+                Step::ReplyAndClose(out, reason) => {
+                    info!(%peer, %reason, "closing connection");
+                    write(broker, stream, &Frame::new(out), peer).await;
+                    return None;
+                }
+                Step::FailAfter {
+                    delay,
+                    reply,
+                    reason,
+                } => {
+                    info!(%peer, %reason, "authentication failed");
+                    tokio::time::sleep(delay).await;
+                    if let Some(out) = reply {
+                        write(broker, stream, &Frame::new(out), peer).await;
+                    }
+                    return None;
+                }
+                Step::Close(reason) => {
+                    warn!(%peer, %reason, "closing connection");
+                    return None;
+                }
+            };
+            if !write(broker, stream, &out, peer).await {
+                return None;
+            }
+            if let Some(who) = auth.authenticated() {
+                return Some(who.clone());
+            }
+        }
+        if buf.capacity() - buf.len() < READ_BUFFER_BYTES / 4 {
+            buf.reserve(READ_BUFFER_BYTES);
+        }
+        tokio::select! {
+            read = stream.read_buf(buf) => match read {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) => {
+                    debug!(%peer, error = %e, "read failed");
+                    return None;
+                }
+            },
+            _ = stop.changed() => return None,
+            () = tokio::time::sleep(idle) => {
+                info!(%peer, "closing connection idle during authentication");
+                return None;
+            }
+        }
+    }
+}
+
 type Finished = (
     Result<Option<Response>, tokio::task::JoinError>,
     ApiKey,
@@ -267,7 +380,7 @@ fn encode(
 }
 
 /// Writes `frame`; false when the connection is gone (or must go).
-async fn write(broker: &Broker, stream: &mut TcpStream, frame: &Frame, peer: SocketAddr) -> bool {
+async fn write(broker: &Broker, stream: &mut Stream, frame: &Frame, peer: SocketAddr) -> bool {
     if frame.is_empty() {
         return true;
     }
@@ -282,7 +395,7 @@ async fn write(broker: &Broker, stream: &mut TcpStream, frame: &Frame, peer: Soc
 }
 
 /// Answers every queued request, in order (before closing the connection).
-async fn drain(broker: &Broker, stream: &mut TcpStream, queue: &mut VecDeque<Slot>) -> bool {
+async fn drain(broker: &Broker, stream: &mut Stream, queue: &mut VecDeque<Slot>) -> bool {
     while let Some(slot) = queue.front() {
         let out = match slot {
             Slot::Ready(_) => match queue.pop_front() {

@@ -4,14 +4,15 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use shoal_protocol::{Request, RequestFrame, Response};
+use shoal_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
+use shoal_protocol::{ErrorCode, Request, RequestFrame, Response};
 use shoal_storage::FileRegion;
 
 use crate::broker::Broker;
 use crate::handlers::RequestContext;
 use crate::handlers::{
     api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, log_dirs,
-    metadata, produce, share_admin, share_fetch, share_groups, topics, txn, txn_share_ack,
+    metadata, produce, scram, share_admin, share_fetch, share_groups, topics, txn, txn_share_ack,
 };
 
 /// A response that is ready, or one that completes later (a produce waiting for its fsync).
@@ -95,7 +96,7 @@ async fn respond(
                 .await
                 .into()
         }
-        Request::Metadata(r) => metadata::handle(broker, version, r).await.into(),
+        Request::Metadata(r) => metadata::handle(broker, ctx, version, r).await.into(),
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r).into(),
         Request::DeleteRecords(r) => list_offsets::delete_records(broker, r).into(),
         Request::CreateTopics(r) => topics::create_topics(broker, version, r).await.into(),
@@ -119,8 +120,8 @@ async fn respond(
         Request::DescribeProducers(r) => {
             crate::handlers::producers::describe_producers(broker, r).into()
         }
-        Request::FindCoordinator(r) => cluster::find_coordinator(broker, version, r).into(),
-        Request::DescribeCluster(r) => cluster::describe_cluster(broker, r).into(),
+        Request::FindCoordinator(r) => cluster::find_coordinator(broker, ctx, version, r).into(),
+        Request::DescribeCluster(r) => cluster::describe_cluster(broker, ctx, r).into(),
         Request::JoinGroup(r) => groups::join_group(broker, ctx, &client_id, version, r)
             .await
             .into(),
@@ -153,6 +154,19 @@ async fn respond(
             .into(),
         Request::DeleteShareGroupOffsets(r) => share_admin::delete_share_group_offsets(broker, r)
             .await
+            .into(),
+        Request::DescribeUserScramCredentials(r) => scram::describe(broker, r).into(),
+        Request::AlterUserScramCredentials(r) => scram::alter(broker, r).await.into(),
+        // Outside a SASL listener's authentication (a PLAINTEXT listener, or after
+        // authenticating), as Kafka's KafkaApis answers them.
+        Request::SaslHandshake(_) => SaslHandshakeResponse::default()
+            .with_error_code(ErrorCode::ILLEGAL_SASL_STATE.code())
+            .into(),
+        Request::SaslAuthenticate(_) => SaslAuthenticateResponse::default()
+            .with_error_code(ErrorCode::ILLEGAL_SASL_STATE.code())
+            .with_error_message(Some(shoal_protocol::StrBytes::from_static_str(
+                "SaslAuthenticate request received after successful authentication",
+            )))
             .into(),
         Request::TxnShareAcknowledge(r) => {
             txn_share_ack::txn_share_acknowledge(broker, r).await.into()

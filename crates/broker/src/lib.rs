@@ -4,7 +4,9 @@
 //! core's types. Layout, from the top layer down (a module imports only modules below it):
 //! - network: [`server`]: listener, shutdown, background tasks; [`conn_limits`]:
 //!   `max.connections` and per-address limits; [`connection`]: one client connection, requests
-//!   answered in order; [`outbound`]: response frames, record bytes sent from segment files
+//!   answered in order; [`authenticator`]: a SASL listener's authentication conversation;
+//!   [`tls`]: SSL and SASL_SSL listeners' TLS settings; [`transport`]: plain or TLS streams;
+//!   [`x500`]: a client certificate's subject, for its principal; [`outbound`]: response frames, record bytes sent from segment files
 //!   with `sendfile`.
 //! - dispatch: [`dispatch`]: request → handler.
 //! - handlers: [`handlers`]: one module per API family; none writes to the socket. With them,
@@ -40,6 +42,7 @@
 //! connection), hold a partition lock across an await, or fsync under a partition lock.
 
 pub mod api_table;
+pub mod authenticator;
 pub mod broker;
 pub mod cleaner;
 pub mod cluster_metadata;
@@ -63,7 +66,10 @@ pub mod seams;
 pub mod server;
 pub mod share;
 pub mod takeover;
+pub mod tls;
 pub mod topic_registry;
+pub mod transport;
+pub mod x500;
 
 pub use broker::Broker;
 pub use config::BrokerConfig;

@@ -34,6 +34,7 @@ use crate::seams::metadata_store::{LocalMetadataLog, MetadataStore};
 use crate::seams::ownership::{Node, Ownership, SingleNode};
 use crate::seams::SeamOverrides;
 use crate::topic_registry::{self, grow_topic, open_topic, Opening, Topic, TopicMaps};
+use shoal_core::sasl::scram::{ScramCredential, ScramMechanism};
 
 /// Name of the internal topic holding group membership and committed offsets.
 pub const CONSUMER_OFFSETS: &str = "__consumer_offsets";
@@ -113,6 +114,9 @@ pub struct NodeState {
     dynamic: RwLock<ConfigMap>,
     /// Overrides of groups that have any (GROUP config resources), mirrored from the image.
     group_configs: RwLock<std::collections::BTreeMap<String, ConfigMap>>,
+    /// SCRAM credentials, as the metadata image holds them (read without the admin lock by
+    /// every SCRAM authentication).
+    scram: RwLock<std::collections::BTreeMap<(String, ScramMechanism), ScramCredential>>,
     /// Finalized `share.version`, mirrored for the ApiVersions table.
     share_version: std::sync::atomic::AtomicI16,
     /// Orders feature-level changes against staging (spec §3.5): a TxnShareAcknowledge holds
@@ -269,6 +273,7 @@ impl NodeState {
         );
         let dynamic = image.broker_configs.clone();
         let group_configs = image.group_configs.clone();
+        let scram = image.scram_credentials.clone();
         let share_version = image
             .features
             .get(crate::feature_levels::SHARE_VERSION)
@@ -291,6 +296,7 @@ impl NodeState {
             current: RwLock::new(current),
             dynamic: RwLock::new(dynamic),
             group_configs: RwLock::new(group_configs),
+            scram: RwLock::new(scram),
             share_version: std::sync::atomic::AtomicI16::new(share_version),
             feature_gate: tokio::sync::RwLock::new(()),
             admin: AsyncMutex::new(MetaStore {
@@ -712,6 +718,63 @@ impl NodeState {
             all.remove(group);
         } else {
             all.insert(group.to_string(), configs);
+        }
+        Ok(())
+    }
+
+    /// `user`'s SCRAM credential for `mechanism`.
+    pub fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<ScramCredential> {
+        self.scram
+            .read()
+            .expect("scram lock poisoned")
+            .get(&(user.to_string(), mechanism))
+            .cloned()
+    }
+
+    /// Every user with a SCRAM credential and the mechanisms and iterations of each.
+    pub fn scram_users(&self) -> std::collections::BTreeMap<String, Vec<(ScramMechanism, i32)>> {
+        let mut users = std::collections::BTreeMap::<String, Vec<_>>::new();
+        for ((user, mechanism), credential) in
+            self.scram.read().expect("scram lock poisoned").iter()
+        {
+            users
+                .entry(user.clone())
+                .or_default()
+                .push((*mechanism, credential.iterations));
+        }
+        users
+    }
+
+    /// Applies SCRAM credential changes (validated by the caller) as one durable batch of
+    /// records, in order, then to the credentials authentication reads.
+    ///
+    /// # Errors
+    /// KAFKA_STORAGE_ERROR; records appended before the failure stay applied.
+    pub async fn alter_scram_credentials(
+        &self,
+        records: Vec<MetaRecord>,
+    ) -> Result<(), AdminError> {
+        let mut store = self.admin.lock().await;
+        for record in records {
+            self.append_meta(&mut store, record.clone()).await?;
+            let mut scram = self.scram.write().expect("scram lock poisoned");
+            match record {
+                MetaRecord::ScramCredential {
+                    user,
+                    mechanism,
+                    credential,
+                } => {
+                    scram.insert((user, mechanism), credential);
+                }
+                MetaRecord::RemoveScramCredential { user, mechanism } => {
+                    scram.remove(&(user, mechanism));
+                }
+                other => debug_assert!(false, "not a SCRAM record: {other:?}"),
+            }
         }
         Ok(())
     }

@@ -7,6 +7,8 @@
 //! handler leaves a placeholder where each partition's records go
 //! ([`shoal_protocol::splice`]), encoding records a hole there, and [`write`] sends the frame
 //! in order: encoded bytes up to a hole, the hole's file region with `sendfile`, and so on.
+//! Under TLS the bytes must be encrypted on their way out, so there the frame is copied whole
+//! into the TLS stream instead ([`crate::transport`]).
 //!
 //! A region's bytes were written before the region was taken and segments are append-only, so
 //! what `sendfile` sends is what the handler located, even if the segment is deleted meanwhile
@@ -21,8 +23,10 @@ use bytes::BytesMut;
 use shoal_protocol::splice::{encode_response_spliced, Hole};
 use shoal_protocol::Response;
 use shoal_storage::FileRegion;
-use tokio::io::Interest;
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
+
+use crate::transport::Stream;
 
 /// One encoded response frame: `buf`, with `regions[i].1` sent at buffer offset `regions[i].0`.
 #[derive(Debug, Default)]
@@ -114,12 +118,33 @@ pub fn encode(
     Ok(())
 }
 
-/// Writes `frame` to `stream`.
+/// Writes `frame` to `stream`: on plain TCP with `sendfile` for record bytes
+/// ([`write_tcp`]); under TLS the frame is copied into the encrypted stream.
 ///
 /// # Errors
 /// The socket failed, a region's file ended early, or the splices do not fit the buffer
 /// (the connection must then close).
-pub async fn write(stream: &TcpStream, frame: &Frame) -> io::Result<()> {
+pub async fn write(stream: &mut Stream, frame: &Frame) -> io::Result<()> {
+    match stream {
+        Stream::Plain(tcp) => write_tcp(tcp, frame).await,
+        Stream::Tls(tls) => {
+            let bytes = if frame.splices.is_empty() {
+                None
+            } else {
+                Some(frame.to_vec()?)
+            };
+            tls.write_all(bytes.as_deref().unwrap_or(&frame.buf))
+                .await?;
+            tls.flush().await
+        }
+    }
+}
+
+/// Writes `frame` to a plain TCP socket, record bytes straight from their files.
+///
+/// # Errors
+/// As [`write`].
+pub async fn write_tcp(stream: &TcpStream, frame: &Frame) -> io::Result<()> {
     let mut from = 0;
     for (at, region) in &frame.splices {
         // More follows: let the kernel fill whole segments rather than push a short one.

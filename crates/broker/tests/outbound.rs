@@ -6,7 +6,7 @@ use std::fs::OpenOptions;
 use std::io;
 
 use bytes::{Bytes, BytesMut};
-use shoal_broker::outbound::{encode, write, Frame};
+use shoal_broker::outbound::{encode, write_tcp as write, Frame};
 use shoal_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use shoal_protocol::messages::FetchResponse;
 use shoal_protocol::splice::placeholder;

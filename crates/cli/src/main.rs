@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
+use shoal_broker::config::listeners::{self, ListenerConfig};
 use shoal_broker::config::{env_key, parse_properties};
 use shoal_broker::{Broker, BrokerConfig, BrokerOptions};
 use tracing::{info, warn};
@@ -98,9 +99,10 @@ struct ServeArgs {
     /// Data directory (Kafka's log.dirs).
     #[arg(long, env = "SHOAL_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
-    /// Address to listen on for Kafka clients.
-    #[arg(long, env = "SHOAL_LISTEN", default_value = "127.0.0.1:9092")]
-    listen: String,
+    /// Address of the one PLAINTEXT listener for Kafka clients [default: 127.0.0.1:9092];
+    /// the `listeners` key configures several listeners instead.
+    #[arg(long, env = "SHOAL_LISTEN")]
+    listen: Option<String>,
     /// A properties file with Kafka's key names (e.g. num.partitions=3).
     #[arg(long, env = "SHOAL_CONFIG")]
     config: Option<PathBuf>,
@@ -148,6 +150,33 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<BrokerConfig> {
         config.set(k, v)?;
     }
     Ok(config)
+}
+
+/// The embedded default listener when `serve` is given neither `--listen` nor `listeners`.
+const LISTEN_DEFAULT: &str = "127.0.0.1:9092";
+
+/// The listeners to serve: those of the `listeners` key when it is set, else one PLAINTEXT
+/// listener on `--listen`. An `advertised.listeners` of a bare `host:port` (accepted before
+/// listeners had names) is read as the one listener's.
+fn listener_configs(
+    args: &ServeArgs,
+    config: &BrokerConfig,
+) -> anyhow::Result<Vec<ListenerConfig>> {
+    let mut config = config.clone();
+    if config.is_explicit("listeners") {
+        if args.listen.is_some() {
+            bail!("give either --listen (SHOAL_LISTEN) or the listeners key, not both");
+        }
+    } else {
+        let listen = args.listen.as_deref().unwrap_or(LISTEN_DEFAULT);
+        let addr = resolve(listen)?;
+        config.set("listeners", &format!("PLAINTEXT://{addr}"))?;
+        let advertised = config.get("advertised.listeners").to_string();
+        if !advertised.is_empty() && !advertised.contains("://") {
+            config.set("advertised.listeners", &format!("PLAINTEXT://{advertised}"))?;
+        }
+    }
+    Ok(listeners::parse_listeners(&config)?)
 }
 
 async fn shutdown_signal() {
@@ -204,17 +233,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .min(shoal_storage::log::OPEN_FILES_LIMIT_DEFAULT)
     });
     shoal_storage::log::set_open_files_limit(segment_files);
-    let listen = resolve(&args.listen)?;
-    let listener = shoal_broker::server::bind(listen).await?;
-    let local = listener.local_addr()?;
-    let advertised = config.get("advertised.listeners").to_string();
-    let (host, port) = match advertised.rsplit_once(':') {
-        Some((h, p)) if !advertised.is_empty() => {
-            let h = h.rsplit("//").next().unwrap_or(h).to_string();
-            (h, p.parse().context("advertised.listeners port")?)
-        }
-        _ => (local.ip().to_string(), local.port()),
-    };
+    let listeners = listener_configs(&args, &config)?;
+    let bound = shoal_broker::server::bind_listeners(&config, &listeners).await?;
+    let first = bound[0]
+        .listener
+        .advertised
+        .clone()
+        .context("a bound listener advertises an address")?;
+    let (host, port) = (first.host, first.port);
+    let local = bound[0].local_addr()?;
     let broker = Broker::open(
         config,
         BrokerOptions {
@@ -240,7 +267,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tokio::spawn(return_released_memory(broker.clone()));
     info!(listen = %local, data_dir = ?args.data_dir, node_id = broker.node_id, open_file_limit = nofile, segment_files, "shoal broker started");
-    let result = shoal_broker::server::run(broker, listener, shutdown_signal()).await;
+    let result = shoal_broker::server::run_listeners(broker, bound, shutdown_signal()).await;
     let _ = metrics_stop.send(true);
     result
 }

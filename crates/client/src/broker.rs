@@ -28,6 +28,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::security::{ReadHalf, WriteHalf};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
@@ -35,7 +36,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use shoal_protocol::ApiKey;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -179,15 +179,25 @@ impl Drop for WriteGuard<'_> {
     }
 }
 
-/// One connection, after a successful ApiVersions exchange.
-#[derive(Debug)]
+/// One connection, after a successful ApiVersions exchange (and SASL, when configured).
 pub struct BrokerConnection {
     shared: Arc<Shared>,
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    writer: tokio::sync::Mutex<WriteHalf>,
     reader: JoinHandle<()>,
     client_id: StrBytes,
     versions: ApiVersions,
     request_timeout: Duration,
+}
+
+impl std::fmt::Debug for BrokerConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerConnection")
+            .field("shared", &self.shared)
+            .field("client_id", &self.client_id)
+            .field("versions", &self.versions)
+            .field("request_timeout", &self.request_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for BrokerConnection {
@@ -298,7 +308,13 @@ impl BrokerConnection {
             addr: addr.into(),
             source,
         })?;
-        let (read, write) = stream.into_split();
+        let security = config.security();
+        let (read, write) = tokio::time::timeout(setup, security.open(addr, stream))
+            .await
+            .map_err(|_| Error::Timeout {
+                what: format!("TLS handshake with {addr}"),
+                after: setup,
+            })??;
         let shared = Arc::new(Shared {
             addr: addr.into(),
             state: Mutex::new(State::default()),
@@ -323,6 +339,12 @@ impl BrokerConnection {
                 after: setup,
             })??;
         conn.versions = versions;
+        tokio::time::timeout(setup, security.authenticate(&conn))
+            .await
+            .map_err(|_| Error::Timeout {
+                what: format!("SASL authentication with {addr}"),
+                after: setup,
+            })??;
         Ok(conn)
     }
 
@@ -545,7 +567,12 @@ impl BrokerConnection {
         frame[CORRELATION_ID_AT..CORRELATION_ID_AT + 4]
             .copy_from_slice(&correlation_id.to_be_bytes());
         let guard = WriteGuard(Some(&self.shared));
-        match tokio::time::timeout_at(deadline, writer.write_all(&frame)).await {
+        // The flush matters under TLS, whose writer holds records back until flushed.
+        let written = async {
+            writer.write_all(&frame).await?;
+            writer.flush().await
+        };
+        match tokio::time::timeout_at(deadline, written).await {
             Ok(Ok(())) => {
                 guard.done();
                 Ok((correlation_id, answer))
@@ -575,7 +602,7 @@ impl BrokerConnection {
 
 /// The reader task: one response frame at a time, to the request with its correlation id.
 /// Ends at the first failure, which breaks the connection.
-async fn read_loop(mut read: OwnedReadHalf, shared: Arc<Shared>, frame_bytes_max: usize) {
+async fn read_loop(mut read: ReadHalf, shared: Arc<Shared>, frame_bytes_max: usize) {
     loop {
         let body = match read_frame(&mut read, frame_bytes_max).await {
             Ok(body) => body,

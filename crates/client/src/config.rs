@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::security::Security;
 
 /// Settings of the cluster connection layer. Defaults are Kafka's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +29,7 @@ pub struct ClientConfig {
     retries: u32,
     allow_auto_create_topics: bool,
     receive_message_max_bytes: usize,
+    security: Security,
 }
 
 /// Kafka's `receive.message.max.bytes` (librdkafka's name; Kafka's Java client has no limit):
@@ -54,6 +56,7 @@ impl Default for ClientConfig {
             retries: i32::MAX as u32,
             allow_auto_create_topics: true,
             receive_message_max_bytes: RECEIVE_MESSAGE_MAX_BYTES_DEFAULT,
+            security: Security::default(),
         }
     }
 }
@@ -132,6 +135,11 @@ impl ClientConfig {
     pub fn allow_auto_create_topics(&self) -> bool {
         self.allow_auto_create_topics
     }
+    /// `security.protocol` and its SASL and TLS settings.
+    pub fn security(&self) -> &Security {
+        &self.security
+    }
+
     pub fn receive_message_max_bytes(&self) -> usize {
         self.receive_message_max_bytes
     }
@@ -167,6 +175,9 @@ impl ClientConfigBuilder {
     /// [`Error::Config`] for an unknown key or a value that does not parse.
     pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Self, Error> {
         let c = &mut self.config;
+        if c.security.set(key, value)? {
+            return Ok(self);
+        }
         match key {
             "bootstrap.servers" => {
                 c.bootstrap_servers = value

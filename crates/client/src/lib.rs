@@ -256,6 +256,7 @@ pub mod error;
 pub mod log_reader;
 pub mod metadata;
 pub mod producer;
+pub mod security;
 pub mod share_consumer;
 pub mod versions;
 

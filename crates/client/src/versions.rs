@@ -64,6 +64,10 @@ pub const CLIENT_APIS: &[(ApiKey, i16)] = &[
     (ApiKey::AlterShareGroupOffsets, 0),
     (ApiKey::DeleteShareGroupOffsets, 0),
     (ApiKey::TxnShareAcknowledge, 0),
+    // SASL, on connections whose security.protocol asks for it (v1: SaslAuthenticate
+    // requests rather than bare tokens).
+    (ApiKey::SaslHandshake, 1),
+    (ApiKey::SaslAuthenticate, 0),
 ];
 
 /// The versions this client can send of `api`, `None` for an api it does not know.

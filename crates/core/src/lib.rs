@@ -21,6 +21,7 @@
 //! - [`txn_share_ack`]: a TxnShareAcknowledge's order of work across the group and transaction
 //!   coordinators and the staging (KIP-1289 §3.2 steps 5–8), driven by the broker's handler
 //!   and the simulator;
+//! - [`sasl`]: the SASL mechanisms PLAIN and SCRAM-SHA-256/512, server and client side;
 //! - [`hash`]: Java's `String.hashCode` and Kafka's `Utils.abs`, for coordinator partitioning;
 //! - [`ids`]: the id types the machines share (producer id and epoch, reply token, topic id,
 //!   transaction partition), re-exported from their former modules.
@@ -39,6 +40,7 @@ pub mod group_coordinator;
 pub mod hash;
 pub mod ids;
 pub mod producer_state;
+pub mod sasl;
 pub mod share_coordinator;
 pub mod share_leader;
 pub mod share_partition;

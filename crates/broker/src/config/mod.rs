@@ -14,6 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 mod broker;
+pub mod listeners;
+pub mod sasl;
 mod topic;
 
 pub use broker::BROKER_CONFIGS;
@@ -418,6 +420,18 @@ impl ConfigMap {
     }
 }
 
+/// `<mechanism>.sasl.jaas.config` (`scram-sha-256.sasl.jaas.config`), the one key Kafka reads
+/// with a mechanism prefix inside a listener's prefix.
+fn is_mechanism_jaas_key(key: &str) -> bool {
+    key.strip_suffix(".sasl.jaas.config")
+        .is_some_and(|mechanism| {
+            !mechanism.is_empty()
+                && mechanism
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
+}
+
 /// Parses a Java-style properties file: `key=value` or `key: value`, `#` and `!` comments.
 pub fn parse_properties(text: &str) -> Vec<(String, String)> {
     text.lines()
@@ -464,6 +478,9 @@ impl BrokerConfig {
     /// [`ConfigError`] for unknown keys and invalid values.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         let key = key.trim();
+        if let Some((listener, suffix)) = listeners::split_listener_key(key) {
+            return self.set_per_listener(&listener, suffix, value);
+        }
         let def = broker_config_def(key).ok_or_else(|| ConfigError::Unknown {
             name: key.to_string(),
         })?;
@@ -472,6 +489,52 @@ impl BrokerConfig {
         self.explicit.insert(key.to_string());
         self.derive();
         Ok(())
+    }
+
+    /// Sets `listener.name.<listener>.<suffix>`: the suffix is a broker key (validated as
+    /// that key) or a SASL mechanism's own `<mechanism>.sasl.jaas.config`, as Kafka allows.
+    /// Stored under the lower-case listener name, as Kafka spells the prefix.
+    fn set_per_listener(
+        &mut self,
+        listener: &str,
+        suffix: &str,
+        value: &str,
+    ) -> Result<(), ConfigError> {
+        let key = format!(
+            "{}{}.{suffix}",
+            listeners::LISTENER_PREFIX,
+            listener.to_ascii_lowercase()
+        );
+        let value = match broker_config_def(suffix) {
+            Some(def) => def.validate(value).map_err(|e| match e {
+                ConfigError::Invalid { value, reason, .. } => ConfigError::Invalid {
+                    name: key.clone(),
+                    value,
+                    reason,
+                },
+                other => other,
+            })?,
+            None if is_mechanism_jaas_key(suffix) => value.trim().to_string(),
+            None => return Err(ConfigError::Unknown { name: key }),
+        };
+        self.values.insert(key.clone(), value);
+        self.explicit.insert(key);
+        Ok(())
+    }
+
+    /// The value of `key` for `listener`: its `listener.name.<listener>.` setting, else the
+    /// broker-wide one ("" when neither is set and the key has no default).
+    pub fn listener_get(&self, listener: &str, key: &str) -> &str {
+        let own = format!(
+            "{}{}.{key}",
+            listeners::LISTENER_PREFIX,
+            listener.to_ascii_lowercase()
+        );
+        match self.values.get(&own) {
+            Some(value) => value,
+            None if broker_config_def(key).is_some() => self.get(key),
+            None => "",
+        }
     }
 
     /// Fills the keys of [`DERIVED`] that were not set from their fallbacks.
@@ -678,6 +741,47 @@ mod tests {
             .unwrap();
         assert_eq!(ignored, vec!["no.such.key".to_string()]);
         assert!(!config.bool("auto.create.topics.enable"));
+    }
+
+    #[test]
+    fn per_listener_keys_win_for_their_listener_only() {
+        let mut config = BrokerConfig::default();
+        config.set("ssl.client.auth", "requested").unwrap();
+        config
+            .set("listener.name.EXTERNAL.ssl.client.auth", "REQUIRED")
+            .unwrap();
+        config
+            .set(
+                "listener.name.external.scram-sha-512.sasl.jaas.config",
+                "x required;",
+            )
+            .unwrap();
+        assert_eq!(
+            config.listener_get("EXTERNAL", "ssl.client.auth"),
+            "required"
+        );
+        assert_eq!(
+            config.listener_get("INTERNAL", "ssl.client.auth"),
+            "requested"
+        );
+        assert_eq!(
+            config.listener_get("external", "scram-sha-512.sasl.jaas.config"),
+            "x required;"
+        );
+        assert_eq!(
+            config.listener_get("INTERNAL", "scram-sha-512.sasl.jaas.config"),
+            ""
+        );
+        let bad = config.set("listener.name.external.ssl.client.auth", "maybe");
+        assert!(
+            matches!(&bad, Err(ConfigError::Invalid { name, .. })
+                if name == "listener.name.external.ssl.client.auth"),
+            "{bad:?}"
+        );
+        assert!(matches!(
+            config.set("listener.name.external.no.such.key", "1"),
+            Err(ConfigError::Unknown { .. })
+        ));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use shoal_protocol::messages::{
 };
 use shoal_protocol::ErrorCode;
 
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::leadership::CoordinatorKind;
 use crate::seams::ownership::Node;
@@ -22,6 +22,7 @@ const KEY_TYPE_SHARE: i8 = 2;
 /// The node coordinating `key`, or the error and message to answer.
 fn coordinator(
     broker: &Broker,
+    ctx: &RequestContext,
     key_type: i8,
     key: &str,
     version: i16,
@@ -29,6 +30,7 @@ fn coordinator(
     let owner = |kind| {
         broker
             .coordinator_node(kind, key)
+            .map(|node| ctx.endpoint(broker.node_id, node))
             .map_err(|code| (code, "The coordinator is not available.".to_string()))
     };
     match key_type {
@@ -59,13 +61,14 @@ fn coordinator(
 
 pub fn find_coordinator(
     broker: &Broker,
+    ctx: &RequestContext,
     version: i16,
     request: &FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
     let mut response = FindCoordinatorResponse::default();
     if version < 4 {
         let key = request.key.as_str();
-        match coordinator(broker, request.key_type, key, version) {
+        match coordinator(broker, ctx, request.key_type, key, version) {
             Err((code, message)) => {
                 response.error_code = code.code();
                 response.error_message = Some(str_bytes(message));
@@ -86,7 +89,7 @@ pub fn find_coordinator(
         .iter()
         .map(|key| {
             let mut c = Coordinator::default().with_key(key.clone());
-            match coordinator(broker, request.key_type, key.as_str(), version) {
+            match coordinator(broker, ctx, request.key_type, key.as_str(), version) {
                 Err((code, message)) => {
                     c.error_code = code.code();
                     c.error_message = Some(str_bytes(message));
@@ -108,6 +111,7 @@ pub fn find_coordinator(
 
 pub fn describe_cluster(
     broker: &Broker,
+    ctx: &RequestContext,
     request: &DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     let mut response = DescribeClusterResponse::default();
@@ -120,6 +124,7 @@ pub fn describe_cluster(
         .ownership
         .nodes()
         .into_iter()
+        .map(|n| ctx.endpoint(broker.node_id, n))
         .map(|n| {
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(n.node_id))

@@ -10,7 +10,7 @@ use shoal_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use shoal_protocol::ErrorCode;
 use uuid::Uuid;
 
-use super::{str_bytes, topic_name};
+use super::{str_bytes, topic_name, RequestContext};
 use crate::broker::Broker;
 use crate::config::ConfigMap;
 use crate::topic_registry::{validate_topic_name, Topic};
@@ -86,7 +86,12 @@ pub async fn auto_create(broker: &Broker, name: &str) -> Result<Arc<Topic>, Erro
     }
 }
 
-pub async fn handle(broker: &Broker, version: i16, request: &MetadataRequest) -> MetadataResponse {
+pub async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    version: i16,
+    request: &MetadataRequest,
+) -> MetadataResponse {
     let allow_auto_create = version < 4 || request.allow_auto_topic_creation;
     let topics = match &request.topics {
         None => broker
@@ -133,6 +138,7 @@ pub async fn handle(broker: &Broker, version: i16, request: &MetadataRequest) ->
                 .ownership
                 .nodes()
                 .into_iter()
+                .map(|n| ctx.endpoint(broker.node_id, n))
                 .map(|n| {
                     MetadataResponseBroker::default()
                         .with_node_id(BrokerId(n.node_id))

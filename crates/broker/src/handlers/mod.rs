@@ -13,6 +13,7 @@ pub mod log_dirs;
 pub mod metadata;
 pub mod produce;
 pub mod producers;
+pub mod scram;
 pub mod share_admin;
 pub mod share_fetch;
 pub mod share_groups;
@@ -21,14 +22,38 @@ pub mod txn;
 pub mod txn_share_ack;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use shoal_protocol::messages::TopicName;
 use shoal_protocol::StrBytes;
+
+use crate::config::listeners::Listener;
+use crate::seams::ownership::Node;
 
 /// What a handler may need to know about the connection a request came on.
 #[derive(Debug, Clone)]
 pub struct RequestContext {
     pub peer: SocketAddr,
+    /// The listener the connection came in on.
+    pub listener: Arc<Listener>,
+    /// Who is asking, as Kafka names principals: `User:ANONYMOUS` on PLAINTEXT, the SASL user
+    /// (`User:alice`) or the client certificate's subject (`User:CN=client,O=Example`).
+    pub principal: Arc<str>,
+}
+
+impl RequestContext {
+    /// `node` as this connection's clients must reach it: this node (`local_node_id`) at the
+    /// address its listener advertises, as Kafka answers each listener with its own
+    /// endpoints; any other node as the ownership seam gives it.
+    pub fn endpoint(&self, local_node_id: i32, mut node: Node) -> Node {
+        if node.node_id == local_node_id {
+            if let Some(advertised) = &self.listener.advertised {
+                node.host.clone_from(&advertised.host);
+                node.port = advertised.port;
+            }
+        }
+        node
+    }
 }
 
 pub fn str_bytes(s: impl Into<String>) -> StrBytes {

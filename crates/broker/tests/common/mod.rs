@@ -84,6 +84,52 @@ impl TestBroker {
         }
     }
 
+    /// A broker serving the listeners its `listeners` setting names (as `shoal serve` binds
+    /// them); returns it with each listener's bound address, in order.
+    pub async fn start_listeners(
+        dir: &Path,
+        settings: &[(&str, &str)],
+    ) -> (TestBroker, Vec<SocketAddr>) {
+        let mut config = BrokerConfig::default();
+        config.set("group.initial.rebalance.delay.ms", "0").unwrap();
+        config.set("offsets.topic.num.partitions", "3").unwrap();
+        for (k, v) in settings {
+            config.set(k, v).unwrap();
+        }
+        let listeners = shoal_broker::config::listeners::parse_listeners(&config).unwrap();
+        let bound = shoal_broker::server::bind_listeners(&config, &listeners)
+            .await
+            .unwrap();
+        let addrs: Vec<SocketAddr> = bound.iter().map(|b| b.local_addr().unwrap()).collect();
+        let first = bound[0].listener.advertised.clone().unwrap();
+        let broker = Broker::open(
+            config,
+            BrokerOptions {
+                data_dir: dir.to_path_buf(),
+                advertised_host: first.host,
+                advertised_port: first.port,
+                seams: SeamOverrides::default(),
+            },
+        )
+        .await
+        .unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(shoal_broker::server::run_listeners(
+            broker.clone(),
+            bound,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let broker = TestBroker {
+            addr: addrs[0],
+            broker,
+            stop: Some(stop),
+            task: Some(task),
+        };
+        (broker, addrs)
+    }
+
     pub async fn connect(&self) -> Connection {
         Connection::connect(self.addr).await.unwrap()
     }

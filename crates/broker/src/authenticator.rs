@@ -1,0 +1,341 @@
+//! SASL authentication of one connection on a SASL listener, before anything else is served:
+//! the conversation Kafka's `SaslServerAuthenticator` holds.
+//!
+//! ```text
+//! Handshake ──ApiVersions──▶ Handshake (answered normally)
+//!     │ SaslHandshake(enabled mechanism)        SaslHandshake(other) ─▶ answer, close
+//!     ▼                                          any other request   ─▶ close
+//! Authenticate ──SaslAuthenticate(token)──▶ Authenticate (SCRAM's first round) or Complete
+//!     │ wrong credentials / bad token ─▶ wait connection.failed.authentication.delay.ms,
+//!     │                                  answer SASL_AUTHENTICATION_FAILED, close
+//!     ▼ any other request ─▶ close
+//! Complete: requests go to the ordinary path.
+//! ```
+//! After a SaslHandshake v0 the tokens come as bare size-prefixed frames, not SaslAuthenticate
+//! requests, and the answers go back the same way (Kafka's legacy mode).
+//!
+//! [`Authenticator::on_frame`] is sans-IO: a frame in, a [`Step`] out (bytes to write and what
+//! to do next). The connection does the reading, writing and waiting; credentials come through
+//! a closure. Nothing here logs a token, a password or a key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use shoal_core::sasl::plain;
+use shoal_core::sasl::scram::{ScramCredential, ScramMechanism, ScramServer};
+use shoal_protocol::messages::{ApiKey, SaslAuthenticateResponse, SaslHandshakeResponse};
+use shoal_protocol::request::peek_header;
+use shoal_protocol::{decode_request, encode_response, Request, Response, StrBytes};
+
+use crate::config::sasl::{Mechanism, SaslSettings};
+
+/// What the connection does with a frame's outcome.
+#[derive(Debug)]
+pub enum Step {
+    /// Answer the frame through the ordinary path (ApiVersions) and read on.
+    Serve,
+    /// Write these bytes (a whole frame) and read on; authentication may now be complete.
+    Reply(BytesMut),
+    /// Write these bytes, then close (an unsupported mechanism).
+    ReplyAndClose(BytesMut, String),
+    /// Wait `delay`, write `reply` if any, then close (failed authentication).
+    FailAfter {
+        delay: Duration,
+        reply: Option<BytesMut>,
+        reason: String,
+    },
+    /// Close at once, answering nothing (a request out of place, an undecodable frame).
+    Close(String),
+}
+
+/// The authenticated principal's name and the mechanism used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated {
+    pub user: String,
+    pub mechanism: &'static str,
+}
+
+#[derive(Debug)]
+enum State {
+    Handshake,
+    Authenticate {
+        mechanism: Mechanism,
+        /// 0: bare tokens; 1: SaslAuthenticate requests.
+        handshake_version: i16,
+        scram: Option<ScramServer>,
+    },
+    Complete(Authenticated),
+    Failed,
+}
+
+/// One connection's SASL conversation.
+#[derive(Debug)]
+pub struct Authenticator {
+    settings: Arc<SaslSettings>,
+    state: State,
+}
+
+/// The result of one authentication token.
+enum Token {
+    /// Send this challenge and wait for the next token.
+    Continue(Vec<u8>),
+    /// Authenticated; send this last message.
+    Done(Vec<u8>, String),
+    /// Refused, with the reason for the log.
+    Failed(String),
+}
+
+impl Authenticator {
+    pub fn new(settings: Arc<SaslSettings>) -> Self {
+        Self {
+            settings,
+            state: State::Handshake,
+        }
+    }
+
+    /// The principal, once authentication is complete.
+    pub fn authenticated(&self) -> Option<&Authenticated> {
+        match &self.state {
+            State::Complete(who) => Some(who),
+            _ => None,
+        }
+    }
+
+    /// Takes one frame (without its size prefix). `credential` finds a user's SCRAM
+    /// credential; `nonce` draws a fresh server nonce.
+    pub fn on_frame(
+        &mut self,
+        frame: Bytes,
+        credential: impl FnOnce(&str, ScramMechanism) -> Option<ScramCredential>,
+        nonce: impl FnOnce() -> String,
+    ) -> Step {
+        match std::mem::replace(&mut self.state, State::Failed) {
+            State::Handshake => self.handshake(frame),
+            State::Authenticate {
+                mechanism,
+                handshake_version,
+                scram,
+            } => self.authenticate(
+                frame,
+                mechanism,
+                handshake_version,
+                scram,
+                credential,
+                nonce,
+            ),
+            State::Complete(who) => {
+                self.state = State::Complete(who);
+                Step::Serve
+            }
+            State::Failed => Step::Close("authentication already failed".into()),
+        }
+    }
+
+    fn handshake(&mut self, frame: Bytes) -> Step {
+        let Some(header) = peek_header(&frame) else {
+            return Step::Close(format!("{} bytes are not a Kafka request", frame.len()));
+        };
+        if header.api_key == ApiKey::ApiVersions as i16 {
+            self.state = State::Handshake;
+            return Step::Serve;
+        }
+        if header.api_key != ApiKey::SaslHandshake as i16 {
+            return Step::Close(format!(
+                "unexpected request (api key {}) during SASL handshake",
+                header.api_key
+            ));
+        }
+        let request = match decode_request(frame) {
+            Ok(request) => request,
+            Err(e) => return Step::Close(format!("bad SaslHandshake: {e}")),
+        };
+        let Request::SaslHandshake(body) = &request.body else {
+            return Step::Close("bad SaslHandshake".into());
+        };
+        let version = request.version();
+        let offered = body.mechanism.as_str();
+        let mechanisms: Vec<StrBytes> = self
+            .settings
+            .mechanism_names()
+            .into_iter()
+            .map(StrBytes::from_static_str)
+            .collect();
+        let enabled = Mechanism::parse(offered).filter(|m| self.settings.mechanisms.contains(m));
+        let code = if enabled.is_some() { 0 } else { 33 };
+        let response = SaslHandshakeResponse::default()
+            .with_error_code(code)
+            .with_mechanisms(mechanisms);
+        let Some(out) = encode(request.correlation_id(), version, response.into()) else {
+            return Step::Close("cannot encode SaslHandshake response".into());
+        };
+        match enabled {
+            Some(mechanism) => {
+                self.state = State::Authenticate {
+                    mechanism,
+                    handshake_version: version,
+                    scram: None,
+                };
+                Step::Reply(out)
+            }
+            None => Step::ReplyAndClose(out, format!("unsupported SASL mechanism {offered:?}")),
+        }
+    }
+
+    fn authenticate(
+        &mut self,
+        frame: Bytes,
+        mechanism: Mechanism,
+        handshake_version: i16,
+        scram: Option<ScramServer>,
+        credential: impl FnOnce(&str, ScramMechanism) -> Option<ScramCredential>,
+        nonce: impl FnOnce() -> String,
+    ) -> Step {
+        let delay = self.settings.failed_delay;
+        if handshake_version == 0 {
+            // Legacy mode: the frame is the token, the answer a bare frame.
+            let (token, scram) = self.evaluate(&frame, mechanism, scram, credential, nonce);
+            return match token {
+                Token::Continue(challenge) => {
+                    self.state = State::Authenticate {
+                        mechanism,
+                        handshake_version,
+                        scram,
+                    };
+                    Step::Reply(bare_frame(&challenge))
+                }
+                Token::Done(last, user) => {
+                    self.complete(user, mechanism);
+                    Step::Reply(bare_frame(&last))
+                }
+                Token::Failed(reason) => Step::FailAfter {
+                    delay,
+                    reply: None,
+                    reason,
+                },
+            };
+        }
+        let Some(header) = peek_header(&frame) else {
+            return Step::Close(format!("{} bytes are not a Kafka request", frame.len()));
+        };
+        if header.api_key != ApiKey::SaslAuthenticate as i16 {
+            return Step::Close(format!(
+                "unexpected request (api key {}) during SASL authentication",
+                header.api_key
+            ));
+        }
+        let request = match decode_request(frame) {
+            Ok(request) => request,
+            Err(e) => return Step::Close(format!("bad SaslAuthenticate: {e}")),
+        };
+        let Request::SaslAuthenticate(body) = &request.body else {
+            return Step::Close("bad SaslAuthenticate".into());
+        };
+        let (token, scram) = self.evaluate(&body.auth_bytes, mechanism, scram, credential, nonce);
+        let (correlation_id, version) = (request.correlation_id(), request.version());
+        let response = match &token {
+            Token::Continue(bytes) | Token::Done(bytes, _) => {
+                SaslAuthenticateResponse::default().with_auth_bytes(Bytes::copy_from_slice(bytes))
+            }
+            Token::Failed(_) => SaslAuthenticateResponse::default()
+                .with_error_code(58)
+                .with_error_message(Some(StrBytes::from_string(format!(
+                    "Authentication failed during authentication due to invalid credentials \
+                     with SASL mechanism {}",
+                    mechanism.name()
+                )))),
+        };
+        let Some(out) = encode(correlation_id, version, response.into()) else {
+            return Step::Close("cannot encode SaslAuthenticate response".into());
+        };
+        match token {
+            Token::Continue(_) => {
+                self.state = State::Authenticate {
+                    mechanism,
+                    handshake_version,
+                    scram,
+                };
+                Step::Reply(out)
+            }
+            Token::Done(_, user) => {
+                self.complete(user, mechanism);
+                Step::Reply(out)
+            }
+            Token::Failed(reason) => Step::FailAfter {
+                delay,
+                reply: Some(out),
+                reason,
+            },
+        }
+    }
+
+    fn complete(&mut self, user: String, mechanism: Mechanism) {
+        self.state = State::Complete(Authenticated {
+            user,
+            mechanism: mechanism.name(),
+        });
+    }
+
+    /// Runs one token through the mechanism.
+    fn evaluate(
+        &self,
+        token: &[u8],
+        mechanism: Mechanism,
+        scram: Option<ScramServer>,
+        credential: impl FnOnce(&str, ScramMechanism) -> Option<ScramCredential>,
+        nonce: impl FnOnce() -> String,
+    ) -> (Token, Option<ScramServer>) {
+        match mechanism {
+            Mechanism::Plain => {
+                let result = plain::authenticate(token, |user| self.settings.plain_password(user));
+                let token = match result {
+                    Ok(user) => Token::Done(Vec::new(), user),
+                    Err(e) => Token::Failed(e.to_string()),
+                };
+                (token, None)
+            }
+            Mechanism::Scram(m) => match scram {
+                None => {
+                    let mut server = ScramServer::new(m);
+                    match server.client_first(token, &nonce(), |user| credential(user, m)) {
+                        Ok(challenge) => (Token::Continue(challenge), Some(server)),
+                        Err(e) => (Token::Failed(e.to_string()), None),
+                    }
+                }
+                Some(mut server) => match server.client_final(token) {
+                    Ok(last) => {
+                        let user = server.authenticated_user().unwrap_or_default().to_string();
+                        (Token::Done(last, user), None)
+                    }
+                    Err(e) => (Token::Failed(e.to_string()), None),
+                },
+            },
+        }
+    }
+}
+
+/// A response frame, or `None` when it cannot be encoded (a bug of ours; the caller closes).
+fn encode(correlation_id: i32, version: i16, response: Response) -> Option<BytesMut> {
+    let mut out = BytesMut::new();
+    encode_response(&mut out, correlation_id, version, &response).ok()?;
+    Some(out)
+}
+
+/// `bytes` as a size-prefixed frame (legacy SASL tokens).
+fn bare_frame(bytes: &[u8]) -> BytesMut {
+    let mut out = BytesMut::with_capacity(4 + bytes.len());
+    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// A fresh SCRAM server nonce: 18 random bytes from the OS, base64 (printable, no ',').
+///
+/// # Panics
+/// When the OS has no randomness to give (nothing secure can be done then).
+pub fn scram_nonce() -> String {
+    use base64::Engine as _;
+    let mut bytes = [0u8; 18];
+    getrandom::fill(&mut bytes).expect("the OS gives random bytes");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
