@@ -64,26 +64,28 @@ def expected(records, topic):
     return good, bad
 
 
-def committed(broker, topic, expect, timeout=60.0):
-    """(key, value, headers) of what a read_committed confluent-kafka consumer sees in
-    `topic`: until `expect` arrived and nothing more came for a second, or `timeout`."""
+def committed(broker, topics, expect, timeout=60.0):
+    """{topic: Counter of (key, value, headers)} of what a read_committed confluent-kafka
+    consumer sees in `topics` (one consumer for all: one group join): until `expect`
+    arrived in all and nothing more came for a second, or `timeout`."""
     c = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap,
                                   "group.id": f"check-{time.monotonic_ns()}",
                                   "auto.offset.reset": "earliest",
                                   "isolation.level": "read_committed"})
-    c.subscribe([topic])
-    got, deadline, idle_since = [], time.monotonic() + timeout, None
+    c.subscribe(list(topics))
+    got, deadline, idle_since = {t: Counter() for t in topics}, time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         m = c.poll(0.2)
         if m is None or m.error() is not None:
             idle_since = idle_since or time.monotonic()
-            if len(got) >= expect and time.monotonic() - idle_since > 1.0:
+            count = sum(sum(g.values()) for g in got.values())
+            if count >= expect and time.monotonic() - idle_since > 1.0:
                 break
             continue
         idle_since = None
-        got.append((m.key(), m.value(), tuple(m.headers() or ())))
+        got[m.topic()][(m.key(), m.value(), tuple(m.headers() or ()))] += 1
     c.close()
-    return Counter(got)
+    return got
 
 
 def start(broker, inp, out, dlq, group, tid, per_txn):
@@ -131,10 +133,10 @@ def test_good_values_doubled_bad_ones_dead_lettered_each_once(broker, names):
     produce(broker, inp, records)
     proc, lines = start(broker, inp, out, dlq, group, names("tid"), 40)
     try:
-        outputs = committed(broker, out, sum(good.values()))
-        dead = committed(broker, dlq, sum(bad.values()))
+        got = committed(broker, (out, dlq), len(records))
     finally:
         stop(proc)
+    outputs, dead = got[out], got[dlq]
     assert outputs == good, (outputs - good, good - outputs, lines)
     assert dead == bad, (dead - bad, bad - dead, lines)
     done = commits(lines)
@@ -151,7 +153,7 @@ def test_a_worker_killed_mid_run_leaves_nothing_duplicated(broker, names):
     come back): every output and every dead letter once in the end."""
     inp, out, dlq, group = topics(broker, names)
     tid = names("tid")
-    records = inputs(3000)
+    records = inputs(1500)
     good, bad = expected(records, inp)
     produce(broker, inp, records)
     first, lines = start(broker, inp, out, dlq, group, tid, 50)
@@ -164,10 +166,10 @@ def test_a_worker_killed_mid_run_leaves_nothing_duplicated(broker, names):
     assert sum(c[0] for c in commits(lines)) < len(records), "done before it was killed"
     second, lines = start(broker, inp, out, dlq, group, tid, 50)
     try:
-        outputs = committed(broker, out, sum(good.values()), timeout=90)
-        dead = committed(broker, dlq, sum(bad.values()), timeout=90)
+        got = committed(broker, (out, dlq), len(records), timeout=90)
     finally:
         stop(second)
+    outputs, dead = got[out], got[dlq]
     assert outputs == good, (f"{sum(outputs.values())} outputs; duplicated or wrong: "
                              f"{list((outputs - good).items())[:5]}")
     assert dead == bad, (f"{sum(dead.values())} dead letters; duplicated or wrong: "
