@@ -1,7 +1,7 @@
-"""The Python example takes the Rust example's flags and says the same on a mistake: for
+"""The Python examples take the Rust examples' flags and say the same on a mistake: for
 each bad command line both exit 1 with the same message (the Rust one from
-`target/{release,debug}/examples/exactly_once_pipeline`, which `cargo test` and
-`cargo build -p shoal-client --example exactly_once_pipeline` leave; its backtrace off)."""
+`target/{release,debug}/examples/NAME`, which `cargo test` and
+`cargo build -p shoal-client --example NAME` leave; its backtrace off)."""
 
 import os
 import subprocess
@@ -11,26 +11,35 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-EXAMPLE = REPO / "crates" / "python" / "examples" / "exactly_once_pipeline.py"
-FULL = ["--bootstrap", "127.0.0.1:9", "--input", "i", "--output", "o", "--group", "g",
-        "--transactional-id", "t"]
-BAD = [
-    [],
-    ["--bootstrap", "127.0.0.1:9"],
-    ["foo"],
-    ["--bootstrap"],
-    FULL + ["--records-per-txn", "0"],
-    FULL + ["--records-per-txn", "x"],
-]
+EXAMPLES = REPO / "crates" / "python" / "examples"
+# Each example's full command line and its number flag.
+FULL = {
+    "exactly_once_pipeline": (["--bootstrap", "127.0.0.1:9", "--input", "i", "--output", "o",
+                               "--group", "g", "--transactional-id", "t"], "--records-per-txn"),
+    "checkpointed_source": (["--bootstrap", "127.0.0.1:9", "--input", "i", "--group", "g",
+                             "--transactional-id", "t"], "--checkpoint-ms"),
+    "atomic_dead_letter": (["--bootstrap", "127.0.0.1:9", "--input", "i", "--output", "o",
+                            "--dead-letter", "d", "--group", "g", "--transactional-id", "t"],
+                           "--records-per-txn"),
+}
 
 
-def rust_example():
+def bad(name):
+    full, number = FULL[name]
+    return [[], ["--bootstrap", "127.0.0.1:9"], ["foo"], ["--bootstrap"],
+            full[:-2], full + [number, "0"], full + [number, "x"], full + [number, "-1"]]
+
+
+CASES = [(name, args) for name in FULL for args in bad(name)]
+
+
+def rust_example(name):
     target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
     for profile in ("release", "debug"):
-        path = target / profile / "examples" / "exactly_once_pipeline"
+        path = target / profile / "examples" / name
         if path.exists():
             return path
-    pytest.skip(f"no Rust exactly_once_pipeline under {target}")
+    pytest.skip(f"no Rust {name} under {target}")
 
 
 def said(argv):
@@ -41,9 +50,10 @@ def said(argv):
     return run.returncode, run.stderr.split("\n\n")[0].strip()
 
 
-@pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a[-2:]) or "none")
-def test_the_same_message_for_a_bad_command_line(args):
-    rust = said([str(rust_example())] + args)
-    python = said([sys.executable, str(EXAMPLE)] + args)
+@pytest.mark.parametrize("name,args", CASES,
+                         ids=[f"{n}:{' '.join(a[-2:]) or 'none'}" for n, a in CASES])
+def test_the_same_message_for_a_bad_command_line(name, args):
+    rust = said([str(rust_example(name))] + args)
+    python = said([sys.executable, str(EXAMPLES / f"{name}.py")] + args)
     assert rust[0] == 1 and rust[1].startswith("Error: "), rust
     assert python == rust
