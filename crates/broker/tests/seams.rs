@@ -611,7 +611,7 @@ async fn ownership_from_etcd_routes_requests_as_etcd_says() {
     use shoal_cluster::session::{self, Session};
     use shoal_cluster::{Keys, OwnerTable};
 
-    let etcd = start_etcd();
+    let etcd = start_etcd().unwrap();
     let start = || async {
         let client = session::connect(
             std::slice::from_ref(&etcd.endpoint),
@@ -722,8 +722,8 @@ async fn a_cluster_commit_puts_the_bytes_in_an_object_and_a_zombie_commits_nothi
     use shoal_cluster::session::{self, Session};
     use shoal_cluster::{owners, Keys, Objects, OwnerTable};
 
-    let (etcd, s3) = (start_etcd(), start_s3());
-    create_bucket(&s3.endpoint, "shoal");
+    let (etcd, s3) = (start_etcd().unwrap(), start_s3().unwrap());
+    create_bucket(&s3.endpoint, "shoal").unwrap();
     std::env::set_var("AWS_ACCESS_KEY_ID", "test");
     std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
     let objects = Objects::from_url(&format!(
@@ -851,7 +851,7 @@ async fn a_broker_takes_over_a_crashed_owners_partition_with_its_committed_recor
     use shoal_cluster::rig::start_etcd;
     use shoal_cluster::{owners, Claim, Objects};
 
-    let etcd = start_etcd();
+    let etcd = start_etcd().unwrap();
     let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let store = tempfile::tempdir().unwrap();
     let objects = Objects::from_url(&format!("file://{}", store.path().display())).unwrap();
@@ -911,7 +911,7 @@ async fn a_commit_whose_object_is_not_stored_leaves_nothing_behind() {
     use shoal_cluster::rig::start_etcd;
     use shoal_cluster::{owners, Claim, Objects};
 
-    let etcd = start_etcd();
+    let etcd = start_etcd().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = tempfile::tempdir().unwrap();
     let objects_dir = store.path().join("objects");

@@ -20,7 +20,7 @@ fn shoal(args: &[&str]) -> std::process::Output {
 
 #[tokio::test]
 async fn status_shows_brokers_owners_assignment_and_commits() {
-    let etcd = start_etcd();
+    let etcd = start_etcd().unwrap();
     let client = connect(std::slice::from_ref(&etcd.endpoint), Duration::from_secs(5))
         .await
         .unwrap();

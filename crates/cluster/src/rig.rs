@@ -1,8 +1,8 @@
 //! Real engines for tests, started on loopback: an etcd (Debian's `etcd-server`) and
 //! SeaweedFS's S3 gateway (`weed`), as `tests/cluster/rig.sh install` provides them
 //! (`SHOAL_ETCD_BIN`, `SHOAL_WEED_BIN`, else found on PATH). Each server lives in a temporary
-//! directory and is killed when its [`Server`] is dropped. For tests only: it panics on
-//! failure.
+//! directory and is killed when its [`Server`] is dropped. For tests: every failure (a
+//! binary missing, a server not listening in time) is an error naming what to do.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -12,25 +12,34 @@ use std::time::{Duration, Instant};
 /// How long a server may take to listen.
 const WAIT: Duration = Duration::from_secs(20);
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+fn io(what: &str, e: std::io::Error) -> crate::Error {
+    crate::Error::Invalid {
+        what: "test server",
+        detail: format!("{what}: {e}"),
+    }
 }
 
-fn binary(var: &str, name: &str) -> PathBuf {
+/// A free loopback port.
+///
+/// # Errors
+/// No port could be bound.
+pub fn free_port() -> crate::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| io("bind", e))?;
+    Ok(listener.local_addr().map_err(|e| io("bind", e))?.port())
+}
+
+fn binary(var: &str, name: &str) -> crate::Result<PathBuf> {
     if let Ok(path) = std::env::var(var) {
-        return PathBuf::from(path);
+        return Ok(PathBuf::from(path));
     }
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join(name))
             .find(|p| p.is_file())
     });
-    found.unwrap_or_else(|| {
-        panic!("{name} not found: run tests/cluster/rig.sh install, or set {var}")
+    found.ok_or_else(|| crate::Error::Invalid {
+        what: "test server",
+        detail: format!("{name} not found: run tests/cluster/rig.sh install, or set {var}"),
     })
 }
 
@@ -49,18 +58,28 @@ impl Drop for Server {
     }
 }
 
-fn wait_for_port(port: u16, what: &str) {
+fn wait_for_port(port: u16, what: &str) -> crate::Result<()> {
     let start = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < WAIT, "{what} did not listen on {port}");
+        if start.elapsed() >= WAIT {
+            return Err(crate::Error::Invalid {
+                what: "test server",
+                detail: format!("{what} did not listen on {port} within {WAIT:?}"),
+            });
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+    Ok(())
 }
 
-pub fn start_etcd() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let (client, peer) = (free_port(), free_port());
-    let child = Command::new(binary("SHOAL_ETCD_BIN", "etcd"))
+/// Starts a one-member etcd on loopback.
+///
+/// # Errors
+/// etcd missing, not started, or not listening in time.
+pub fn start_etcd() -> crate::Result<Server> {
+    let dir = tempfile::tempdir().map_err(|e| io("temporary directory", e))?;
+    let (client, peer) = (free_port()?, free_port()?);
+    let child = Command::new(binary("SHOAL_ETCD_BIN", "etcd")?)
         .args(["--name", "test", "--data-dir"])
         .arg(dir.path().join("data"))
         .arg(format!("--listen-client-urls=http://127.0.0.1:{client}"))
@@ -73,20 +92,25 @@ pub fn start_etcd() -> Server {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start etcd");
-    wait_for_port(client, "etcd");
-    Server {
+        .map_err(|e| io("start etcd", e))?;
+    let server = Server {
         child,
         _dir: dir,
         endpoint: format!("127.0.0.1:{client}"),
-    }
+    };
+    wait_for_port(client, "etcd")?;
+    Ok(server)
 }
 
-pub fn start_s3() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let s3 = free_port();
-    let (master, volume, filer) = (free_port(), free_port(), free_port());
-    let child = Command::new(binary("SHOAL_WEED_BIN", "weed"))
+/// Starts SeaweedFS with its S3 gateway on loopback.
+///
+/// # Errors
+/// weed missing, not started, or not listening in time.
+pub fn start_s3() -> crate::Result<Server> {
+    let dir = tempfile::tempdir().map_err(|e| io("temporary directory", e))?;
+    let s3 = free_port()?;
+    let (master, volume, filer) = (free_port()?, free_port()?, free_port()?);
+    let child = Command::new(binary("SHOAL_WEED_BIN", "weed")?)
         .arg("server")
         .arg(format!("-dir={}", dir.path().display()))
         .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
@@ -98,33 +122,43 @@ pub fn start_s3() -> Server {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start weed");
-    wait_for_port(s3, "the S3 gateway");
-    Server {
+        .map_err(|e| io("start weed", e))?;
+    let server = Server {
         child,
         _dir: dir,
         endpoint: format!("http://127.0.0.1:{s3}"),
-    }
+    };
+    wait_for_port(s3, "the S3 gateway")?;
+    Ok(server)
 }
 
-/// Creates `bucket` with a bare S3 CreateBucket (no credentials configured on the server).
-pub fn create_bucket(endpoint: &str, bucket: &str) {
+/// Creates `bucket` with a bare S3 CreateBucket (no credentials configured on the server),
+/// retrying until the gateway is ready.
+///
+/// # Errors
+/// Not created within the wait.
+pub fn create_bucket(endpoint: &str, bucket: &str) -> crate::Result<()> {
     use std::io::{Read, Write};
     let addr = endpoint.trim_start_matches("http://");
     let start = Instant::now();
-    loop {
-        let mut stream = std::net::TcpStream::connect(addr).unwrap();
-        write!(
-            stream,
-            "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer);
-        if answer.starts_with("HTTP/1.1 200") {
-            return;
+    let mut answer = String::new();
+    while start.elapsed() < WAIT {
+        answer.clear();
+        if let Ok(mut stream) = std::net::TcpStream::connect(addr) {
+            let request = format!(
+                "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            if stream.write_all(request.as_bytes()).is_ok() {
+                let _ = stream.read_to_string(&mut answer);
+                if answer.starts_with("HTTP/1.1 200") {
+                    return Ok(());
+                }
+            }
         }
-        assert!(start.elapsed() < WAIT, "cannot create bucket: {answer}");
         std::thread::sleep(Duration::from_millis(200));
     }
+    Err(crate::Error::Invalid {
+        what: "test server",
+        detail: format!("cannot create bucket {bucket}: {answer}"),
+    })
 }

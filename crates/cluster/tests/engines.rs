@@ -56,7 +56,7 @@ fn part(fence: i64, base: i64, end: i64, name: &str) -> PartitionCommit {
 
 #[tokio::test]
 async fn a_partition_has_one_owner_whose_epoch_grows_across_owners() {
-    let etcd = start_etcd();
+    let etcd = start_etcd().unwrap();
     let a = session(&etcd, "c").await;
     let b = session(&etcd, "c").await;
     a.register(1, "127.0.0.1:9001").await.unwrap();
@@ -112,7 +112,7 @@ async fn a_partition_has_one_owner_whose_epoch_grows_across_owners() {
 
 #[tokio::test]
 async fn a_zombie_owner_commits_nothing_and_commits_are_contiguous() {
-    let etcd = start_etcd();
+    let etcd = start_etcd().unwrap();
     let a = session(&etcd, "c").await;
     let b = session(&etcd, "c").await;
     let Claim::Won(Owner { fence: ea, .. }) = owners::claim(&a, 1, "t", 0).await.unwrap() else {
@@ -178,7 +178,7 @@ async fn a_zombie_owner_commits_nothing_and_commits_are_contiguous() {
 
 #[tokio::test]
 async fn a_commit_over_several_partitions_is_all_or_nothing() {
-    let etcd = start_etcd();
+    let etcd = start_etcd().unwrap();
     let a = session(&etcd, "c").await;
     let b = session(&etcd, "c").await;
     let Claim::Won(Owner { fence: e0, .. }) = owners::claim(&a, 1, "t", 0).await.unwrap() else {
@@ -206,8 +206,8 @@ async fn a_commit_over_several_partitions_is_all_or_nothing() {
 
 #[tokio::test]
 async fn objects_on_a_real_s3_server_are_read_back_by_range() {
-    let s3 = start_s3();
-    create_bucket(&s3.endpoint, "shoal");
+    let s3 = start_s3().unwrap();
+    create_bucket(&s3.endpoint, "shoal").unwrap();
     std::env::set_var("AWS_ACCESS_KEY_ID", "test");
     std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
     let url = format!(
@@ -253,7 +253,7 @@ fn owned(table: &OwnerTable) -> BTreeMap<(String, i32), Owner> {
 
 #[tokio::test]
 async fn an_elected_assigner_spreads_partitions_and_moves_a_dead_brokers_away() {
-    let etcd = start_etcd();
+    let etcd = start_etcd().unwrap();
     let brokers = [
         session(&etcd, "c").await,
         session(&etcd, "c").await,
@@ -355,7 +355,7 @@ async fn brokers_running_membership_share_the_partitions_and_take_over_a_crashed
     use shoal_cluster::membership::{Membership, Partitions};
     use std::sync::Arc;
 
-    let etcd = start_etcd();
+    let etcd = start_etcd().unwrap();
     let partitions: BTreeSet<(String, i32)> = (0..6).map(|p| ("t".to_string(), p)).collect();
     let wanted = partitions.clone();
     let all: Partitions = Arc::new(move || wanted.clone());
@@ -465,7 +465,7 @@ async fn a_new_owner_restores_exactly_the_committed_records() {
     use shoal_cluster::restore::{catch_up, CaughtUp};
     use shoal_storage::{Log, LogConfig};
 
-    let etcd = start_etcd();
+    let etcd = start_etcd().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let objects = Objects::from_url(&format!("file://{}/objects", dir.path().display())).unwrap();
     let open = |name: &str| Log::create(&dir.path().join(name), LogConfig::default()).unwrap();
