@@ -12,14 +12,12 @@
 //! [`ConfigError`] naming the key and why, which the broker reports at start-up. Binding
 //! sockets is the server's job.
 
+use super::LISTENER_PREFIX;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::sasl::SaslSettings;
 use super::{BrokerConfig, ConfigError};
-
-/// The prefix of per-listener keys; the listener's name follows in lower case, then a dot.
-pub const LISTENER_PREFIX: &str = "listener.name.";
 
 /// Listeners at most: each is a socket and an accept loop; Kafka has no limit, but a
 /// configuration with more is a mistake.

@@ -14,6 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 mod broker;
+/// The prefix of per-listener keys; the listener's name follows in lower case, then a dot.
+pub const LISTENER_PREFIX: &str = "listener.name.";
+
 pub mod listeners;
 pub mod sasl;
 mod topic;
@@ -502,7 +505,7 @@ impl BrokerConfig {
     ) -> Result<(), ConfigError> {
         let key = format!(
             "{}{}.{suffix}",
-            listeners::LISTENER_PREFIX,
+            LISTENER_PREFIX,
             listener.to_ascii_lowercase()
         );
         let value = match broker_config_def(suffix) {
@@ -525,11 +528,7 @@ impl BrokerConfig {
     /// The value of `key` for `listener`: its `listener.name.<listener>.` setting, else the
     /// broker-wide one ("" when neither is set and the key has no default).
     pub fn listener_get(&self, listener: &str, key: &str) -> &str {
-        let own = format!(
-            "{}{}.{key}",
-            listeners::LISTENER_PREFIX,
-            listener.to_ascii_lowercase()
-        );
+        let own = format!("{}{}.{key}", LISTENER_PREFIX, listener.to_ascii_lowercase());
         match self.values.get(&own) {
             Some(value) => value,
             None if broker_config_def(key).is_some() => self.get(key),

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::listeners::LISTENER_PREFIX;
+use super::LISTENER_PREFIX;
 use super::{BrokerConfig, ConfigError};
 
 /// A mechanism a listener may enable.
