@@ -123,16 +123,27 @@ pub async fn write(
             .filter(|p| !next.contains_key(*p))
             .map(|(topic, partition)| TxnOp::delete(keys.assignment(topic, *partition), None)),
     );
-    let txn = Txn::new()
-        .when([Compare::mod_revision(
-            keys.assigner(),
-            CompareOp::Equal,
-            leadership.fence,
-        )])
-        .and_then(ops);
+    // etcd bounds the operations of one transaction (`--max-txn-ops`, 128 by default): a
+    // large change goes in several, each fenced; one refused stops the rest, and what was
+    // recorded is a valid assignment the next round completes.
     let mut client = session.client();
-    Ok(client.txn(txn).await?.succeeded())
+    for chunk in ops.chunks(TXN_OPS_MAX) {
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                keys.assigner(),
+                CompareOp::Equal,
+                leadership.fence,
+            )])
+            .and_then(chunk.to_vec());
+        if !client.txn(txn).await?.succeeded() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
+
+/// Operations per etcd transaction at most (etcd's default limit is 128).
+pub const TXN_OPS_MAX: usize = 100;
 
 /// What [`reconcile`] did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -9,6 +9,9 @@
 //! | `assignments/<topic>/<partition>` | the node id the partition is assigned to | by the assigner, fenced by its key |
 //! | `ends/<topic>/<partition>` | the committed end offset (decimal) | by each commit |
 //! | `index/<topic>/<partition>/<base offset>` | where the records from that offset are ([`crate::ObjectRef`]) | by each commit |
+//! | `cluster-id` | the cluster id clients are told (Kafka's base64 UUID) | once, by the first broker |
+//! | `meta/<sequence>` | one metadata record (topics, configs, features, credentials) | created iff absent, by the broker that made the change |
+//! | `producer-ids` | the first producer id no broker has reserved (decimal) | compare-and-swap, a block at a time |
 //!
 //! Numbers in keys are zero-padded so that a range read returns them in order. Topic names are
 //! Kafka's (letters, digits, `.`, `_`, `-`), so `/` separates safely.
@@ -91,6 +94,27 @@ impl Keys {
         format!("{}{base_offset:020}", self.index(topic, partition))
     }
 
+    pub fn cluster_id(&self) -> String {
+        format!("{}cluster-id", self.root)
+    }
+
+    pub fn metadata_log(&self) -> String {
+        format!("{}meta/", self.root)
+    }
+
+    pub fn metadata_record(&self, sequence: u64) -> String {
+        format!("{}{sequence:020}", self.metadata_log())
+    }
+
+    /// The sequence number a metadata record key names.
+    pub fn parse_metadata_record(&self, key: &str) -> Option<u64> {
+        key.strip_prefix(&self.metadata_log())?.parse().ok()
+    }
+
+    pub fn producer_ids(&self) -> String {
+        format!("{}producer-ids", self.root)
+    }
+
     /// The (topic, partition) an owner key names.
     pub fn parse_owner(&self, key: &str) -> Option<(String, i32)> {
         let rest = key.strip_prefix(&self.owners())?;
@@ -140,6 +164,9 @@ mod tests {
             Some(("t".into(), 4))
         );
         assert_eq!(k.parse_index_entry(&k.end("t", 4)), None);
+        assert!(k.metadata_record(9) < k.metadata_record(10));
+        assert_eq!(k.parse_metadata_record(&k.metadata_record(42)), Some(42));
+        assert_eq!(k.parse_metadata_record(&k.producer_ids()), None);
     }
 
     #[test]

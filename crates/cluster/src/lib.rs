@@ -16,6 +16,8 @@
 //! - [`commits`]: the commit point — an etcd transaction that compares the owner epoch of every
 //!   partition it touches and that each continues exactly at its committed end, then records
 //!   the new ends and where the bytes are.
+//! - [`metadata`]: the metadata log every broker replays (appended only right after the last
+//!   record read), the cluster id, producer-id blocks.
 //! - [`objects`]: immutable objects under names no other write uses, on S3 or in a directory
 //!   (fsynced, with its directory, before a commit may name it).
 //! - [`restore`]: a new owner's local log brought to exactly the committed records (the
@@ -30,6 +32,7 @@ pub mod assigner;
 pub mod commits;
 pub mod keys;
 pub mod membership;
+pub mod metadata;
 pub mod objects;
 pub mod owners;
 pub mod restore;
@@ -38,6 +41,8 @@ pub mod session;
 pub mod status;
 
 pub use commits::{commit, CommitRefused, PartitionCommit};
+/// The etcd client every engine call takes.
+pub use etcd_client::Client as EtcdClient;
 pub use keys::Keys;
 pub use objects::{ObjectRef, Objects};
 pub use owners::{Claim, Owner, OwnerTable};

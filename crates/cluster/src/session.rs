@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, PutOptions};
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+};
 use tokio::task::JoinHandle;
 use tracing::warn;
 
@@ -120,18 +122,57 @@ impl Session {
         self.lost.load(Ordering::Acquire)
     }
 
-    /// Registers this broker: its endpoint under the lease.
+    /// Registers this broker: its endpoint under the lease. A node id registered under
+    /// another live lease (another broker, or this broker's previous process whose lease has
+    /// not expired yet) is refused.
     ///
     /// # Errors
-    /// etcd refused (the lease is gone) or is unreachable.
+    /// [`crate::Error::Invalid`] when the node id is taken; etcd refused (the lease is gone) or
+    /// is unreachable.
     pub async fn register(&self, node_id: i32, endpoint: &str) -> crate::Result<()> {
-        let mut c = self.client.clone();
-        c.put(
-            self.keys.broker(node_id),
+        let key = self.keys.broker(node_id);
+        let put = TxnOp::put(
+            key.clone(),
             endpoint,
             Some(PutOptions::new().with_lease(self.lease)),
-        )
-        .await?;
+        );
+        let txn = Txn::new()
+            .when([Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then([put.clone()])
+            .or_else([TxnOp::txn(
+                Txn::new()
+                    .when([Compare::lease(key, CompareOp::Equal, self.lease)])
+                    .and_then([put]),
+            )]);
+        let response = self.client.clone().txn(txn).await?;
+        let nested_succeeded = response.op_responses().iter().any(|op| match op {
+            TxnOpResponse::Txn(t) => t.succeeded(),
+            _ => false,
+        });
+        if response.succeeded() || nested_succeeded {
+            Ok(())
+        } else {
+            Err(crate::Error::Invalid {
+                what: "node id",
+                detail: format!(
+                    "{node_id} is registered by another live broker (or by this broker's previous \
+                     process, until its lease of {} s expires)",
+                    self.ttl_secs
+                ),
+            })
+        }
+    }
+
+    /// [`Session::close`] for a session others still hold: stops renewing and revokes the
+    /// lease.
+    ///
+    /// # Errors
+    /// etcd unreachable (the lease then expires on its own).
+    pub async fn revoke(&self) -> crate::Result<()> {
+        self.keeper.abort();
+        self.lost.store(true, Ordering::Release);
+        let mut c = self.client.clone();
+        c.lease_revoke(self.lease).await?;
         Ok(())
     }
 
@@ -141,11 +182,7 @@ impl Session {
     /// # Errors
     /// etcd unreachable (the lease then expires on its own).
     pub async fn close(self) -> crate::Result<()> {
-        self.keeper.abort();
-        self.lost.store(true, Ordering::Release);
-        let mut c = self.client.clone();
-        c.lease_revoke(self.lease).await?;
-        Ok(())
+        self.revoke().await
     }
 }
 

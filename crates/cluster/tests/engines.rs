@@ -545,3 +545,102 @@ async fn a_new_owner_restores_exactly_the_committed_records() {
     );
     assert_eq!(bytes_of(&diverged, 0, 4), bytes_of(&fresh, 0, 4));
 }
+
+#[tokio::test]
+async fn the_metadata_log_takes_one_record_per_sequence_and_reads_back_in_order() {
+    use shoal_cluster::metadata::{append, read_log, LogWatch};
+
+    let etcd = start_etcd().unwrap();
+    let (a, b) = (session(&etcd, "c").await, session(&etcd, "c").await);
+    let watch = LogWatch::start(a.client(), a.keys().clone(), Duration::from_secs(30));
+    let appended = watch.appended();
+    let woken = tokio::spawn(async move { appended.notified().await });
+    assert!(append(&a.client(), a.keys(), 0, b"first").await.unwrap());
+    tokio::time::timeout(WAIT, woken)
+        .await
+        .expect("the watch wakes on an append")
+        .unwrap();
+    // B decided on a stale view (it had seen nothing): refused, nothing written.
+    assert!(!append(&b.client(), b.keys(), 0, b"stale").await.unwrap());
+    assert!(append(&b.client(), b.keys(), 1, b"second").await.unwrap());
+    for i in 2..600u64 {
+        assert!(append(&a.client(), a.keys(), i, format!("r{i}").as_bytes())
+            .await
+            .unwrap());
+    }
+    // More than one page, from the start and from the middle.
+    let all = read_log(&b.client(), b.keys(), 0).await.unwrap();
+    assert_eq!(all.len(), 600);
+    assert_eq!(all[0], (0, b"first".to_vec()));
+    assert_eq!(all[1], (1, b"second".to_vec()));
+    assert_eq!(all[599], (599, b"r599".to_vec()));
+    let tail = read_log(&a.client(), a.keys(), 598).await.unwrap();
+    assert_eq!(tail.iter().map(|r| r.0).collect::<Vec<_>>(), vec![598, 599]);
+    assert!(read_log(&a.client(), a.keys(), 600)
+        .await
+        .unwrap()
+        .is_empty());
+    // Another cluster's log is its own.
+    let other = session(&etcd, "d").await;
+    assert!(read_log(&other.client(), other.keys(), 0)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn the_first_broker_names_the_cluster_and_producer_id_blocks_never_overlap() {
+    use shoal_cluster::metadata::{cluster_id, reserve_producer_ids};
+
+    let etcd = start_etcd().unwrap();
+    let (a, b) = (session(&etcd, "c").await, session(&etcd, "c").await);
+    assert_eq!(
+        cluster_id(&a.client(), a.keys(), "one").await.unwrap(),
+        "one"
+    );
+    assert_eq!(
+        cluster_id(&b.client(), b.keys(), "two").await.unwrap(),
+        "one"
+    );
+
+    let mut tasks = Vec::new();
+    for s in [&a, &b] {
+        for _ in 0..10 {
+            let (client, keys) = (s.client(), s.keys().clone());
+            tasks.push(tokio::spawn(async move {
+                reserve_producer_ids(&client, &keys, 1000).await.unwrap()
+            }));
+        }
+    }
+    let mut firsts = BTreeSet::new();
+    for t in tasks {
+        assert!(
+            firsts.insert(t.await.unwrap()),
+            "a block was handed out twice"
+        );
+    }
+    let expected: BTreeSet<i64> = (0..20).map(|i| i * 1000).collect();
+    assert_eq!(firsts, expected);
+}
+
+#[tokio::test]
+async fn an_assignment_larger_than_one_etcd_transaction_is_recorded_whole() {
+    let etcd = start_etcd().unwrap();
+    let a = session(&etcd, "c").await;
+    let Ok(lead) = assigner::campaign(&a, 1).await.unwrap() else {
+        panic!("no assigner yet");
+    };
+    // More changes than etcd takes in one transaction (128 by default).
+    let next: BTreeMap<(String, i32), i32> = (0..300)
+        .map(|p| (("t".to_string(), p), 1 + p % 3))
+        .collect();
+    assert!(assigner::write(&a, lead, &BTreeMap::new(), &next)
+        .await
+        .unwrap());
+    assert_eq!(assigner::read(&a).await.unwrap(), next);
+    // And all of it removed again.
+    assert!(assigner::write(&a, lead, &next, &BTreeMap::new())
+        .await
+        .unwrap());
+    assert!(assigner::read(&a).await.unwrap().is_empty());
+}
