@@ -142,6 +142,25 @@ impl MetaRecord {
         (key.into_inner(), value.into_inner())
     }
 
+    /// The record as one byte string (its key and value, each length-prefixed), for a store
+    /// whose entries have no key of their own (a cluster's log in etcd).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let (key, value) = self.encode();
+        let mut w = Writer::default();
+        w.bytes_i32(&key);
+        w.bytes_i32(&value);
+        w.into_inner()
+    }
+
+    /// # Errors
+    /// [`DecodeError`] when the bytes are not what [`MetaRecord::to_bytes`] wrote.
+    pub fn from_bytes(bytes: &[u8]) -> Result<MetaRecord, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let key = r.bytes_i32()?;
+        let value = r.bytes_i32()?;
+        MetaRecord::decode(key, value)
+    }
+
     /// # Errors
     /// [`DecodeError`] when the bytes are not a record this code wrote.
     pub fn decode(key: &[u8], value: &[u8]) -> Result<MetaRecord, DecodeError> {

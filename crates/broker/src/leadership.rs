@@ -134,11 +134,12 @@ impl NodeState {
     }
 
     /// Whether this node coordinates `key`: it owns the coordinator's partition under the
-    /// epoch it opened (and loaded) it with.
+    /// epoch it opened it with, and its coordinator replayed the partition under that epoch.
     ///
     /// # Errors
     /// NOT_COORDINATOR when another node does (or this one under a newer epoch);
-    /// COORDINATOR_NOT_AVAILABLE when the internal topic is missing or nobody owns it.
+    /// COORDINATOR_NOT_AVAILABLE when the internal topic is missing or nobody owns it;
+    /// COORDINATOR_LOAD_IN_PROGRESS while a partition taken over is being replayed.
     pub fn coordinates(&self, kind: CoordinatorKind, key: &str) -> Result<(), ErrorCode> {
         let partition = self
             .coordinator_partition(kind, key)
@@ -148,6 +149,17 @@ impl NodeState {
             .map_err(|e| match e {
                 NotServed::Elsewhere(_) => ErrorCode::NOT_COORDINATOR,
                 NotServed::Offline => ErrorCode::COORDINATOR_NOT_AVAILABLE,
-            })
+            })?;
+        let loaded = self
+            .coordinator_loads
+            .read()
+            .expect("coordinator load lock poisoned")
+            .get(&(kind.topic(), partition.index))
+            .copied();
+        if loaded == Some(partition.leader_epoch) {
+            Ok(())
+        } else {
+            Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
+        }
     }
 }

@@ -21,7 +21,10 @@
 //!   `__share_group_state`); [`participants`]: how a transaction's markers reach those
 //!   topics' coordinators.
 //! - partition operations: [`markers`]: transaction markers on partitions; [`leadership`]:
-//!   what this node serves; [`takeover`]: reopening a partition this node comes to own.
+//!   what this node serves; [`takeover`]: reopening a partition this node comes to own;
+//!   [`metadata_follower`]: applying the metadata other brokers of a cluster change;
+//!   [`cluster_member`]: joining a cluster (the seams over etcd and object storage, the lease,
+//!   the membership rounds).
 //! - node state: [`node`]: the [`NodeState`] every service takes — configuration, identity,
 //!   the topic registry, the metadata log and the admin operations, the seams, metrics,
 //!   producer ids.
@@ -45,6 +48,7 @@ pub mod api_table;
 pub mod authenticator;
 pub mod broker;
 pub mod cleaner;
+pub mod cluster_member;
 pub mod cluster_metadata;
 pub mod config;
 pub mod conn_limits;
@@ -56,6 +60,7 @@ pub mod group_configs;
 pub mod handlers;
 pub mod leadership;
 pub mod markers;
+pub mod metadata_follower;
 pub mod metrics;
 pub mod node;
 pub mod outbound;

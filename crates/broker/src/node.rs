@@ -30,7 +30,7 @@ use crate::metrics::Metrics;
 use crate::producer_state::ProducerIdAllocator;
 use crate::seams::clock::{Clock, SystemClock};
 use crate::seams::durability::{Durability, LocalDisk};
-use crate::seams::metadata_store::{LocalMetadataLog, MetadataStore};
+use crate::seams::metadata_store::{AppendError, LocalMetadataLog, MetadataStore};
 use crate::seams::ownership::{Node, Ownership, SingleNode};
 use crate::seams::SeamOverrides;
 use crate::topic_registry::{self, grow_topic, open_topic, Opening, Topic, TopicMaps};
@@ -67,6 +67,8 @@ impl AdminError {
 struct MetaStore {
     store: Arc<dyn MetadataStore>,
     image: MetadataImage,
+    /// How many of the store's records the image (and the node) applied.
+    applied: u64,
 }
 
 /// Broker-wide settings decided at start.
@@ -107,8 +109,15 @@ pub struct NodeState {
     pub durability: Arc<dyn Durability>,
     /// Producer ids for InitProducerId.
     pub producer_ids: ProducerIdAllocator,
+    /// The epoch under which each internal partition's coordinator state was loaded (set by
+    /// `coordinators::runtime`): a coordinator serves a partition only once its state was
+    /// replayed under the epoch the partition is owned under (`crate::leadership`).
+    pub coordinator_loads: RwLock<std::collections::BTreeMap<(&'static str, i32), i32>>,
     topics: RwLock<TopicMaps>,
     admin: AsyncMutex<MetaStore>,
+    /// Woken when another broker may have changed the metadata (see
+    /// [`NodeState::follow_metadata`]); `None` on a single node, the only writer.
+    pub metadata_changes: Option<Arc<tokio::sync::Notify>>,
     /// Static configuration with the dynamic broker overrides applied.
     current: RwLock<Arc<BrokerConfig>>,
     dynamic: RwLock<ConfigMap>,
@@ -198,13 +207,28 @@ fn load_meta_properties(data_dir: &Path, node_id: i32) -> anyhow::Result<String>
     Ok(cluster_id)
 }
 
-fn replay_metadata(store: &dyn MetadataStore) -> anyhow::Result<MetadataImage> {
+/// The image of every record in `store`, and how many records that is.
+async fn replay_metadata(store: &dyn MetadataStore) -> anyhow::Result<(MetadataImage, u64)> {
     let mut image = MetadataImage::default();
-    for record in store.records()? {
-        image.replay(&record);
+    let records = store.read_from(0).await?;
+    let applied = records.len() as u64;
+    for record in records.iter().flatten() {
+        image.replay(record);
     }
-    Ok(image)
+    Ok((image, applied))
 }
+
+/// Kafka's answer to an admin change decided on a stale image (another broker changed the
+/// metadata first): retriable, clients send the request again.
+fn stale_metadata() -> AdminError {
+    AdminError::new(
+        ErrorCode::NOT_CONTROLLER,
+        "The metadata was changed meanwhile by another broker; retry.",
+    )
+}
+
+/// Attempts of a start-up metadata change that another broker's start keeps overtaking.
+const START_ATTEMPTS: usize = 20;
 
 impl NodeState {
     /// Opens the data directory: locks it, replays the metadata log, opens every partition
@@ -220,13 +244,14 @@ impl NodeState {
         let data_dir = options.data_dir.clone();
         let dir_lock = lock_data_dir(&data_dir)?;
         let node_id = config.long("node.id") as i32;
-        let cluster_id = load_meta_properties(&data_dir, node_id)?;
+        let dir_cluster_id = load_meta_properties(&data_dir, node_id)?;
         remove_deleted_dirs(&data_dir);
         let SeamOverrides {
             clock,
             ownership,
             durability,
             metadata,
+            producer_ids,
         } = options.seams;
         let clock = clock.unwrap_or_else(|| Arc::new(SystemClock));
         let ownership = ownership.unwrap_or_else(|| {
@@ -242,7 +267,8 @@ impl NodeState {
             Some(m) => m,
             None => Arc::new(LocalMetadataLog::open(&data_dir.join(METADATA_LOG_DIR))?),
         };
-        let image = replay_metadata(metadata.as_ref())?;
+        let cluster_id = metadata.cluster_id().unwrap_or(dir_cluster_id);
+        let (image, applied) = replay_metadata(metadata.as_ref()).await?;
         let mut maps = TopicMaps::default();
         let startup_config = with_overrides(&config, &image.broker_configs);
         let opening = std::time::Instant::now();
@@ -280,7 +306,10 @@ impl NodeState {
             .copied()
             .unwrap_or(0);
         let current = Arc::new(with_overrides(&config, &dynamic));
-        let producer_ids = ProducerIdAllocator::open(&data_dir)?;
+        let producer_ids = match producer_ids {
+            Some(blocks) => ProducerIdAllocator::shared(blocks).await?,
+            None => ProducerIdAllocator::open(&data_dir)?,
+        };
         let node = Arc::new(NodeState {
             node_id,
             cluster_id,
@@ -292,6 +321,7 @@ impl NodeState {
             ownership,
             durability,
             producer_ids,
+            coordinator_loads: RwLock::new(std::collections::BTreeMap::new()),
             topics: RwLock::new(maps),
             current: RwLock::new(current),
             dynamic: RwLock::new(dynamic),
@@ -299,9 +329,11 @@ impl NodeState {
             scram: RwLock::new(scram),
             share_version: std::sync::atomic::AtomicI16::new(share_version),
             feature_gate: tokio::sync::RwLock::new(()),
+            metadata_changes: metadata.appended_elsewhere(),
             admin: AsyncMutex::new(MetaStore {
                 store: metadata,
                 image,
+                applied,
             }),
             _dir_lock: dir_lock,
             config,
@@ -349,9 +381,22 @@ impl NodeState {
             }
             self.internal_segment_bytes(&mut configs, topic.segment_key);
             let partitions = self.config.long(topic.partitions_key) as u32;
-            self.create_topic_inner(topic.name, partitions, configs, true)
-                .await
-                .map_err(|e| anyhow::anyhow!("creating {}: {}", topic.name, e.message))?;
+            // In a cluster, brokers starting together race to create them: one wins, the
+            // others see its topic once they catch up.
+            let mut attempts = 0;
+            loop {
+                match self
+                    .create_topic_inner(topic.name, partitions, configs.clone(), true)
+                    .await
+                {
+                    Ok(_) => break,
+                    Err(e) if e.code == ErrorCode::TOPIC_ALREADY_EXISTS => break,
+                    Err(e) if e.code == ErrorCode::NOT_CONTROLLER && attempts < START_ATTEMPTS => {
+                        attempts += 1;
+                    }
+                    Err(e) => anyhow::bail!("creating {}: {}", topic.name, e.message),
+                }
+            }
         }
         Ok(())
     }
@@ -464,17 +509,139 @@ impl NodeState {
     }
 
     /// Appends `record` to the metadata store durably, then applies it to the image.
+    /// The metadata, locked for an admin change (or a read that must be current). In a cluster
+    /// it first applies what other brokers appended, so the change is decided on the newest
+    /// image; the append then fails as stale if another broker still got in between.
+    async fn admin(&self) -> tokio::sync::MutexGuard<'_, MetaStore> {
+        let mut store = self.admin.lock().await;
+        if self.metadata_changes.is_some() {
+            if let Err(e) = self.catch_up(&mut store).await {
+                warn!(error = %e, "cannot read the metadata other brokers appended");
+            }
+        }
+        store
+    }
+
+    /// Applies the records appended to the store since this node last read it (by other
+    /// brokers of a cluster); returns how many.
+    ///
+    /// # Errors
+    /// The store cannot be read (nothing of this call applied).
+    async fn catch_up(&self, store: &mut MetaStore) -> anyhow::Result<usize> {
+        let records = store.store.read_from(store.applied).await?;
+        for record in &records {
+            store.applied += 1;
+            if let Some(record) = record {
+                store.image.replay(record);
+                if let Err(e) = self.apply(record) {
+                    warn!(error = %e.message, ?record, "cannot apply a metadata record");
+                }
+            }
+        }
+        Ok(records.len())
+    }
+
+    /// Applies, under the admin lock, what other brokers appended to the metadata since the
+    /// last call; a no-op on a single node.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub async fn follow_metadata(&self) -> anyhow::Result<usize> {
+        let mut store = self.admin.lock().await;
+        self.catch_up(&mut store).await
+    }
+
+    /// Appends `record` durably after every record applied, then applies it: to the image and
+    /// to the node ([`NodeState::apply`]) — the one way a metadata change takes effect, here
+    /// or, through [`NodeState::catch_up`], on every other broker of a cluster.
     async fn append_meta(
         &self,
         store: &mut MetaStore,
         record: MetaRecord,
     ) -> Result<(), AdminError> {
-        store
+        match store
             .store
-            .append(&record, self.now_ms())
-            .map_err(|e| AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e))?;
+            .append(&record, store.applied, self.now_ms())
+            .await
+        {
+            Ok(()) => {}
+            Err(AppendError::Stale) => {
+                if let Err(e) = self.catch_up(store).await {
+                    warn!(error = %e, "cannot read the metadata other brokers appended");
+                }
+                return Err(stale_metadata());
+            }
+            Err(AppendError::Failed(e)) => {
+                return Err(AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e))
+            }
+        }
+        store.applied += 1;
         store.image.replay(&record);
-        Ok(())
+        self.apply(&record)
+    }
+
+    /// What a metadata record changes on this node besides the image: open topics, their
+    /// configs, the mirrors read without the admin lock.
+    ///
+    /// # Errors
+    /// A log could not be opened or reconfigured (the record stays applied to the image).
+    fn apply(&self, record: &MetaRecord) -> Result<(), AdminError> {
+        match record {
+            MetaRecord::Topic(meta) => match self.topic(&meta.name) {
+                Some(topic) if topic.id == meta.id => self.change_topic(&topic, meta),
+                Some(topic) => {
+                    self.remove_deleted_topic(&topic.name, topic.id);
+                    self.open_created_topic(meta)
+                }
+                None => self.open_created_topic(meta),
+            },
+            MetaRecord::RemoveTopic { name, id } => {
+                self.remove_deleted_topic(name, *id);
+                Ok(())
+            }
+            MetaRecord::BrokerConfigs(configs) => {
+                let current = with_overrides(&self.config, configs);
+                *self.dynamic.write().expect("config lock poisoned") = configs.clone();
+                *self.current.write().expect("config lock poisoned") = Arc::new(current);
+                for topic in self.topic_list() {
+                    self.apply_log_configs(&topic)?;
+                }
+                Ok(())
+            }
+            MetaRecord::FeatureLevel { name, level } => {
+                if name == crate::feature_levels::SHARE_VERSION {
+                    self.share_version
+                        .store(*level, std::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(())
+            }
+            MetaRecord::GroupConfigs { group, configs } => {
+                let mut all = self
+                    .group_configs
+                    .write()
+                    .expect("group config lock poisoned");
+                if configs.is_empty() {
+                    all.remove(group);
+                } else {
+                    all.insert(group.clone(), configs.clone());
+                }
+                Ok(())
+            }
+            MetaRecord::ScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => {
+                let mut scram = self.scram.write().expect("scram lock poisoned");
+                scram.insert((user.clone(), *mechanism), credential.clone());
+                Ok(())
+            }
+            MetaRecord::RemoveScramCredential { user, mechanism } => {
+                let mut scram = self.scram.write().expect("scram lock poisoned");
+                scram.remove(&(user.clone(), *mechanism));
+                Ok(())
+            }
+        }
     }
 
     /// Creates a topic; `partitions` and configs must already be validated.
@@ -498,7 +665,7 @@ impl NodeState {
         configs: ConfigMap,
         internal: bool,
     ) -> Result<Arc<Topic>, AdminError> {
-        let mut store = self.admin.lock().await;
+        let mut store = self.admin().await;
         if self.topic(name).is_some() {
             return Err(AdminError::new(
                 ErrorCode::TOPIC_ALREADY_EXISTS,
@@ -518,28 +685,35 @@ impl NodeState {
             configs,
             internal,
         };
+        self.append_meta(&mut store, MetaRecord::Topic(meta))
+            .await?;
+        self.topic(name).ok_or_else(|| {
+            AdminError::new(ErrorCode::UNKNOWN_SERVER_ERROR, "the topic created is gone")
+        })
+    }
+
+    /// Opens a topic a record created (here or on another broker of the cluster).
+    fn open_created_topic(&self, meta: &TopicMeta) -> Result<(), AdminError> {
         // Stale directories of an earlier topic with this name must not be adopted.
-        for index in 0..partitions as i32 {
-            let dir = topic_registry::partition_dir(&self.data_dir, name, index);
+        for index in 0..meta.partitions as i32 {
+            let dir = topic_registry::partition_dir(&self.data_dir, &meta.name, index);
             if dir.exists() {
                 let _ = fs::remove_dir_all(&dir);
             }
         }
-        self.append_meta(&mut store, MetaRecord::Topic(meta.clone()))
-            .await?;
         let topic = open_topic(
             &self.data_dir,
             &self.current_config(),
             &|topic, index| self.ownership.epoch_to_open(topic, index),
-            &meta,
+            meta,
             Opening::New,
         )
         .map_err(|e| AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()))?;
         let mut maps = self.topics.write().expect("topic map lock poisoned");
         maps.by_id.insert(topic.id, topic.clone());
-        maps.by_name.insert(name.to_string(), topic.clone());
-        info!(topic = name, partitions, id = %uuid_base64(meta.id), "topic created");
-        Ok(topic)
+        maps.by_name.insert(meta.name.clone(), topic);
+        info!(topic = %meta.name, partitions = meta.partitions, id = %uuid_base64(meta.id), "topic created");
+        Ok(())
     }
 
     /// The topic an admin change names, or Kafka's refusal when there is none.
@@ -557,7 +731,7 @@ impl NodeState {
     /// # Errors
     /// UNKNOWN_TOPIC_OR_PARTITION, or KAFKA_STORAGE_ERROR.
     pub async fn delete_topic(&self, name: &str) -> Result<Uuid, AdminError> {
-        let mut store = self.admin.lock().await;
+        let mut store = self.admin().await;
         let topic = self.admin_topic(name)?;
         self.append_meta(
             &mut store,
@@ -567,6 +741,14 @@ impl NodeState {
             },
         )
         .await?;
+        Ok(topic.id)
+    }
+
+    /// Closes and removes a topic a record deleted (here or on another broker).
+    fn remove_deleted_topic(&self, name: &str, id: Uuid) {
+        let Some(topic) = self.topic(name).filter(|t| t.id == id) else {
+            return;
+        };
         {
             let mut maps = self.topics.write().expect("topic map lock poisoned");
             maps.by_name.remove(name);
@@ -599,7 +781,6 @@ impl NodeState {
         for p in topic.partitions() {
             p.wake();
         }
-        Ok(topic.id)
     }
 
     /// Grows a topic to `partitions`.
@@ -612,7 +793,7 @@ impl NodeState {
         partitions: u32,
         validate_only: bool,
     ) -> Result<(), AdminError> {
-        let mut store = self.admin.lock().await;
+        let mut store = self.admin().await;
         let topic = self.admin_topic(name)?;
         let current = topic.partition_count() as u32;
         if partitions < current {
@@ -632,16 +813,25 @@ impl NodeState {
         }
         let mut meta = topic.meta();
         meta.partitions = partitions;
-        self.append_meta(&mut store, MetaRecord::Topic(meta.clone()))
-            .await?;
-        grow_topic(
-            &self.data_dir,
-            &self.current_config(),
-            &|topic, index| self.ownership.epoch_to_open(topic, index),
-            &topic,
-            &meta,
-        )
-        .map_err(|e| AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        self.append_meta(&mut store, MetaRecord::Topic(meta)).await
+    }
+
+    /// Applies a record that changed an open topic: its partition count, its configs.
+    fn change_topic(&self, topic: &Topic, meta: &TopicMeta) -> Result<(), AdminError> {
+        if meta.partitions as usize > topic.partition_count() {
+            grow_topic(
+                &self.data_dir,
+                &self.current_config(),
+                &|topic, index| self.ownership.epoch_to_open(topic, index),
+                topic,
+                meta,
+            )
+            .map_err(|e| AdminError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        }
+        if topic.overrides() != meta.configs {
+            topic.set_overrides(meta.configs.clone());
+            self.apply_log_configs(topic)?;
+        }
         Ok(())
     }
 
@@ -654,14 +844,11 @@ impl NodeState {
         name: &str,
         configs: ConfigMap,
     ) -> Result<(), AdminError> {
-        let mut store = self.admin.lock().await;
+        let mut store = self.admin().await;
         let topic = self.admin_topic(name)?;
         let mut meta = topic.meta();
-        meta.configs = configs.clone();
-        self.append_meta(&mut store, MetaRecord::Topic(meta))
-            .await?;
-        topic.set_overrides(configs);
-        self.apply_log_configs(&topic)
+        meta.configs = configs;
+        self.append_meta(&mut store, MetaRecord::Topic(meta)).await
     }
 
     /// A group's config overrides (empty if it has none; the group need not exist).
@@ -701,25 +888,15 @@ impl NodeState {
         group: &str,
         configs: ConfigMap,
     ) -> Result<(), AdminError> {
-        let mut store = self.admin.lock().await;
+        let mut store = self.admin().await;
         self.append_meta(
             &mut store,
             MetaRecord::GroupConfigs {
                 group: group.to_string(),
-                configs: configs.clone(),
+                configs,
             },
         )
-        .await?;
-        let mut all = self
-            .group_configs
-            .write()
-            .expect("group config lock poisoned");
-        if configs.is_empty() {
-            all.remove(group);
-        } else {
-            all.insert(group.to_string(), configs);
-        }
-        Ok(())
+        .await
     }
 
     /// `user`'s SCRAM credential for `mechanism`.
@@ -758,23 +935,16 @@ impl NodeState {
         &self,
         records: Vec<MetaRecord>,
     ) -> Result<(), AdminError> {
-        let mut store = self.admin.lock().await;
+        let mut store = self.admin().await;
         for record in records {
-            self.append_meta(&mut store, record.clone()).await?;
-            let mut scram = self.scram.write().expect("scram lock poisoned");
-            match record {
-                MetaRecord::ScramCredential {
-                    user,
-                    mechanism,
-                    credential,
-                } => {
-                    scram.insert((user, mechanism), credential);
-                }
-                MetaRecord::RemoveScramCredential { user, mechanism } => {
-                    scram.remove(&(user, mechanism));
-                }
-                other => debug_assert!(false, "not a SCRAM record: {other:?}"),
-            }
+            debug_assert!(
+                matches!(
+                    record,
+                    MetaRecord::ScramCredential { .. } | MetaRecord::RemoveScramCredential { .. }
+                ),
+                "not a SCRAM record: {record:?}"
+            );
+            self.append_meta(&mut store, record).await?;
         }
         Ok(())
     }
@@ -791,7 +961,7 @@ impl NodeState {
 
     /// Finalized feature levels and their epoch (ApiVersions' FinalizedFeaturesEpoch).
     pub async fn features(&self) -> (std::collections::BTreeMap<String, i16>, i64) {
-        let store = self.admin.lock().await;
+        let store = self.admin().await;
         let mut features = store.image.features.clone();
         // Directories made before metadata.version was reported have no record of it.
         features
@@ -802,8 +972,7 @@ impl NodeState {
 
     /// A finalized feature level (0 when not finalized).
     pub async fn feature_level(&self, name: &str) -> i16 {
-        self.admin
-            .lock()
+        self.admin()
             .await
             .image
             .features
@@ -817,7 +986,7 @@ impl NodeState {
     /// # Errors
     /// KAFKA_STORAGE_ERROR.
     pub async fn set_feature_level(&self, name: &str, level: i16) -> Result<(), AdminError> {
-        let mut store = self.admin.lock().await;
+        let mut store = self.admin().await;
         self.append_meta(
             &mut store,
             MetaRecord::FeatureLevel {
@@ -825,35 +994,37 @@ impl NodeState {
                 level,
             },
         )
-        .await?;
-        if name == crate::feature_levels::SHARE_VERSION {
-            self.share_version
-                .store(level, std::sync::atomic::Ordering::Relaxed);
-        }
-        Ok(())
+        .await
     }
 
-    /// A new data directory starts at the newest level of every feature.
+    /// A new data directory (a new cluster) starts at the newest level of every feature.
     async fn ensure_default_features(&self) -> anyhow::Result<()> {
-        let mut store = self.admin.lock().await;
-        if store.image.features_epoch > 0 {
-            return Ok(());
-        }
-        for spec in crate::feature_levels::FEATURES
-            .iter()
-            .filter(|f| f.default_level > 0)
-        {
-            self.append_meta(
-                &mut store,
-                MetaRecord::FeatureLevel {
+        let mut attempts = 0;
+        'again: loop {
+            let mut store = self.admin().await;
+            if store.image.features_epoch > 0 {
+                return Ok(());
+            }
+            for spec in crate::feature_levels::FEATURES
+                .iter()
+                .filter(|f| f.default_level > 0)
+            {
+                let record = MetaRecord::FeatureLevel {
                     name: spec.name.to_string(),
                     level: spec.default_level,
-                },
-            )
-            .await
-            .map_err(|e| anyhow::anyhow!("finalizing {}: {}", spec.name, e.message))?;
+                };
+                match self.append_meta(&mut store, record).await {
+                    Ok(()) => {}
+                    // Another broker of a new cluster finalizes them first.
+                    Err(e) if e.code == ErrorCode::NOT_CONTROLLER && attempts < START_ATTEMPTS => {
+                        attempts += 1;
+                        continue 'again;
+                    }
+                    Err(e) => anyhow::bail!("finalizing {}: {}", spec.name, e.message),
+                }
+            }
+            return Ok(());
         }
-        Ok(())
     }
 
     /// Replaces the dynamic broker configs (validated by the caller).
@@ -861,16 +1032,9 @@ impl NodeState {
     /// # Errors
     /// KAFKA_STORAGE_ERROR.
     pub async fn set_broker_overrides(&self, configs: ConfigMap) -> Result<(), AdminError> {
-        let mut store = self.admin.lock().await;
-        let current = with_overrides(&self.config, &configs);
-        self.append_meta(&mut store, MetaRecord::BrokerConfigs(configs.clone()))
-            .await?;
-        *self.dynamic.write().expect("config lock poisoned") = configs;
-        *self.current.write().expect("config lock poisoned") = Arc::new(current);
-        for topic in self.topic_list() {
-            self.apply_log_configs(&topic)?;
-        }
-        Ok(())
+        let mut store = self.admin().await;
+        self.append_meta(&mut store, MetaRecord::BrokerConfigs(configs))
+            .await
     }
 
     /// Flushes and closes every log, `num.recovery.threads.per.data.dir` at a time (Kafka uses

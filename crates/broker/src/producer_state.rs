@@ -31,7 +31,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shoal_core::producer_state::{
@@ -61,12 +61,42 @@ pub const PRODUCER_ID_EXPIRATION_CHECK_INTERVAL: Duration = Duration::from_milli
 /// Kafka's key for the producer expiration time.
 pub const PRODUCER_ID_EXPIRATION_MS: &str = "producer.id.expiration.ms";
 
-/// Hands out producer ids, never twice, also across restarts.
+/// Where a cluster's brokers reserve blocks of producer ids (`shoal_cluster::metadata`): each
+/// block is handed to one broker only.
+pub trait ProducerIdBlocks: Send + Sync + std::fmt::Debug {
+    /// Reserves `count` ids for this broker; returns the first.
+    ///
+    /// # Errors
+    /// The reservation could not be made (or its outcome is unknown).
+    fn reserve(&self, count: i64)
+        -> crate::seams::metadata_store::Pending<'_, Result<i64, String>>;
+}
+
+/// Hands out producer ids, never twice, also across restarts and, in a cluster, across
+/// brokers.
 #[derive(Debug)]
 pub struct ProducerIdAllocator {
-    path: PathBuf,
-    /// (next id, end of the reserved block).
-    state: Mutex<(i64, i64)>,
+    source: IdSource,
+    state: Arc<Mutex<IdState>>,
+}
+
+#[derive(Debug)]
+enum IdSource {
+    /// One node: the end of the last reserved block, in a file of the data directory.
+    File(PathBuf),
+    /// A cluster: blocks reserved by the next one in the background, before the current one
+    /// runs out.
+    Shared(Arc<dyn ProducerIdBlocks>),
+}
+
+#[derive(Debug, Default)]
+struct IdState {
+    next: i64,
+    /// End of the block `next` is in.
+    end: i64,
+    /// The next block, reserved ahead (a cluster).
+    spare: Option<(i64, i64)>,
+    refilling: bool,
 }
 
 /// Why no producer id could be handed out.
@@ -81,6 +111,9 @@ pub enum AllocateError {
     },
     #[error("producer ids are exhausted")]
     Exhausted,
+    /// A cluster's next block is still being reserved (retriable).
+    #[error("the next block of producer ids is being reserved")]
+    Pending,
 }
 
 impl ProducerIdAllocator {
@@ -101,32 +134,96 @@ impl ProducerIdAllocator {
             Err(e) => anyhow::bail!("cannot read {path:?}: {e}"),
         };
         Ok(ProducerIdAllocator {
-            path,
-            state: Mutex::new((next, next)),
+            source: IdSource::File(path),
+            state: Arc::new(Mutex::new(IdState {
+                next,
+                end: next,
+                ..IdState::default()
+            })),
         })
     }
 
-    /// A fresh producer id. Blocks on an fsync once per [`PRODUCER_ID_BLOCK_SIZE`] ids.
+    /// A cluster broker's allocator over `blocks`, its first block reserved now.
     ///
     /// # Errors
-    /// The block file cannot be written (no id is handed out), or ids are exhausted.
+    /// The first block cannot be reserved.
+    pub async fn shared(blocks: Arc<dyn ProducerIdBlocks>) -> anyhow::Result<Self> {
+        let first = blocks
+            .reserve(PRODUCER_ID_BLOCK_SIZE)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot reserve producer ids: {e}"))?;
+        Ok(ProducerIdAllocator {
+            source: IdSource::Shared(blocks),
+            state: Arc::new(Mutex::new(IdState {
+                next: first,
+                end: first + PRODUCER_ID_BLOCK_SIZE,
+                ..IdState::default()
+            })),
+        })
+    }
+
+    /// A fresh producer id. On one node it blocks on an fsync once per
+    /// [`PRODUCER_ID_BLOCK_SIZE`] ids; in a cluster the next block is reserved in the
+    /// background when half of the current one is used.
+    ///
+    /// # Errors
+    /// The block file cannot be written (no id is handed out), ids are exhausted, or (a
+    /// cluster) the next block is not reserved yet.
     pub fn allocate(&self) -> Result<i64, AllocateError> {
         let mut state = self.state.lock().expect("producer id lock poisoned");
-        let (next, end) = *state;
-        if next == end {
-            let new_end = end
-                .checked_add(PRODUCER_ID_BLOCK_SIZE)
-                .ok_or(AllocateError::Exhausted)?;
-            write_durably(&self.path, format!("{new_end}\n").as_bytes()).map_err(|source| {
-                AllocateError::Io {
-                    path: self.path.clone(),
-                    source,
+        if state.next == state.end {
+            match &self.source {
+                IdSource::File(path) => {
+                    let new_end = state
+                        .end
+                        .checked_add(PRODUCER_ID_BLOCK_SIZE)
+                        .ok_or(AllocateError::Exhausted)?;
+                    write_durably(path, format!("{new_end}\n").as_bytes()).map_err(|source| {
+                        AllocateError::Io {
+                            path: path.clone(),
+                            source,
+                        }
+                    })?;
+                    state.end = new_end;
                 }
-            })?;
-            state.1 = new_end;
+                IdSource::Shared(blocks) => match state.spare.take() {
+                    Some((next, end)) => (state.next, state.end) = (next, end),
+                    None => {
+                        self.refill(&mut state, blocks);
+                        return Err(AllocateError::Pending);
+                    }
+                },
+            }
         }
-        state.0 = next + 1;
-        Ok(next)
+        let id = state.next;
+        state.next += 1;
+        if let IdSource::Shared(blocks) = &self.source {
+            if state.end - state.next < PRODUCER_ID_BLOCK_SIZE / 2 {
+                self.refill(&mut state, blocks);
+            }
+        }
+        Ok(id)
+    }
+
+    /// Starts reserving the next block unless one is reserved or being reserved.
+    fn refill(&self, state: &mut IdState, blocks: &Arc<dyn ProducerIdBlocks>) {
+        if state.spare.is_some() || state.refilling {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        state.refilling = true;
+        let (blocks, shared) = (blocks.clone(), self.state.clone());
+        runtime.spawn(async move {
+            let reserved = blocks.reserve(PRODUCER_ID_BLOCK_SIZE).await;
+            let mut state = shared.lock().expect("producer id lock poisoned");
+            state.refilling = false;
+            match reserved {
+                Ok(first) => state.spare = Some((first, first + PRODUCER_ID_BLOCK_SIZE)),
+                Err(e) => tracing::warn!(error = %e, "cannot reserve producer ids; will retry"),
+            }
+        });
     }
 }
 
@@ -626,6 +723,53 @@ mod tests {
         assert_eq!(log.aborted_index_incomplete_from(), None);
         assert_eq!(log.collect_aborted_txns(0, i64::MAX), aborted);
         assert_eq!(producers.last_stable_offset(&log), open_from);
+    }
+
+    /// A cluster's counter of reserved ids, as etcd keeps it.
+    #[derive(Debug, Default)]
+    struct Counter(std::sync::atomic::AtomicI64);
+
+    impl ProducerIdBlocks for Counter {
+        fn reserve(
+            &self,
+            count: i64,
+        ) -> crate::seams::metadata_store::Pending<'_, Result<i64, String>> {
+            let first = self.0.fetch_add(count, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(std::future::ready(Ok(first)))
+        }
+    }
+
+    #[tokio::test]
+    async fn brokers_of_a_cluster_hand_out_ids_from_blocks_reserved_ahead() {
+        let counter = Arc::new(Counter::default());
+        let brokers = [
+            ProducerIdAllocator::shared(counter.clone()).await.unwrap(),
+            ProducerIdAllocator::shared(counter.clone()).await.unwrap(),
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        let mut waited = 0;
+        for _ in 0..3 * PRODUCER_ID_BLOCK_SIZE {
+            for broker in &brokers {
+                loop {
+                    match broker.allocate() {
+                        Ok(id) => {
+                            assert!(seen.insert(id), "{id} handed out twice");
+                            break;
+                        }
+                        Err(AllocateError::Pending) => {
+                            waited += 1;
+                            tokio::task::yield_now().await;
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            // Other work runs meanwhile, as a broker's requests leave the runtime time.
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(seen.len() as i64, 6 * PRODUCER_ID_BLOCK_SIZE);
+        // Reserved ahead: the next block was there before the current one ran out.
+        assert_eq!(waited, 0);
     }
 
     #[test]

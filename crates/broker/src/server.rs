@@ -305,8 +305,9 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 }
 
 /// Starts the background work tied to the server's lifetime: retention and time-based
-/// flushing, the log cleaner, the acquisition-lock timer of share partitions, and the
-/// takeover of partitions this node comes to own.
+/// flushing, the log cleaner, the acquisition-lock timer of share partitions, and, in a
+/// cluster, following the metadata other brokers change and taking over the partitions this
+/// node comes to own.
 fn start_background(
     broker: &Arc<Broker>,
     stop: watch::Receiver<bool>,
@@ -317,6 +318,10 @@ fn start_background(
         tokio::spawn(crate::share::run_lock_timer(
             Arc::downgrade(&broker.node),
             Arc::downgrade(&broker.share),
+            stop.clone(),
+        )),
+        tokio::spawn(crate::metadata_follower::run(
+            Arc::downgrade(&broker.node),
             stop.clone(),
         )),
         tokio::spawn(crate::takeover::run(Arc::downgrade(&broker.node), stop)),

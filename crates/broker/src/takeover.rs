@@ -3,7 +3,7 @@
 //!
 //! A node serves a partition only under the epoch it opened it with (`crate::leadership`):
 //! whatever it holds of a partition it owned before, or never owned, may be stale. [`run`]
-//! watches the ownership seam and, for each user-topic partition now owned here under another
+//! watches the ownership seam and, for each partition now owned here under another
 //! epoch than it was opened with, reopens it: the old partition is shut down (later appends to
 //! it fail, and its requests answer with an error the client retries), the log is opened
 //! again and brought to exactly the committed records by the durability seam
@@ -12,8 +12,9 @@
 //! truncated; the state is rebuilt from the log), and the new partition is put in place under
 //! the new epoch.
 //!
-//! Not yet: the partitions of the internal topics, whose coordinators hold state of their own
-//! (issue 29).
+//! The partitions of the internal topics are reopened the same way; their coordinators notice
+//! the new epoch and replay the partition before they serve it (`coordinators::runtime`,
+//! `NodeState::coordinator_loads`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,9 +41,6 @@ pub async fn run(node: std::sync::Weak<NodeState>, mut stop: watch::Receiver<boo
         }
         let Some(node) = node.upgrade() else { return };
         for topic in node.topic_list() {
-            if topic.internal {
-                continue;
-            }
             for partition in topic.partitions() {
                 let Some(owner) = node.ownership.owner(&topic.name, partition.index) else {
                     continue;

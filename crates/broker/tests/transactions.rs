@@ -816,7 +816,7 @@ fn share_state_markers(broker: &TestBroker) -> Vec<(i64, i64, bool)> {
     use shoal_broker::coordinators::log_io::Replayed;
     use shoal_broker::participants::marker_from_control;
     let mut markers = Vec::new();
-    shoal_broker::coordinators::log_io::replay_topic(&broker.broker, SHARE_STATE, |item| {
+    shoal_broker::coordinators::log_io::replay_topic(&broker.broker, SHARE_STATE, &[0], |item| {
         if let Replayed::Control {
             partition: 0,
             header,

@@ -40,7 +40,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("broker.heartbeat.interval.ms", int(I32_MIN, I32_MAX), Some("2000"), RO, "No effect: one node with a local metadata log, no KRaft quorum."),
     b("broker.id", int(I32_MIN, I32_MAX), Some("-1"), RO, "No effect: one node with a local metadata log, no KRaft quorum."),
     b("broker.rack", Kind::Text, None, RO, "No effect: a single node has no replicas to manage."),
-    b("broker.session.timeout.ms", int(I32_MIN, I32_MAX), Some("9000"), RO, "No effect: one node with a local metadata log, no KRaft quorum."),
+    b("broker.session.timeout.ms", int(I32_MIN, I32_MAX), Some("9000"), RO, "In a cluster: the lease of a broker in etcd (at least 2 s); a broker silent that long loses its partitions to the others. No effect on a single node."),
     b("client.quota.callback.class", Kind::Class, None, RO, "No effect: Shoal has no client quotas."),
     b("compression.gzip.level", Kind::Custom(Type::Int, gzip_level), Some("-1"), CLUSTER, "Topic default of compression.gzip.level."),
     b("compression.lz4.level", int(1, 17), Some("9"), CLUSTER, "Topic default of compression.lz4.level."),

@@ -44,20 +44,24 @@ pub enum Replayed<'a> {
     },
 }
 
-/// Calls `visit` for every record of every partition of `topic`, in log order per partition.
-/// A missing topic replays nothing.
+/// Calls `visit` for every record of the partitions `only` of `topic`, in log order per
+/// partition. A missing topic replays nothing.
 ///
 /// # Errors
 /// A storage error reading or decoding the log.
 pub fn replay_topic(
     node: &NodeState,
     topic: &str,
+    only: &[i32],
     mut visit: impl FnMut(Replayed<'_>),
 ) -> anyhow::Result<()> {
     let Some(topic) = node.topic(topic) else {
         return Ok(());
     };
     for partition in topic.partitions() {
+        if !only.contains(&partition.index) {
+            continue;
+        }
         let log = partition.lock();
         for batch in log.iter_batches(0) {
             let batch = batch?;

@@ -17,6 +17,13 @@
 //! The order of a pass is `shoal_core::coordinator::Passes`, which the simulator drives too;
 //! this module adds the queue, the timer, the append and the reload.
 //!
+//! Ownership: a shard holds the state of the partitions of its topic this node serves, replayed
+//! under the epoch each is owned under, and records those epochs in
+//! `NodeState::coordinator_loads` — requests for a partition are taken only once it is there
+//! (`crate::leadership`: COORDINATOR_LOAD_IN_PROGRESS before). When the partitions served
+//! change (a cluster moved one here or away: checked every [`TICK_MAX`]), the shard is
+//! rebuilt over the new set; callers waiting in the old one get [`Unavailable`] and retry.
+//!
 //! Order: [`Runtime::submit`] queues an input before it returns, and a connection handles its
 //! requests one at a time up to that point, so the inputs of one connection take effect in
 //! the order they were sent even when their replies are awaited later (pipelined
@@ -122,15 +129,16 @@ where
     /// # Errors
     /// The log cannot be read.
     pub async fn start<H: Host<S>>(&self, node: &Arc<NodeState>, host: H) -> anyhow::Result<()> {
-        let (shard, resumed, replayed) = load(node, &host, true).await?;
+        let loaded = load(node, &host, true).await?;
         info!(
             topic = host.topic(),
-            records = replayed,
+            records = loaded.replayed,
+            partitions = loaded.served.len(),
             "coordinator loaded"
         );
         let (tx, rx) = mpsc::channel(QUEUE_INPUTS_MAX);
         *self.tx.lock().expect("coordinator runtime lock poisoned") = Some(tx);
-        tokio::spawn(run(Arc::downgrade(node), host, shard, rx, resumed));
+        tokio::spawn(run(Arc::downgrade(node), host, loaded, rx));
         Ok(())
     }
 
@@ -197,17 +205,46 @@ where
     }
 }
 
-/// A fresh shard rebuilt from the host's topic, what its `loaded` emitted, and how many
-/// records and markers were replayed.
+/// A shard rebuilt from the partitions of its topic this node serves.
+struct Loaded<S: CoordinatorShard> {
+    shard: S,
+    /// What the shard's `loaded` emitted (made durable before any input is taken).
+    resumed: Emitted<S>,
+    /// Records and markers replayed.
+    replayed: usize,
+    /// The partitions replayed and the epoch each was opened under.
+    served: Vec<(i32, i32)>,
+}
+
+/// The partitions of `topic` this node serves now, with the epoch each was opened under.
+fn served(node: &NodeState, topic: &str) -> Vec<(i32, i32)> {
+    let Some(t) = node.topic(topic) else {
+        return Vec::new();
+    };
+    t.partitions()
+        .iter()
+        .filter(|p| {
+            node.ownership
+                .serves(topic, p.index, p.leader_epoch)
+                .is_ok()
+        })
+        .map(|p| (p.index, p.leader_epoch))
+        .collect()
+}
+
+/// A fresh shard rebuilt from the partitions of the host's topic this node serves; records
+/// their epochs as loaded.
 async fn load<S: CoordinatorShard + Send, H: Host<S>>(
     node: &NodeState,
     host: &H,
     first: bool,
-) -> anyhow::Result<(S, Emitted<S>, usize)> {
+) -> anyhow::Result<Loaded<S>> {
     let mut shard = host.new_shard(node)?;
     let mut count = 0;
     let topic = host.topic();
-    super::log_io::replay_topic(node, topic, |item| match item {
+    let served = served(node, topic);
+    let only: Vec<i32> = served.iter().map(|(index, _)| *index).collect();
+    super::log_io::replay_topic(node, topic, &only, |item| match item {
         Replayed::Control {
             partition,
             header,
@@ -248,7 +285,41 @@ async fn load<S: CoordinatorShard + Send, H: Host<S>>(
     host.after_replay(node, &mut shard, first, &mut resumed)
         .await?;
     shard.loaded(node.now_ms(), &mut resumed);
-    Ok((shard, resumed, count))
+    let mut loads = node
+        .coordinator_loads
+        .write()
+        .expect("coordinator load lock poisoned");
+    loads.retain(|(t, _), _| *t != topic);
+    loads.extend(
+        served
+            .iter()
+            .map(|(index, epoch)| ((topic, *index), *epoch)),
+    );
+    Ok(Loaded {
+        shard,
+        resumed,
+        replayed: count,
+        served,
+    })
+}
+
+/// Rebuilds the shard from the log: every caller waiting in the old one fails. Returns what
+/// the reload emitted and the partitions it serves, or None (logged) when it failed.
+async fn reload<S: CoordinatorShard + Send, H: Host<S>>(
+    node: &NodeState,
+    host: &H,
+    passes: &mut Passes<S, Waiter<S::Reply>>,
+) -> Option<(Emitted<S>, Vec<(i32, i32)>)> {
+    match load(node, host, false).await {
+        Ok(loaded) => {
+            passes.replace(loaded.shard);
+            Some((loaded.resumed, loaded.served))
+        }
+        Err(e) => {
+            error!(topic = host.topic(), error = %e, "coordinator reload failed");
+            None
+        }
+    }
 }
 
 /// Appends `records` to `topic` as their framing says (per partition in order; consecutive
@@ -281,15 +352,16 @@ async fn persist<R: ShardRecord>(
 async fn run<S, H>(
     weak: Weak<NodeState>,
     host: H,
-    shard: S,
+    first: Loaded<S>,
     mut rx: mpsc::Receiver<Message<S>>,
-    resumed: Emitted<S>,
 ) where
     S: CoordinatorShard + Send,
     H: Host<S>,
 {
-    let mut passes: Passes<S, Waiter<S::Reply>> = Passes::new(shard);
-    let mut loaded = Some(resumed);
+    let mut passes: Passes<S, Waiter<S::Reply>> = Passes::new(first.shard);
+    let mut loaded = Some(first.resumed);
+    let mut serving = first.served;
+    let mut checked = std::time::Instant::now();
     loop {
         let Some(node) = weak.upgrade() else {
             return;
@@ -297,8 +369,26 @@ async fn run<S, H>(
         // What a load emitted is made durable before any input is taken.
         if let Some(emitted) = loaded.take().filter(|l| !l.is_empty()) {
             let pending = passes.resume(emitted);
-            loaded = finish_pass(&node, &host, &mut passes, pending).await;
+            if let Some((emitted, now)) = finish_pass(&node, &host, &mut passes, pending).await {
+                (loaded, serving) = (Some(emitted), now);
+            }
             continue;
+        }
+        // A partition moved here or away: rebuild over what is served now.
+        if checked.elapsed() >= TICK_MAX {
+            checked = std::time::Instant::now();
+            let now = served(&node, host.topic());
+            if now != serving {
+                info!(topic = host.topic(), was = ?serving, now = ?now,
+                    "partitions served changed; reloading the coordinator");
+                let empty = passes.resume(Emitted::default());
+                drop(passes.failed(empty));
+                match reload(&node, &host, &mut passes).await {
+                    Some((emitted, now)) => (loaded, serving) = (Some(emitted), now),
+                    None => tokio::time::sleep(TICK_MAX).await,
+                }
+                continue;
+            }
         }
         let sleep = passes
             .shard()
@@ -335,18 +425,21 @@ async fn run<S, H>(
             host.pass_inputs(&node, passes.shard(), &queued)
         };
         let pending = passes.pass(node.now_ms(), fed, batch);
-        loaded = finish_pass(&node, &host, &mut passes, pending).await;
+        if let Some((emitted, now)) = finish_pass(&node, &host, &mut passes, pending).await {
+            (loaded, serving) = (Some(emitted), now);
+        }
     }
 }
 
 /// Appends a pass's records; then delivers its replies and effects, or, if the append failed,
-/// drops its waiters and rebuilds the shard, returning what the reload emitted.
+/// drops its waiters and rebuilds the shard, returning what the reload emitted and the
+/// partitions it serves.
 async fn finish_pass<S: CoordinatorShard + Send, H: Host<S>>(
     node: &Arc<NodeState>,
     host: &H,
     passes: &mut Passes<S, Waiter<S::Reply>>,
     pending: shoal_core::coordinator::Pending<S, Waiter<S::Reply>>,
-) -> Option<Emitted<S>> {
+) -> Option<(Emitted<S>, Vec<(i32, i32)>)> {
     let landed = match persist(node, host.topic(), &pending.records).await {
         Ok(landed) => landed,
         Err(e) => {
@@ -355,16 +448,7 @@ async fn finish_pass<S: CoordinatorShard + Send, H: Host<S>>(
             // Every waiting caller fails (its sender drops), deferred ones too: their state
             // is being rebuilt from what is durable, which the pass's records are not.
             drop(passes.failed(pending));
-            return match load(node, host, false).await {
-                Ok((reloaded, resumed, _)) => {
-                    passes.replace(reloaded);
-                    Some(resumed)
-                }
-                Err(e) => {
-                    error!(topic = host.topic(), error = %e, "coordinator reload failed");
-                    None
-                }
-            };
+            return reload(node, host, passes).await;
         }
     };
     for (record, (partition, offset)) in pending.records.iter().zip(landed) {

@@ -42,7 +42,9 @@ pub async fn handle(
             tracing::error!(error = %e, "cannot allocate a producer id");
             match e {
                 // Retriable: the client tries again.
-                AllocateError::Io { .. } => error(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS),
+                AllocateError::Io { .. } | AllocateError::Pending => {
+                    error(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
+                }
                 _ => error(ErrorCode::UNKNOWN_SERVER_ERROR),
             }
         }

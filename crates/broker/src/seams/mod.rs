@@ -9,8 +9,9 @@
 //! - [`durability`]: the commit point of every partition write, fenced by the owner epoch
 //!   ([`durability::LocalDisk`], [`durability::FailingCommits`], and a cluster's
 //!   [`object_commits::ObjectCommits`]: an object, then a fenced etcd transaction);
-//! - [`metadata_store`]: the metadata records ([`metadata_store::LocalMetadataLog`],
-//!   [`metadata_store::MemoryMetadataStore`]).
+//! - [`metadata_store`]: the metadata records and the cluster id
+//!   ([`metadata_store::LocalMetadataLog`], [`metadata_store::MemoryMetadataStore`], and a
+//!   cluster's [`metadata_store::EtcdMetadataStore`]), and where producer ids are reserved.
 //!
 //! Reads and appends of a partition go through its `topics::Partition` (the owner's log);
 //! what makes them durable, and whether this node may make them so, is decided here.
@@ -37,4 +38,6 @@ pub struct SeamOverrides {
     /// Defaults to [`durability::LocalDisk`] over the ownership in use.
     pub durability: Option<Arc<dyn Durability>>,
     pub metadata: Option<Arc<dyn MetadataStore>>,
+    /// Where producer ids are reserved in blocks; defaults to a file of the data directory.
+    pub producer_ids: Option<Arc<dyn crate::producer_state::ProducerIdBlocks>>,
 }
