@@ -1,4 +1,5 @@
-//! `shoal`: the Shoal command-line tool. `shoal serve` runs one broker node; `shoal
+//! `shoal`: the Shoal command-line tool. `shoal serve` runs one broker node, alone or as a
+//! member of a cluster (`--metadata-store`, `--object-store`); `shoal
 //! transactions` inspects transactions and aborts a hanging one; `shoal share-groups` lists,
 //! describes and resets share groups; `shoal features` shows and changes feature levels;
 //! `shoal perf` runs measurement harnesses against a broker; `shoal verify` proves
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
+use shoal_broker::cluster_member::{ClusterMember, ClusterOptions};
 use shoal_broker::config::listeners::{self, ListenerConfig};
 use shoal_broker::config::{env_key, parse_properties};
 use shoal_broker::{Broker, BrokerConfig, BrokerOptions};
@@ -115,6 +117,51 @@ struct ServeArgs {
     /// Segment files kept open at most (4096, or half the open-file limit)
     #[arg(long, env = "SHOAL_MAX_OPEN_SEGMENT_FILES", value_name = "N")]
     max_open_segment_files: Option<usize>,
+    /// This broker's node id (Kafka's node.id); required in a cluster, unique in it.
+    #[arg(long, env = "SHOAL_NODE_ID", value_name = "N")]
+    node_id: Option<i32>,
+    /// Join a cluster whose metadata is in etcd: etcd://HOST:PORT[,HOST:PORT...]. Without
+    /// it, this is a single node with everything in --data-dir.
+    #[arg(
+        long,
+        env = "SHOAL_METADATA_STORE",
+        value_name = "URL",
+        requires = "object_store"
+    )]
+    metadata_store: Option<String>,
+    /// Where a cluster keeps record bytes: s3://BUCKET?endpoint=URL (credentials from the
+    /// AWS_* variables) or file:///DIR (a directory every broker shares).
+    #[arg(
+        long,
+        env = "SHOAL_OBJECT_STORE",
+        value_name = "URL",
+        requires = "metadata_store"
+    )]
+    object_store: Option<String>,
+    /// The cluster's name: several clusters may share one etcd.
+    #[arg(long, env = "SHOAL_CLUSTER_NAME", default_value = "shoal")]
+    cluster_name: String,
+}
+
+impl ServeArgs {
+    /// How to join a cluster, when the cluster flags are given.
+    fn cluster(&self, config: &BrokerConfig) -> anyhow::Result<Option<ClusterOptions>> {
+        let (Some(metadata_store), Some(object_store)) = (&self.metadata_store, &self.object_store)
+        else {
+            return Ok(None);
+        };
+        if self.node_id.is_none() {
+            bail!("a cluster member needs --node-id (SHOAL_NODE_ID), unique in the cluster");
+        }
+        let timeout_ms = config.long("broker.session.timeout.ms").max(2000) as u64;
+        Ok(Some(ClusterOptions {
+            node_id: config.long("node.id") as i32,
+            metadata_store: metadata_store.clone(),
+            object_store: object_store.clone(),
+            cluster_name: self.cluster_name.clone(),
+            session_timeout: Duration::from_millis(timeout_ms),
+        }))
+    }
 }
 
 fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
@@ -148,6 +195,9 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<BrokerConfig> {
             .split_once('=')
             .with_context(|| format!("--set expects KEY=VALUE, got {pair}"))?;
         config.set(k, v)?;
+    }
+    if let Some(id) = args.node_id {
+        config.set("node.id", &id.to_string())?;
     }
     Ok(config)
 }
@@ -242,16 +292,29 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .context("a bound listener advertises an address")?;
     let (host, port) = (first.host, first.port);
     let local = bound[0].local_addr()?;
+    let (mut member, seams) = match args.cluster(&config)? {
+        Some(options) => {
+            let (member, seams) = ClusterMember::join(&options)
+                .await
+                .context("cannot join the cluster")?;
+            (Some(member), seams)
+        }
+        None => (None, Default::default()),
+    };
+    let endpoint = format!("{host}:{port}");
     let broker = Broker::open(
         config,
         BrokerOptions {
             data_dir: args.data_dir.clone(),
             advertised_host: host,
             advertised_port: port,
-            seams: Default::default(),
+            seams,
         },
     )
     .await?;
+    if let Some(member) = &mut member {
+        member.start(&broker.node, &endpoint).await?;
+    }
     let (metrics_stop, metrics_stop_rx) = tokio::sync::watch::channel(false);
     if let Some(metrics) = &args.metrics {
         let addr = resolve(metrics)?;
@@ -267,9 +330,35 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tokio::spawn(return_released_memory(broker.clone()));
     info!(listen = %local, data_dir = ?args.data_dir, node_id = broker.node_id, open_file_limit = nofile, segment_files, "shoal broker started");
-    let result = shoal_broker::server::run_listeners(broker, bound, shutdown_signal()).await;
+    let lost = async {
+        match &member {
+            Some(m) => m.lost().await,
+            None => std::future::pending().await,
+        }
+    };
+    let stop = async {
+        tokio::select! {
+            () = shutdown_signal() => false,
+            () = lost => true,
+        }
+    };
+    let (lost_tx, lost_rx) = tokio::sync::oneshot::channel();
+    let stop = async move {
+        let _ = lost_tx.send(stop.await);
+    };
+    let result = shoal_broker::server::run_listeners(broker, bound, stop).await;
     let _ = metrics_stop.send(true);
-    result
+    let lease_lost = lost_rx.await.unwrap_or(false);
+    if let Some(member) = member {
+        if let Err(e) = member.leave().await {
+            warn!(error = %e, "could not leave the cluster cleanly; its lease will expire");
+        }
+    }
+    result?;
+    if lease_lost {
+        bail!("this broker's cluster lease was lost (paused or cut off from etcd past broker.session.timeout.ms): it owns nothing any more; start it again");
+    }
+    Ok(())
 }
 
 /// Keeps large buffers (fetch responses of tens of MB) in glibc's heap instead of a fresh
