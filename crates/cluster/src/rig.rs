@@ -109,16 +109,21 @@ pub fn start_etcd() -> crate::Result<Server> {
 pub fn start_s3() -> crate::Result<Server> {
     let dir = tempfile::tempdir().map_err(|e| io("temporary directory", e))?;
     let s3 = free_port()?;
-    let (master, volume, filer) = (free_port()?, free_port()?, free_port()?);
-    let child = Command::new(binary("SHOAL_WEED_BIN", "weed")?)
+    let mut command = Command::new(binary("SHOAL_WEED_BIN", "weed")?);
+    command
         .arg("server")
         .arg(format!("-dir={}", dir.path().display()))
-        .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
-        .arg(format!("-master.port={master}"))
-        .arg(format!("-volume.port={volume}"))
-        .arg(format!("-filer.port={filer}"))
-        .args(["-filer", "-s3"])
-        .arg(format!("-s3.port={s3}"))
+        .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-filer", "-s3"])
+        .arg(format!("-s3.port={s3}"));
+    // Every gRPC port too: weed's default is the HTTP port + 10000, past 65535 for a third
+    // of the ports the kernel hands out.
+    for server in ["master", "volume", "filer", "s3"] {
+        if server != "s3" {
+            command.arg(format!("-{server}.port={}", free_port()?));
+        }
+        command.arg(format!("-{server}.port.grpc={}", free_port()?));
+    }
+    let child = command
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
