@@ -116,9 +116,24 @@ impl ClusterMember {
     /// membership rounds over the partitions of every topic `node` knows.
     ///
     /// # Errors
-    /// The node id is registered by another live broker, or etcd is unreachable.
+    /// The node id is registered by another live broker (after waiting out one lease, which a
+    /// crashed previous process of this broker may still hold), or etcd is unreachable.
     pub async fn start(&mut self, node: &Arc<NodeState>, endpoint: &str) -> anyhow::Result<()> {
-        self.session.register(self.node_id, endpoint).await?;
+        // A broker restarted after a crash finds its previous process's registration until
+        // that lease expires: it waits that long, no longer.
+        let deadline = tokio::time::Instant::now()
+            + Duration::from_secs(self.session.ttl_secs().unsigned_abs() + 1);
+        loop {
+            match self.session.register(self.node_id, endpoint).await {
+                Ok(()) => break,
+                Err(shoal_cluster::Error::Invalid { .. })
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(LOST_CHECK).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         let weak: Weak<NodeState> = Arc::downgrade(node);
         let partitions: Partitions = Arc::new(move || {
             let Some(node) = weak.upgrade() else {

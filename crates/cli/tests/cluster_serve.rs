@@ -210,6 +210,30 @@ async fn fetch_offset(bootstrap: SocketAddr, group: &str, topic: &str) -> Result
     }
 }
 
+/// Whether `node` leads a partition of `t`, as `node` itself answers Metadata.
+async fn leads_any(addr: SocketAddr, node: i32) -> Result<(), String> {
+    use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
+    let mut conn = Connection::connect(addr).await.map_err(|e| e.to_string())?;
+    let r = conn
+        .request(
+            12,
+            &MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("t"))))])),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let leaders: Vec<i32> = r.topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.leader_id.0)
+        .collect();
+    if leaders.contains(&node) {
+        Ok(())
+    } else {
+        Err(format!("leaders {leaders:?}"))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_processes_serve_one_cluster_and_survive_a_kill_9_of_any() {
     let etcd = start_etcd().unwrap();
@@ -265,6 +289,27 @@ async fn three_processes_serve_one_cluster_and_survive_a_kill_9_of_any() {
         .collect();
     assert!(missing.is_empty(), "lost: {missing:?}");
     assert_eq!(counts.len(), 600);
+
+    // The killed broker restarted at once (its lease may still be live: it waits it out)
+    // rejoins with its stale directory, is given partitions back and restores them.
+    let restarted = brokers[victim].node_id;
+    let dead = std::mem::replace(
+        &mut brokers[victim],
+        start_broker(restarted, dir.path(), &etcd.endpoint, &objects),
+    );
+    drop(dead);
+    let back = addr(&brokers[victim]);
+    eventually("the restarted broker leads a partition again", || {
+        leads_any(back, restarted)
+    })
+    .await;
+    produce(back, "t", 600..900).await;
+    let counts = read_all(back, "t").await;
+    assert!(
+        counts.values().all(|n| *n == 1),
+        "duplicated after the rejoin"
+    );
+    assert_eq!(counts.len(), 900);
 
     // The survivors stop cleanly, leaving the cluster.
     for (i, b) in brokers.iter_mut().enumerate() {
