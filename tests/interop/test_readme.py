@@ -38,6 +38,7 @@ INTEROP_TARGET=kafka: they describe the ``shoal`` binary, which the reference br
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,6 +66,7 @@ BLOCKS = [
     ("sh", "cargo run --release -p shoal-cli -- verify",
      "checked: test_verify_block (run by crates/cli/tests/verify.rs)"),
     ("sh", "cargo run --release -p shoal-sim", "run: test_simulator_block"),
+    ("sh", "etcd --data-dir /tmp/shoal-etcd", "run: test_cluster_block"),
     ("sh", "pip install ./crates/python",
      "run by crates/python/tests/test_readme.py (it needs the package built)"),
 ]
@@ -484,3 +486,84 @@ def test_simulator_block():
         else:
             assert out.returncode == 0, (line, out.stdout[-2000:], out.stderr[-2000:])
             assert "1000 seeds ok" in out.stdout, out.stdout[-2000:]
+
+
+def _port_for_weed():
+    """A free port whose + 10000 (weed's default gRPC port for each HTTP port) is one too."""
+    while True:
+        port = _free_port()
+        if port + 10000 <= 65535:
+            return port
+
+
+def _rig_binary(var, name):
+    """etcd or weed as tests/cluster/rig.sh installs them (scripts/test.sh exports the paths)."""
+    path = os.environ.get(var) or shutil.which(name)
+    assert path, f"{name} not found: run tests/cluster/rig.sh install and eval its env"
+    return path
+
+
+@shoal_only
+def test_cluster_block(tmp_path):
+    """The three-broker cluster block runs as written with these changes only: every port it
+    names moved to a free one (and etcd's peer port, which it leaves at its default, too),
+    `/tmp/` paths into the test's directory, `etcd`, `weed` and `target/release/shoal` the
+    binaries under test, the `cargo build` line (checked) not run. `shoal cluster status` must
+    list the three brokers, and a stock client bootstrapping at all three produces and reads
+    back through the cluster."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    body = _body("etcd --data-dir /tmp/shoal-etcd")
+    assert "cargo build --release -p shoal-cli" in body
+    script = body.replace("cargo build --release -p shoal-cli", "true")
+    ports = sorted(set(re.findall(r"(?<=[:=])(\d{4})\b", script)))
+    assert {"2379", "8333", "9333"} <= set(ports), ports
+    for port in ports:
+        script = re.sub(rf"(?<=[:=]){port}\b", str(_port_for_weed()), script)
+    brokers = [_free_port() for _ in range(3)]
+    assert "127.0.0.1:909$n" in script
+    script = script.replace("127.0.0.1:909$n", "127.0.0.1:${BROKER_PORTS[$n]}")
+    peer = _free_port()
+    script = script.replace(
+        "etcd --data-dir",
+        f"{_rig_binary('SHOAL_ETCD_BIN', 'etcd')} --listen-peer-urls http://127.0.0.1:{peer} "
+        f"--initial-advertise-peer-urls http://127.0.0.1:{peer} "
+        f"--initial-cluster default=http://127.0.0.1:{peer} --data-dir", 1)
+    script = re.sub(r"^weed ", _rig_binary("SHOAL_WEED_BIN", "weed") + " ", script, flags=re.M)
+    script = script.replace("target/release/shoal", shoal_bin())
+    script = script.replace("/tmp/", f"{tmp_path}/")
+    script = f"set -e\nBROKER_PORTS=(x {' '.join(map(str, brokers))})\n" + script
+    (tmp_path / "cluster.sh").write_text(script)
+    out_path = tmp_path / "cluster.out"
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(["bash", str(tmp_path / "cluster.sh")], cwd=tmp_path,
+                                env=clean_env(), stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_die_with_parent)
+    try:
+        code = proc.wait(timeout=120)
+        text = out_path.read_text(errors="replace")
+        assert code == 0, text
+        assert "brokers: 3" in text, text
+        bootstrap = ",".join(f"127.0.0.1:{p}" for p in brokers)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(10):
+            producer.produce("readme-cluster", f"m{i}".encode())
+        assert producer.flush(60) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "readme",
+                             "enable.auto.commit": False})
+        md = consumer.list_topics("readme-cluster", timeout=10)
+        consumer.assign([TopicPartition("readme-cluster", p, 0)
+                         for p in md.topics["readme-cluster"].partitions])
+        got, deadline = [], time.monotonic() + 60
+        while len(got) < 10 and time.monotonic() < deadline:
+            m = consumer.poll(1)
+            if m is not None and not m.error():
+                got.append(m.value().decode())
+        consumer.close()
+        assert sorted(got) == sorted(f"m{i}" for i in range(10)), got
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
