@@ -5,7 +5,10 @@
 # venv created on first run), the Python package's tests and a short fuzzing pass of every
 # decoder.
 #
-#   scripts/test.sh            everything
+#   scripts/test.sh            everything (what CI runs)
+#   scripts/test.sh fast       the quick tier for development: formatting, lints, the Rust
+#                              tests (the cluster's included) and 200 simulator seeds; no
+#                              release build, interop, Python package or fuzzing
 #   SHOAL_FUZZ_SECONDS=0 ...   skip fuzzing
 #   SHOAL_SIM_SEEDS=N ...      simulator seeds 0..N in release (default 2000, about 20 s)
 #   SHOAL_TEST_KAFKA=1 ...     also run the interop suite and shoal-client's integration
@@ -13,7 +16,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+tier="${1:-full}"
+case "$tier" in
+  full | fast) ;;
+  *) echo "usage: scripts/test.sh [fast]" >&2; exit 2 ;;
+esac
+started=$SECONDS
+last=$SECONDS
+# Each step's heading, with how long the previous one took (where CI's minutes go).
+step() {
+  printf '\n==> %s   [previous step %ds, total %ds]\n' "$*" $((SECONDS - last)) $((SECONDS - started))
+  last=$SECONDS
+}
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -27,6 +41,13 @@ eval "$(tests/cluster/rig.sh env)"
 
 step "cargo test (unit, property, integration; the cluster's against real etcd and S3)"
 cargo test --workspace --locked
+
+if [ "$tier" = fast ]; then
+  step "simulator: 200 fixed seeds (crates/sim)"
+  cargo run --locked -p shoal-sim -- --seeds 0..200 --steps 1500
+  step "fast tier passed (scripts/test.sh runs everything)"
+  exit 0
+fi
 
 step "cargo build --release (the broker the interop suite starts)"
 cargo build --release --locked -p shoal-cli
