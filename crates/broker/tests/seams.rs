@@ -946,3 +946,69 @@ async fn a_commit_whose_object_is_not_stored_leaves_nothing_behind() {
     assert_eq!(index(&s, "t", 0, 0).await.unwrap().len(), 2);
     broker.stop().await;
 }
+
+#[tokio::test]
+async fn a_produce_to_more_partitions_than_one_etcd_transaction_takes_is_committed() {
+    use shoal_cluster::commits::committed_end;
+    use shoal_cluster::rig::start_etcd;
+    use shoal_cluster::{owners, Claim, Objects};
+
+    const PARTITIONS: i32 = 120;
+    let etcd = start_etcd().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let objects = Objects::from_url(&format!("file://{}", store.path().display())).unwrap();
+    let (session, broker) = cluster_broker(&etcd, &objects, 1, dir.path()).await;
+    let mut conn = broker.connect().await;
+    common::create_topic(&mut conn, "wide", PARTITIONS).await;
+    for p in 0..PARTITIONS {
+        assert!(matches!(
+            owners::claim(&session, 1, "wide", p).await.unwrap(),
+            Claim::Won(_)
+        ));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while (0..PARTITIONS).any(|p| {
+        broker
+            .broker
+            .topic("wide")
+            .unwrap()
+            .partition(p)
+            .unwrap()
+            .leader_epoch
+            == shoal_broker::seams::ownership::NOT_OWNED
+    }) {
+        assert!(std::time::Instant::now() < deadline, "not taken over");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // One request, one record to each partition: one commit of 120 partitions.
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(s("wide")))
+            .with_partition_data(
+                (0..PARTITIONS)
+                    .map(|p| {
+                        PartitionProduceData::default()
+                            .with_index(p)
+                            .with_records(Some(records("v", common::now_ms())))
+                    })
+                    .collect(),
+            )]);
+    let r = conn.request(9, &request).await.unwrap();
+    let codes: Vec<i16> = r.responses[0]
+        .partition_responses
+        .iter()
+        .map(|p| p.error_code)
+        .collect();
+    assert!(codes.iter().all(|c| *c == 0), "{codes:?}");
+    for p in 0..PARTITIONS {
+        assert_eq!(
+            committed_end(&session, "wide", p).await.unwrap(),
+            1,
+            "wide-{p}"
+        );
+    }
+    broker.stop().await;
+}

@@ -68,6 +68,10 @@ struct Pending {
     bytes: Bytes,
 }
 
+/// Partitions recorded per etcd transaction at most (etcd's default `--max-txn-ops` is 128;
+/// a commit compares two keys per partition).
+pub const PARTITIONS_PER_TXN: usize = 50;
+
 impl ObjectCommits {
     pub fn new(
         node_id: i32,
@@ -188,11 +192,33 @@ impl ObjectCommits {
             self.truncate_uncommitted(&pending);
             return Err(failed(e));
         }
-        let outcome = commits::commit(&self.session, &parts).await;
-        match outcome {
+        // etcd takes at most 128 comparisons per transaction (two per partition): a commit of
+        // more partitions is recorded in several, in order. Once one fails, the later ones
+        // surely recorded nothing and go back to their committed end.
+        let mut outcome = Ok(());
+        for (parts, pending) in parts
+            .chunks(PARTITIONS_PER_TXN)
+            .zip(pending.chunks(PARTITIONS_PER_TXN))
+        {
+            if outcome.is_err() {
+                self.truncate_uncommitted(pending);
+                continue;
+            }
+            outcome = self.record(parts, pending).await;
+        }
+        outcome
+    }
+
+    /// Records `parts` (the object holding their bytes is stored) in one fenced transaction.
+    async fn record(
+        &self,
+        parts: &[PartitionCommit],
+        pending: &[(Arc<Partition>, Pending)],
+    ) -> Result<(), CommitError> {
+        match commits::commit(&self.session, parts).await {
             Ok(Ok(_)) => {
                 let mut committed = self.committed.lock().expect("commit map poisoned");
-                for (_, p) in &pending {
+                for (_, p) in pending {
                     committed.insert(p.key.clone(), p.end_offset);
                 }
                 Ok(())
@@ -230,7 +256,7 @@ impl ObjectCommits {
                 // Unknown outcome: the bytes stay (they may be committed); the ends are read
                 // again before the next commit, whose contiguity comparison settles it.
                 let mut committed = self.committed.lock().expect("commit map poisoned");
-                for (_, p) in &pending {
+                for (_, p) in pending {
                     committed.remove(&p.key);
                 }
                 Err(failed(e))
