@@ -212,6 +212,26 @@ async fn fetch_offset(bootstrap: SocketAddr, group: &str, topic: &str) -> Result
 
 /// Whether `node` leads a partition of `t`, as `node` itself answers Metadata.
 async fn leads_any(addr: SocketAddr, node: i32) -> Result<(), String> {
+    let leaders = leaders(addr).await?;
+    if leaders.contains(&node) {
+        Ok(())
+    } else {
+        Err(format!("leaders {leaders:?}"))
+    }
+}
+
+/// Whether `node` leads `t`-`partition`, as `node` itself answers Metadata.
+async fn leads(addr: SocketAddr, node: i32, partition: usize) -> Result<(), String> {
+    let leaders = leaders(addr).await?;
+    if leaders.get(partition) == Some(&node) {
+        Ok(())
+    } else {
+        Err(format!("leaders {leaders:?}"))
+    }
+}
+
+/// The leader of each partition of `t`, as the broker at `addr` answers Metadata.
+async fn leaders(addr: SocketAddr) -> Result<Vec<i32>, String> {
     use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
     let mut conn = Connection::connect(addr).await.map_err(|e| e.to_string())?;
     let r = conn
@@ -222,16 +242,13 @@ async fn leads_any(addr: SocketAddr, node: i32) -> Result<(), String> {
         )
         .await
         .map_err(|e| e.to_string())?;
-    let leaders: Vec<i32> = r.topics[0]
+    let mut partitions: Vec<(i32, i32)> = r.topics[0]
         .partitions
         .iter()
-        .map(|p| p.leader_id.0)
+        .map(|p| (p.partition_index, p.leader_id.0))
         .collect();
-    if leaders.contains(&node) {
-        Ok(())
-    } else {
-        Err(format!("leaders {leaders:?}"))
-    }
+    partitions.sort_unstable();
+    Ok(partitions.into_iter().map(|(_, leader)| leader).collect())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -317,4 +334,94 @@ async fn three_processes_serve_one_cluster_and_survive_a_kill_9_of_any() {
             assert!(common::terminate(&mut b.child).success());
         }
     }
+}
+
+/// One acks=all Produce of `value` to `topic`-`partition` over `conn`, answered in the
+/// background (a paused broker answers only once woken, if at all).
+fn send_produce(
+    mut conn: Connection,
+    topic: &str,
+    partition: i32,
+    value: &str,
+) -> tokio::task::JoinHandle<Result<kafka_protocol::messages::ProduceResponse, String>> {
+    use kafka_protocol::messages::produce_request::{
+        PartitionProduceData, ProduceRequest, TopicProduceData,
+    };
+    let batch = shoal_storage::batch::encode_batch(
+        &[(None, Some(value.as_bytes()))],
+        shoal_storage::batch::BatchOptions::default(),
+    );
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(bytes::Bytes::from(batch)))])]);
+    tokio::spawn(async move { conn.request(9, &request).await.map_err(|e| e.to_string()) })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_paused_past_its_lease_is_fenced_and_its_late_write_never_visible() {
+    let etcd = start_etcd().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    let mut brokers: Vec<Broker> = (1..=3)
+        .map(|id| start_broker(id, dir.path(), &etcd.endpoint, &objects))
+        .collect();
+    let admin = Admin::connect(config(brokers[0].addr)).await.unwrap();
+    for (_, result) in admin
+        .create_topics(&[NewTopic::new("t").partitions(PARTITIONS)], Mode::Apply)
+        .await
+        .unwrap()
+    {
+        result.unwrap();
+    }
+    admin.close().await;
+    produce(brokers[0].addr, "t", 0..60).await;
+
+    // The owner of t-0, paused with a write in its socket.
+    let owner = eventually("t-0 has an owner", || async {
+        for b in &brokers {
+            if leads(b.addr, b.node_id, 0).await.is_ok() {
+                return Ok(b.node_id);
+            }
+        }
+        Err("no owner yet")
+    })
+    .await;
+    let zombie = brokers.iter().position(|b| b.node_id == owner).unwrap();
+    let conn = Connection::connect(brokers[zombie].addr).await.unwrap();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(brokers[zombie].child.id() as i32, libc::SIGSTOP) };
+    let late = send_produce(conn, "t", 0, "zombie");
+
+    // Past its lease (3 s) the others take t-0 over and take writes.
+    let survivor = brokers[(zombie + 1) % 3].addr;
+    produce(survivor, "t", 60..120).await;
+
+    // Woken: its write is refused or its connection closed, and it stops.
+    // SAFETY: as above.
+    unsafe { libc::kill(brokers[zombie].child.id() as i32, libc::SIGCONT) };
+    if let Ok(Ok(Ok(response))) = tokio::time::timeout(WAIT, late).await {
+        let code = response.responses[0].partition_responses[0].error_code;
+        assert_ne!(
+            code, 0,
+            "the paused owner acknowledged a write after losing t-0"
+        );
+    }
+    let start = Instant::now();
+    while brokers[zombie].child.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < WAIT, "the fenced broker did not stop");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let counts = read_all(survivor, "t").await;
+    assert!(
+        !counts.contains_key("zombie"),
+        "the zombie's write became visible"
+    );
+    assert_eq!(counts.len(), 120);
+    assert!(counts.values().all(|n| *n == 1));
 }
