@@ -1,8 +1,9 @@
 //! Three `shoal serve` processes forming one cluster over a real etcd (Debian's `etcd-server`,
 //! started on loopback by `shoal_cluster::rig`) and a shared object-store directory, driven
 //! by shoal-client: topics created at one broker are served by all, records produced with
-//! acks=all survive a kill -9 of their owner exactly once, and a group's committed offset
-//! survives a kill -9 of its coordinator.
+//! acks=all survive a kill -9 of their owner exactly once, a group's committed offset
+//! survives a kill -9 of its coordinator, a broker paused past its lease is fenced, and the
+//! cluster goes on when one of three etcd members dies.
 
 mod common;
 
@@ -424,4 +425,50 @@ async fn a_broker_paused_past_its_lease_is_fenced_and_its_late_write_never_visib
     );
     assert_eq!(counts.len(), 120);
     assert!(counts.values().all(|n| *n == 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_goes_on_when_one_of_three_etcd_members_is_killed() {
+    let mut etcd = shoal_cluster::rig::start_etcd_cluster(3).unwrap();
+    let endpoints = etcd
+        .iter()
+        .map(|m| m.endpoint.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    let mut brokers: Vec<Broker> = (1..=3)
+        .map(|id| start_broker(id, dir.path(), &endpoints, &objects))
+        .collect();
+    let admin = Admin::connect(config(brokers[0].addr)).await.unwrap();
+    for (_, result) in admin
+        .create_topics(&[NewTopic::new("t").partitions(PARTITIONS)], Mode::Apply)
+        .await
+        .unwrap()
+    {
+        result.unwrap();
+    }
+    admin.close().await;
+    produce(brokers[1].addr, "t", 0..100).await;
+
+    // One member gone (whichever it is, leader included): two of three still decide.
+    drop(etcd.remove(0));
+    produce(brokers[2].addr, "t", 100..200).await;
+    let offset = eventually("commit an offset", || {
+        commit_offset(brokers[0].addr, "g", "t", 7)
+    })
+    .await;
+    assert!((1..=3).contains(&offset));
+    let counts = read_all(brokers[1].addr, "t").await;
+    assert_eq!(counts.len(), 200);
+    assert!(counts.values().all(|n| *n == 1));
+    // No broker lost its lease or stopped.
+    for b in &mut brokers {
+        assert!(
+            b.child.try_wait().unwrap().is_none(),
+            "node {} stopped",
+            b.node_id
+        );
+    }
 }

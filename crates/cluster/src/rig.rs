@@ -102,6 +102,52 @@ pub fn start_etcd() -> crate::Result<Server> {
     Ok(server)
 }
 
+/// Starts an etcd cluster of `members` members on loopback (each a [`Server`]: killing one
+/// leaves the others serving while a majority is up).
+///
+/// # Errors
+/// etcd missing, not started, or not listening in time.
+pub fn start_etcd_cluster(members: usize) -> crate::Result<Vec<Server>> {
+    let ports = (0..members)
+        .map(|_| Ok((free_port()?, free_port()?)))
+        .collect::<crate::Result<Vec<(u16, u16)>>>()?;
+    let initial = ports
+        .iter()
+        .enumerate()
+        .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut servers = Vec::with_capacity(members);
+    for (i, (client, peer)) in ports.iter().enumerate() {
+        let dir = tempfile::tempdir().map_err(|e| io("temporary directory", e))?;
+        let child = Command::new(binary("SHOAL_ETCD_BIN", "etcd")?)
+            .arg(format!("--name=m{i}"))
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg(format!("--listen-client-urls=http://127.0.0.1:{client}"))
+            .arg(format!("--advertise-client-urls=http://127.0.0.1:{client}"))
+            .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
+            .arg(format!(
+                "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
+            ))
+            .arg(format!("--initial-cluster={initial}"))
+            .arg("--initial-cluster-token=shoal-test")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| io("start etcd", e))?;
+        servers.push(Server {
+            child,
+            _dir: dir,
+            endpoint: format!("127.0.0.1:{client}"),
+        });
+    }
+    for (client, _) in &ports {
+        wait_for_port(*client, "etcd")?;
+    }
+    Ok(servers)
+}
+
 /// Starts SeaweedFS with its S3 gateway on loopback.
 ///
 /// # Errors
