@@ -36,6 +36,7 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
+use shoal_protocol::init_producer_id::InitProducerIdV6;
 use shoal_protocol::ErrorCode;
 
 use super::accumulator::{BatchId, SendResult};
@@ -167,11 +168,13 @@ async fn send_coordinator(
             producer,
         } => {
             let p = producer.unwrap_or(ProducerIdEpoch { id: -1, epoch: -1 });
-            let r = InitProducerIdRequest::default()
-                .with_transactional_id(transactional_id.as_deref().map(tid))
-                .with_transaction_timeout_ms(*transaction_timeout_ms)
-                .with_producer_id(ProducerId(p.id))
-                .with_producer_epoch(p.epoch);
+            let r = InitProducerIdV6(
+                InitProducerIdRequest::default()
+                    .with_transactional_id(transactional_id.as_deref().map(tid))
+                    .with_transaction_timeout_ms(*transaction_timeout_ms)
+                    .with_producer_id(ProducerId(p.id))
+                    .with_producer_epoch(p.epoch),
+            );
             let answer = match transactional_id {
                 Some(id) => cluster.send_to_coordinator(txn, id, &r).await?,
                 // An idempotent producer's id comes from any broker.
