@@ -118,12 +118,17 @@ async fn run_on(admin: &Admin, command: TransactionsCommand) -> anyhow::Result<(
                     .iter()
                     .map(|(tp, p)| format!("{tp}-{p}"))
                     .collect();
+                // KIP-939 marks a two-phase-commit transaction with the largest timeout.
+                let timeout = if t.timeout.as_millis() == i32::MAX as u128 {
+                    "none (two-phase commit)".to_string()
+                } else {
+                    format!("{} ms", t.timeout.as_millis())
+                };
                 println!(
-                    "{id} producer {} epoch {} state {} timeout {} ms started {} partitions [{}]",
+                    "{id} producer {} epoch {} state {} timeout {timeout} started {} partitions [{}]",
                     t.producer_id,
                     t.producer_epoch,
                     t.state,
-                    t.timeout.as_millis(),
                     t.start_time_ms.unwrap_or(-1),
                     partitions.join(", ")
                 );
