@@ -104,6 +104,7 @@ impl Run {
                 TxnConfig {
                     transactional_id: Some("tid".into()),
                     transaction_timeout_ms: 60_000,
+                    two_phase_commit: false,
                 },
                 v2,
             ),
