@@ -19,6 +19,7 @@ use shoal_client::producer::{
     TransactionalShareAcknowledger, TxnState,
 };
 use shoal_client::share_consumer::{AcknowledgeType, ShareConsumer};
+use shoal_client::Admin;
 
 #[global_allocator]
 static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::ReserveLazily;
@@ -199,6 +200,43 @@ async fn a_prepared_transaction_the_checkpoint_missed_is_aborted_and_replayed() 
             .records
             .is_empty());
         let mut again = consumer(&broker, "g-miss", "explicit", "miss-in").await;
+        let replayed = poll_until(&mut again, n, Duration::from_secs(secs(15))).await;
+        assert_eq!(replayed.len(), n, "{replayed:?}");
+        again.close().await;
+        acker.close().await;
+    })
+    .await;
+}
+
+/// A prepared transaction nobody will complete is aborted by the operator
+/// (`shoal transactions force-terminate`): the outputs stay invisible, the records come back,
+/// and the producer that prepared it is fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_terminate_aborts_a_prepared_transaction() {
+    if target() == Target::Kafka {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start_with(dir.path(), ENABLED);
+    bounded(secs(120), async {
+        let n = 10;
+        setup(&broker, "ft-in", 1, n, "g-ft").await;
+        let acker = acknowledger(&broker, "ft").await;
+        acker.init_transactions().await.unwrap();
+        create_topic(acker.producer().cluster(), "ft-out", 1).await;
+        let mut c = consumer(&broker, "g-ft", "explicit", "ft-in").await;
+        stage_polls(&acker, &mut c, "ft-out", n).await;
+        let token = acker.prepare().await.unwrap();
+        c.close().await;
+
+        let admin = Admin::connect(config(&broker, &[])).await.unwrap();
+        admin.force_terminate_transaction("ft").await.unwrap();
+        let described = admin.describe_transactions(&["ft"]).await.unwrap();
+        let state = described[0].1.as_ref().unwrap().state.clone();
+        assert_ne!(state, "Ongoing");
+        admin.close().await;
+        assert!(acker.complete(&token).await.is_err(), "fenced");
+        let mut again = consumer(&broker, "g-ft", "explicit", "ft-in").await;
         let replayed = poll_until(&mut again, n, Duration::from_secs(secs(15))).await;
         assert_eq!(replayed.len(), n, "{replayed:?}");
         again.close().await;
