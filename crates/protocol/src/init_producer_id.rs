@@ -156,6 +156,18 @@ mod tests {
     }
 
     #[test]
+    fn v6_bytes_are_kafka_4_4s() {
+        // Kafka 4.4's generated InitProducerIdRequestData at v6 (MessageUtil), for
+        // TransactionalId "tid", timeout 45000, producer 1234 epoch 7, Enable2Pc only.
+        let kafka = "047469640000afc800000000000004d20007010000";
+        let r = request(Some("tid"), 45_000, 1234, 7, (true, false));
+        let mut ours = BytesMut::new();
+        encode_v6(&r, &mut ours).unwrap();
+        let hex: String = ours.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, kafka);
+    }
+
+    #[test]
     fn the_wrapper_is_kafka_protocols_codec_below_v6() {
         let r = request(Some("tid"), 45_000, 1234, 7, (false, false));
         for version in 0..=TWO_PHASE_COMMIT_VERSION {
