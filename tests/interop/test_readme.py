@@ -63,6 +63,8 @@ BLOCKS = [
     ("", "crates/protocol   wire codec", "directory layout, not runnable: test_layout_block"),
     ("sh", "cargo run --release -p shoal-client --example exactly_once_pipeline",
      "run: test_example_pipelines_block"),
+    ("sh", "shoal serve --set transaction.two.phase.commit.enable=true",
+     "the two-phase checkpointed source, run (with a kill) by crates/client/tests/examples.rs"),
     ("sh", "cargo run --release -p shoal-cli -- verify",
      "checked: test_verify_block (run by crates/cli/tests/verify.rs)"),
     ("sh", "cargo run --release -p shoal-sim", "run: test_simulator_block"),

@@ -86,8 +86,9 @@ async fn api_versions_lists_what_is_served_and_falls_back_to_v0() {
     assert_eq!(response.error_code, 0);
     let produce = response.api_keys.iter().find(|k| k.api_key == 0).unwrap();
     assert_eq!((produce.min_version, produce.max_version), (0, 13));
+    // v6: KIP-939's Enable2Pc / KeepPreparedTxn, served (Kafka 4.4 refuses KeepPreparedTxn).
     let init = response.api_keys.iter().find(|k| k.api_key == 22).unwrap();
-    assert_eq!((init.min_version, init.max_version), (0, 5));
+    assert_eq!((init.min_version, init.max_version), (0, 6));
     let end_txn = response.api_keys.iter().find(|k| k.api_key == 26).unwrap();
     assert_eq!((end_txn.min_version, end_txn.max_version), (0, 5));
     // Share groups at the versions Kafka 4.2 clients use (share.version is 3 by default).

@@ -1,6 +1,6 @@
-//! `shoal transactions`: list and describe transactions, show a partition's producers, and abort
-//! a hanging transaction — what Kafka's `kafka-transactions` tool does, through the client's
-//! [`Admin`].
+//! `shoal transactions`: list and describe transactions, show a partition's producers, abort
+//! a hanging transaction, and force-terminate a prepared (two-phase-commit) one — what Kafka's
+//! `kafka-transactions` tool does, through the client's [`Admin`].
 
 use std::net::SocketAddr;
 
@@ -24,6 +24,13 @@ pub enum TransactionsCommand {
         topic: String,
         #[arg(long)]
         partition: i32,
+    },
+    /// Abort the transaction of a transactional id at its coordinator, even a prepared
+    /// (two-phase-commit, KIP-939) one, fencing its producer (Kafka's
+    /// `forceTerminateTransaction`).
+    ForceTerminate {
+        #[arg(long = "transactional-id")]
+        transactional_id: String,
     },
     /// Abort a hanging transaction on one partition: the open transaction starting at
     /// `--start-offset`, or the one of `--producer-id` / `--producer-epoch`.
@@ -118,12 +125,17 @@ async fn run_on(admin: &Admin, command: TransactionsCommand) -> anyhow::Result<(
                     .iter()
                     .map(|(tp, p)| format!("{tp}-{p}"))
                     .collect();
+                // KIP-939 marks a two-phase-commit transaction with the largest timeout.
+                let timeout = if t.timeout.as_millis() == i32::MAX as u128 {
+                    "none (two-phase commit)".to_string()
+                } else {
+                    format!("{} ms", t.timeout.as_millis())
+                };
                 println!(
-                    "{id} producer {} epoch {} state {} timeout {} ms started {} partitions [{}]",
+                    "{id} producer {} epoch {} state {} timeout {timeout} started {} partitions [{}]",
                     t.producer_id,
                     t.producer_epoch,
                     t.state,
-                    t.timeout.as_millis(),
                     t.start_time_ms.unwrap_or(-1),
                     partitions.join(", ")
                 );
@@ -136,6 +148,13 @@ async fn run_on(admin: &Admin, command: TransactionsCommand) -> anyhow::Result<(
             );
             for (pid, epoch, start, _) in producers(admin, &topic, partition).await? {
                 println!("{pid:>12} {epoch:>6} {start}");
+            }
+        }
+        TransactionsCommand::ForceTerminate { transactional_id } => {
+            match admin.force_terminate_transaction(&transactional_id).await {
+                Ok(()) => println!("terminated the transaction of {transactional_id}"),
+                Err(e @ Error::Kafka { .. }) => bail!("force-terminate failed: {}", e.code()),
+                Err(e) => return Err(e.into()),
             }
         }
         TransactionsCommand::Abort {

@@ -519,11 +519,14 @@ async fn transactions_are_listed_and_described() {
         let admin = admin(&broker).await;
         let cluster = admin.cluster().clone();
         let id = "admin-txn";
-        let init = InitProducerIdRequest::default()
-            .with_transactional_id(Some(TransactionalId(s(id))))
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1);
+        // Through v6, which the cluster negotiates with Shoal (KIP-939).
+        let init = shoal_protocol::init_producer_id::InitProducerIdV6(
+            InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(s(id))))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        );
         let init = to_coordinator(&cluster, CoordinatorType::Transaction, id, &init, |r| {
             r.error_code
         })

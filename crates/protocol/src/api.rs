@@ -163,8 +163,8 @@ mod tests {
         assert_eq!(range(ApiKey::OffsetFetch), (1, 9));
         assert_eq!(ApiKey::OffsetCommit.valid_versions().max, 10);
         assert_eq!(range(ApiKey::OffsetCommit), (2, 9));
-        // The response type goes to v6, the request type stops at v5.
-        assert_eq!(range(ApiKey::InitProducerId), (0, 5));
+        // kafka-protocol's request type stops at v5; this crate adds v6 (KIP-939).
+        assert_eq!(range(ApiKey::InitProducerId), (0, 6));
         // Keys without a codec have no range and cannot enter a table.
         assert_eq!(codec_versions(ApiKey::Vote), None);
         assert!(ApiRange::full(ApiKey::Vote).is_none());

@@ -18,6 +18,7 @@ pub mod error {
     pub use shoal_codec::ErrorCode;
 }
 pub mod frame;
+pub mod init_producer_id;
 pub mod request;
 pub mod response;
 pub mod share;

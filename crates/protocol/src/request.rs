@@ -104,6 +104,11 @@ macro_rules! requests {
             /// When a field this version cannot carry is set, or the version is unknown.
             pub fn encode_body(&self, buf: &mut BytesMut, version: i16) -> anyhow::Result<()> {
                 match self {
+                    Request::InitProducerId(body)
+                        if version == crate::init_producer_id::TWO_PHASE_COMMIT_VERSION =>
+                    {
+                        crate::init_producer_id::encode_v6(body, buf)
+                    }
                     $(Request::$variant(body) => Encodable::encode(body, buf, version),)*
                 }
             }
@@ -119,6 +124,16 @@ macro_rules! requests {
         /// The versions both the request decoder and the response encoder of `api_key`
         /// handle, or `None` when this crate has no codec for it.
         pub(crate) fn message_versions(api_key: ApiKey) -> Option<VersionRange> {
+            if api_key == ApiKey::InitProducerId {
+                // KIP-939's v6 request is this crate's own codec (crate::init_producer_id).
+                return Some(intersect(
+                    VersionRange {
+                        min: <m::InitProducerIdRequest as Message>::VERSIONS.min,
+                        max: crate::init_producer_id::TWO_PHASE_COMMIT_VERSION,
+                    },
+                    <m::InitProducerIdResponse as Message>::VERSIONS,
+                ));
+            }
             match api_key {
                 $(ApiKey::$variant => Some(intersect(
                     <$ty as Message>::VERSIONS,
@@ -130,6 +145,9 @@ macro_rules! requests {
 
         fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> Option<anyhow::Result<Request>> {
             match api_key {
+                ApiKey::InitProducerId if version == crate::init_producer_id::TWO_PHASE_COMMIT_VERSION => {
+                    Some(crate::init_producer_id::decode_v6(buf).map(Request::InitProducerId))
+                }
                 $(ApiKey::$variant => Some(<$ty as Decodable>::decode(buf, version).map(Request::$variant)),)*
                 _ => None,
             }
@@ -279,7 +297,8 @@ pub fn encode_request(
 /// request type's own `VERSIONS` (what its decoder accepts) and the response type's `VERSIONS`
 /// (what its encoder writes). They differ: kafka-protocol 0.18 lists OffsetCommit 2-10 and
 /// OffsetFetch 1-10 in `valid_versions` but its request types decode only to v9, and
-/// InitProducerId responses go to v6 while its requests stop at v5. The share RPCs use this
+/// InitProducerId responses go to v6 while its requests stop at v5 (this crate adds v6,
+/// [`crate::init_producer_id`]). The share RPCs use this
 /// crate's own codecs ([`crate::share`]). [`crate::decode_request`] refuses versions outside
 /// the range, and [`ApiTable`](crate::api::ApiTable) cannot hold one.
 pub fn codec_versions(api_key: impl Into<ApiKey>) -> Option<VersionRange> {

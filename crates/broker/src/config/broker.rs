@@ -400,7 +400,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("transaction.state.log.num.partitions", int(1, I32_MAX), Some("50"), RO, "Partitions of __transaction_state (fixed once created)."),
     b("transaction.state.log.replication.factor", short(1, I16_MAX), Some("3"), RO, "No effect: a single node has no replicas to manage."),
     b("transaction.state.log.segment.bytes", int(1, I32_MAX), Some("104857600"), RO, "Segment size of __transaction_state, set when the topic is created."),
-    b("transaction.two.phase.commit.enable", Kind::Bool, Some("false"), RO, "No effect: a single node has no replicas to manage."),
+    b("transaction.two.phase.commit.enable", Kind::Bool, Some("false"), RO, "Allow producers to enable two-phase commit (KIP-939): their transactions never time out and a restarted producer can keep its prepared transaction. Otherwise InitProducerId with Enable2Pc gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED."),
     b("transactional.id.expiration.ms", int(1, I32_MAX), Some("604800000"), RO, "Idle transactional ids are forgotten after this."),
     b("unclean.leader.election.enable", Kind::Bool, Some("false"), CLUSTER, "Topic default of unclean.leader.election.enable; no effect on one node."),
     b("unclean.leader.election.interval.ms", long(1, i64::MAX), Some("300000"), RO, "No effect: a single node has no replicas to manage.").internal(),

@@ -270,6 +270,7 @@ fn txn_config(node: &NodeState) -> TxnConfig {
     TxnConfig {
         transaction_max_timeout_ms: c.long("transaction.max.timeout.ms") as i32,
         transactional_id_expiration_ms: c.long("transactional.id.expiration.ms"),
+        two_phase_commit_enable: c.bool("transaction.two.phase.commit.enable"),
         ..TxnConfig::default()
     }
 }

@@ -16,7 +16,7 @@ fn error(code: ErrorCode) -> InitProducerIdResponse {
         .with_producer_epoch(-1)
 }
 
-/// Handles InitProducerId (versions 0-5): a transactional id goes to the transaction
+/// Handles InitProducerId (versions 0-6): a transactional id goes to the transaction
 /// coordinator. Not cancellation-sensitive: an id allocated for a response that is never sent
 /// is simply unused.
 pub async fn handle(

@@ -40,13 +40,36 @@ fn failed<T>(answer: Result<T, ErrorCode>) -> i16 {
     answer.err().unwrap_or(UNAVAILABLE).code()
 }
 
-/// InitProducerId with a transactional id.
+/// The hook for Kafka's TWO_PHASE_COMMIT operation on the transactional id (KIP-939), asked
+/// for every InitProducerId that enables two-phase commit, in addition to WRITE.
+///
+/// TODO(acl): Shoal has no authorizer yet; once ACLs land, deny here unless the principal
+/// holds TWO_PHASE_COMMIT on `TransactionalId:{transactional_id}` (answer
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does).
+fn two_phase_commit_authorized(_broker: &Broker, _transactional_id: &str) -> bool {
+    true
+}
+
+/// InitProducerId with a transactional id. Version 6 carries KIP-939's `Enable2Pc` and
+/// `KeepPreparedTxn`; `KeepPreparedTxn` without `Enable2Pc` is INVALID_REQUEST.
 pub async fn init_producer_id(
     broker: &Broker,
     version: i16,
     r: &m::InitProducerIdRequest,
     transactional_id: &str,
 ) -> m::InitProducerIdResponse {
+    let mut out = m::InitProducerIdResponse::default()
+        .with_producer_id(m::ProducerId(-1))
+        .with_producer_epoch(-1);
+    let Some(two_phase_commit) = tc::TwoPhaseCommit::from_flags(r.enable_2_pc, r.keep_prepared_txn)
+    else {
+        out.error_code = ErrorCode::INVALID_REQUEST.code();
+        return out;
+    };
+    if two_phase_commit.is_enabled() && !two_phase_commit_authorized(broker, transactional_id) {
+        out.error_code = ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code();
+        return out;
+    }
     let request = TxnRequest::InitProducerId(tc::InitProducerIdRequest {
         transactional_id: transactional_id.to_string(),
         txn_timeout_ms: r.transaction_timeout_ms,
@@ -57,16 +80,16 @@ pub async fn init_producer_id(
             .await
             >= 2,
         fresh_producer_id: None,
+        two_phase_commit,
     });
-    let mut out = m::InitProducerIdResponse::default()
-        .with_producer_id(m::ProducerId(-1))
-        .with_producer_epoch(-1);
     match call(broker, request).await {
         Ok(TxnResponse::InitProducerId(i)) => {
             out.error_code = code(TxnApi::InitProducerId, version, i.error_code);
             if i.error_code.is_none() {
                 out.producer_id = m::ProducerId(i.producer_id.0);
                 out.producer_epoch = i.producer_epoch.0;
+                out.ongoing_txn_producer_id = m::ProducerId(i.ongoing_txn_producer_id.0);
+                out.ongoing_txn_producer_epoch = i.ongoing_txn_producer_epoch.0;
             }
         }
         other => out.error_code = failed(other),

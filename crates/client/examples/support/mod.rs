@@ -42,6 +42,10 @@ impl Flags {
         Ok(flags)
     }
 
+    pub fn optional(&self, name: &str) -> Option<String> {
+        self.values.get(name).cloned()
+    }
+
     pub fn required(&self, name: &str) -> anyhow::Result<String> {
         match self.values.get(name) {
             Some(v) => Ok(v.clone()),

@@ -2,7 +2,9 @@
 //! (DescribeTransactions to each transactional id's coordinator), and for hanging
 //! transactions what Kafka's `kafka-transactions` tool uses: the producers a partition leader
 //! knows (DescribeProducers) and aborting one producer's open transaction on one partition
-//! (WriteTxnMarkers to the leader, as Kafka's `Admin.abortTransaction` does).
+//! (WriteTxnMarkers to the leader, as Kafka's `Admin.abortTransaction` does); and for a
+//! prepared (two-phase-commit) transaction, aborting it at its coordinator
+//! (`force_terminate_transaction`, KIP-939).
 
 use std::time::Duration;
 
@@ -12,10 +14,11 @@ use kafka_protocol::messages::write_txn_markers_request::{
 };
 use kafka_protocol::messages::{
     DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
-    DescribeTransactionsResponse, ListTransactionsRequest, ProducerId, TopicName, TransactionalId,
-    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    DescribeTransactionsResponse, InitProducerIdRequest, ListTransactionsRequest, ProducerId,
+    TopicName, TransactionalId, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
-use shoal_protocol::ApiKey;
+use shoal_protocol::init_producer_id::{InitProducerIdV6, TWO_PHASE_COMMIT_VERSION};
+use shoal_protocol::{ApiKey, ErrorCode};
 
 use super::{check, in_order, s, Admin, ItemResults};
 use crate::cluster::CoordinatorType;
@@ -197,6 +200,52 @@ impl Admin {
                 marker_written(abort, response)
             })
             .await
+    }
+
+    /// Aborts the transaction of `transactional_id` at its coordinator, prepared
+    /// (two-phase-commit, KIP-939) or not, and fences its producer: an InitProducerId with
+    /// `Enable2Pc` and without `KeepPreparedTxn`, as Kafka's `forceTerminateTransaction`
+    /// sends. For a prepared transaction no one will complete, which would otherwise hold
+    /// the last stable offset (and its share acknowledgements TX_PENDING) for ever.
+    ///
+    /// # Errors
+    /// [`Error::Kafka`]: TRANSACTIONAL_ID_AUTHORIZATION_FAILED when the broker does not allow
+    /// two-phase commit; UNSUPPORTED_VERSION from a coordinator without InitProducerId v6.
+    pub async fn force_terminate_transaction(&self, transactional_id: &str) -> Result<(), Error> {
+        let node = self
+            .cluster
+            .coordinator(CoordinatorType::Transaction, transactional_id)
+            .await?;
+        let version = self
+            .cluster
+            .api_versions(node)
+            .await?
+            .version(ApiKey::InitProducerId)?;
+        if version < TWO_PHASE_COMMIT_VERSION {
+            // Below v6 the flag would be dropped: refuse, as the broker would.
+            return check(
+                ApiKey::InitProducerId,
+                ErrorCode::UNSUPPORTED_VERSION.code(),
+                None,
+            );
+        }
+        let request = InitProducerIdV6(
+            InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(s(transactional_id))))
+                // Ignored for a two-phase-commit producer; valid for any broker.
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1)
+                .with_enable_2_pc(true)
+                .with_keep_prepared_txn(false),
+        );
+        self.coordinator_call(
+            CoordinatorType::Transaction,
+            transactional_id,
+            &request,
+            |r| check(ApiKey::InitProducerId, r.error_code, None),
+        )
+        .await
     }
 }
 

@@ -51,6 +51,7 @@ pub struct ProducerConfig {
     compression: Compression,
     transactional_id: Option<String>,
     transaction_timeout: Duration,
+    two_phase_commit: bool,
     max_block: Duration,
     accumulator: AccumulatorConfig,
 }
@@ -66,6 +67,7 @@ impl ProducerConfig {
             compression: Compression::None,
             transactional_id: None,
             transaction_timeout: Duration::from_millis(60_000),
+            two_phase_commit: false,
             max_block: Duration::from_millis(60_000),
             linger: Duration::from_millis(5),
             batch_size: 16_384,
@@ -79,7 +81,7 @@ impl ProducerConfig {
     /// the producer's (`acks`, `enable.idempotence`, `linger.ms`, `batch.size`,
     /// `buffer.memory`, `max.block.ms`, `delivery.timeout.ms`,
     /// `max.in.flight.requests.per.connection`, `compression.type`, `transactional.id`,
-    /// `transaction.timeout.ms`).
+    /// `transaction.timeout.ms`, `transaction.two.phase.commit.enable`).
     ///
     /// # Errors
     /// [`Error::Config`] for an unknown key, a value that does not parse or is out of range,
@@ -118,6 +120,16 @@ impl ProducerConfig {
     pub fn transaction_timeout(&self) -> Duration {
         self.transaction_timeout
     }
+    /// `transaction.two.phase.commit.enable` (KIP-939): the producer's transactions are
+    /// decided by an external transaction manager ([`Producer::prepare_transaction`]), never
+    /// time out on the broker, and survive a restart of the producer
+    /// ([`Producer::init_transactions_keep_prepared`]).
+    ///
+    /// [`Producer::prepare_transaction`]: super::Producer::prepare_transaction
+    /// [`Producer::init_transactions_keep_prepared`]: super::Producer::init_transactions_keep_prepared
+    pub fn two_phase_commit(&self) -> bool {
+        self.two_phase_commit
+    }
     /// `max.block.ms`: how long `send` waits for metadata and for `buffer.memory`.
     pub fn max_block(&self) -> Duration {
         self.max_block
@@ -140,6 +152,7 @@ pub struct ProducerConfigBuilder {
     compression: Compression,
     transactional_id: Option<String>,
     transaction_timeout: Duration,
+    two_phase_commit: bool,
     max_block: Duration,
     linger: Duration,
     batch_size: usize,
@@ -237,6 +250,7 @@ impl ProducerConfigBuilder {
             "transactional.id" => {
                 self.transactional_id = Some(value.to_owned()).filter(|v| !v.is_empty())
             }
+            "transaction.two.phase.commit.enable" => self.two_phase_commit = parse(key, value)?,
             "transaction.timeout.ms" => {
                 self.transaction_timeout = millis(key, value)?;
                 if self.transaction_timeout.is_zero() {
@@ -269,6 +283,11 @@ impl ProducerConfigBuilder {
         self.transactional_id = Some(id.into());
         self
     }
+    /// `transaction.two.phase.commit.enable` (see [`ProducerConfig::two_phase_commit`]).
+    pub fn two_phase_commit(&mut self, enable: bool) -> &mut Self {
+        self.two_phase_commit = enable;
+        self
+    }
     pub fn linger(&mut self, linger: Duration) -> &mut Self {
         self.linger = linger;
         self
@@ -291,6 +310,12 @@ impl ProducerConfigBuilder {
             return Err(bad(
                 "enable.idempotence",
                 "a transactional.id needs idempotence",
+            ));
+        }
+        if self.two_phase_commit && !transactional {
+            return Err(bad(
+                "transaction.two.phase.commit.enable",
+                "two-phase commit needs a transactional.id",
             ));
         }
         let required = transactional || self.idempotence == Some(true);
@@ -338,6 +363,7 @@ impl ProducerConfigBuilder {
             compression: self.compression,
             transactional_id: self.transactional_id.clone(),
             transaction_timeout: self.transaction_timeout,
+            two_phase_commit: self.two_phase_commit,
             max_block: self.max_block,
             accumulator,
         })

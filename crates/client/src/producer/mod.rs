@@ -41,4 +41,6 @@ pub use acknowledger::TransactionalShareAcknowledger;
 pub use config::{Acks, ProducerConfig, ProducerConfigBuilder};
 pub use producer::{ConsumerGroupMetadata, DeliveryFuture, Producer, ProducerRecord};
 pub use shared::RecordMetadata;
-pub use transaction::{TopicPartition, TxnState};
+pub use transaction::{
+    ParsePreparedTxnStateError, PreparedOutcome, PreparedTxnState, TopicPartition, TxnState,
+};

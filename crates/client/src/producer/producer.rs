@@ -35,8 +35,8 @@ use super::config::ProducerConfig;
 use super::partitioner::StickyPartitioner;
 use super::shared::{PendingBatch, RecordMetadata, Shared, State};
 use super::transaction::{
-    Completion as TxnCompletion, Next, Operation, OperationId, TopicPartition, TransactionManager,
-    TxnConfig, TxnError, TxnErrorKind, TxnState,
+    Completion as TxnCompletion, Next, Operation, OperationId, PreparedOutcome, PreparedTxnState,
+    TopicPartition, TransactionManager, TxnConfig, TxnError, TxnErrorKind, TxnState,
 };
 use crate::cluster::{Cluster, CoordinatorType};
 use crate::error::Error;
@@ -133,7 +133,8 @@ fn settled(state: &State, pending: TxnState) -> Option<Result<(), Error>> {
     let txn = &state.txn;
     match txn.state() {
         s if s == pending => None,
-        TxnState::Ready => Some(Ok(())),
+        // Ready, or (KIP-939) holding a kept prepared transaction after init.
+        TxnState::Ready | TxnState::PreparedTransaction => Some(Ok(())),
         TxnState::AbortableError | TxnState::FatalError => Some(Err(txn_error(
             txn.last_error().cloned().unwrap_or(TxnError {
                 kind: TxnErrorKind::IllegalState {
@@ -181,6 +182,7 @@ impl Producer {
             TxnConfig {
                 transactional_id: config.transactional_id().map(str::to_owned),
                 transaction_timeout_ms: config.transaction_timeout().as_millis() as i32,
+                two_phase_commit: config.two_phase_commit(),
             },
             false,
         );
@@ -413,6 +415,24 @@ impl Producer {
     /// [`Error::Config`] without a `transactional.id`; [`Error::Transaction`] when called
     /// twice or refused by the coordinator; [`Error::Timeout`] after `max.block.ms`.
     pub async fn init_transactions(&self) -> Result<(), Error> {
+        self.init(false).await
+    }
+
+    /// As [`Producer::init_transactions`] for a two-phase-commit producer (KIP-939,
+    /// `transaction.two.phase.commit.enable`), except that a transaction the previous
+    /// instance prepared is kept instead of aborted: [`Producer::prepared_transaction`] then
+    /// names it, and only [`Producer::complete_transaction`] (or an abort) ends it. The
+    /// previous instance is fenced either way.
+    ///
+    /// # Errors
+    /// As [`Producer::init_transactions`]; [`Error::Transaction`] without two-phase commit
+    /// configured, or UNSUPPORTED_VERSION from a broker without InitProducerId v6;
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED when the broker does not allow two-phase commit.
+    pub async fn init_transactions_keep_prepared(&self) -> Result<(), Error> {
+        self.init(true).await
+    }
+
+    async fn init(&self, keep_prepared: bool) -> Result<(), Error> {
         let s = self.shared();
         let Some(tid) = s.config.transactional_id() else {
             return Err(Error::Config {
@@ -431,7 +451,12 @@ impl Producer {
         {
             let mut st = s.lock();
             st.txn.set_transaction_v2(v2);
-            st.txn.init_transactions().map_err(txn_error)?;
+            if keep_prepared {
+                st.txn.init_transactions_keep_prepared()
+            } else {
+                st.txn.init_transactions()
+            }
+            .map_err(txn_error)?;
         }
         s.wake.notify_one();
         s.wait_until("init_transactions", Some(s.config.max_block()), |st| {
@@ -471,6 +496,57 @@ impl Producer {
         let completion = s.lock().txn.begin_commit().map_err(txn_error)?;
         self.complete(completion, TxnState::Committing, "commit_transaction")
             .await
+    }
+
+    /// Prepares the open transaction (KIP-939's first phase, for a producer with
+    /// `transaction.two.phase.commit.enable`): flushes, so that every record, offset commit
+    /// and share acknowledgement of the transaction is registered and answered, and returns
+    /// the token to store (in a checkpoint) and give to [`Producer::complete_transaction`],
+    /// in this instance or, after a crash, in the next one
+    /// ([`Producer::init_transactions_keep_prepared`]). The transaction never times out on
+    /// the broker; nothing more can be sent in it.
+    ///
+    /// # Errors
+    /// [`Error::Transaction`] outside a transaction, without two-phase commit configured, or
+    /// when a send failed (abortable: abort it).
+    pub async fn prepare_transaction(&self) -> Result<PreparedTxnState, Error> {
+        self.flush().await?;
+        let s = self.shared();
+        // The flush answered every batch; wait for the other operations too.
+        s.wait_until("prepare_transaction", Some(s.config.max_block()), |st| {
+            (st.txn.in_flight() == 0 || st.txn.state() != TxnState::InTransaction).then_some(())
+        })
+        .await?;
+        s.lock().txn.prepare().map_err(txn_error)
+    }
+
+    /// The prepared transaction this producer holds (after
+    /// [`Producer::prepare_transaction`] or a keep-prepared init), if any.
+    pub fn prepared_transaction(&self) -> Option<PreparedTxnState> {
+        self.shared().lock().txn.prepared()
+    }
+
+    /// Ends the prepared transaction (KIP-939's second phase): commits it when `state` is
+    /// its token, aborts it otherwise; does nothing when no transaction is prepared (an
+    /// earlier completion ended it), so a completion interrupted by a crash can simply be
+    /// repeated by the next instance. Answers which of the three it did.
+    ///
+    /// # Errors
+    /// [`Error::Transaction`] when a transaction other than a prepared one is open, or the
+    /// EndTxn fails; [`Error::Timeout`] after `max.block.ms`.
+    pub async fn complete_transaction(
+        &self,
+        state: &PreparedTxnState,
+    ) -> Result<PreparedOutcome, Error> {
+        let s = self.shared();
+        let (outcome, completion) = s.lock().txn.complete(*state).map_err(txn_error)?;
+        let pending = match outcome {
+            PreparedOutcome::Commit => TxnState::Committing,
+            _ => TxnState::Aborting,
+        };
+        self.complete(completion, pending, "complete_transaction")
+            .await?;
+        Ok(outcome)
     }
 
     /// Aborts the transaction: the records not yet sent fail (TRANSACTION_ABORTABLE), those

@@ -36,15 +36,16 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use shoal_protocol::ErrorCode;
+use shoal_protocol::init_producer_id::{InitProducerIdV6, TWO_PHASE_COMMIT_VERSION};
+use shoal_protocol::{ApiKey, ErrorCode};
 
 use super::accumulator::{BatchId, SendResult};
 use super::batch::{self, BatchHeader};
 use super::config::Acks;
 use super::shared::{Shared, State};
 use super::transaction::{
-    CoordinatorRequest, CoordinatorResponse, Next, ProducerIdEpoch, TopicPartition, TxnErrorKind,
-    TxnState,
+    CoordinatorRequest, CoordinatorResponse, Next, ProducerIdEpoch, TopicPartition, TwoPhaseCommit,
+    TxnErrorKind, TxnState,
 };
 use crate::broker::PendingResponse;
 use crate::cluster::CoordinatorType;
@@ -164,28 +165,51 @@ async fn send_coordinator(
         CoordinatorRequest::InitProducerId {
             transactional_id,
             transaction_timeout_ms,
+            two_phase_commit,
             producer,
         } => {
             let p = producer.unwrap_or(ProducerIdEpoch { id: -1, epoch: -1 });
-            let r = InitProducerIdRequest::default()
-                .with_transactional_id(transactional_id.as_deref().map(tid))
-                .with_transaction_timeout_ms(*transaction_timeout_ms)
-                .with_producer_id(ProducerId(p.id))
-                .with_producer_epoch(p.epoch);
+            let r = InitProducerIdV6(
+                InitProducerIdRequest::default()
+                    .with_transactional_id(transactional_id.as_deref().map(tid))
+                    .with_transaction_timeout_ms(*transaction_timeout_ms)
+                    .with_producer_id(ProducerId(p.id))
+                    .with_producer_epoch(p.epoch)
+                    .with_enable_2_pc(two_phase_commit.is_enabled())
+                    .with_keep_prepared_txn(*two_phase_commit == TwoPhaseCommit::KeepPrepared),
+            );
             let answer = match transactional_id {
+                Some(id) if two_phase_commit.is_enabled() => {
+                    // Below v6 the flags would be dropped silently and the transaction would
+                    // time out: refuse instead.
+                    let node = cluster.coordinator(txn, id).await?;
+                    let versions = cluster.api_versions(node).await?;
+                    if versions.version(ApiKey::InitProducerId)? < TWO_PHASE_COMMIT_VERSION {
+                        return Ok(CoordinatorResponse::InitProducerId(Err(
+                            ErrorCode::UNSUPPORTED_VERSION,
+                        )));
+                    }
+                    cluster.send_to_coordinator(txn, id, &r).await?
+                }
                 Some(id) => cluster.send_to_coordinator(txn, id, &r).await?,
                 // An idempotent producer's id comes from any broker.
                 None => cluster.send_any(&r).await?,
             };
-            Ok(CoordinatorResponse::InitProducerId(
-                match ErrorCode(answer.error_code) {
-                    c if c.is_ok() => Ok(ProducerIdEpoch {
-                        id: answer.producer_id.0,
-                        epoch: answer.producer_epoch,
-                    }),
-                    c => Err(c),
-                },
-            ))
+            let ongoing = ProducerIdEpoch {
+                id: answer.ongoing_txn_producer_id.0,
+                epoch: answer.ongoing_txn_producer_epoch,
+            };
+            let producer = ProducerIdEpoch {
+                id: answer.producer_id.0,
+                epoch: answer.producer_epoch,
+            };
+            Ok(match ErrorCode(answer.error_code) {
+                c if c.is_ok() && ongoing.id >= 0 => {
+                    CoordinatorResponse::InitProducerIdKept { producer, ongoing }
+                }
+                c if c.is_ok() => CoordinatorResponse::InitProducerId(Ok(producer)),
+                c => CoordinatorResponse::InitProducerId(Err(c)),
+            })
         }
         CoordinatorRequest::AddPartitionsToTxn {
             transactional_id,

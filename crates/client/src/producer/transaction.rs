@@ -19,8 +19,21 @@
 //!      InTransaction ─commit─▶ Committing ─EndTxn─▶ Ready
 //!      InTransaction | AbortableError ─abort─▶ Aborting ─EndTxn─▶ Ready
 //!      InTransaction | Committing ─abortable error─▶ AbortableError
+//!      InTransaction ─prepare─▶ PreparedTransaction ─complete─▶ Committing | Aborting
+//!      Initializing ─InitProducerId keeping a prepared transaction─▶ PreparedTransaction
 //!      any ─fatal error─▶ FatalError (never left)
 //! ```
+//!
+//! Two-phase commit (KIP-939, `transaction.two.phase.commit.enable`): the application
+//! prepares the transaction ([`prepare`](TransactionManager::prepare): everything it holds is
+//! registered with the coordinator and answered) and stores the [`PreparedTxnState`] it gets
+//! in its own durable state; the transaction is then ended only by
+//! [`complete`](TransactionManager::complete) with a token: committed when the token names
+//! the prepared transaction, aborted otherwise. A restarted producer that keeps the prepared
+//! transaction ([`init_transactions_keep_prepared`](TransactionManager::init_transactions_keep_prepared))
+//! finds it in `PreparedTransaction` (named by the InitProducerId answer), or `Ready` when
+//! nothing was prepared any more (an earlier completion finished it: completing again is a
+//! no-op).
 //!
 //! Rules (the invariants the property test checks):
 //! - A commit is sent only when every operation of the transaction has succeeded and none is
@@ -44,7 +57,10 @@
 //! current one is a fatal [`TxnErrorKind::InvalidResponse`], not a silent reset.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
 
+pub use shoal_core::txn_coordinator::TwoPhaseCommit;
 use shoal_protocol::ErrorCode;
 
 pub use super::errors::{classify, Handling, TxnApi};
@@ -72,6 +88,69 @@ impl TopicPartition {
     }
 }
 
+/// The token of a prepared transaction (KIP-939): its producer id and the epoch its records
+/// were written with. Stored by the application (in a checkpoint) and given back to
+/// [`TransactionManager::complete`]. Its string form is `"<producer id>:<epoch>"`, as
+/// Kafka's `PreparedTxnState` writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PreparedTxnState {
+    producer_id: i64,
+    epoch: i16,
+}
+
+impl PreparedTxnState {
+    /// The token naming producer id `producer_id` at `epoch`.
+    pub fn new(producer_id: i64, epoch: i16) -> PreparedTxnState {
+        PreparedTxnState { producer_id, epoch }
+    }
+
+    pub fn producer_id(&self) -> i64 {
+        self.producer_id
+    }
+
+    pub fn epoch(&self) -> i16 {
+        self.epoch
+    }
+}
+
+impl fmt::Display for PreparedTxnState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.producer_id, self.epoch)
+    }
+}
+
+/// A string that is not a [`PreparedTxnState`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a prepared transaction token (\"<producer id>:<epoch>\"): {0:?}")]
+pub struct ParsePreparedTxnStateError(String);
+
+impl FromStr for PreparedTxnState {
+    type Err = ParsePreparedTxnStateError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || ParsePreparedTxnStateError(s.to_owned());
+        let (id, epoch) = s.trim().split_once(':').ok_or_else(bad)?;
+        let producer_id: i64 = id.parse().map_err(|_| bad())?;
+        let epoch: i16 = epoch.parse().map_err(|_| bad())?;
+        if producer_id < 0 || epoch < 0 {
+            return Err(bad());
+        }
+        Ok(PreparedTxnState { producer_id, epoch })
+    }
+}
+
+/// How [`TransactionManager::complete`] ends a prepared transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PreparedOutcome {
+    /// The token named the prepared transaction: it commits.
+    Commit,
+    /// The token named another transaction: the prepared one aborts.
+    Abort,
+    /// Nothing is prepared (an earlier completion ended it, or nothing was ever prepared):
+    /// nothing to do.
+    NothingPrepared,
+}
+
 /// The transaction manager's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TxnState {
@@ -79,6 +158,8 @@ pub enum TxnState {
     Initializing,
     Ready,
     InTransaction,
+    /// Two-phase commit: prepared, waiting for [`TransactionManager::complete`].
+    PreparedTransaction,
     Committing,
     Aborting,
     AbortableError,
@@ -86,10 +167,13 @@ pub enum TxnState {
 }
 
 impl TxnState {
-    /// Whether a transaction is open and not yet completing: it can (InTransaction) or
-    /// must (AbortableError) still be ended.
+    /// Whether a transaction is open and not yet completing: it can (InTransaction,
+    /// PreparedTransaction) or must (AbortableError) still be ended.
     pub fn is_open(self) -> bool {
-        matches!(self, TxnState::InTransaction | TxnState::AbortableError)
+        matches!(
+            self,
+            TxnState::InTransaction | TxnState::PreparedTransaction | TxnState::AbortableError
+        )
     }
 }
 
@@ -145,6 +229,8 @@ pub enum CoordinatorRequest {
     InitProducerId {
         transactional_id: Option<String>,
         transaction_timeout_ms: i32,
+        /// KIP-939's `Enable2Pc` / `KeepPreparedTxn` (InitProducerId v6).
+        two_phase_commit: TwoPhaseCommit,
         producer: Option<ProducerIdEpoch>,
     },
     AddPartitionsToTxn {
@@ -168,6 +254,12 @@ pub enum CoordinatorRequest {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CoordinatorResponse {
     InitProducerId(Result<ProducerIdEpoch, ErrorCode>),
+    /// An InitProducerId that kept a prepared transaction (KIP-939): the producer's new id
+    /// and epoch, and the kept transaction's (`OngoingTxnProducerId/Epoch`).
+    InitProducerIdKept {
+        producer: ProducerIdEpoch,
+        ongoing: ProducerIdEpoch,
+    },
     /// The code of each partition asked for (a top-level error repeated for each).
     AddPartitionsToTxn(Vec<(TopicPartition, ErrorCode)>),
     AddOffsetsToTxn(ErrorCode),
@@ -232,6 +324,8 @@ pub struct TxnConfig {
     /// None: an idempotent producer without transactions.
     pub transactional_id: Option<String>,
     pub transaction_timeout_ms: i32,
+    /// `transaction.two.phase.commit.enable` (KIP-939).
+    pub two_phase_commit: bool,
 }
 
 /// The sans-IO transaction manager (see the module docs).
@@ -264,6 +358,10 @@ pub struct TransactionManager {
     bump_due: bool,
     last_error: Option<TxnError>,
     sequences: BTreeMap<TopicPartition, i32>,
+    /// Two-phase commit: the pending InitProducerId keeps a prepared transaction.
+    keep_prepared: bool,
+    /// Two-phase commit: the token of the transaction in `PreparedTransaction`.
+    prepared: Option<PreparedTxnState>,
 }
 
 impl TransactionManager {
@@ -286,6 +384,8 @@ impl TransactionManager {
             bump_due: false,
             last_error: None,
             sequences: BTreeMap::new(),
+            keep_prepared: false,
+            prepared: None,
         }
     }
 
@@ -344,6 +444,116 @@ impl TransactionManager {
         Ok(())
     }
 
+    /// As [`init_transactions`](Self::init_transactions), but a prepared (two-phase-commit)
+    /// transaction the previous instance left open is kept for this one to complete: the
+    /// manager then ends in `PreparedTransaction` rather than `Ready`.
+    ///
+    /// # Errors
+    /// IllegalState unless `Uninitialized` and configured for two-phase commit.
+    pub fn init_transactions_keep_prepared(&mut self) -> Result<(), TxnError> {
+        if !self.config.two_phase_commit {
+            return Err(TxnError::illegal(
+                self.state,
+                "keeping a prepared transaction needs transaction.two.phase.commit.enable",
+            ));
+        }
+        self.init_transactions()?;
+        self.keep_prepared = true;
+        Ok(())
+    }
+
+    /// The token of the prepared transaction (`PreparedTransaction`), if one is.
+    pub fn prepared(&self) -> Option<PreparedTxnState> {
+        self.prepared
+    }
+
+    /// Prepares the open transaction (KIP-939's first phase): nothing may be left to register
+    /// or answered (the driver flushes first), and afterwards nothing joins it. The token
+    /// names it for [`complete`](Self::complete), here or in a later instance.
+    ///
+    /// Tokens are unique because every transaction ends with an epoch bump (transaction
+    /// version 2, required here): even an empty prepared transaction is ended with an
+    /// EndTxn, so the next one cannot get the same token.
+    ///
+    /// # Errors
+    /// IllegalState unless configured for two-phase commit, in a transaction with nothing
+    /// in flight or waiting to join; after an abortable error, that error. Unsupported
+    /// without transaction version 2.
+    pub fn prepare(&mut self) -> Result<PreparedTxnState, TxnError> {
+        self.refuse_if_fatal()?;
+        if !self.config.two_phase_commit {
+            return Err(TxnError::illegal(
+                self.state,
+                "prepare needs transaction.two.phase.commit.enable",
+            ));
+        }
+        if !self.v2 {
+            return Err(TxnError {
+                kind: TxnErrorKind::Unsupported(
+                    "prepared transactions need transaction.version 2 (an epoch per transaction)",
+                ),
+                fatal: false,
+                abortable: false,
+            });
+        }
+        self.require_open_transaction("no transaction to prepare")?;
+        let pending = !self.in_flight.is_empty()
+            || !self.to_add.is_empty()
+            || !self.adding.is_empty()
+            || !self.offsets_to_add.is_empty()
+            || self.outstanding.is_some();
+        if pending {
+            return Err(TxnError::illegal(
+                self.state,
+                "prepare needs every operation answered (flush first)",
+            ));
+        }
+        let Some(p) = self.producer else {
+            return Err(TxnError::illegal(self.state, "no producer id"));
+        };
+        let token = PreparedTxnState::new(p.id, p.epoch);
+        self.prepared = Some(token);
+        self.state = TxnState::PreparedTransaction;
+        Ok(token)
+    }
+
+    /// Ends the prepared transaction by `token` (KIP-939's second phase): commits when the
+    /// token names it, aborts it otherwise; with nothing prepared (`Ready`: an earlier
+    /// completion ended it) it does nothing, so completing twice is harmless.
+    ///
+    /// # Errors
+    /// IllegalState in any other state.
+    pub fn complete(
+        &mut self,
+        token: PreparedTxnState,
+    ) -> Result<(PreparedOutcome, Completion), TxnError> {
+        self.refuse_if_fatal()?;
+        match self.state {
+            TxnState::Ready if self.is_transactional() => {
+                Ok((PreparedOutcome::NothingPrepared, Completion::Done))
+            }
+            TxnState::PreparedTransaction => {
+                let commit = self.prepared == Some(token);
+                // An empty prepared transaction is unknown to the coordinator; an abort of it
+                // still bumps the epoch (transaction version 2), which keeps tokens unique.
+                let empty = !self.started;
+                self.started = true;
+                self.state = if commit {
+                    TxnState::Committing
+                } else {
+                    TxnState::Aborting
+                };
+                let outcome = if commit {
+                    PreparedOutcome::Commit
+                } else {
+                    PreparedOutcome::Abort
+                };
+                Ok((outcome, self.complete_with(commit && !empty)))
+            }
+            s => Err(TxnError::illegal(s, "no prepared transaction to complete")),
+        }
+    }
+
     /// An idempotent producer (no transactional id) whose batch failed for good: the
     /// partition's next sequence would leave a gap the broker refuses
     /// (OUT_OF_ORDER_SEQUENCE_NUMBER for ever), so the producer bumps its epoch (KIP-360:
@@ -373,6 +583,12 @@ impl TransactionManager {
             return Err(TxnError::illegal(
                 self.state,
                 "not a transactional producer",
+            ));
+        }
+        if self.state == TxnState::PreparedTransaction {
+            return Err(TxnError::illegal(
+                self.state,
+                "complete the prepared transaction first",
             ));
         }
         if self.state != TxnState::Ready {
@@ -538,9 +754,11 @@ impl TransactionManager {
     /// transaction can only be aborted).
     pub fn begin_commit(&mut self) -> Result<Completion, TxnError> {
         self.refuse_if_fatal()?;
-        self.require_open_transaction("no transaction to commit")?;
+        if self.state != TxnState::PreparedTransaction {
+            self.require_open_transaction("no transaction to commit")?;
+        }
         self.state = TxnState::Committing;
-        Ok(self.complete(true))
+        Ok(self.complete_with(true))
     }
 
     /// Aborts the open transaction (also the way out of `AbortableError`).
@@ -549,10 +767,7 @@ impl TransactionManager {
     /// IllegalState outside a transaction.
     pub fn begin_abort(&mut self) -> Result<Completion, TxnError> {
         self.refuse_if_fatal()?;
-        if !matches!(
-            self.state,
-            TxnState::InTransaction | TxnState::AbortableError
-        ) {
+        if !self.state.is_open() {
             return Err(TxnError::illegal(self.state, "no transaction to abort"));
         }
         self.state = TxnState::Aborting;
@@ -567,10 +782,10 @@ impl TransactionManager {
             Operation::OffsetCommit { .. } => v2 || added.contains(id),
             Operation::ShareAcknowledgements => true,
         });
-        Ok(self.complete(false))
+        Ok(self.complete_with(false))
     }
 
-    fn complete(&mut self, commit: bool) -> Completion {
+    fn complete_with(&mut self, commit: bool) -> Completion {
         let known = self.started || !self.partitions.is_empty() || !self.adding.is_empty();
         let joining = !self.to_add.is_empty() || !self.offsets_to_add.is_empty();
         if !known && !joining && self.in_flight.is_empty() {
@@ -598,11 +813,7 @@ impl TransactionManager {
         let tid = self.config.transactional_id.clone();
         match self.state {
             TxnState::FatalError => None,
-            TxnState::Initializing => Some(CoordinatorRequest::InitProducerId {
-                transactional_id: tid,
-                transaction_timeout_ms: self.config.transaction_timeout_ms,
-                producer: if self.bump_due { self.producer } else { None },
-            }),
+            TxnState::Initializing => Some(self.init_request()),
             _ => {
                 let tid = tid?;
                 let producer = self.producer?;
@@ -636,6 +847,20 @@ impl TransactionManager {
         }
     }
 
+    fn init_request(&self) -> CoordinatorRequest {
+        let two_phase_commit = match (self.config.two_phase_commit, self.keep_prepared) {
+            (false, _) => TwoPhaseCommit::Disabled,
+            (true, false) => TwoPhaseCommit::Enabled,
+            (true, true) => TwoPhaseCommit::KeepPrepared,
+        };
+        CoordinatorRequest::InitProducerId {
+            transactional_id: self.config.transactional_id.clone(),
+            transaction_timeout_ms: self.config.transaction_timeout_ms,
+            two_phase_commit,
+            producer: if self.bump_due { self.producer } else { None },
+        }
+    }
+
     /// The coordinator's answer to the outstanding request.
     pub fn on_response(&mut self, response: CoordinatorResponse) -> Next {
         let Some(request) = self.outstanding.take() else {
@@ -645,6 +870,13 @@ impl TransactionManager {
             (CoordinatorRequest::InitProducerId { .. }, CoordinatorResponse::InitProducerId(r)) => {
                 self.on_init_producer_id(r)
             }
+            (
+                CoordinatorRequest::InitProducerId {
+                    two_phase_commit: TwoPhaseCommit::KeepPrepared,
+                    ..
+                },
+                CoordinatorResponse::InitProducerIdKept { producer, ongoing },
+            ) => self.on_prepared_kept(producer, ongoing),
             (
                 CoordinatorRequest::AddPartitionsToTxn { .. },
                 CoordinatorResponse::AddPartitionsToTxn(r),
@@ -688,6 +920,8 @@ impl TransactionManager {
             Ok(p) if p.id >= 0 && p.epoch >= 0 => {
                 self.set_producer(p);
                 self.bump_due = false;
+                self.keep_prepared = false;
+                self.prepared = None;
                 self.state = TxnState::Ready;
                 Next::Continue
             }
@@ -695,11 +929,7 @@ impl TransactionManager {
                 "InitProducerId answered a negative producer id or epoch",
             )),
             Err(code) => {
-                let request = CoordinatorRequest::InitProducerId {
-                    transactional_id: self.config.transactional_id.clone(),
-                    transaction_timeout_ms: self.config.transaction_timeout_ms,
-                    producer: if self.bump_due { self.producer } else { None },
-                };
+                let request = self.init_request();
                 let class = classify(TxnApi::InitProducerId, code);
                 if class != Handling::Abort {
                     return self.retry_or_fail(request, TxnApi::InitProducerId, code);
@@ -724,6 +954,27 @@ impl TransactionManager {
                 Next::Failed(error)
             }
         }
+    }
+
+    /// KIP-939: the coordinator kept the prepared transaction `ongoing` for this producer,
+    /// now `producer` (same id, a later epoch, which fenced the previous instance).
+    fn on_prepared_kept(&mut self, producer: ProducerIdEpoch, ongoing: ProducerIdEpoch) -> Next {
+        let sane = producer.id >= 0
+            && ongoing.id == producer.id
+            && ongoing.epoch >= 0
+            && producer.epoch > ongoing.epoch;
+        if !sane {
+            return self.fatal(TxnErrorKind::InvalidResponse(
+                "InitProducerId kept a transaction that is not the producer's",
+            ));
+        }
+        self.set_producer(producer);
+        self.keep_prepared = false;
+        self.prepared = Some(PreparedTxnState::new(ongoing.id, ongoing.epoch));
+        // The coordinator knows the transaction: EndTxn must be sent to end it.
+        self.started = true;
+        self.state = TxnState::PreparedTransaction;
+        Next::Continue
     }
 
     fn on_add_partitions(&mut self, results: Vec<(TopicPartition, ErrorCode)>) -> Next {
@@ -884,6 +1135,7 @@ impl TransactionManager {
 
     fn finish_transaction(&mut self) {
         self.end_due = None;
+        self.prepared = None;
         self.started = false;
         self.partitions.clear();
         self.to_add.clear();

@@ -36,6 +36,14 @@
 //!
 //! Must not: read clocks, perform I/O, or panic on request or record bytes.
 //!
+//! Two-phase commit (KIP-939): an InitProducerId with `Enable2Pc` (allowed only when
+//! [`TxnConfig::two_phase_commit_enable`]) stores [`TWO_PHASE_COMMIT_TIMEOUT_MS`] as the
+//! timeout, so the id's transactions are never aborted by time and the mark survives replay.
+//! "Prepared" is the client's word: on the coordinator a prepared transaction is an Ongoing
+//! one. An InitProducerId with `KeepPreparedTxn` keeps it Ongoing, bumps the epoch (fencing
+//! the previous incarnation) and names it in the reply; without the flag it is aborted as any
+//! ongoing transaction is.
+//!
 //! Deviations from Kafka, on purpose:
 //! - InitProducerId on an Ongoing transaction fences and aborts it, then *waits*: the reply
 //!   (the bumped epoch) goes out when the abort completes, instead of Kafka's
@@ -124,6 +132,10 @@ pub struct TxnConfig {
     pub transactional_ids_max: usize,
     /// Partitions in one transaction; an add beyond it gets TRANSACTION_ABORTABLE.
     pub partitions_per_transaction_max: usize,
+    /// `transaction.two.phase.commit.enable` (KIP-939): whether InitProducerId may enable
+    /// two-phase commit; when false such a request gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    /// as in Kafka.
+    pub two_phase_commit_enable: bool,
 }
 
 impl Default for TxnConfig {
@@ -133,6 +145,7 @@ impl Default for TxnConfig {
             transactional_id_expiration_ms: 604_800_000,
             transactional_ids_max: 100_000,
             partitions_per_transaction_max: 10_000,
+            two_phase_commit_enable: false,
         }
     }
 }
@@ -167,6 +180,17 @@ pub struct TxnCoordinator {
 }
 
 type Reply<T> = Result<T, ErrorCode>;
+
+/// What a handled InitProducerId answers.
+enum Init {
+    /// The epoch was bumped (or the id rotated); nothing is ongoing.
+    Bumped(ProducerId, ProducerEpoch),
+    /// A two-phase-commit transaction was kept open (KIP-939 `KeepPreparedTxn`).
+    KeptPrepared {
+        current: (ProducerId, ProducerEpoch),
+        ongoing: (ProducerId, ProducerEpoch),
+    },
+}
 
 impl TxnCoordinator {
     /// `coordinator_epoch` goes into every marker (WriteTxnMarkers' CoordinatorEpoch); the
@@ -363,6 +387,7 @@ impl TxnCoordinator {
                 continue;
             }
             if v.state == TransactionState::Ongoing
+                && !v.is_two_phase_commit()
                 && v.txn_start_timestamp_ms
                     .saturating_add(i64::from(v.txn_timeout_ms))
                     < now_ms
@@ -583,7 +608,15 @@ impl TxnCoordinator {
         out: &mut Output,
     ) {
         match self.try_init(now_ms, &req, out) {
-            Ok(Some((pid, epoch))) => out.reply(token, init_reply(NONE, pid, epoch)),
+            Ok(Some(Init::Bumped(pid, epoch))) => out.reply(token, init_reply(NONE, pid, epoch)),
+            Ok(Some(Init::KeptPrepared { current, ongoing })) => {
+                let mut reply = init_reply(NONE, current.0, current.1);
+                if let TxnResponse::InitProducerId(r) = &mut reply {
+                    r.ongoing_txn_producer_id = ongoing.0;
+                    r.ongoing_txn_producer_epoch = ongoing.1;
+                }
+                out.reply(token, reply);
+            }
             Ok(None) => {
                 let Some(e) = self.txns.get_mut(&req.transactional_id) else {
                     self.flag(TxnViolation::WrongState {
@@ -611,14 +644,28 @@ impl TxnCoordinator {
         now_ms: i64,
         req: &InitProducerIdRequest,
         out: &mut Output,
-    ) -> Reply<Option<(ProducerId, ProducerEpoch)>> {
+    ) -> Reply<Option<Init>> {
         let id = &req.transactional_id;
         if id.is_empty() || (req.producer_id.0 == -1) != (req.producer_epoch.0 == -1) {
             return Err(INVALID_REQUEST);
         }
-        if req.txn_timeout_ms <= 0 || req.txn_timeout_ms > self.config.transaction_max_timeout_ms {
-            return Err(INVALID_TRANSACTION_TIMEOUT);
+        let two_phase = req.two_phase_commit.is_enabled();
+        if two_phase && !self.config.two_phase_commit_enable {
+            // Kafka's answer: an authorization error, so the setting cannot be probed.
+            return Err(TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
         }
+        // TODO(acl): once ACLs exist, the broker checks TWO_PHASE_COMMIT on the transactional
+        // id for a two-phase request before it gets here (see handlers::txn).
+        let txn_timeout_ms = if two_phase {
+            // KIP-939: a two-phase-commit transaction has no timeout; the request's is ignored.
+            TWO_PHASE_COMMIT_TIMEOUT_MS
+        } else if req.txn_timeout_ms <= 0
+            || req.txn_timeout_ms > self.config.transaction_max_timeout_ms
+        {
+            return Err(INVALID_TRANSACTION_TIMEOUT);
+        } else {
+            req.txn_timeout_ms
+        };
         let expected =
             (req.producer_id.0 != NO_PRODUCER_ID).then_some((req.producer_id, req.producer_epoch));
         let current = match self.txns.get(id) {
@@ -633,7 +680,7 @@ impl TxnCoordinator {
                     next_producer_id: ProducerId(NO_PRODUCER_ID),
                     producer_epoch: ProducerEpoch(NO_PRODUCER_EPOCH),
                     last_producer_epoch: ProducerEpoch(NO_PRODUCER_EPOCH),
-                    txn_timeout_ms: req.txn_timeout_ms,
+                    txn_timeout_ms,
                     state: TransactionState::Empty,
                     partitions: BTreeSet::new(),
                     txn_start_timestamp_ms: -1,
@@ -661,6 +708,9 @@ impl TxnCoordinator {
             TransactionState::PrepareCommit | TransactionState::PrepareAbort => {
                 Err(CONCURRENT_TRANSACTIONS)
             }
+            TransactionState::Ongoing if req.two_phase_commit == TwoPhaseCommit::KeepPrepared => {
+                self.keep_prepared(now_ms, id, &current, out).map(Some)
+            }
             TransactionState::Ongoing => {
                 self.fence_and_abort(now_ms, id, out);
                 Ok(None)
@@ -672,7 +722,7 @@ impl TxnCoordinator {
                 next.state = TransactionState::Empty;
                 next.partitions.clear();
                 next.next_producer_id = ProducerId(NO_PRODUCER_ID);
-                next.txn_timeout_ms = req.txn_timeout_ms;
+                next.txn_timeout_ms = txn_timeout_ms;
                 next.txn_start_timestamp_ms = -1;
                 next.txn_last_update_timestamp_ms = now_ms;
                 let cur = current.producer_epoch;
@@ -699,7 +749,7 @@ impl TxnCoordinator {
                     next.producer_epoch = epoch;
                     next.last_producer_epoch = last;
                 }
-                let answer = (next.producer_id, next.producer_epoch);
+                let answer = Init::Bumped(next.producer_id, next.producer_epoch);
                 self.write_value(id, next, out);
                 Ok(Some(answer))
             }
@@ -707,6 +757,40 @@ impl TxnCoordinator {
                 Err(UNKNOWN_SERVER_ERROR)
             }
         }
+    }
+
+    /// KIP-939 recovery: a new incarnation of a two-phase-commit producer takes over its
+    /// ongoing (prepared) transaction instead of aborting it. The transaction stays Ongoing
+    /// with its partitions; the epoch is bumped, which fences the previous incarnation (its
+    /// adds, produces and EndTxn now fail PRODUCER_FENCED), and the new incarnation ends the
+    /// transaction with EndTxn at the bumped epoch. The markers carry that later epoch, which
+    /// partitions and share partitions accept for records written at the earlier one.
+    ///
+    /// # Errors
+    /// INVALID_TXN_STATE when the ongoing transaction is not a two-phase-commit one (Kafka
+    /// refuses to recover those too) or its epoch is exhausted (the bump would leave no epoch
+    /// to end it with; Shoal's choice, see docs/decisions).
+    fn keep_prepared(
+        &mut self,
+        now_ms: i64,
+        id: &str,
+        current: &TransactionLogValue,
+        out: &mut Output,
+    ) -> Reply<Init> {
+        if !current.is_two_phase_commit() || is_epoch_exhausted(bump(current.producer_epoch)) {
+            return Err(INVALID_TXN_STATE);
+        }
+        assert_eq!(current.state, TransactionState::Ongoing);
+        let mut next = current.clone();
+        next.producer_epoch = bump(current.producer_epoch);
+        next.last_producer_epoch = current.producer_epoch;
+        next.txn_last_update_timestamp_ms = now_ms;
+        let answer = Init::KeptPrepared {
+            current: (next.producer_id, next.producer_epoch),
+            ongoing: (current.producer_id, current.producer_epoch),
+        };
+        self.write_value(id, next, out);
+        Ok(answer)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1077,6 +1161,9 @@ impl TxnCoordinator {
     fn deadline_of(&self, e: &Entry) -> Option<i64> {
         let v = &e.value;
         match v.state {
+            // KIP-939: only the external transaction manager ends a two-phase-commit
+            // transaction; `transaction.max.timeout.ms` does not apply.
+            TransactionState::Ongoing if v.is_two_phase_commit() => None,
             TransactionState::Ongoing => Some(
                 v.txn_start_timestamp_ms
                     .saturating_add(i64::from(v.txn_timeout_ms))

@@ -2,7 +2,11 @@
 //! id — InitProducerId, adds, EndTxn, time, delayed or duplicated marker completions and
 //! restarts — checked against a small reference model after every step.
 //!
-//! Transactional id "t0" is used by classic (TV0) clients, "t1" by TV2 clients.
+//! Transactional id "t0" is used by classic (TV0) clients, "t1" by TV2 clients. Each
+//! InitProducerId picks a KIP-939 mode (ordinary, two-phase commit, or keep the prepared
+//! transaction); the model checks that a two-phase-commit transaction is never aborted by
+//! time, that a kept one is the one the data was written in, and that only the incarnation that
+//! kept it can end it.
 
 use std::collections::BTreeMap;
 
@@ -28,6 +32,7 @@ fn config() -> TxnConfig {
         transactional_id_expiration_ms: 5_000,
         transactional_ids_max: 10,
         partitions_per_transaction_max: 3,
+        two_phase_commit_enable: true,
     }
 }
 
@@ -36,6 +41,7 @@ enum Op {
     Init {
         client: usize,
         with_expected: bool,
+        mode: TwoPhaseCommit,
     },
     Add {
         client: usize,
@@ -58,12 +64,20 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     let client = 0..CLIENTS;
     prop_oneof![
-        2 => (client.clone(), any::<bool>()).prop_map(|(client, with_expected)| Op::Init { client, with_expected }),
+        2 => (client.clone(), any::<bool>(), mode()).prop_map(|(client, with_expected, mode)| Op::Init { client, with_expected, mode }),
         5 => (client.clone(), 0..5i32, 0..4u8).prop_map(|(client, partition, kind)| Op::Add { client, partition, kind }),
         3 => (client, any::<bool>()).prop_map(|(client, commit)| Op::End { client, commit }),
         2 => (0..1_500i64).prop_map(|ms| Op::Advance { ms }),
         4 => any::<usize>().prop_map(|index| Op::Deliver { index }),
         1 => Just(Op::Restart),
+    ]
+}
+
+fn mode() -> impl Strategy<Value = TwoPhaseCommit> {
+    prop_oneof![
+        2 => Just(TwoPhaseCommit::Disabled),
+        1 => Just(TwoPhaseCommit::Enabled),
+        2 => Just(TwoPhaseCommit::KeepPrepared),
     ]
 }
 
@@ -75,7 +89,7 @@ struct Client {
 
 #[derive(Clone, Debug)]
 enum Sent {
-    Init,
+    Init { mode: TwoPhaseCommit },
     Add { verify: bool },
     End { commit: bool },
 }
@@ -89,6 +103,9 @@ struct Track {
     outcome: Option<TransactionResult>,
     /// (producer id, highest epoch) that successfully added to the running transaction.
     data: Option<(ProducerId, ProducerEpoch)>,
+    /// Whether the last successful InitProducerId enabled two-phase commit: its transactions
+    /// must never be aborted by time.
+    two_phase: bool,
 }
 
 struct World {
@@ -238,8 +255,34 @@ impl World {
         );
         let fenced = self.clients[client].fenced;
         match (sent, resp) {
-            (Sent::Init, TxnResponse::InitProducerId(r)) => {
+            (Sent::Init { mode }, TxnResponse::InitProducerId(r)) => {
+                let kept = r.ongoing_txn_producer_id.0 != NO_PRODUCER_ID;
+                prop_assert_eq!(kept, r.ongoing_txn_producer_epoch.0 != NO_PRODUCER_EPOCH);
+                prop_assert!(!kept || mode == TwoPhaseCommit::KeepPrepared);
+                if r.error_code.is_none() && mode == TwoPhaseCommit::KeepPrepared {
+                    let track = &self.track[t];
+                    prop_assert!(track.prepare.is_none(), "kept while ending");
+                    match track.data {
+                        // The kept transaction is the one the data was written in, and the
+                        // new incarnation's epoch is above it.
+                        Some((pid, epoch)) => {
+                            prop_assert!(
+                                kept,
+                                "an ongoing transaction was neither kept nor aborted"
+                            );
+                            prop_assert_eq!(r.ongoing_txn_producer_id, pid);
+                            prop_assert!(r.ongoing_txn_producer_epoch >= epoch);
+                            prop_assert!(r.producer_epoch > r.ongoing_txn_producer_epoch);
+                            prop_assert!(track.two_phase, "kept an ordinary transaction");
+                        }
+                        None => prop_assert!(!kept, "kept a transaction with no data"),
+                    }
+                }
+                if r.error_code == error_codes::INVALID_TXN_STATE {
+                    prop_assert_eq!(mode, TwoPhaseCommit::KeepPrepared);
+                }
                 if r.error_code.is_none() {
+                    self.track[t].two_phase = mode.is_enabled();
                     for (i, c) in self.clients.iter_mut().enumerate() {
                         if tid_of(i) == t && i != client {
                             c.fenced = true;
@@ -311,6 +354,7 @@ impl World {
             Op::Init {
                 client,
                 with_expected,
+                mode,
             } => {
                 let (pid, epoch) = match self.clients[client].ids {
                     Some(ids) if with_expected => ids,
@@ -323,9 +367,10 @@ impl World {
                     producer_epoch: epoch,
                     transaction_version_supported: true,
                     fresh_producer_id: None,
+                    two_phase_commit: mode,
                 };
                 req.fresh_producer_id = self.fresh(&TxnRequest::InitProducerId(req.clone()));
-                self.send(client, Sent::Init, TxnRequest::InitProducerId(req))?;
+                self.send(client, Sent::Init { mode }, TxnRequest::InitProducerId(req))?;
             }
             Op::Add {
                 client,
@@ -396,6 +441,16 @@ impl World {
             Op::Advance { ms } => {
                 self.now += ms;
                 let out = self.c.tick(self.now);
+                for r in &out.records {
+                    let t = Self::tid_index(r.transactional_id());
+                    let track = &self.track[t];
+                    if let TxnRecord::Transaction { value, .. } = r {
+                        prop_assert!(
+                            !(track.two_phase && track.data.is_some() && value.state.is_prepare()),
+                            "a two-phase-commit transaction was aborted by time"
+                        );
+                    }
+                }
                 self.absorb(out)?;
             }
             Op::Deliver { index } => {

@@ -49,6 +49,14 @@ pub struct TransactionLogValue {
     pub client_transaction_version: TransactionVersion,
 }
 
+impl TransactionLogValue {
+    /// Whether this id's transactions are two-phase-commit ones (KIP-939): decided by an
+    /// external transaction manager, never timed out.
+    pub fn is_two_phase_commit(&self) -> bool {
+        self.txn_timeout_ms == super::TWO_PHASE_COMMIT_TIMEOUT_MS
+    }
+}
+
 /// A COMMIT/ABORT marker appended to a data partition, not known to be fsynced yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingMarker {

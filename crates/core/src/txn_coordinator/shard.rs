@@ -374,6 +374,7 @@ mod tests {
     use crate::producer_state::ProducerEpoch;
     use crate::txn_coordinator::{
         AddPartitionsRequest, EndTxnRequest, InitProducerIdRequest, TransactionResult,
+        TwoPhaseCommit,
     };
 
     struct Driver {
@@ -414,6 +415,7 @@ mod tests {
                 producer_epoch: ProducerEpoch(-1),
                 transaction_version_supported: true,
                 fresh_producer_id: None,
+                two_phase_commit: TwoPhaseCommit::Disabled,
             }));
             match &out.replies[..] {
                 [(t, TxnReply::Response(TxnResponse::InitProducerId(r)))] if *t == token => {
@@ -551,6 +553,7 @@ mod tests {
                 producer_epoch: ProducerEpoch(-1),
                 transaction_version_supported: true,
                 fresh_producer_id: None,
+                two_phase_commit: TwoPhaseCommit::Disabled,
             }))
         };
         let (_, out) = d.send(init());
@@ -577,6 +580,7 @@ mod tests {
             producer_epoch: ProducerEpoch(-1),
             transaction_version_supported: true,
             fresh_producer_id: None,
+            two_phase_commit: TwoPhaseCommit::Disabled,
         }));
         let describe = TxnInput::Describe(vec!["new".to_string()]);
         assert_eq!(

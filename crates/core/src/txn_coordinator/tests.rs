@@ -86,7 +86,17 @@ impl H {
             producer_epoch: ProducerEpoch(epoch),
             transaction_version_supported: true,
             fresh_producer_id: fresh,
+            two_phase_commit: TwoPhaseCommit::Disabled,
         })
+    }
+
+    fn init_2pc(&mut self, id: &str, mode: TwoPhaseCommit) -> InitProducerIdResponse {
+        let mut req = self.init_req(id, -1, -1);
+        if let TxnRequest::InitProducerId(r) = &mut req {
+            r.two_phase_commit = mode;
+        }
+        let (token, out) = self.send(req);
+        init_of(&out, token)
     }
 
     fn init(&mut self, id: &str, pid: i64, epoch: i16) -> InitProducerIdResponse {
@@ -1056,4 +1066,161 @@ fn a_step_in_the_wrong_state_emits_nothing_and_fails_the_call() {
         };
         assert_stopped(&mut h, &violation, pid, epoch);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// KIP-939 two-phase commit
+// ---------------------------------------------------------------------------------------------
+
+fn two_phase() -> H {
+    H::with(TxnConfig {
+        two_phase_commit_enable: true,
+        ..TxnConfig::default()
+    })
+}
+
+#[test]
+fn two_phase_commit_needs_the_broker_setting() {
+    let mut h = H::new();
+    for mode in [TwoPhaseCommit::Enabled, TwoPhaseCommit::KeepPrepared] {
+        assert_eq!(
+            h.init_2pc(T, mode).error_code,
+            error_codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        );
+    }
+    assert!(h.c.transaction(T).is_none(), "nothing written");
+}
+
+#[test]
+fn two_phase_transactions_never_time_out() {
+    let mut h = two_phase();
+    let r = h.init_2pc(T, TwoPhaseCommit::Enabled);
+    assert_eq!(r.error_code, error_codes::NONE);
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch.0);
+    assert!(h.state(T).is_two_phase_commit());
+    assert_eq!(h.implicit(T, pid, epoch, &[tp("a", 0)]), error_codes::NONE);
+    // Far past transaction.max.timeout.ms and the id expiration: nothing happens.
+    let out = h.tick(1_000 + 30 * 24 * 3_600_000);
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(h.state(T).state, TransactionState::Ongoing);
+    assert_eq!(h.c.next_deadline(), None);
+    // The same transaction without 2PC is aborted by its timeout.
+    let mut h = H::new();
+    let pid = h.init(T, -1, -1).producer_id.0;
+    assert_eq!(h.implicit(T, pid, 0, &[tp("a", 0)]), error_codes::NONE);
+    let out = h.tick(1_000 + i64::from(TIMEOUT) + 1);
+    assert_eq!(states(&out), vec![TransactionState::PrepareAbort]);
+}
+
+#[test]
+fn keep_prepared_hands_the_ongoing_transaction_to_the_new_incarnation() {
+    let mut h = two_phase();
+    let r = h.init_2pc(T, TwoPhaseCommit::Enabled);
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch.0);
+    assert_eq!(
+        h.implicit(T, pid, epoch, &[tp("a", 0), tp("b", 1)]),
+        error_codes::NONE
+    );
+    // The broker restarts: the prepared transaction comes back from the log.
+    let epoch_after = h.c.coordinator_epoch() + 1;
+    h.c = h.rebuilt(epoch_after);
+    let out = h.c.loaded(h.now);
+    assert!(
+        out.is_empty(),
+        "an Ongoing transaction is not resumed: {out:?}"
+    );
+    let r = h.init_2pc(T, TwoPhaseCommit::KeepPrepared);
+    assert_eq!(r.error_code, error_codes::NONE);
+    assert_eq!((r.producer_id.0, r.producer_epoch.0), (pid, epoch + 1));
+    assert_eq!(
+        (r.ongoing_txn_producer_id.0, r.ongoing_txn_producer_epoch.0),
+        (pid, epoch)
+    );
+    let v = h.state(T);
+    assert_eq!(v.state, TransactionState::Ongoing);
+    assert_eq!(v.partitions.len(), 2, "the partitions are kept");
+    // The previous incarnation is fenced.
+    assert_eq!(
+        h.implicit(T, pid, epoch, &[tp("c", 0)]),
+        error_codes::PRODUCER_FENCED
+    );
+    assert_eq!(
+        h.end_resp(T, pid, epoch, true, 5).error_code,
+        error_codes::PRODUCER_FENCED
+    );
+    // The new one commits it; the markers carry an epoch above the data's.
+    let out = h.end(T, pid, epoch + 1, true, 5);
+    assert_eq!(out.replies[0].1.error_code(), error_codes::NONE);
+    assert_eq!(states(&out), vec![TransactionState::PrepareCommit]);
+    let m = out.markers[0].clone();
+    assert_eq!(m.result, TransactionResult::Commit);
+    assert!(m.producer_epoch.0 > epoch);
+    assert_eq!(m.partitions.len(), 2);
+    let out = h.written(&m);
+    assert_eq!(states(&out), vec![TransactionState::CompleteCommit]);
+    // Keeping again finds nothing ongoing.
+    let r = h.init_2pc(T, TwoPhaseCommit::KeepPrepared);
+    assert_eq!(r.error_code, error_codes::NONE);
+    assert_eq!(r.ongoing_txn_producer_id.0, NO_PRODUCER_ID);
+    assert_eq!(r.ongoing_txn_producer_epoch.0, NO_PRODUCER_EPOCH);
+}
+
+#[test]
+fn init_without_keep_prepared_aborts_the_prepared_transaction() {
+    let mut h = two_phase();
+    let r = h.init_2pc(T, TwoPhaseCommit::Enabled);
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch.0);
+    assert_eq!(h.implicit(T, pid, epoch, &[tp("a", 0)]), error_codes::NONE);
+    let req = {
+        let mut req = h.init_req(T, -1, -1);
+        if let TxnRequest::InitProducerId(r) = &mut req {
+            r.two_phase_commit = TwoPhaseCommit::Enabled;
+        }
+        req
+    };
+    let (token, out) = h.send(req);
+    assert!(out.replies.is_empty(), "parked until the abort completes");
+    assert_eq!(states(&out), vec![TransactionState::PrepareAbort]);
+    let m = out.markers[0].clone();
+    assert_eq!(m.result, TransactionResult::Abort);
+    let out = h.written(&m);
+    let r = init_of(&out, token);
+    assert_eq!(r.error_code, error_codes::NONE);
+    assert_eq!(r.ongoing_txn_producer_id.0, NO_PRODUCER_ID);
+    assert!(r.producer_epoch.0 > epoch);
+}
+
+#[test]
+fn keep_prepared_refuses_an_ordinary_ongoing_transaction() {
+    let mut h = two_phase();
+    let pid = h.init(T, -1, -1).producer_id.0;
+    assert_eq!(h.implicit(T, pid, 0, &[tp("a", 0)]), error_codes::NONE);
+    assert!(!h.state(T).is_two_phase_commit());
+    let r = h.init_2pc(T, TwoPhaseCommit::KeepPrepared);
+    assert_eq!(r.error_code, error_codes::INVALID_TXN_STATE);
+    assert_eq!(h.state(T).state, TransactionState::Ongoing);
+}
+
+#[test]
+fn keep_prepared_on_an_exhausted_epoch_is_refused() {
+    let mut v = value(
+        7,
+        EPOCH_EXHAUSTED_AT - 1,
+        TransactionState::Ongoing,
+        TransactionVersion::Tv2,
+    );
+    v.txn_timeout_ms = TWO_PHASE_COMMIT_TIMEOUT_MS;
+    let mut h = H::seeded(T, v);
+    h.c = TxnCoordinator::new(
+        TxnConfig {
+            two_phase_commit_enable: true,
+            ..TxnConfig::default()
+        },
+        0,
+    );
+    for r in &h.records {
+        h.c.replay(r);
+    }
+    let r = h.init_2pc(T, TwoPhaseCommit::KeepPrepared);
+    assert_eq!(r.error_code, error_codes::INVALID_TXN_STATE);
 }

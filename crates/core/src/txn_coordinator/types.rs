@@ -26,6 +26,8 @@ pub mod error_codes {
     pub const PRODUCER_FENCED: ErrorCode = ErrorCode::PRODUCER_FENCED;
     pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode = ErrorCode::TRANSACTIONAL_ID_NOT_FOUND;
     pub const TRANSACTION_ABORTABLE: ErrorCode = ErrorCode::TRANSACTION_ABORTABLE;
+    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode =
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
 }
 
 use error_codes::*;
@@ -257,7 +259,47 @@ pub struct InitProducerIdRequest {
     /// says false; if one is needed and missing the reply is COORDINATOR_LOAD_IN_PROGRESS
     /// (what Kafka answers while waiting for a producer-id block).
     pub fresh_producer_id: Option<ProducerId>,
+    /// KIP-939's `Enable2Pc` / `KeepPreparedTxn` (InitProducerId v6).
+    pub two_phase_commit: TwoPhaseCommit,
 }
+
+/// What an InitProducerId asks of two-phase commit (KIP-939; its v6 `Enable2Pc` and
+/// `KeepPreparedTxn` flags, of which only the three combinations below are valid: the broker
+/// answers `KeepPreparedTxn` without `Enable2Pc` with INVALID_REQUEST).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TwoPhaseCommit {
+    /// An ordinary transactional producer: its transactions time out, and an InitProducerId
+    /// aborts an ongoing one.
+    #[default]
+    Disabled,
+    /// The producer's transactions are decided by an external transaction manager and never
+    /// time out; an ongoing (prepared) transaction is aborted by this InitProducerId.
+    Enabled,
+    /// As `Enabled`, but an ongoing two-phase-commit transaction is kept for the new
+    /// incarnation to commit or abort: the reply names it (`OngoingTxnProducerId/Epoch`).
+    KeepPrepared,
+}
+
+impl TwoPhaseCommit {
+    /// From the wire flags; `None` for `KeepPreparedTxn` without `Enable2Pc`.
+    pub fn from_flags(enable_2pc: bool, keep_prepared_txn: bool) -> Option<Self> {
+        match (enable_2pc, keep_prepared_txn) {
+            (false, false) => Some(TwoPhaseCommit::Disabled),
+            (true, false) => Some(TwoPhaseCommit::Enabled),
+            (true, true) => Some(TwoPhaseCommit::KeepPrepared),
+            (false, true) => None,
+        }
+    }
+
+    pub fn is_enabled(self) -> bool {
+        self != TwoPhaseCommit::Disabled
+    }
+}
+
+/// The stored transaction timeout that marks a two-phase-commit transaction (as Kafka's
+/// `isDistributedTwoPhaseCommitTxn`: no new field in `TransactionLogValue`, so the mark
+/// survives replay and is readable by Kafka's own tooling).
+pub const TWO_PHASE_COMMIT_TIMEOUT_MS: i32 = i32::MAX;
 
 /// AddPartitionsToTxn: a classic client's (v0-3) add, or with `verify_only` the broker's check
 /// that a TV0/1 producer's partitions are already in its transaction.
@@ -353,6 +395,11 @@ pub struct InitProducerIdResponse {
     pub producer_id: ProducerId,
     /// -1 on error.
     pub producer_epoch: ProducerEpoch,
+    /// KIP-939: the transaction a `KeepPrepared` InitProducerId kept open (its producer id), -1
+    /// when none was kept.
+    pub ongoing_txn_producer_id: ProducerId,
+    /// The epoch that transaction's records were written with, -1 when none was kept.
+    pub ongoing_txn_producer_epoch: ProducerEpoch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -504,6 +551,8 @@ impl TxnResponse {
                 r.error_code = error_code;
                 r.producer_id = ProducerId(NO_PRODUCER_ID);
                 r.producer_epoch = ProducerEpoch(NO_PRODUCER_EPOCH);
+                r.ongoing_txn_producer_id = ProducerId(NO_PRODUCER_ID);
+                r.ongoing_txn_producer_epoch = ProducerEpoch(NO_PRODUCER_EPOCH);
             }
             TxnResponse::AddPartitions(r) | TxnResponse::AddPartitionsImplicit(r) => {
                 for p in &mut r.results {
@@ -549,6 +598,8 @@ pub(crate) fn init_reply(
         error_code,
         producer_id,
         producer_epoch,
+        ongoing_txn_producer_id: ProducerId(NO_PRODUCER_ID),
+        ongoing_txn_producer_epoch: ProducerEpoch(NO_PRODUCER_EPOCH),
     })
 }
 

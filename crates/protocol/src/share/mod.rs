@@ -34,7 +34,7 @@ pub mod describe_share_group_offsets;
 pub mod share_acknowledge;
 pub mod share_fetch;
 pub mod txn_share_acknowledge;
-mod wire;
+pub(crate) mod wire;
 
 pub use describe_share_group_offsets::{
     DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,

@@ -59,8 +59,8 @@ use shoal_core::txn_coordinator::markers::{MarkerOutcome, MarkerWriting};
 use shoal_core::txn_coordinator::TransactionDescription;
 use shoal_core::txn_coordinator::{
     self as tc, AddPartitionsImplicitRequest, EndTxnRequest, InitProducerIdRequest, PendingMarker,
-    TopicPartition, TxnConfig, TxnCoordinator, TxnEffect, TxnInput, TxnReply, TxnRequest,
-    TxnResponse, TxnShard,
+    TopicPartition, TwoPhaseCommit, TxnConfig, TxnCoordinator, TxnEffect, TxnInput, TxnReply,
+    TxnRequest, TxnResponse, TxnShard,
 };
 use shoal_core::txn_share_ack::{Refusal, Step, TxnShareAck};
 
@@ -464,6 +464,7 @@ impl Broker {
                     producer_epoch: ProducerEpoch(producer_epoch),
                     transaction_version_supported: true,
                     fresh_producer_id: None,
+                    two_phase_commit: TwoPhaseCommit::Disabled,
                 });
                 self.parked_call(disk, now, from, corr, request);
                 None

@@ -12,6 +12,9 @@
 //! - version 1 sends a batch only to a partition AddPartitionsToTxn added; version 2 takes
 //!   the bumped epoch from every EndTxn, and sequences restart at 0 with a new epoch;
 //! - once the application stops failing things, every transaction completes (no stall).
+//!
+//! A second property drives two-phase commit (KIP-939) against a model coordinator through
+//! prepares, checkpoints, crashes and keep-prepared restarts (see its section below).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -104,6 +107,7 @@ impl Run {
                 TxnConfig {
                     transactional_id: Some("tid".into()),
                     transaction_timeout_ms: 60_000,
+                    two_phase_commit: false,
                 },
                 v2,
             ),
@@ -473,5 +477,257 @@ proptest! {
         run.drain();
         let s = run.tm.state();
         prop_assert!(matches!(s, TxnState::Ready | TxnState::FatalError | TxnState::Uninitialized));
+    }
+}
+
+// ---- two-phase commit (KIP-939): prepare, crash, keep, complete ----
+//
+// A checkpointing source against a model coordinator: it stages operations, prepares, writes
+// the token into its checkpoint (or crashes first), completes with its last checkpoint's token
+// (or a stale one), and restarts, keeping the prepared transaction or not. Checked: every token
+// `prepare` hands out is new (so a stale checkpoint can never name a later transaction); an
+// EndTxn commits only the transaction the completing token names, and only one the coordinator
+// holds; a kept transaction is the coordinator's ongoing one; nothing prepared completes
+// nothing.
+
+#[derive(Clone, Debug)]
+enum Step2pc {
+    Begin,
+    Stage,
+    Prepare,
+    /// The token of the prepared transaction reaches the checkpoint.
+    Checkpoint,
+    /// Complete with the last checkpoint's token (true) or an older token (false).
+    Complete(bool),
+    /// The client dies (its operations with it) and a new one starts, keeping (true) or not.
+    Restart(bool),
+}
+
+fn step_2pc() -> impl Strategy<Value = Step2pc> {
+    prop_oneof![
+        2 => Just(Step2pc::Begin),
+        3 => Just(Step2pc::Stage),
+        2 => Just(Step2pc::Prepare),
+        2 => Just(Step2pc::Checkpoint),
+        2 => any::<bool>().prop_map(Step2pc::Complete),
+        1 => any::<bool>().prop_map(Step2pc::Restart),
+    ]
+}
+
+/// The coordinator of the one transactional id (producer id 1, transaction version 2).
+struct Coordinator2pc {
+    epoch: i16,
+    /// The epoch the ongoing transaction's records were written with.
+    ongoing: Option<i16>,
+}
+
+struct Source {
+    tm: TransactionManager,
+    coordinator: Coordinator2pc,
+    tokens: Vec<PreparedTxnState>,
+    checkpoint: Option<PreparedTxnState>,
+    /// The token of the last `complete` call.
+    completing: Option<PreparedTxnState>,
+    commits: usize,
+}
+
+impl Source {
+    fn client() -> TransactionManager {
+        TransactionManager::new(
+            TxnConfig {
+                transactional_id: Some("tid".into()),
+                transaction_timeout_ms: 60_000,
+                two_phase_commit: true,
+            },
+            true,
+        )
+    }
+
+    fn start(&mut self, keep: bool) {
+        self.tm = Self::client();
+        if keep {
+            self.tm.init_transactions_keep_prepared().unwrap();
+        } else {
+            self.tm.init_transactions().unwrap();
+        }
+        let Some(CoordinatorRequest::InitProducerId {
+            two_phase_commit, ..
+        }) = self.tm.poll_request()
+        else {
+            panic!("InitProducerId first");
+        };
+        let c = &mut self.coordinator;
+        c.epoch += 1;
+        let kept = match (two_phase_commit, c.ongoing) {
+            (TwoPhaseCommit::KeepPrepared, Some(data)) => Some(data),
+            (TwoPhaseCommit::Enabled, Some(_)) => {
+                // Aborted (fence, then the version 2 abort bump).
+                c.ongoing = None;
+                c.epoch += 1;
+                None
+            }
+            (TwoPhaseCommit::Disabled, _) => panic!("two-phase commit is configured"),
+            _ => None,
+        };
+        let producer = ProducerIdEpoch {
+            id: 1,
+            epoch: c.epoch,
+        };
+        let response = match kept {
+            Some(data) => CoordinatorResponse::InitProducerIdKept {
+                producer,
+                ongoing: ProducerIdEpoch { id: 1, epoch: data },
+            },
+            None => CoordinatorResponse::InitProducerId(Ok(producer)),
+        };
+        assert_eq!(self.tm.on_response(response), Next::Continue);
+        match kept {
+            Some(data) => {
+                assert_eq!(self.tm.state(), TxnState::PreparedTransaction);
+                assert_eq!(self.tm.prepared(), Some(PreparedTxnState::new(1, data)));
+            }
+            None => {
+                assert_eq!(self.tm.state(), TxnState::Ready);
+                assert_eq!(self.tm.prepared(), None);
+            }
+        }
+    }
+
+    /// Answers the coordinator requests due (EndTxn), as the model coordinator would.
+    fn serve(&mut self) {
+        while let Some(request) = self.tm.poll_request() {
+            let CoordinatorRequest::EndTxn {
+                commit, producer, ..
+            } = request
+            else {
+                panic!("unexpected {request:?}");
+            };
+            let c = &mut self.coordinator;
+            assert_eq!(
+                producer,
+                ProducerIdEpoch {
+                    id: 1,
+                    epoch: c.epoch
+                },
+                "fenced EndTxn"
+            );
+            if commit {
+                let data = c
+                    .ongoing
+                    .expect("a commit of a transaction the coordinator lacks");
+                assert_eq!(
+                    self.completing,
+                    Some(PreparedTxnState::new(1, data)),
+                    "committed a transaction the completing token does not name"
+                );
+                self.commits += 1;
+            }
+            c.ongoing = None;
+            c.epoch += 1;
+            let next = ProducerIdEpoch {
+                id: 1,
+                epoch: c.epoch,
+            };
+            assert_eq!(
+                self.tm
+                    .on_response(CoordinatorResponse::EndTxn(Ok(Some(next)))),
+                Next::Continue
+            );
+        }
+    }
+
+    fn step(&mut self, step: &Step2pc) {
+        let state = self.tm.state();
+        match step {
+            Step2pc::Begin => {
+                assert_eq!(self.tm.begin().is_ok(), state == TxnState::Ready);
+            }
+            Step2pc::Stage => {
+                let r = self.tm.start_operation(Operation::ShareAcknowledgements);
+                assert_eq!(r.is_ok(), state == TxnState::InTransaction);
+                if let Ok(id) = r {
+                    let epoch = self.tm.producer().unwrap().epoch;
+                    let c = &mut self.coordinator;
+                    assert!(c.ongoing.is_none_or(|e| e == epoch));
+                    c.ongoing = Some(epoch);
+                    assert_eq!(
+                        self.tm.finish_operation(id, ErrorCode::NONE),
+                        Next::Continue
+                    );
+                }
+            }
+            Step2pc::Prepare => {
+                let r = self.tm.prepare();
+                assert_eq!(r.is_ok(), state == TxnState::InTransaction, "{r:?}");
+                if let Ok(token) = r {
+                    assert!(
+                        !self.tokens.contains(&token),
+                        "token {token} handed out twice"
+                    );
+                    self.tokens.push(token);
+                    assert_eq!(self.tm.poll_request(), None, "prepare ends nothing");
+                }
+            }
+            Step2pc::Checkpoint => {
+                if let Some(token) = self.tm.prepared() {
+                    self.checkpoint = Some(token);
+                }
+            }
+            Step2pc::Complete(latest) => {
+                let token = if *latest {
+                    self.checkpoint
+                } else {
+                    self.tokens.first().copied()
+                };
+                let Some(token) = token else { return };
+                self.completing = Some(token);
+                let prepared = self.tm.prepared();
+                let r = self.tm.complete(token);
+                match state {
+                    TxnState::PreparedTransaction => {
+                        let (outcome, _) = r.unwrap();
+                        assert_eq!(outcome == PreparedOutcome::Commit, prepared == Some(token));
+                    }
+                    TxnState::Ready => {
+                        assert_eq!(r, Ok((PreparedOutcome::NothingPrepared, Completion::Done)));
+                    }
+                    _ => assert!(r.is_err()),
+                }
+                self.serve();
+            }
+            Step2pc::Restart(keep) => self.start(*keep),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn prepared_transactions_commit_only_what_a_checkpoint_named(
+        steps in prop::collection::vec(step_2pc(), 1..120),
+    ) {
+        let mut s = Source {
+            tm: Source::client(),
+            coordinator: Coordinator2pc { epoch: -1, ongoing: None },
+            tokens: Vec::new(),
+            checkpoint: None,
+            completing: None,
+            commits: 0,
+        };
+        s.start(false);
+        for step in &steps {
+            s.step(step);
+        }
+        // A last restart that keeps, completed by the checkpoint, leaves nothing open.
+        s.start(true);
+        s.step(&Step2pc::Complete(true));
+        if s.checkpoint.is_none() && s.tm.state() == TxnState::PreparedTransaction {
+            s.completing = Some(PreparedTxnState::new(0, 0));
+            s.tm.complete(PreparedTxnState::new(0, 0)).unwrap();
+            s.serve();
+        }
+        prop_assert_eq!(s.tm.state(), TxnState::Ready);
+        prop_assert_eq!(s.coordinator.ongoing, None);
     }
 }

@@ -11,6 +11,7 @@ fn manager(v2: bool) -> TransactionManager {
         TxnConfig {
             transactional_id: Some("tid".into()),
             transaction_timeout_ms: 60_000,
+            two_phase_commit: false,
         },
         v2,
     )
@@ -25,6 +26,7 @@ fn ready(v2: bool) -> TransactionManager {
         Some(CoordinatorRequest::InitProducerId {
             transactional_id: Some("tid".into()),
             transaction_timeout_ms: 60_000,
+            two_phase_commit: TwoPhaseCommit::Disabled,
             producer: None,
         })
     );
@@ -314,6 +316,7 @@ fn misuse_is_an_illegal_state_and_changes_nothing() {
         TxnConfig {
             transactional_id: None,
             transaction_timeout_ms: 60_000,
+            two_phase_commit: false,
         },
         true,
     );
@@ -453,6 +456,7 @@ fn version_1_recovers_a_lost_producer_id_by_bumping_the_epoch_after_the_abort() 
         Some(CoordinatorRequest::InitProducerId {
             transactional_id: Some("tid".into()),
             transaction_timeout_ms: 60_000,
+            two_phase_commit: TwoPhaseCommit::Disabled,
             producer: Some(PID),
         })
     );
@@ -478,6 +482,7 @@ fn an_idempotent_producer_bumps_its_epoch_and_restarts_sequences() {
         TxnConfig {
             transactional_id: None,
             transaction_timeout_ms: 60_000,
+            two_phase_commit: false,
         },
         true,
     );
@@ -515,4 +520,208 @@ fn an_idempotent_producer_bumps_its_epoch_and_restarts_sequences() {
         0,
         "sequences restart with the new epoch"
     );
+}
+
+// ---- two-phase commit (KIP-939) ----
+
+fn two_phase(keep: bool) -> TransactionManager {
+    let mut tm = TransactionManager::new(
+        TxnConfig {
+            transactional_id: Some("tid".into()),
+            transaction_timeout_ms: 60_000,
+            two_phase_commit: true,
+        },
+        true,
+    );
+    if keep {
+        tm.init_transactions_keep_prepared().unwrap();
+    } else {
+        tm.init_transactions().unwrap();
+    }
+    let Some(CoordinatorRequest::InitProducerId {
+        two_phase_commit, ..
+    }) = tm.poll_request()
+    else {
+        panic!("InitProducerId first")
+    };
+    let want = if keep {
+        TwoPhaseCommit::KeepPrepared
+    } else {
+        TwoPhaseCommit::Enabled
+    };
+    assert_eq!(two_phase_commit, want);
+    tm
+}
+
+#[test]
+fn prepared_token_round_trips_as_a_string() {
+    let token = PreparedTxnState::new(1234, 7);
+    assert_eq!(token.to_string(), "1234:7");
+    assert_eq!("1234:7".parse::<PreparedTxnState>(), Ok(token));
+    for bad in ["", "1234", "a:1", "1:b", "-1:0", "1:-1", "1:2:3", "1:40000"] {
+        assert!(bad.parse::<PreparedTxnState>().is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn prepare_needs_two_phase_commit_and_everything_answered() {
+    // Not configured: refused.
+    let mut tm = ready(true);
+    tm.begin().unwrap();
+    assert!(matches!(
+        tm.prepare().unwrap_err().kind,
+        TxnErrorKind::IllegalState { .. }
+    ));
+    assert!(tm.init_transactions_keep_prepared().is_err());
+    // Configured: refused while an operation is in flight, then prepared.
+    let mut tm = two_phase(false);
+    tm.on_response(CoordinatorResponse::InitProducerId(Ok(PID)));
+    assert!(tm.prepare().is_err(), "outside a transaction");
+    tm.begin().unwrap();
+    let op = tm
+        .start_operation(Operation::ShareAcknowledgements)
+        .unwrap();
+    assert!(tm.prepare().is_err(), "an operation in flight");
+    assert_eq!(tm.state(), TxnState::InTransaction);
+    tm.finish_operation(op, ErrorCode::NONE);
+    let token = tm.prepare().unwrap();
+    assert_eq!(token, PreparedTxnState::new(PID.id, PID.epoch));
+    assert_eq!(tm.state(), TxnState::PreparedTransaction);
+    assert_eq!(tm.prepared(), Some(token));
+    // Nothing joins a prepared transaction, and nothing begins.
+    assert!(tm.start_operation(Operation::Produce(tp(0))).is_err());
+    assert!(tm.begin().is_err());
+    assert_eq!(tm.poll_request(), None, "no EndTxn before complete");
+}
+
+#[test]
+fn complete_commits_a_matching_token_and_aborts_another() {
+    for matching in [true, false] {
+        let mut tm = two_phase(false);
+        tm.on_response(CoordinatorResponse::InitProducerId(Ok(PID)));
+        tm.begin().unwrap();
+        let op = tm.start_operation(Operation::Produce(tp(0))).unwrap();
+        tm.finish_operation(op, ErrorCode::NONE);
+        let token = tm.prepare().unwrap();
+        let given = if matching {
+            token
+        } else {
+            PreparedTxnState::new(PID.id, PID.epoch - 1)
+        };
+        let (outcome, completion) = tm.complete(given).unwrap();
+        assert_eq!(completion, Completion::Pending);
+        assert_eq!(
+            outcome,
+            if matching {
+                PreparedOutcome::Commit
+            } else {
+                PreparedOutcome::Abort
+            }
+        );
+        assert_eq!(tm.poll_request(), end(matching, PID));
+        tm.on_response(CoordinatorResponse::EndTxn(Ok(Some(bumped(PID)))));
+        assert_eq!(tm.state(), TxnState::Ready);
+        assert_eq!(tm.prepared(), None);
+        // Completing again is a no-op.
+        assert_eq!(
+            tm.complete(token),
+            Ok((PreparedOutcome::NothingPrepared, Completion::Done))
+        );
+        assert_eq!(tm.poll_request(), None);
+    }
+}
+
+#[test]
+fn a_restarted_producer_keeps_and_completes_the_prepared_transaction() {
+    let ongoing = PID;
+    let recovered = bumped(PID);
+    let mut tm = two_phase(true);
+    // Answers that cannot name this producer's transaction are fatal.
+    let mut bad = tm.clone();
+    let wrong = ProducerIdEpoch { id: 8, epoch: 3 };
+    assert!(matches!(
+        bad.on_response(CoordinatorResponse::InitProducerIdKept {
+            producer: recovered,
+            ongoing: wrong
+        }),
+        Next::Failed(TxnError { fatal: true, .. })
+    ));
+    assert_eq!(
+        tm.on_response(CoordinatorResponse::InitProducerIdKept {
+            producer: recovered,
+            ongoing
+        }),
+        Next::Continue
+    );
+    assert_eq!(tm.state(), TxnState::PreparedTransaction);
+    assert_eq!(tm.producer(), Some(recovered));
+    let token: PreparedTxnState = "7:3".parse().unwrap();
+    assert_eq!(tm.prepared(), Some(token));
+    assert!(tm.begin().is_err(), "complete first");
+    let (outcome, completion) = tm.complete(token).unwrap();
+    assert_eq!(
+        (outcome, completion),
+        (PreparedOutcome::Commit, Completion::Pending)
+    );
+    // EndTxn at the recovered epoch; the answer is the next bump.
+    assert_eq!(tm.poll_request(), end(true, recovered));
+    tm.on_response(CoordinatorResponse::EndTxn(Ok(Some(bumped(recovered)))));
+    assert_eq!(tm.state(), TxnState::Ready);
+}
+
+#[test]
+fn a_restarted_producer_with_nothing_prepared_is_ready_and_completes_nothing() {
+    let mut tm = two_phase(true);
+    tm.on_response(CoordinatorResponse::InitProducerId(Ok(bumped(PID))));
+    assert_eq!(tm.state(), TxnState::Ready);
+    assert_eq!(tm.prepared(), None);
+    assert_eq!(
+        tm.complete(PreparedTxnState::new(PID.id, PID.epoch)),
+        Ok((PreparedOutcome::NothingPrepared, Completion::Done))
+    );
+    // The next init (same manager cannot re-init) asks to keep again only when told to.
+    tm.begin().unwrap();
+    assert_eq!(tm.state(), TxnState::InTransaction);
+}
+
+#[test]
+fn an_empty_prepared_transaction_still_ends_with_end_txn_so_tokens_stay_unique() {
+    let mut tm = two_phase(false);
+    tm.on_response(CoordinatorResponse::InitProducerId(Ok(PID)));
+    tm.begin().unwrap();
+    let first = tm.prepare().unwrap();
+    let (outcome, completion) = tm.complete(first).unwrap();
+    assert_eq!(
+        (outcome, completion),
+        (PreparedOutcome::Commit, Completion::Pending)
+    );
+    // Nothing to commit: an abort, which bumps the epoch all the same.
+    assert_eq!(tm.poll_request(), end(false, PID));
+    tm.on_response(CoordinatorResponse::EndTxn(Ok(Some(bumped(PID)))));
+    tm.begin().unwrap();
+    let op = tm.start_operation(Operation::Produce(tp(0))).unwrap();
+    tm.finish_operation(op, ErrorCode::NONE);
+    let second = tm.prepare().unwrap();
+    assert_ne!(first, second);
+}
+
+#[test]
+fn prepare_needs_transaction_version_2() {
+    let mut tm = TransactionManager::new(
+        TxnConfig {
+            transactional_id: Some("tid".into()),
+            transaction_timeout_ms: 60_000,
+            two_phase_commit: true,
+        },
+        false,
+    );
+    tm.init_transactions().unwrap();
+    tm.poll_request();
+    tm.on_response(CoordinatorResponse::InitProducerId(Ok(PID)));
+    tm.begin().unwrap();
+    assert!(matches!(
+        tm.prepare().unwrap_err().kind,
+        TxnErrorKind::Unsupported(_)
+    ));
+    assert_eq!(tm.state(), TxnState::InTransaction);
 }
