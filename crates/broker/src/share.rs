@@ -652,6 +652,7 @@ pub fn partition_config(node: &NodeState, group_id: &str) -> SharePartitionConfi
         record_lock_duration_ms: s.record_lock_duration_ms,
         delivery_count_limit: i16::try_from(s.delivery_count_limit).unwrap_or(i16::MAX),
         record_locks_max: s.partition_max_record_locks,
+        dead_letter: false,
     }
 }
 

@@ -361,6 +361,7 @@ fn delivery_limits(node: &NodeState) -> DeliveryLimits {
                 (g, l)
             })
             .collect(),
+        dead_letter_groups: Default::default(),
     }
 }
 
