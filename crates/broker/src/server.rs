@@ -319,6 +319,11 @@ fn start_background(
             Arc::downgrade(&broker.share),
             stop.clone(),
         )),
+        tokio::spawn(crate::dead_letter::run_dead_letters(
+            Arc::downgrade(&broker.node),
+            Arc::downgrade(&broker.share),
+            stop.clone(),
+        )),
         tokio::spawn(crate::takeover::run(Arc::downgrade(&broker.node), stop)),
     ]
 }
