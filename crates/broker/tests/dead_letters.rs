@@ -1,15 +1,18 @@
 //! Share-group dead-letter queues (KIP-1191) on the broker: rejected records pass through
 //! ARCHIVING while their dead letters are written, then ARCHIVED; and a crash at either side
 //! of the dead-letter write (kill -9, the logs cut to what a lost page cache leaves) ends with
-//! each dead letter written exactly once.
+//! each dead letter written exactly once; a REJECT staged in a transaction is dead-lettered
+//! only if the transaction commits.
 
 mod common;
 
 use std::time::Duration;
 
 use common::log_cut::{batches, cut_last_batch, first_segment};
-use common::share::{ack_batch, acknowledge, setup_share_topic, ACCEPT, REJECT};
-use common::txn_share::{acquire, join, persisted, persisted_start, state_partition};
+use common::share::{ack_batch, acknowledge, configure_group, setup_share_topic, ACCEPT, REJECT};
+use common::txn_share::{
+    acquire, join, persisted, persisted_start, resolve, stage, staged_setup, state_partition,
+};
 use common::{alter_configs, create_topic, TestBroker, TOPIC_RESOURCE};
 use shoal_broker::share::SHARE_GROUP_STATE;
 use uuid::Uuid;
@@ -153,4 +156,58 @@ async fn a_crash_after_the_dead_letters_does_not_write_them_twice() {
 #[tokio::test]
 async fn a_crash_before_the_dead_letters_writes_them_once_after_the_restart() {
     crash_while_archiving(true).await;
+}
+
+/// A REJECT staged through TxnShareAcknowledge is dead-lettered when the transaction commits
+/// (the COMMIT marker makes the records ARCHIVING), and never when it aborts (the records are
+/// AVAILABLE again, below the delivery limit).
+async fn transactional_reject(commit: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = common::txn_share::start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    create_topic(&mut conn, DLQ, 1).await;
+    alter_configs(
+        &mut conn,
+        TOPIC_RESOURCE,
+        DLQ,
+        &[("errors.deadletterqueue.group.enable", "true")],
+    )
+    .await;
+    configure_group(&mut conn, &[("errors.deadletterqueue.topic.name", DLQ)]).await;
+    let (topic_id, a) = staged_setup(&broker, &mut conn, 60_000, 30_000).await;
+    stage(&mut conn, &a, topic_id, 0, 4, REJECT).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        dead_letters(dir.path()),
+        vec![],
+        "nothing before the outcome"
+    );
+    resolve(&broker, &mut conn, &a, commit).await;
+    if commit {
+        wait_start(&broker, topic_id, 5).await;
+        let letters: Vec<(i64, String, String)> = dead_letters(dir.path())
+            .into_iter()
+            .map(|(offset, _, count, message)| (offset, count, message))
+            .collect();
+        let expected: Vec<(i64, String, String)> = (0..5)
+            .map(|i| (i, "1".into(), "Offset rejected by client.".into()))
+            .collect();
+        assert_eq!(letters, expected);
+    } else {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(dead_letters(dir.path()), vec![]);
+        assert_eq!(persisted_start(&broker, topic_id, 0).await.0, 0);
+    }
+    drop(conn);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn a_committed_transactional_reject_is_dead_lettered_once() {
+    transactional_reject(true).await;
+}
+
+#[tokio::test]
+async fn an_aborted_transactional_reject_is_never_dead_lettered() {
+    transactional_reject(false).await;
 }
