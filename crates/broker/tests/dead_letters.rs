@@ -63,8 +63,17 @@ async fn wait_start(broker: &TestBroker, topic_id: Uuid, start: i64) {
 /// A broker in `dir` whose group dead-letters into [`DLQ`] (copying records), with ten records
 /// of which 0-4 were rejected and 5-9 accepted, and every dead letter written.
 async fn rejected(dir: &std::path::Path) -> (TestBroker, Uuid) {
+    rejected_at(dir, None).await
+}
+
+/// [`rejected`], with `share.version` moved to `share_version` first.
+async fn rejected_at(dir: &std::path::Path, share_version: Option<i16>) -> (TestBroker, Uuid) {
     let broker = TestBroker::start(dir).await;
     let mut conn = broker.connect().await;
+    if let Some(level) = share_version {
+        common::features::set_share_version(&mut conn, level, common::features::SAFE_DOWNGRADE)
+            .await;
+    }
     create_topic(&mut conn, DLQ, 1).await;
     alter_configs(
         &mut conn,
@@ -113,6 +122,17 @@ async fn rejected_records_are_dead_lettered_then_archived() {
     let (broker, topic_id) = rejected(dir.path()).await;
     assert_eq!(persisted(&broker, topic_id, 0).await, vec![]);
     assert_eq!(dead_letters(dir.path()), expected());
+    broker.stop().await;
+}
+
+/// Below `share.version` 2 (Kafka 4.2's level) the group's dead-letter topic has no effect:
+/// rejected records are archived at once, as before.
+#[tokio::test]
+async fn below_share_version_2_rejected_records_get_no_dead_letter() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, topic_id) = rejected_at(dir.path(), Some(1)).await;
+    assert_eq!(persisted(&broker, topic_id, 0).await, vec![]);
+    assert_eq!(dead_letters(dir.path()), vec![]);
     broker.stop().await;
 }
 
