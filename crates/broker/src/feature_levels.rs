@@ -23,8 +23,7 @@ pub const METADATA_VERSION: &str = "metadata.version";
 
 /// `share.version` 1: share groups (KIP-932).
 pub const SHARE_VERSION_SHARE_GROUPS: i16 = 1;
-/// `share.version` 2: Kafka 4.4's share-group dead-letter queues (KIP-1191). Not built in
-/// Shoal: the level is accepted and behaves as [`SHARE_VERSION_SHARE_GROUPS`] (decision 0012).
+/// `share.version` 2: Kafka 4.4's share-group dead-letter queues (KIP-1191, decision 0022).
 pub const SHARE_VERSION_DLQ: i16 = 2;
 /// `share.version` 3: transactional acknowledgements (KIP-1289, the draft's `SV_3`).
 pub const SHARE_VERSION_TXN_ACKS: i16 = 3;

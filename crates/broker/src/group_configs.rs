@@ -6,8 +6,9 @@
 //! → `group.share.record.lock.duration.ms`) and must lie within the broker's bounds for it
 //! (`group.share.min/max.record.lock.duration.ms`), as Kafka's `GroupConfig.validate` requires;
 //! unknown keys and out-of-range values are INVALID_CONFIG. Keys of group types Shoal does not
-//! implement (KIP-848 `consumer.*`, Streams `streams.*`) and of dead-letter queues are accepted
-//! and validated the same way, with no effect (decision 0007).
+//! implement (KIP-848 `consumer.*`, Streams `streams.*`) are accepted and validated the same
+//! way, with no effect (decision 0007). The dead-letter queue keys (KIP-1191) take effect at
+//! `share.version` 2 and above (`crate::dead_letter`).
 
 use crate::config::{
     hidden, int, long, BrokerConfig, ConfigDef, ConfigMap, Kind, Type, Update, I32_MAX,
@@ -21,6 +22,8 @@ pub const SHARE_PARTITION_MAX_RECORD_LOCKS: &str = "share.partition.max.record.l
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 pub const SHARE_RENEW_ACKNOWLEDGE_ENABLE: &str = "share.renew.acknowledge.enable";
+pub const DLQ_TOPIC_NAME: &str = "errors.deadletterqueue.topic.name";
+pub const DLQ_COPY_RECORD_ENABLE: &str = "errors.deadletterqueue.copy.record.enable";
 
 const fn g(
     name: &'static str,
@@ -50,8 +53,8 @@ pub const GROUP_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
     hidden(g("consumer.assignor.offload.enable", Kind::Bool, Some("true"), Some("group.consumer.assignor.offload.enable"), "Run a consumer-protocol group's assignor off the coordinator thread; no effect.")),
     g("consumer.heartbeat.interval.ms", int(1, I32_MAX), Some("5000"), Some("group.consumer.heartbeat.interval.ms"), "Heartbeat interval of a consumer-protocol group; no effect (no KIP-848 groups)."),
     g("consumer.session.timeout.ms", int(1, I32_MAX), Some("45000"), Some("group.consumer.session.timeout.ms"), "Session timeout of a consumer-protocol group; no effect (no KIP-848 groups)."),
-    g("errors.deadletterqueue.copy.record.enable", Kind::Bool, Some("false"), None, "Copy records into the share group's dead-letter queue; no effect (no dead-letter queues)."),
-    g("errors.deadletterqueue.topic.name", Kind::Text, Some(""), None, "The share group's dead-letter queue topic; no effect (no dead-letter queues)."),
+    g("errors.deadletterqueue.copy.record.enable", Kind::Bool, Some("false"), None, "Whether the share group's dead-letter records carry the original record's key, value and headers (else only the __dlq.errors.* headers)."),
+    g("errors.deadletterqueue.topic.name", Kind::Text, Some(""), None, "The share group's dead-letter queue topic (empty: none); rejected and over-the-limit records are written to it (share.version 2 and above)."),
     g("share.assignment.interval.ms", int(0, I32_MAX), Some("1000"), Some("group.share.assignment.interval.ms"), "Minimum time between share-group assignments; no effect (Shoal assigns at once)."),
     hidden(g("share.assignor.offload.enable", Kind::Bool, Some("true"), Some("group.share.assignor.offload.enable"), "Run the share-group assignor off the coordinator thread; no effect.")),
     g("share.auto.offset.reset", Kind::Custom(Type::String, auto_offset_reset), Some("latest"), None, "Where a share partition without state starts: latest, earliest or by_duration:<ISO-8601 duration>."),
@@ -227,6 +230,14 @@ pub fn validate(broker: &BrokerConfig, overrides: &ConfigMap) -> Result<(), Stri
     for (key, value) in overrides.iter() {
         validate_value(key, value)?;
     }
+    if overrides
+        .get(DLQ_TOPIC_NAME)
+        .is_some_and(|name| name.starts_with("__"))
+    {
+        return Err(format!(
+            "{DLQ_TOPIC_NAME}: DLQ topic name must not start with '__'"
+        ));
+    }
     for (key, min_key, max_key) in BOUNDS {
         let value = effective_long(broker, overrides, key);
         if let Some(min_key) = min_key {
@@ -339,6 +350,8 @@ pub struct ShareGroupSettings {
     pub auto_offset_reset: AutoOffsetReset,
     pub read_committed: bool,
     pub renew_acknowledge_enable: bool,
+    /// `errors.deadletterqueue.topic.name` is set (not empty).
+    pub has_dead_letter_topic: bool,
 }
 
 impl ShareGroupSettings {
@@ -359,6 +372,7 @@ impl ShareGroupSettings {
             read_committed: effective(broker, overrides, SHARE_ISOLATION_LEVEL) == "read_committed",
             renew_acknowledge_enable: effective(broker, overrides, SHARE_RENEW_ACKNOWLEDGE_ENABLE)
                 == "true",
+            has_dead_letter_topic: !effective(broker, overrides, DLQ_TOPIC_NAME).is_empty(),
         }
     }
 }
@@ -443,6 +457,11 @@ mod tests {
             &map(&[("errors.deadletterqueue.topic.name", "dlq")])
         )
         .is_ok());
+        let internal = validate(&broker, &map(&[(DLQ_TOPIC_NAME, "__dlq")]));
+        assert_eq!(
+            internal.unwrap_err(),
+            "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"
+        );
         // Within bounds each, but the heartbeat is not below the session timeout.
         let mut broker = BrokerConfig::default();
         broker

@@ -54,6 +54,7 @@ pub mod config;
 pub mod conn_limits;
 pub mod connection;
 pub mod coordinators;
+pub mod dead_letter;
 pub mod dispatch;
 pub mod feature_levels;
 pub mod group_configs;

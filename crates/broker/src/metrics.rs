@@ -31,6 +31,13 @@
 //!   unknown (staged before the machine was rebuilt from persisted state) are not observed,
 //!   so its count can be below the committed + aborted counters.
 //!
+//! Share-group dead-letter queues (KIP-1191), per group, Kafka's `share-group-metrics`
+//! names Prometheus-normalised (`shoal_share_group_<name>_total`, label group):
+//! `dead_letter_queue_record_count` (records written to the group's dead-letter topic),
+//! `dead_letter_queue_total_produce_requests` (writes attempted, each one or more records of a
+//! share partition) and `dead_letter_queue_failed_produce_requests` (attempts that failed:
+//! retried, or archived without a dead letter). At most [`DLQ_GROUPS_MAX`] groups are tracked.
+//!
 //! TxnShareAcknowledge's request rate, latency and errors are the generic per-api series
 //! (`request="TxnShareAcknowledge"`); [`error_codes`] counts its top-level and per-partition
 //! error codes.
@@ -75,6 +82,8 @@ const TX_PENDING_BUCKETS_S: [f64; 17] = [
 ];
 /// Distinct (api, error) pairs tracked at most.
 const ERROR_SERIES_MAX: usize = 4096;
+/// Groups whose dead-letter counters are tracked at most.
+const DLQ_GROUPS_MAX: usize = 4096;
 /// Largest HTTP request header accepted by the metrics endpoint.
 const HTTP_REQUEST_BYTES_MAX: usize = 8192;
 
@@ -156,6 +165,8 @@ pub struct Metrics {
     bytes_out: AtomicU64,
     buffer_releases: AtomicU64,
     tx_pending_time: TxPendingTime,
+    /// Per group: (records written, produce requests, failed produce requests).
+    dead_letters: Mutex<BTreeMap<String, [u64; 3]>>,
 }
 
 impl Default for Metrics {
@@ -170,6 +181,7 @@ impl Default for Metrics {
             bytes_out: AtomicU64::new(0),
             buffer_releases: AtomicU64::new(0),
             tx_pending_time: TxPendingTime::new(),
+            dead_letters: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -334,6 +346,28 @@ impl Metrics {
         }
     }
 
+    fn dead_letter_counters(&self, group: &str, add: [u64; 3]) {
+        let mut map = self.dead_letters.lock().expect("metrics lock poisoned");
+        if !map.contains_key(group) && map.len() >= DLQ_GROUPS_MAX {
+            return;
+        }
+        let c = map.entry(group.to_string()).or_default();
+        for (slot, n) in c.iter_mut().zip(add) {
+            *slot += n;
+        }
+    }
+
+    /// A write of `records` dead letters of `group` succeeded (0: all already written).
+    pub fn dead_letters_written(&self, group: &str, records: i64) {
+        let records = u64::try_from(records).unwrap_or(0);
+        self.dead_letter_counters(group, [records, u64::from(records > 0), 0]);
+    }
+
+    /// A write of dead letters of `group` failed.
+    pub fn dead_letter_failed(&self, group: &str) {
+        self.dead_letter_counters(group, [0, 1, 1]);
+    }
+
     /// Renders the registry and the broker's partitions in Prometheus text format.
     pub fn render(&self, scrape: &Scrape) -> String {
         let mut out = String::new();
@@ -437,6 +471,19 @@ impl Metrics {
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
         let sum = h.sum_ms.load(Ordering::Relaxed) as f64 / 1e3;
         let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+        let names = [
+            "shoal_share_group_dead_letter_queue_record_count_total",
+            "shoal_share_group_dead_letter_queue_total_produce_requests_total",
+            "shoal_share_group_dead_letter_queue_failed_produce_requests_total",
+        ];
+        let groups = self.dead_letters.lock().expect("metrics lock poisoned");
+        for (i, name) in names.iter().enumerate() {
+            let _ = writeln!(out, "# TYPE {name} counter");
+            for (group, c) in groups.iter() {
+                let group = label_value(group);
+                let _ = writeln!(out, "{name}{{group=\"{group}\"}} {}", c[i]);
+            }
+        }
     }
 }
 

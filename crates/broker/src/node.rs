@@ -440,10 +440,14 @@ impl NodeState {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Whether `share.version` is at least 1 (share groups; level 2, dead-letter queues in
-    /// Kafka, is not built and behaves as 1).
+    /// Whether `share.version` is at least 1 (share groups).
     pub fn share_groups_enabled(&self) -> bool {
         self.share_version() >= crate::feature_levels::SHARE_VERSION_SHARE_GROUPS
+    }
+
+    /// Whether `share.version` is at least 2 (share-group dead-letter queues, KIP-1191).
+    pub fn dead_letter_queues_enabled(&self) -> bool {
+        self.share_version() >= crate::feature_levels::SHARE_VERSION_DLQ
     }
 
     /// Whether `share.version` is at least 3 (transactional acknowledgements, KIP-1289):

@@ -320,6 +320,11 @@ fn start_background(
             Arc::downgrade(&broker.share),
             stop.clone(),
         )),
+        tokio::spawn(crate::dead_letter::run_dead_letters(
+            Arc::downgrade(&broker.node),
+            Arc::downgrade(&broker.share),
+            stop.clone(),
+        )),
         tokio::spawn(crate::metadata_follower::run(
             Arc::downgrade(&broker.node),
             stop.clone(),

@@ -72,6 +72,13 @@ pub struct ShareManager {
     pub state: ShareStateService,
     /// Woken when records become available again (release, expiry, acknowledgement).
     pub released: Arc<Notify>,
+    /// Woken after a state write, which may have made records ARCHIVING
+    /// (`crate::dead_letter`).
+    pub dead_letters_due: Arc<Notify>,
+    /// Share partitions whose dead-letter partition may already hold dead letters of their
+    /// ARCHIVING records (loaded with some, or an attempt failed part way): scanned before
+    /// writing (`crate::dead_letter`).
+    dead_letter_unverified: Mutex<std::collections::HashSet<SharePartitionKey>>,
 }
 
 /// The producer a transactional write of share state belongs to (KIP-1289 stagings).
@@ -119,7 +126,32 @@ impl ShareManager {
             slots: Mutex::new(HashMap::new()),
             state: ShareStateService::default(),
             released: Arc::new(Notify::new()),
+            dead_letters_due: Arc::new(Notify::new()),
+            dead_letter_unverified: Mutex::new(std::collections::HashSet::new()),
         })
+    }
+
+    /// Whether `key`'s dead letters must be looked for before they are written.
+    pub(crate) fn dead_letter_unverified(&self, key: &SharePartitionKey) -> bool {
+        self.dead_letter_unverified
+            .lock()
+            .expect("dead-letter set lock poisoned")
+            .contains(key)
+    }
+
+    pub(crate) fn mark_dead_letter_unverified(&self, key: &SharePartitionKey) {
+        self.dead_letter_unverified
+            .lock()
+            .expect("dead-letter set lock poisoned")
+            .insert(key.clone());
+    }
+
+    /// `key` has no ARCHIVING record left whose dead letter may exist.
+    pub(crate) fn dead_letter_verified(&self, key: &SharePartitionKey) {
+        self.dead_letter_unverified
+            .lock()
+            .expect("dead-letter set lock poisoned")
+            .remove(key);
     }
 
     /// Loads the share-state coordinator (replays `__share_group_state`) and starts it.
@@ -284,7 +316,7 @@ impl ShareManager {
             .cloned()
     }
 
-    fn existing_slots(&self) -> Vec<(SharePartitionKey, Arc<Slot>)> {
+    pub(crate) fn existing_slots(&self) -> Vec<(SharePartitionKey, Arc<Slot>)> {
         self.slots
             .lock()
             .expect("share slots lock poisoned")
@@ -336,7 +368,11 @@ impl ShareManager {
         change: Unpersisted<T>,
     ) -> Result<T, ErrorCode> {
         let outcome = match change.write(LEADER_EPOCH) {
-            Some(write) => self.write(key, write).await,
+            Some(write) => {
+                let outcome = self.write(key, write).await;
+                self.dead_letters_due.notify_one();
+                outcome
+            }
             None => Ok(()),
         };
         change.persisted(outcome)
@@ -400,6 +436,11 @@ impl ShareManager {
                 })?
             }
         };
+        if machine.archiving_count() > 0 {
+            // Persisted ARCHIVING: their dead letters may be written already.
+            self.mark_dead_letter_unverified(key);
+            self.dead_letters_due.notify_one();
+        }
         *state = Some(machine);
         Ok(())
     }
@@ -645,13 +686,15 @@ pub fn refusal_code(node: &NodeState, key: &SharePartitionKey, e: &ShareError) -
     ErrorCode(e.error_code().0)
 }
 
-/// The share-partition limits of a group (its configs, else the broker's).
+/// The share-partition limits of a group (its configs, else the broker's), and whether it has
+/// a dead-letter queue (a topic name set, at `share.version` 2 or above).
 pub fn partition_config(node: &NodeState, group_id: &str) -> SharePartitionConfig {
     let s = node.share_group_settings(group_id);
     SharePartitionConfig {
         record_lock_duration_ms: s.record_lock_duration_ms,
         delivery_count_limit: i16::try_from(s.delivery_count_limit).unwrap_or(i16::MAX),
         record_locks_max: s.partition_max_record_locks,
+        dead_letter: s.has_dead_letter_topic && node.dead_letter_queues_enabled(),
     }
 }
 

@@ -158,6 +158,7 @@ impl World {
                 record_lock_duration_ms: rng.range(150, 1500),
                 delivery_count_limit: rng.range(3, 6) as i16,
                 record_locks_max: rng.range(8, 200),
+                dead_letter: false,
             },
             snapshot_every: rng.range(0, 4) as u32,
             session_timeout_ms: rng.range(300, 2000) as i32,

@@ -30,7 +30,7 @@ pub const TOPIC_CONFIGS: &[(ConfigDef, Option<&str>)] = &[
     t("compression.type", Kind::Choice(&["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]), Some("producer"), Some("compression.type"), "Codec batches are stored with; only producer (as received) is applied."),
     t("compression.zstd.level", int(-131_072, 22), Some("3"), Some("compression.zstd.level"), "zstd level when the broker recompresses; no effect (Shoal stores batches as received)."),
     t("delete.retention.ms", long(0, i64::MAX), Some("86400000"), Some("log.cleaner.delete.retention.ms"), "How long compaction keeps tombstones and transaction markers."),
-    t("errors.deadletterqueue.group.enable", Kind::Bool, Some("false"), None, "Whether share groups may use this topic as a dead-letter queue; no effect (no dead-letter queues)."),
+    t("errors.deadletterqueue.group.enable", Kind::Bool, Some("false"), None, "Whether share groups may use this topic as a dead-letter queue (KIP-1191); a group naming a topic without it writes no dead letters."),
     t("file.delete.delay.ms", long(0, i64::MAX), Some("60000"), Some("log.segment.delete.delay.ms"), "Delay before a deleted segment's files are removed; no effect (Shoal removes them at once)."),
     t("flush.messages", long(1, i64::MAX), Some("9223372036854775807"), Some("log.flush.interval.messages"), "fsync after this many messages; 1 (Shoal's default) fsyncs every acknowledged write, with group commit."),
     t("flush.ms", long(0, i64::MAX), Some("9223372036854775807"), Some("log.flush.interval.ms"), "fsync at least this often when writes are not flushed one by one."),

@@ -345,7 +345,8 @@ struct ShareStateHost {
     tx_pending: TxPendingCounts,
 }
 
-/// Each share group's delivery count limit as the broker's configuration says now.
+/// Each share group's delivery count limit, and the groups with a dead-letter queue, as the
+/// broker's configuration says now.
 fn delivery_limits(node: &NodeState) -> DeliveryLimits {
     let limit = |group: &str| {
         i16::try_from(node.share_group_settings(group).delivery_count_limit).unwrap_or(i16::MAX)
@@ -359,6 +360,14 @@ fn delivery_limits(node: &NodeState) -> DeliveryLimits {
             .map(|g| {
                 let l = limit(&g);
                 (g, l)
+            })
+            .collect(),
+        dead_letter_groups: node
+            .groups_with_configs()
+            .into_iter()
+            .filter(|g| {
+                node.dead_letter_queues_enabled()
+                    && node.share_group_settings(g).has_dead_letter_topic
             })
             .collect(),
     }

@@ -200,11 +200,36 @@ impl ShareGroupOffset {
     }
 }
 
+/// What a marker's resolution of a share partition's stagings depends on besides the marker:
+/// its group's `share.delivery.count.limit`, and whether the group has a dead-letter queue
+/// (KIP-1191: a committed REJECT, or an ABORT at the limit, is then ARCHIVING, not ARCHIVED).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MarkerPolicy {
+    pub delivery_count_limit: i16,
+    pub dead_letter: bool,
+}
+
+impl From<i16> for MarkerPolicy {
+    /// A group without a dead-letter queue.
+    fn from(delivery_count_limit: i16) -> MarkerPolicy {
+        MarkerPolicy {
+            delivery_count_limit,
+            dead_letter: false,
+        }
+    }
+}
+
+/// ARCHIVING's id (KIP-1191).
+const ARCHIVING_STATE_ID: i8 = 3;
+/// ARCHIVED's id.
+const ARCHIVED_STATE_ID: i8 = 4;
+
 /// KIP-1289: what a transaction marker does to persisted state batches. Every TX_PENDING
 /// batch (state 5) staged by `producer_id` at `producer_epoch` or before is resolved with its
 /// full delivery count (persisted TX_PENDING carries the count before the acquisition): COMMIT
 /// → ACKNOWLEDGED for a staged ACCEPT, ARCHIVED for REJECT or GAP; ABORT → AVAILABLE, or
-/// ARCHIVED once the count reached `delivery_count_limit`. Returns the resolved batches, to
+/// ARCHIVED once the count reached the limit (ARCHIVING instead of ARCHIVED for REJECT and
+/// the limit when the group has a dead-letter queue, see [`MarkerPolicy`]). Returns the resolved batches, to
 /// merge over the stagings (their higher count wins the merge); empty when nothing matches,
 /// so an older-epoch or duplicate marker changes nothing. The share partition's
 /// `apply_marker` makes the same decision on its live records.
@@ -213,8 +238,13 @@ pub fn resolve_staged_batches(
     producer_id: i64,
     producer_epoch: i16,
     commit: bool,
-    delivery_count_limit: i16,
+    policy: MarkerPolicy,
 ) -> Vec<StateBatch> {
+    let dead = if policy.dead_letter {
+        ARCHIVING_STATE_ID
+    } else {
+        ARCHIVED_STATE_ID
+    };
     batches
         .iter()
         .filter(|b| b.delivery_state == TX_PENDING_STATE_ID)
@@ -233,8 +263,9 @@ pub fn resolve_staged_batches(
             let count = b.delivery_count.saturating_add(1);
             let state = match (commit, t.ack_type) {
                 (true, 1) => 2,
-                (true, _) => 4,
-                (false, _) if count >= delivery_count_limit => 4,
+                (true, 0) => ARCHIVED_STATE_ID,
+                (true, _) => dead,
+                (false, _) if count >= policy.delivery_count_limit => dead,
                 (false, _) => 0,
             };
             Some(StateBatch::new(b.first_offset, b.last_offset, state, count))
@@ -654,12 +685,12 @@ impl ShareStateStore {
     /// now begin the share partition ([`start_past_terminal`]), as the live path moves the
     /// SPSO, so that DescribeShareGroupOffsets sees the commit at once; the delivery-complete
     /// count is that of the terminal records left at or after it.
-    pub fn resolve_marker(
+    pub fn resolve_marker<P: Into<MarkerPolicy>>(
         &self,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
-        delivery_count_limit: impl Fn(&SharePartitionKey) -> i16,
+        policy: impl Fn(&SharePartitionKey) -> P,
         now_ms: i64,
     ) -> Vec<ShareStateRecord> {
         let mut out = Vec::new();
@@ -670,7 +701,7 @@ impl ShareStateStore {
                 producer_id,
                 producer_epoch,
                 commit,
-                delivery_count_limit(key),
+                policy(key).into(),
             );
             if resolved.is_empty() {
                 continue;
@@ -717,23 +748,17 @@ impl ShareStateStore {
     /// marker is its record. Returns the share partitions resolved, whose live machines the
     /// caller then resolves with [`crate::share_partition::SharePartition::apply_marker`].
     #[allow(clippy::too_many_arguments)]
-    pub fn apply_marker(
+    pub fn apply_marker<P: Into<MarkerPolicy>>(
         &mut self,
         marker_partition: i32,
         num_partitions: u32,
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
-        delivery_count_limit: impl Fn(&SharePartitionKey) -> i16,
+        policy: impl Fn(&SharePartitionKey) -> P,
         now_ms: i64,
     ) -> Vec<SharePartitionKey> {
-        let records = self.resolve_marker(
-            producer_id,
-            producer_epoch,
-            commit,
-            delivery_count_limit,
-            now_ms,
-        );
+        let records = self.resolve_marker(producer_id, producer_epoch, commit, policy, now_ms);
         let mut resolved = Vec::new();
         for record in records {
             let key = record.key();

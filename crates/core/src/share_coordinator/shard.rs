@@ -52,6 +52,8 @@ use crate::group_coordinator::ErrorCode;
 pub struct DeliveryLimits {
     pub default: i16,
     pub groups: BTreeMap<String, i16>,
+    /// Groups with a dead-letter queue (KIP-1191): their markers resolve to ARCHIVING.
+    pub dead_letter_groups: std::collections::BTreeSet<String>,
 }
 
 impl Default for DeliveryLimits {
@@ -59,6 +61,7 @@ impl Default for DeliveryLimits {
         Self {
             default: 5,
             groups: BTreeMap::new(),
+            dead_letter_groups: std::collections::BTreeSet::new(),
         }
     }
 }
@@ -66,6 +69,14 @@ impl Default for DeliveryLimits {
 impl DeliveryLimits {
     pub fn of(&self, group_id: &str) -> i16 {
         self.groups.get(group_id).copied().unwrap_or(self.default)
+    }
+
+    /// What a marker's resolution of `group_id`'s stagings depends on.
+    pub fn policy(&self, group_id: &str) -> super::MarkerPolicy {
+        super::MarkerPolicy {
+            delivery_count_limit: self.of(group_id),
+            dead_letter: self.dead_letter_groups.contains(group_id),
+        }
     }
 }
 
@@ -392,7 +403,7 @@ impl ShareStateShard {
             marker.producer_id,
             marker.producer_epoch,
             marker.commit,
-            |key| limits.of(&key.group_id),
+            |key| limits.policy(&key.group_id),
             self.now_ms,
         )
     }

@@ -112,6 +112,7 @@ impl SharePartition {
         let mut op = self.begin();
         self.expire_due(now_ms, &mut op);
         let limit = self.config.delivery_count_limit;
+        let dead = self.config.dead_letter_state();
         let renewed = self.lock_deadline(now_ms);
         for b in batches {
             for (first, last, ack) in typed_ranges(b) {
@@ -129,11 +130,10 @@ impl SharePartition {
                         AcknowledgeType::Accept => {
                             Run::unowned(r.last, RecordState::Acknowledged, count)
                         }
-                        AcknowledgeType::Gap | AcknowledgeType::Reject => {
-                            Run::unowned(r.last, RecordState::Archived, count)
-                        }
+                        AcknowledgeType::Gap => Run::unowned(r.last, RecordState::Archived, count),
+                        AcknowledgeType::Reject => Run::unowned(r.last, dead, count),
                         AcknowledgeType::Release if count >= limit => {
-                            Run::unowned(r.last, RecordState::Archived, count)
+                            Run::unowned(r.last, dead, count)
                         }
                         AcknowledgeType::Release => {
                             Run::unowned(r.last, RecordState::Available, count)
@@ -214,11 +214,12 @@ impl SharePartition {
             .map(|(first, r)| (first, r.last))
             .collect();
         let limit = self.config.delivery_count_limit;
+        let dead = self.config.dead_letter_state();
         for (first, last) in held {
             self.update_range(first, last, &mut op, |r| {
                 (r.state == RecordState::Acquired && r.owned_by(member_id)).then(|| {
                     let state = if r.delivery_count >= limit {
-                        RecordState::Archived
+                        dead
                     } else {
                         RecordState::Available
                     };
@@ -275,9 +276,10 @@ impl SharePartition {
 fn can_acknowledge(run: &Run, member_id: &str, now_ms: i64) -> Result<(), RecordStateReason> {
     match run.state {
         RecordState::Acquired => {}
-        RecordState::Available | RecordState::Acknowledged | RecordState::Archived => {
-            return Err(RecordStateReason::NotAcquired)
-        }
+        RecordState::Available
+        | RecordState::Acknowledged
+        | RecordState::Archiving
+        | RecordState::Archived => return Err(RecordStateReason::NotAcquired),
         RecordState::TxPending => return Err(RecordStateReason::TxPending),
     }
     if !run.owned_by(member_id) {

@@ -175,7 +175,11 @@ impl SharePartition {
             }
             if count >= limit {
                 // Only after the limit was lowered: never deliver past it.
-                self.update_range(s, e, op, archive_available);
+                let dead = self.config.dead_letter_state();
+                self.update_range(s, e, op, |r| {
+                    (r.state == RecordState::Available)
+                        .then(|| Run::unowned(r.last, dead, r.delivery_count))
+                });
                 continue;
             }
             let throttled = count >= throttle;

@@ -19,6 +19,7 @@ fn sp() -> SharePartition {
         record_lock_duration_ms: LOCK,
         delivery_count_limit: 5,
         record_locks_max: 100,
+        dead_letter: false,
     };
     SharePartition::new(config, 0, 0).expect("valid")
 }

@@ -89,7 +89,8 @@
 //!   Acknowledgements of offsets without data inside the window are skipped too.
 //! - An AVAILABLE record already at the delivery limit (possible only after the limit was
 //!   lowered) is archived when fetched instead of delivered again.
-//! - ARCHIVING / dead-letter queues (KIP-1191) are not modelled; see [`RecordState`].
+//! - Why a record is ARCHIVING (rejected, or past the delivery limit) is kept in memory
+//!   only: after a reload it is inferred from the delivery count (see `dead_letter.rs`).
 //!
 //! TX_PENDING around the other paths (KIP-1289; spec §2, §3.3, §3.4; decision 0011):
 //! - acknowledgements (ShareAcknowledge, ShareFetch, explicit or implicit) of a TX_PENDING
@@ -117,6 +118,7 @@
 
 mod acknowledge;
 mod acquire;
+mod dead_letter;
 mod runs;
 mod txn;
 mod types;
@@ -134,6 +136,7 @@ use std::sync::Arc;
 
 pub use acknowledge::validate_acknowledge_batches;
 pub use acquire::{AcquireRequest, Acquisition};
+pub use dead_letter::{DeadLetterCause, DeadLetterRange};
 pub use txn::{stage_all, StagedCopy};
 pub use types::*;
 
@@ -173,7 +176,9 @@ fn persisted(run: &Run) -> Option<(RecordState, i16, Option<StagedTxn>)> {
         RecordState::Acquired => {
             (delivery_count > 1).then_some((RecordState::Available, delivery_count - 1, None))
         }
-        RecordState::Acknowledged | RecordState::Archived => Some((state, delivery_count, None)),
+        RecordState::Acknowledged | RecordState::Archiving | RecordState::Archived => {
+            Some((state, delivery_count, None))
+        }
         // The pre-acquisition count, as for ACQUIRED: the combiner then lets the resolution
         // (the full count) win over the staging (see the module docs).
         RecordState::TxPending => Some((
@@ -569,6 +574,7 @@ impl SharePartition {
     /// ARCHIVED at the delivery limit (Kafka's acquisition lock timeout).
     fn expire_due(&mut self, now_ms: i64, op: &mut Op) {
         let limit = self.config.delivery_count_limit;
+        let dead = self.config.dead_letter_state();
         if crate::faults::active(crate::faults::Fault::LockExpiresTxPending) {
             self.expire_staged(now_ms, op);
         }
@@ -586,7 +592,7 @@ impl SharePartition {
                     return None;
                 }
                 let state = if r.delivery_count >= limit {
-                    RecordState::Archived
+                    dead
                 } else {
                     RecordState::Available
                 };
@@ -707,9 +713,12 @@ fn check_persisted_batch(b: &StateBatch, cursor: i64) -> Result<Run, ShareError>
         ));
     }
     match state {
-        Some(s @ (RecordState::Available | RecordState::Acknowledged | RecordState::Archived)) => {
-            Ok(Run::unowned(b.last_offset, s, b.delivery_count))
-        }
+        Some(
+            s @ (RecordState::Available
+            | RecordState::Acknowledged
+            | RecordState::Archiving
+            | RecordState::Archived),
+        ) => Ok(Run::unowned(b.last_offset, s, b.delivery_count)),
         Some(RecordState::TxPending) => {
             let staging = b.staged_txn.and_then(|t| {
                 let ack = AcknowledgeType::from_id(t.ack_type).filter(|a| a.is_transactional())?;
@@ -734,7 +743,7 @@ fn check_persisted_batch(b: &StateBatch, cursor: i64) -> Result<Run, ShareError>
             ))
         }
         Some(RecordState::Acquired) | None => Err(ShareError::InvalidPersistedState(
-            "delivery state is not AVAILABLE, ACKNOWLEDGED, ARCHIVED or TX_PENDING",
+            "delivery state is not AVAILABLE, ACKNOWLEDGED, ARCHIVING, ARCHIVED or TX_PENDING",
         )),
     }
 }

@@ -47,8 +47,8 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::share_coordinator::{
-    InitializeState, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord, ShareStateStore,
-    StagedTxn, StateBatch, TopicId,
+    InitializeState, MarkerPolicy, ShareCoordinatorConfig, SharePartitionKey, ShareStateRecord,
+    ShareStateStore, StagedTxn, StateBatch, TopicId,
 };
 
 const MEMBERS: usize = 3;
@@ -219,6 +219,9 @@ struct Model {
     recs: BTreeMap<i64, Rec>,
     start: i64,
     next_new: i64,
+    /// Where a rejection or the delivery limit sends a record: ARCHIVING with a dead-letter
+    /// queue, else ARCHIVED.
+    dead: RecordState,
 }
 
 /// The persisted (state id, count, staging) of a record: ACQUIRED as AVAILABLE and TX_PENDING
@@ -228,6 +231,7 @@ fn view(r: &Rec) -> Option<(i8, i16, Option<StagedTxn>)> {
         RecordState::Available => (r.count > 0).then_some((0, r.count, None)),
         RecordState::Acquired => (r.count > 1).then_some((0, r.count - 1, None)),
         RecordState::Acknowledged => Some((2, r.count, None)),
+        RecordState::Archiving => Some((3, r.count, None)),
         RecordState::Archived => Some((4, r.count, None)),
         RecordState::TxPending => Some((5, r.count - 1, r.txn)),
     }
@@ -259,14 +263,16 @@ impl Model {
             recs,
             start: sp.start_offset(),
             next_new: sp.next_new,
+            dead: sp.config().dead_letter_state(),
         }
     }
 
     fn expire(&mut self, now: i64, limit: i16) {
+        let dead = self.dead;
         for r in self.recs.values_mut() {
             if r.state == RecordState::Acquired && r.deadline <= now {
                 let state = if r.count >= limit {
-                    RecordState::Archived
+                    dead
                 } else {
                     RecordState::Available
                 };
@@ -382,7 +388,8 @@ impl Model {
                     2 if r.count < cfg.delivery_count_limit => {
                         Rec::unowned(RecordState::Available, r.count)
                     }
-                    _ => Rec::unowned(RecordState::Archived, r.count),
+                    0 => Rec::unowned(RecordState::Archived, r.count),
+                    _ => Rec::unowned(self.dead, r.count),
                 };
             }
         }
@@ -457,6 +464,7 @@ impl Model {
     /// Applies a marker; returns the records it resolved.
     fn marker(&mut self, producer_id: i64, epoch: i16, commit: bool, limit: i16) -> i64 {
         let mut resolved = 0;
+        let dead = self.dead;
         for r in self.recs.values_mut() {
             let Some(t) = r.txn else {
                 continue;
@@ -466,8 +474,9 @@ impl Model {
             }
             let state = match (commit, t.ack_type) {
                 (true, 1) => RecordState::Acknowledged,
-                (true, _) => RecordState::Archived,
-                (false, _) if r.count >= limit => RecordState::Archived,
+                (true, 0) => RecordState::Archived,
+                (true, _) => dead,
+                (false, _) if r.count >= limit => dead,
                 (false, _) => RecordState::Available,
             };
             *r = Rec::unowned(state, r.count);
@@ -479,14 +488,25 @@ impl Model {
 
     fn release(&mut self, who: usize, now: i64, limit: i16) {
         self.expire(now, limit);
+        let dead = self.dead;
         for r in self.recs.values_mut() {
             if r.state == RecordState::Acquired && r.owner == Some(who) {
                 let state = if r.count >= limit {
-                    RecordState::Archived
+                    dead
                 } else {
                     RecordState::Available
                 };
                 *r = Rec::unowned(state, r.count);
+            }
+        }
+        self.normalize();
+    }
+
+    /// The dead-letter records of the ARCHIVING records in `[first, last]` are written.
+    fn complete_archiving(&mut self, first: i64, last: i64) {
+        for (_, r) in self.recs.range_mut(first..=last) {
+            if r.state == RecordState::Archiving {
+                *r = Rec::unowned(RecordState::Archived, r.count);
             }
         }
         self.normalize();
@@ -676,6 +696,13 @@ enum Op {
         commit: bool,
         kind: MarkerKind,
     },
+    /// The broker wrote the dead-letter records of (part of) an ARCHIVING run, or of an
+    /// arbitrary range (only its ARCHIVING records change).
+    CompleteArchiving {
+        pick: usize,
+        cut: (i64, i64),
+        arbitrary: Option<(i64, i64)>,
+    },
     /// `producer`'s epoch moves on: a TV2 transaction ended with nothing staged here
     /// (`fence` false), or InitProducerId of a new instance fences a zombie (`fence`): the
     /// coordinator bumps the epoch, writes ABORT with it, and the new instance gets the next
@@ -757,6 +784,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..PRODUCERS.len(), any::<bool>(), marker_kind())
             .prop_map(|(producer, commit, kind)| Op::MarkerUnloaded { producer, commit, kind }),
         2 => (stager, any::<bool>()).prop_map(|(producer, fence)| Op::Bump { producer, fence }),
+        4 => (any::<usize>(), (0..3i64, 0..3i64), prop_oneof![4 => Just(None), 1 => (0..120i64, 1..8i64).prop_map(Some)])
+            .prop_map(|(pick, cut, arbitrary)| Op::CompleteArchiving { pick, cut, arbitrary }),
     ]
 }
 
@@ -782,6 +811,8 @@ struct Effect {
     refused: bool,
     /// The share partition was loaded afresh (its counters start again).
     reloaded: bool,
+    /// The dead-letter records of the ARCHIVING records in this range were written.
+    completed: Option<(i64, i64)>,
 }
 
 /// An acquisition, checked once the step's invariants held.
@@ -1120,6 +1151,7 @@ impl World {
             if let Some(b) = b.filter(|b| b.state.is_terminal()) {
                 assert!(passed, "terminal {o} changed by {op:?}: {b:?} -> {a:?}");
             }
+            self.check_dead_letter(op, o, b, a, dropped, passed);
             if let Some(b) = b.filter(|b| b.state == RecordState::TxPending && !dropped) {
                 let t = b.txn.expect("staged");
                 let own =
@@ -1137,10 +1169,12 @@ impl World {
                          outcome: {b:?} -> {a:?}"
                     );
                 };
+                let dead = self.cfg.dead_letter_state();
                 let expected = match (commit, t.ack_type) {
                     (true, 1) => RecordState::Acknowledged,
-                    (true, _) => RecordState::Archived,
-                    (false, _) if b.count >= limit => RecordState::Archived,
+                    (true, 0) => RecordState::Archived,
+                    (true, _) => dead,
+                    (false, _) if b.count >= limit => dead,
                     (false, _) => RecordState::Available,
                 };
                 let ok = match a {
@@ -1213,12 +1247,90 @@ impl World {
         counted
     }
 
+    /// The rules of ARCHIVING (KIP-1191) for the change of offset `o` from `b` to `a`: an
+    /// ARCHIVING record leaves only for ARCHIVED, only once its dead-letter record is written
+    /// (or below a moved log start, its data gone), and the SPSO never passes it; without a
+    /// dead-letter queue nothing is ever ARCHIVING; with one, a record reaches ARCHIVED from
+    /// a live state only by a GAP, an aborted transaction's data, or data gone from the log.
+    fn check_dead_letter(
+        &self,
+        op: &Op,
+        o: i64,
+        b: Option<&Rec>,
+        a: Option<&Rec>,
+        dropped: bool,
+        passed: bool,
+    ) {
+        let completed = self
+            .effect
+            .completed
+            .is_some_and(|(first, last)| (first..=last).contains(&o));
+        if let Some(a) = a {
+            assert!(
+                self.cfg.dead_letter || a.state != RecordState::Archiving,
+                "{o} ARCHIVING without a dead-letter queue ({op:?})"
+            );
+        }
+        if let Some(b) = b.filter(|b| b.state == RecordState::Archiving && !dropped) {
+            match a {
+                Some(a) => assert!(
+                    completed && *a == Rec::unowned(RecordState::Archived, b.count),
+                    "ARCHIVING {o} changed by {op:?} to {a:?}"
+                ),
+                None => assert!(
+                    completed && passed,
+                    "SPSO passed ARCHIVING {o} by {op:?} before its dead-letter record"
+                ),
+            }
+        }
+        let entered_archived = a.is_some_and(|a| a.state == RecordState::Archived)
+            && b.is_some_and(|b| {
+                matches!(
+                    b.state,
+                    RecordState::Acquired | RecordState::Available | RecordState::TxPending
+                )
+            });
+        if self.cfg.dead_letter && entered_archived {
+            let gap_or_gone = match op {
+                Op::Acquire { .. } => true,
+                Op::AckHeld { types, .. } | Op::AckRange { types, .. } => types.contains(&0),
+                Op::AckAll { ty, .. } => *ty == 0,
+                Op::Marker { .. } | Op::MarkerUnloaded { .. } | Op::Bump { .. } => {
+                    b.and_then(|b| b.txn).is_some_and(|t| t.ack_type == 0)
+                }
+                _ => false,
+            };
+            assert!(
+                gap_or_gone,
+                "{o} ARCHIVED by {op:?} without its dead-letter record: {b:?} -> {a:?}"
+            );
+        }
+    }
+
     fn held(&self, who: usize, pick: usize, cut: (i64, i64)) -> Option<(i64, i64)> {
         let held = self.sp.acquired_by(&member(who));
         if held.is_empty() {
             return None;
         }
         let r = held[pick % held.len()];
+        let first = (r.first_offset + cut.0).min(r.last_offset);
+        let last = (r.last_offset - cut.1).max(first);
+        Some((first, last))
+    }
+
+    fn policy(&self) -> MarkerPolicy {
+        MarkerPolicy {
+            delivery_count_limit: self.cfg.delivery_count_limit,
+            dead_letter: self.cfg.dead_letter,
+        }
+    }
+
+    fn archiving(&self, pick: usize, cut: (i64, i64)) -> Option<(i64, i64)> {
+        let runs = self.sp.archiving();
+        if runs.is_empty() {
+            return None;
+        }
+        let r = runs[pick % runs.len()];
         let first = (r.first_offset + cut.0).min(r.last_offset);
         let last = (r.last_offset - cut.1).max(first);
         Some((first, last))
@@ -1494,6 +1606,22 @@ impl World {
                 let (p, epoch, commit) = self.marker_epoch(*producer, *commit, *kind);
                 self.marker_unloaded(p, epoch, commit);
             }
+            Op::CompleteArchiving {
+                pick,
+                cut,
+                arbitrary,
+            } => {
+                let range = match arbitrary {
+                    Some((first, len)) => Some((*first, first + len - 1)),
+                    None => self.archiving(*pick, *cut),
+                };
+                if let Some((first, last)) = range {
+                    self.model.complete_archiving(first, last);
+                    self.effect.completed = Some((first, last));
+                    let write = self.sp.complete_archiving(first, last).expect("running");
+                    self.persist(write);
+                }
+            }
             Op::Bump { producer, fence } => {
                 let epoch = self.epochs[*producer] + 1;
                 if *fence {
@@ -1631,12 +1759,13 @@ impl World {
         self.effect.markers.push((producer_id, epoch, commit));
         self.last_marker = Some((producer, epoch, commit));
         let limit = self.cfg.delivery_count_limit;
+        let policy = self.policy();
         let resolved = self.model.marker(producer_id, epoch, commit, limit);
         // The same marker applied to the persisted state alone (replaying
         // __share_group_state past the marker) must give the live write's state at and after
         // the live SPSO; below it, only terminal batches the live write pruned.
         let mut replayed = self.store.clone();
-        let records = replayed.resolve_marker(producer_id, epoch, commit, |_| limit, self.now);
+        let records = replayed.resolve_marker(producer_id, epoch, commit, |_| policy, self.now);
         for r in &records {
             replayed.replay(r);
         }
@@ -1719,12 +1848,13 @@ impl World {
         self.effect.markers.push((producer_id, epoch, commit));
         self.last_marker = Some((producer, epoch, commit));
         let limit = self.cfg.delivery_count_limit;
+        let policy = self.policy();
         // Unloaded: the share partition's memory (its acquisitions) is gone.
         self.model.restart();
         let resolved = self.model.marker(producer_id, epoch, commit, limit);
         let records = self
             .store
-            .resolve_marker(producer_id, epoch, commit, |_| limit, self.now);
+            .resolve_marker(producer_id, epoch, commit, |_| policy, self.now);
         let store_resolved = !records.is_empty();
         for r in records {
             self.append(r);
@@ -1883,8 +2013,9 @@ impl World {
             let aborted = rc && self.log.aborted_at(o);
             let ok = match (b, a) {
                 (Some(b), Some(a)) => {
+                    let at_limit = b.count >= limit && a.state == self.cfg.dead_letter_state();
                     b.state == RecordState::Available
-                        && a.state == RecordState::Archived
+                        && (a.state == RecordState::Archived || at_limit)
                         && (a.count == b.count || (aborted && a.count == b.count + 1))
                 }
                 (None, Some(a)) => {
@@ -1899,6 +2030,7 @@ impl World {
                     o < after.start
                         && b.state != RecordState::Acquired
                         && b.state != RecordState::TxPending
+                        && b.state != RecordState::Archiving
                         && (b.state != RecordState::Available || stale || aborted)
                 }
                 (None, None) => true,
@@ -1961,11 +2093,13 @@ proptest! {
         locks in prop_oneof![Just(6i64), Just(15i64), Just(60i64)],
         per_snapshot in prop_oneof![Just(0u32), Just(2u32), Just(500u32)],
         ops in proptest::collection::vec(op(), 1..150),
+        dead_letter in any::<bool>(),
     ) {
         let cfg = SharePartitionConfig {
             record_lock_duration_ms: LOCK,
             delivery_count_limit: limit,
             record_locks_max: locks,
+            dead_letter,
         };
         let mut world = World::new(cfg, Log::build(&items), per_snapshot);
         world.check_state();

@@ -312,7 +312,7 @@ impl Runs {
                     self.pending.insert((producer_id, first));
                 }
             }
-            RecordState::Acknowledged | RecordState::Archived => {}
+            RecordState::Acknowledged | RecordState::Archiving | RecordState::Archived => {}
         }
         *self.counts.slot(state) += len;
     }
@@ -336,7 +336,7 @@ impl Runs {
                     self.pending.remove(&(t.producer_id, first));
                 }
             }
-            RecordState::Acknowledged | RecordState::Archived => {}
+            RecordState::Acknowledged | RecordState::Archiving | RecordState::Archived => {}
         }
         *self.counts.slot(run.state) -= run.len(first);
     }

@@ -16,6 +16,7 @@ fn config() -> SharePartitionConfig {
         record_lock_duration_ms: LOCK,
         delivery_count_limit: 5,
         record_locks_max: 100,
+        dead_letter: false,
     }
 }
 
@@ -139,17 +140,21 @@ fn loaded(start: i64, batches: &[(i64, i64, i8, i16)]) -> SharePartition {
 #[test]
 fn record_state_ids_and_transitions_match_kafka() {
     let ids: Vec<i8> = RecordState::ALL.iter().map(|s| s.id()).collect();
-    assert_eq!(ids, vec![0, 1, 2, 4, 5]);
-    assert_eq!(RecordState::from_id(3), None, "ARCHIVING is not modelled");
+    assert_eq!(ids, vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!(RecordState::from_id(3), Some(RecordState::Archiving));
     assert_eq!(RecordState::from_id(5), Some(RecordState::TxPending));
     use RecordState::*;
     for from in RecordState::ALL {
         for to in RecordState::ALL {
             let expected = matches!(
                 (from, to),
-                (Available, Acquired | Archived)
-                    | (Acquired, Available | Acknowledged | Archived | TxPending)
-                    | (TxPending, Available | Acknowledged | Archived)
+                (Available, Acquired | Archiving | Archived)
+                    | (
+                        Acquired,
+                        Available | Acknowledged | Archiving | Archived | TxPending
+                    )
+                    | (TxPending, Available | Acknowledged | Archiving | Archived)
+                    | (Archiving, Archived)
             );
             assert_eq!(
                 from.validate_transition(to).is_ok(),
@@ -160,6 +165,7 @@ fn record_state_ids_and_transitions_match_kafka() {
     }
     assert!(Acknowledged.is_terminal() && Archived.is_terminal());
     assert!(!Available.is_terminal() && !Acquired.is_terminal() && !TxPending.is_terminal());
+    assert!(!Archiving.is_terminal());
 }
 
 #[test]
@@ -850,7 +856,7 @@ fn persisted_gaps_are_fetched_again_and_loading_checks_the_batches() {
         ),
         (0, vec![StateBatch::new(3, 2, 0, 1)]),
         (0, vec![StateBatch::new(0, 2, 1, 1)]),
-        (0, vec![StateBatch::new(0, 2, 3, 1)]),
+        (0, vec![StateBatch::new(0, 2, 6, 1)]),
         (0, vec![StateBatch::new(0, 2, 0, -1)]),
     ];
     for (start_offset, state_batches) in bad {
@@ -1039,4 +1045,90 @@ fn acknowledge_types_and_modes_round_trip_their_ids() {
     assert_eq!(AcquireMode::from_id(0), Some(AcquireMode::BatchOptimized));
     assert_eq!(AcquireMode::from_id(1), Some(AcquireMode::RecordLimit));
     assert_eq!(AcquireMode::from_id(2), None);
+}
+
+fn dead_letter_config() -> SharePartitionConfig {
+    SharePartitionConfig {
+        delivery_count_limit: 2,
+        dead_letter: true,
+        ..config()
+    }
+}
+
+#[test]
+fn rejected_and_over_the_limit_records_wait_in_archiving_for_their_dead_letters() {
+    let mut sp = SharePartition::new(dead_letter_config(), 0, 0).expect("config");
+    assert_eq!(
+        acquire(&mut sp, "m1", &batches(0, 5, 6), 100, 0),
+        vec![(0, 5, 1)]
+    );
+    let write = sp
+        .acknowledge("m1", &[AckBatch::new(0, 5, vec![3, 0, 2, 1, 3, 2])], 10)
+        .expect("acknowledged")
+        .expect("a write");
+    let persisted: Vec<(i64, i64, RecordState)> = write
+        .batches
+        .iter()
+        .map(|b| (b.first_offset, b.last_offset, b.state))
+        .collect();
+    assert_eq!(
+        persisted,
+        vec![
+            (0, 0, RecordState::Archiving),
+            (1, 1, RecordState::Archived),
+            (2, 2, RecordState::Available),
+            (3, 3, RecordState::Acknowledged),
+            (4, 4, RecordState::Archiving),
+            (5, 5, RecordState::Available),
+        ],
+        "REJECT goes to ARCHIVING, GAP straight to ARCHIVED"
+    );
+    assert_eq!(sp.start_offset(), 0, "the SPSO stops at ARCHIVING");
+    let archiving = sp.archiving();
+    assert_eq!(archiving.len(), 2);
+    assert_eq!(archiving[0].cause, DeadLetterCause::ClientReject);
+    // ARCHIVING cannot be acknowledged, acquired or released.
+    let err = sp
+        .acknowledge("m1", &[AckBatch::new(0, 0, vec![1])], 20)
+        .expect_err("not acquired");
+    assert_eq!(err.error_code(), error_codes::INVALID_RECORD_STATE);
+    // The released offsets come back at count 2, the limit: released again, they are
+    // dead-lettered as past the limit.
+    assert_eq!(
+        acquire(&mut sp, "m1", &batches(0, 5, 6), 100, 30),
+        vec![(2, 2, 2), (5, 5, 2)]
+    );
+    sp.release_member("m1", 40).expect("released");
+    let causes: Vec<(i64, DeadLetterCause)> = sp
+        .archiving()
+        .iter()
+        .map(|r| (r.first_offset, r.cause))
+        .collect();
+    assert_eq!(
+        causes,
+        vec![
+            (0, DeadLetterCause::ClientReject),
+            (2, DeadLetterCause::DeliveryCountExceeded),
+            (4, DeadLetterCause::ClientReject),
+            (5, DeadLetterCause::DeliveryCountExceeded),
+        ]
+    );
+    // Completing a range archives only its ARCHIVING records; the SPSO moves past them.
+    let write = sp
+        .complete_archiving(0, 2)
+        .expect("running")
+        .expect("a write");
+    assert_eq!(write.start_offset, 4);
+    assert_eq!(sp.archiving_count(), 2);
+    sp.complete_archiving(0, 100).expect("running");
+    assert_eq!(sp.archiving_count(), 0);
+    assert_eq!(sp.start_offset(), 6);
+}
+
+#[test]
+fn archiving_survives_a_reload() {
+    let sp = loaded(0, &[(0, 1, 3, 1), (2, 2, 4, 1)]);
+    assert_eq!(sp.start_offset(), 0);
+    assert_eq!(sp.archiving_count(), 2);
+    assert_eq!(sp.persisted_view().batches[0].state, RecordState::Archiving);
 }

@@ -161,9 +161,10 @@ impl SharePartition {
                 }
                 RecordState::Acquired => None,
                 RecordState::TxPending => Some(RecordStateReason::TxPending),
-                RecordState::Available | RecordState::Acknowledged | RecordState::Archived => {
-                    Some(RecordStateReason::NotAcquired)
-                }
+                RecordState::Available
+                | RecordState::Acknowledged
+                | RecordState::Archiving
+                | RecordState::Archived => Some(RecordStateReason::NotAcquired),
             };
             if let Some(reason) = reason {
                 return Err(ShareError::InvalidRecordState {
@@ -200,6 +201,7 @@ impl SharePartition {
         let mut op = self.begin();
         op.marker = Some((producer_id, producer_epoch));
         let limit = self.config.delivery_count_limit;
+        let dead = self.config.dead_letter_state();
         let mut resolved = 0i64;
         let mut staged_at_ms = Vec::new();
         let ignore_producer = faults::active(Fault::MarkerIgnoresProducer);
@@ -236,8 +238,9 @@ impl SharePartition {
                 let count = r.delivery_count;
                 let state = match (commit, t.ack) {
                     (true, AcknowledgeType::Accept) => RecordState::Acknowledged,
-                    (true, _) => RecordState::Archived,
-                    (false, _) if count >= limit => RecordState::Archived,
+                    (true, AcknowledgeType::Gap) => RecordState::Archived,
+                    (true, _) => dead,
+                    (false, _) if count >= limit => dead,
                     (false, _) => RecordState::Available,
                 };
                 let n = r.len(first);

@@ -15,6 +15,7 @@ fn config(limit: i16, locks: i64) -> SharePartitionConfig {
         record_lock_duration_ms: LOCK,
         delivery_count_limit: limit,
         record_locks_max: locks,
+        dead_letter: false,
     }
 }
 

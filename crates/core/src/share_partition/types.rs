@@ -26,14 +26,15 @@ pub const RECORD_LOCKS_MAX_DEFAULT: i64 = 2_000;
 pub const THROTTLE_DELIVERY_COUNT_MIN: i16 = 2;
 
 /// The state of a record in a share partition, with Kafka's persisted ids
-/// (`RecordState`: AVAILABLE 0, ACQUIRED 1, ACKNOWLEDGED 2, ARCHIVED 4) and KIP-1289's
-/// TX_PENDING 5.
+/// (`RecordState`: AVAILABLE 0, ACQUIRED 1, ACKNOWLEDGED 2, ARCHIVING 3, ARCHIVED 4) and
+/// KIP-1289's TX_PENDING 5.
 ///
 /// Every change of a record's state goes through [`RecordState::validate_transition`]. The
 /// matches on this enum have no wildcard arm, on purpose: a new state must be placed in each.
 /// Lock expiry only looks at ACQUIRED runs, so TX_PENDING records never time out; the SPSO
-/// stops at them because they are not terminal. ARCHIVING (3, KIP-1191 dead-letter queue) is
-/// not modelled.
+/// stops at them because they are not terminal. ARCHIVING (KIP-1191) is the dead-letter
+/// queue's TX_PENDING-like step: persisted before the dead-letter record is written, left only
+/// for ARCHIVED once it is (see `dead_letter.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RecordState {
     /// May be acquired (fetched) by any member.
@@ -42,6 +43,10 @@ pub enum RecordState {
     Acquired,
     /// Accepted by the consumer (terminal).
     Acknowledged,
+    /// Rejected or past the delivery limit while the group has a dead-letter queue: its
+    /// dead-letter record is being written (KIP-1191); only ARCHIVED follows. Holds no lock
+    /// and no owner, and the SPSO stops at it.
+    Archiving,
     /// Rejected, a gap, past the delivery limit, part of an aborted transaction or below the
     /// log start offset (terminal).
     Archived,
@@ -51,10 +56,11 @@ pub enum RecordState {
 }
 
 impl RecordState {
-    pub const ALL: [RecordState; 5] = [
+    pub const ALL: [RecordState; 6] = [
         RecordState::Available,
         RecordState::Acquired,
         RecordState::Acknowledged,
+        RecordState::Archiving,
         RecordState::Archived,
         RecordState::TxPending,
     ];
@@ -65,6 +71,7 @@ impl RecordState {
             RecordState::Available => 0,
             RecordState::Acquired => 1,
             RecordState::Acknowledged => 2,
+            RecordState::Archiving => 3,
             RecordState::Archived => 4,
             RecordState::TxPending => 5,
         }
@@ -77,7 +84,10 @@ impl RecordState {
     /// Terminal states never change and let the start offset move past the record.
     pub const fn is_terminal(self) -> bool {
         match self {
-            RecordState::Available | RecordState::Acquired | RecordState::TxPending => false,
+            RecordState::Available
+            | RecordState::Acquired
+            | RecordState::Archiving
+            | RecordState::TxPending => false,
             RecordState::Acknowledged | RecordState::Archived => true,
         }
     }
@@ -89,13 +99,18 @@ impl RecordState {
     /// compaction, or past the delivery limit). A lock renewal is not a transition (the state
     /// stays ACQUIRED). KIP-1289 adds ACQUIRED → TX_PENDING (staging) and TX_PENDING →
     /// ACKNOWLEDGED | ARCHIVED (COMMIT) | AVAILABLE (ABORT; ARCHIVED at the delivery limit).
+    /// KIP-1191 adds ARCHIVING wherever a record is archived by a rejection or the delivery
+    /// limit (from AVAILABLE, ACQUIRED or TX_PENDING), and ARCHIVING → ARCHIVED only.
     ///
     /// # Errors
     /// Staying in the same state, leaving a terminal state, AVAILABLE to AVAILABLE or
     /// ACKNOWLEDGED.
     pub fn validate_transition(self, to: RecordState) -> Result<(), InvalidTransition> {
         let valid = match (self, to) {
-            (RecordState::Available, RecordState::Acquired | RecordState::Archived) => true,
+            (
+                RecordState::Available,
+                RecordState::Acquired | RecordState::Archiving | RecordState::Archived,
+            ) => true,
             (
                 RecordState::Available,
                 RecordState::Available | RecordState::Acknowledged | RecordState::TxPending,
@@ -105,14 +120,27 @@ impl RecordState {
                 RecordState::Acquired,
                 RecordState::Available
                 | RecordState::Acknowledged
+                | RecordState::Archiving
                 | RecordState::Archived
                 | RecordState::TxPending,
             ) => true,
             (
                 RecordState::TxPending,
-                RecordState::Available | RecordState::Acknowledged | RecordState::Archived,
+                RecordState::Available
+                | RecordState::Acknowledged
+                | RecordState::Archiving
+                | RecordState::Archived,
             ) => true,
             (RecordState::TxPending, RecordState::Acquired | RecordState::TxPending) => false,
+            (RecordState::Archiving, RecordState::Archived) => true,
+            (
+                RecordState::Archiving,
+                RecordState::Available
+                | RecordState::Acquired
+                | RecordState::Acknowledged
+                | RecordState::Archiving
+                | RecordState::TxPending,
+            ) => false,
             (RecordState::Acknowledged | RecordState::Archived, _) => false,
         };
         if valid {
@@ -320,6 +348,9 @@ pub struct SharePartitionConfig {
     /// `share.partition.max.record.locks`: the in-flight window (SPSO..=SPEO) size beyond
     /// which no new records are acquired.
     pub record_locks_max: i64,
+    /// The group has a dead-letter queue (`errors.deadletterqueue.topic.name`, KIP-1191):
+    /// records archived by REJECT or by the delivery limit pass through ARCHIVING.
+    pub dead_letter: bool,
 }
 
 impl Default for SharePartitionConfig {
@@ -328,6 +359,7 @@ impl Default for SharePartitionConfig {
             record_lock_duration_ms: RECORD_LOCK_DURATION_MS_DEFAULT,
             delivery_count_limit: DELIVERY_COUNT_LIMIT_DEFAULT,
             record_locks_max: RECORD_LOCKS_MAX_DEFAULT,
+            dead_letter: false,
         }
     }
 }
@@ -357,6 +389,16 @@ impl SharePartitionConfig {
         Ok(())
     }
 
+    /// The state a rejection or the delivery limit archives a record to: ARCHIVING when the
+    /// group has a dead-letter queue, else ARCHIVED.
+    pub const fn dead_letter_state(&self) -> RecordState {
+        if self.dead_letter {
+            RecordState::Archiving
+        } else {
+            RecordState::Archived
+        }
+    }
+
     /// Kafka's `throttleRecordsDeliveryLimit`: `max(2, ceil(limit / 2))`. Records delivered
     /// this often are re-delivered in ever smaller groups.
     pub fn throttle_delivery_count(&self) -> i16 {
@@ -371,6 +413,7 @@ pub struct StateCounts {
     pub available: i64,
     pub acquired: i64,
     pub acknowledged: i64,
+    pub archiving: i64,
     pub archived: i64,
     pub tx_pending: i64,
 }
@@ -381,6 +424,7 @@ impl StateCounts {
             RecordState::Available => self.available,
             RecordState::Acquired => self.acquired,
             RecordState::Acknowledged => self.acknowledged,
+            RecordState::Archiving => self.archiving,
             RecordState::Archived => self.archived,
             RecordState::TxPending => self.tx_pending,
         }
@@ -391,6 +435,7 @@ impl StateCounts {
             RecordState::Available => &mut self.available,
             RecordState::Acquired => &mut self.acquired,
             RecordState::Acknowledged => &mut self.acknowledged,
+            RecordState::Archiving => &mut self.archiving,
             RecordState::Archived => &mut self.archived,
             RecordState::TxPending => &mut self.tx_pending,
         }

@@ -221,6 +221,7 @@ fn state_shard(layout: &Layout) -> ShareStateShard {
         DeliveryLimits {
             default: layout.share.delivery_count_limit,
             groups: BTreeMap::new(),
+            dead_letter_groups: Default::default(),
         },
     )
     .expect("snapshot interval within 0..=500")
