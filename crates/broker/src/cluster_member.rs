@@ -134,6 +134,22 @@ impl ClusterMember {
                 Err(e) => return Err(e.into()),
             }
         }
+        // Serve only once this broker sees itself registered: Metadata names the live brokers
+        // (and one as the controller), and a client told of none has nowhere to go.
+        let seen_by = tokio::time::Instant::now() + ETCD_TIMEOUT;
+        while !self
+            .table
+            .brokers()
+            .iter()
+            .any(|b| b.node_id == self.node_id)
+        {
+            if tokio::time::Instant::now() >= seen_by {
+                anyhow::bail!(
+                    "registered, but not seen in etcd's broker list within {ETCD_TIMEOUT:?}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let weak: Weak<NodeState> = Arc::downgrade(node);
         let partitions: Partitions = Arc::new(move || {
             let Some(node) = weak.upgrade() else {
