@@ -34,6 +34,7 @@ use crate::seams::metadata_store::{LocalMetadataLog, MetadataStore};
 use crate::seams::ownership::{Node, Ownership, SingleNode};
 use crate::seams::SeamOverrides;
 use crate::topic_registry::{self, grow_topic, open_topic, Opening, Topic, TopicMaps};
+use shoal_core::acl::{Authorizer, AuthorizerConfig};
 use shoal_core::sasl::scram::{ScramCredential, ScramMechanism};
 
 /// Name of the internal topic holding group membership and committed offsets.
@@ -117,6 +118,12 @@ pub struct NodeState {
     /// SCRAM credentials, as the metadata image holds them (read without the admin lock by
     /// every SCRAM authentication).
     scram: RwLock<std::collections::BTreeMap<(String, ScramMechanism), ScramCredential>>,
+    /// Whether `authorizer.class.name` names the authorizer: every request is then checked
+    /// against the ACLs (`crate::authorization`).
+    pub authorization_enabled: bool,
+    /// The ACLs, as the metadata image holds them, indexed for checks (read by every request
+    /// when authorization is on; written by CreateAcls and DeleteAcls).
+    acls: RwLock<Authorizer>,
     /// Finalized `share.version`, mirrored for the ApiVersions table.
     share_version: std::sync::atomic::AtomicI16,
     /// Orders feature-level changes against staging (spec §3.5): a TxnShareAcknowledge holds
@@ -274,6 +281,14 @@ impl NodeState {
         let dynamic = image.broker_configs.clone();
         let group_configs = image.group_configs.clone();
         let scram = image.scram_credentials.clone();
+        let authorization_enabled = !config.get("authorizer.class.name").is_empty();
+        let mut acls = Authorizer::new(AuthorizerConfig {
+            super_users: AuthorizerConfig::parse_super_users(config.get("super.users")),
+            allow_everyone_if_no_acl_found: config.bool("allow.everyone.if.no.acl.found"),
+        });
+        for binding in &image.acls {
+            acls.add(binding.clone());
+        }
         let share_version = image
             .features
             .get(crate::feature_levels::SHARE_VERSION)
@@ -297,6 +312,8 @@ impl NodeState {
             dynamic: RwLock::new(dynamic),
             group_configs: RwLock::new(group_configs),
             scram: RwLock::new(scram),
+            authorization_enabled,
+            acls: RwLock::new(acls),
             share_version: std::sync::atomic::AtomicI16::new(share_version),
             feature_gate: tokio::sync::RwLock::new(()),
             admin: AsyncMutex::new(MetaStore {
@@ -774,6 +791,46 @@ impl NodeState {
                     scram.remove(&(user, mechanism));
                 }
                 other => debug_assert!(false, "not a SCRAM record: {other:?}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// The ACLs, for a check or a filter. Hold the guard only for that (no await).
+    pub fn acls(&self) -> std::sync::RwLockReadGuard<'_, Authorizer> {
+        self.acls.read().expect("acl lock poisoned")
+    }
+
+    /// Creates or deletes ACLs (validated by the caller) as durable records, in order, then
+    /// in the ACLs checks read. A creation of an ACL that exists and a deletion of one that
+    /// does not are no-ops, written nowhere.
+    ///
+    /// # Errors
+    /// KAFKA_STORAGE_ERROR; records appended before the failure stay applied.
+    pub async fn alter_acls(&self, records: Vec<MetaRecord>) -> Result<(), AdminError> {
+        let mut store = self.admin.lock().await;
+        for record in records {
+            let needed = match &record {
+                MetaRecord::Acl(b) => !store.image.acls.contains(b),
+                MetaRecord::RemoveAcl(b) => store.image.acls.contains(b),
+                other => {
+                    debug_assert!(false, "not an ACL record: {other:?}");
+                    false
+                }
+            };
+            if !needed {
+                continue;
+            }
+            self.append_meta(&mut store, record.clone()).await?;
+            let mut acls = self.acls.write().expect("acl lock poisoned");
+            match record {
+                MetaRecord::Acl(b) => {
+                    acls.add(b);
+                }
+                MetaRecord::RemoveAcl(b) => {
+                    acls.remove(&b);
+                }
+                _ => {}
             }
         }
         Ok(())
