@@ -131,6 +131,22 @@ pub enum Patch {
     CreateTopics(Vec<String>),
     DeleteTopics(Vec<String>),
     CreatePartitions(Vec<String>),
+    /// DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: these resources
+    /// (type, name, error) refused.
+    DescribeConfigs(Vec<(i8, StrBytes, ErrorCode)>),
+    AlterConfigs(Vec<(i8, StrBytes, ErrorCode)>),
+    IncrementalAlterConfigs(Vec<(i8, StrBytes, ErrorCode)>),
+    /// DescribeGroups / DeleteGroups / ShareGroupDescribe: these groups refused.
+    DescribeGroups(Vec<m::GroupId>),
+    DeleteGroups(Vec<m::GroupId>),
+    ShareGroupDescribe(Vec<m::GroupId>),
+    /// OffsetFetch (versions 8+): these groups refused.
+    OffsetFetchGroups(Vec<m::GroupId>),
+    /// DescribeTransactions: these transactional ids refused.
+    DescribeTransactions(Vec<m::TransactionalId>),
+    /// ListGroups / ListTransactions: only what the principal may DESCRIBE listed.
+    ListGroups,
+    ListTransactions,
 }
 
 fn code(e: ErrorCode) -> i16 {
@@ -205,8 +221,127 @@ pub fn screen(
                 Patch::CreatePartitions,
             )
         }
+        Request::DescribeConfigs(r) => {
+            let refused = take_refused(&mut r.resources, |c| {
+                config_refusal(&check, c.resource_type, &c.resource_name, DescribeConfigs).is_some()
+            });
+            patch_if_any(
+                config_refusals(&check, refused, DescribeConfigs),
+                Patch::DescribeConfigs,
+            )
+        }
+        Request::AlterConfigs(r) => {
+            let refused = take_refused(&mut r.resources, |c| {
+                config_refusal(&check, c.resource_type, &c.resource_name, AlterConfigs).is_some()
+            });
+            patch_if_any(
+                config_refusals(&check, refused, AlterConfigs),
+                Patch::AlterConfigs,
+            )
+        }
+        Request::IncrementalAlterConfigs(r) => {
+            let refused = take_refused(&mut r.resources, |c| {
+                config_refusal(&check, c.resource_type, &c.resource_name, AlterConfigs).is_some()
+            });
+            patch_if_any(
+                config_refusals(&check, refused, AlterConfigs),
+                Patch::IncrementalAlterConfigs,
+            )
+        }
+        Request::DescribeGroups(r) => {
+            let refused = take_refused(&mut r.groups, |g| !check.group(g.as_str(), Describe));
+            patch_if_any(refused, Patch::DescribeGroups)
+        }
+        Request::DeleteGroups(r) => {
+            let refused = take_refused(&mut r.groups_names, |g| !check.group(g.as_str(), Delete));
+            patch_if_any(refused, Patch::DeleteGroups)
+        }
+        Request::ShareGroupDescribe(r) => {
+            let refused = take_refused(&mut r.group_ids, |g| !check.group(g.as_str(), Describe));
+            patch_if_any(refused, Patch::ShareGroupDescribe)
+        }
+        Request::OffsetFetch(r) if version >= 8 => {
+            let refused = take_refused(&mut r.groups, |g| {
+                !check.group(g.group_id.as_str(), Describe)
+            });
+            patch_if_any(
+                refused.into_iter().map(|g| g.group_id).collect(),
+                Patch::OffsetFetchGroups,
+            )
+        }
+        Request::DescribeTransactions(r) => {
+            let refused = take_refused(&mut r.transactional_ids, |t| {
+                !check.transactional_id(t.as_str(), Describe)
+            });
+            patch_if_any(refused, Patch::DescribeTransactions)
+        }
+        Request::ListGroups(_) if !check.cluster(Describe) => Screen::Patch(Patch::ListGroups),
+        Request::ListTransactions(_) => Screen::Patch(Patch::ListTransactions),
         other => whole(&check, other).map_or(Screen::Pass, Screen::Refuse),
     }
+}
+
+/// The check of a config resource (Kafka's ConfigResource types: 2 topic, 4 broker,
+/// 8 broker logger, 16 client metrics, 32 group) and the error a refusal carries.
+fn config_refusal(
+    check: &Checker<'_>,
+    resource_type: i8,
+    name: &StrBytes,
+    operation: AclOperation,
+) -> Option<ErrorCode> {
+    match resource_type {
+        2 => (!check.topic(name.as_str(), operation))
+            .then_some(ErrorCode::TOPIC_AUTHORIZATION_FAILED),
+        32 => (!check.group(name.as_str(), operation))
+            .then_some(ErrorCode::GROUP_AUTHORIZATION_FAILED),
+        _ => (!check.cluster(operation)).then_some(ErrorCode::CLUSTER_AUTHORIZATION_FAILED),
+    }
+}
+
+trait ConfigResourceLike {
+    fn kind(&self) -> i8;
+    fn name(&self) -> &StrBytes;
+}
+
+impl ConfigResourceLike for m::describe_configs_request::DescribeConfigsResource {
+    fn kind(&self) -> i8 {
+        self.resource_type
+    }
+    fn name(&self) -> &StrBytes {
+        &self.resource_name
+    }
+}
+
+impl ConfigResourceLike for m::alter_configs_request::AlterConfigsResource {
+    fn kind(&self) -> i8 {
+        self.resource_type
+    }
+    fn name(&self) -> &StrBytes {
+        &self.resource_name
+    }
+}
+
+impl ConfigResourceLike for m::incremental_alter_configs_request::AlterConfigsResource {
+    fn kind(&self) -> i8 {
+        self.resource_type
+    }
+    fn name(&self) -> &StrBytes {
+        &self.resource_name
+    }
+}
+
+fn config_refusals<R: ConfigResourceLike>(
+    check: &Checker<'_>,
+    refused: Vec<R>,
+    operation: AclOperation,
+) -> Vec<(i8, StrBytes, ErrorCode)> {
+    refused
+        .into_iter()
+        .filter_map(|r| {
+            config_refusal(check, r.kind(), r.name(), operation)
+                .map(|e| (r.kind(), r.name().clone(), e))
+        })
+        .collect()
 }
 
 /// Checks of requests refused or served as a whole: the response to refuse with, if any.
@@ -321,6 +456,33 @@ fn whole(check: &Checker<'_>, request: &Request) -> Option<Response> {
                 .collect();
             m::AlterUserScramCredentialsResponse::default()
                 .with_results(results)
+                .into()
+        }),
+        Request::OffsetFetch(r) => group(r.group_id.as_str(), Describe).map(|e| {
+            m::OffsetFetchResponse::default()
+                .with_error_code(code(e))
+                .into()
+        }),
+        Request::OffsetDelete(r) => group(r.group_id.as_str(), Delete).map(|e| {
+            m::OffsetDeleteResponse::default()
+                .with_error_code(code(e))
+                .into()
+        }),
+        Request::DescribeLogDirs(_) => cluster(Describe).map(|e| {
+            m::DescribeLogDirsResponse::default()
+                .with_error_code(code(e))
+                .into()
+        }),
+        Request::AlterShareGroupOffsets(r) => group(r.group_id.as_str(), Read).map(|e| {
+            m::AlterShareGroupOffsetsResponse::default()
+                .with_error_code(code(e))
+                .with_error_message(message("Group authorization failed."))
+                .into()
+        }),
+        Request::DeleteShareGroupOffsets(r) => group(r.group_id.as_str(), Delete).map(|e| {
+            m::DeleteShareGroupOffsetsResponse::default()
+                .with_error_code(code(e))
+                .with_error_message(message("Group authorization failed."))
                 .into()
         }),
         Request::ShareGroupHeartbeat(r) => {
@@ -767,8 +929,17 @@ impl Patch {
     }
 
     /// Applies the patch to the handler's response.
-    pub fn apply(self, response: &mut Response) {
+    pub fn apply(self, response: &mut Response, node: &NodeState, ctx: &RequestContext) {
+        let check = Checker::new(node, ctx);
         match (self, response) {
+            (Patch::ListGroups, Response::ListGroups(r)) => {
+                r.groups
+                    .retain(|g| check.group(g.group_id.as_str(), Describe));
+            }
+            (Patch::ListTransactions, Response::ListTransactions(r)) => {
+                r.transaction_states
+                    .retain(|t| check.transactional_id(t.transactional_id.as_str(), Describe));
+            }
             (Patch::Produce(topics), Response::Produce(r)) => r.responses.extend(
                 produce_topic_errors(topics, ErrorCode::TOPIC_AUTHORIZATION_FAILED),
             ),
@@ -861,6 +1032,74 @@ impl Patch {
                         .with_name(m::TopicName(StrBytes::from_string(n)))
                         .with_error_code(code(ErrorCode::TOPIC_AUTHORIZATION_FAILED))
                         .with_error_message(message("Authorization failed."))
+                }))
+            }
+            (Patch::DescribeConfigs(refused), Response::DescribeConfigs(r)) => {
+                r.results.extend(refused.into_iter().map(|(kind, name, e)| {
+                    m::describe_configs_response::DescribeConfigsResult::default()
+                        .with_error_code(code(e))
+                        .with_error_message(message("Authorization failed."))
+                        .with_resource_type(kind)
+                        .with_resource_name(name)
+                }))
+            }
+            (Patch::AlterConfigs(refused), Response::AlterConfigs(r)) => {
+                r.responses
+                    .extend(refused.into_iter().map(|(kind, name, e)| {
+                        m::alter_configs_response::AlterConfigsResourceResponse::default()
+                            .with_error_code(code(e))
+                            .with_error_message(message("Authorization failed."))
+                            .with_resource_type(kind)
+                            .with_resource_name(name)
+                    }))
+            }
+            (Patch::IncrementalAlterConfigs(refused), Response::IncrementalAlterConfigs(r)) => r
+                .responses
+                .extend(refused.into_iter().map(|(kind, name, e)| {
+                    m::incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                        .with_error_code(code(e))
+                        .with_error_message(message("Authorization failed."))
+                        .with_resource_type(kind)
+                        .with_resource_name(name)
+                })),
+            (Patch::DescribeGroups(groups), Response::DescribeGroups(r)) => {
+                r.groups.extend(groups.into_iter().map(|g| {
+                    m::describe_groups_response::DescribedGroup::default()
+                        .with_error_code(code(ErrorCode::GROUP_AUTHORIZATION_FAILED))
+                        .with_group_id(g)
+                        .with_authorized_operations(i32::MIN)
+                }))
+            }
+            (Patch::DeleteGroups(groups), Response::DeleteGroups(r)) => {
+                r.results.extend(groups.into_iter().map(|g| {
+                    m::delete_groups_response::DeletableGroupResult::default()
+                        .with_group_id(g)
+                        .with_error_code(code(ErrorCode::GROUP_AUTHORIZATION_FAILED))
+                }))
+            }
+            (Patch::ShareGroupDescribe(groups), Response::ShareGroupDescribe(r)) => {
+                r.groups.extend(groups.into_iter().map(|g| {
+                    m::share_group_describe_response::DescribedGroup::default()
+                        .with_error_code(code(ErrorCode::GROUP_AUTHORIZATION_FAILED))
+                        .with_group_id(g)
+                        .with_authorized_operations(i32::MIN)
+                }))
+            }
+            (Patch::OffsetFetchGroups(groups), Response::OffsetFetch(r)) => {
+                r.groups.extend(groups.into_iter().map(|g| {
+                    m::offset_fetch_response::OffsetFetchResponseGroup::default()
+                        .with_group_id(g)
+                        .with_error_code(code(ErrorCode::GROUP_AUTHORIZATION_FAILED))
+                }))
+            }
+            (Patch::DescribeTransactions(ids), Response::DescribeTransactions(r)) => {
+                r.transaction_states.extend(ids.into_iter().map(|id| {
+                    m::describe_transactions_response::TransactionState::default()
+                        .with_error_code(code(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+                        .with_transactional_id(id)
+                        .with_producer_id(m::ProducerId(-1))
+                        .with_producer_epoch(-1)
+                        .with_transaction_start_time_ms(-1)
                 }))
             }
             (patch, response) => {

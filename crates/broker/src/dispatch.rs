@@ -53,25 +53,28 @@ pub async fn dispatch(
             if matches!(&frame.body, Request::Produce(r) if r.acks == 0) {
                 return Reply::Close("produce with acks=0 was refused authorization".into());
             }
-            patched(serve(broker, ctx, frame).await, patch)
+            patched(broker, ctx, serve(broker, ctx, frame).await, patch)
         }
     }
 }
 
 /// Adds the refused parts of a request back into its response ([`authorization::Patch`]).
-fn patched(reply: Reply, patch: Patch) -> Reply {
+fn patched(broker: &Arc<Broker>, ctx: &RequestContext, reply: Reply, patch: Patch) -> Reply {
     match reply {
         Reply::Now(Some(mut response)) => {
-            patch.apply(&mut response);
+            patch.apply(&mut response, broker, ctx);
             Reply::Now(Some(response))
         }
-        Reply::Later(future) => Reply::Later(Box::pin(async move {
-            let mut response = future.await?;
-            patch.apply(&mut response);
-            Some(response)
-        })),
+        Reply::Later(future) => {
+            let (broker, ctx) = (broker.clone(), ctx.clone());
+            Reply::Later(Box::pin(async move {
+                let mut response = future.await?;
+                patch.apply(&mut response, &broker, &ctx);
+                Some(response)
+            }))
+        }
         Reply::Records(mut response, regions) => {
-            patch.apply(&mut response);
+            patch.apply(&mut response, broker, ctx);
             Reply::Records(response, regions)
         }
         other => other,

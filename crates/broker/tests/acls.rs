@@ -11,12 +11,14 @@ use std::time::Duration;
 use common::{create_topic, produce_once, TestBroker};
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, FetchRequest,
-    FindCoordinatorRequest, InitProducerIdRequest, JoinGroupRequest, MetadataRequest,
-    SaslAuthenticateRequest, SaslHandshakeRequest, TopicName, TransactionalId,
+    CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, InitProducerIdRequest,
+    JoinGroupRequest, MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
@@ -374,6 +376,57 @@ async fn groups_transactional_ids_and_the_cluster_are_checked() {
         );
         let answer = alice.request(4, &init(None)).await.unwrap();
         assert_eq!(answer.error_code, 0);
+        // Configs: the broker's need DESCRIBE_CONFIGS on the cluster, a topic's on the topic
+        // (WRITE does not imply it); each refused resource is answered, the rest served.
+        let describe = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(s("1")),
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(s("t")),
+        ]);
+        let described = alice.request(4, &describe).await.unwrap();
+        let mut codes: Vec<(i8, i16)> = described
+            .results
+            .iter()
+            .map(|r| (r.resource_type, r.error_code))
+            .collect();
+        codes.sort();
+        assert_eq!(
+            codes,
+            [
+                (2, TOPIC_AUTHORIZATION_FAILED),
+                (4, CLUSTER_AUTHORIZATION_FAILED)
+            ]
+        );
+        let described = admin.request(4, &describe).await.unwrap();
+        assert!(described.results.iter().all(|r| r.error_code == 0));
+        // Groups: described only with DESCRIBE; listed only those.
+        let groups = alice
+            .request(
+                5,
+                &DescribeGroupsRequest::default().with_groups(vec![
+                    kafka_protocol::messages::GroupId(s("mine")),
+                    kafka_protocol::messages::GroupId(s("theirs")),
+                ]),
+            )
+            .await
+            .unwrap();
+        let mut codes: Vec<(String, i16)> = groups
+            .groups
+            .iter()
+            .map(|g| (g.group_id.to_string(), g.error_code))
+            .collect();
+        codes.sort();
+        assert_eq!(
+            codes,
+            [
+                ("mine".to_string(), 0),
+                ("theirs".to_string(), GROUP_AUTHORIZATION_FAILED)
+            ]
+        );
+
         // CLUSTER resources are named kafka-cluster.
         assert_eq!(
             create_acls(
