@@ -144,6 +144,11 @@ pub enum Patch {
     OffsetFetchGroups(Vec<m::GroupId>),
     /// DescribeTransactions: these transactional ids refused.
     DescribeTransactions(Vec<m::TransactionalId>),
+    /// DeleteRecords / DescribeProducers: these topics' partitions refused.
+    DeleteRecords(Vec<m::delete_records_request::DeleteRecordsTopic>),
+    DescribeProducers(Vec<m::describe_producers_request::TopicRequest>),
+    /// DescribeShareGroupOffsets: these groups refused.
+    DescribeShareGroupOffsets(Vec<m::GroupId>),
     /// ListGroups / ListTransactions: only what the principal may DESCRIBE listed.
     ListGroups,
     ListTransactions,
@@ -274,6 +279,23 @@ pub fn screen(
                 !check.transactional_id(t.as_str(), Describe)
             });
             patch_if_any(refused, Patch::DescribeTransactions)
+        }
+        Request::DeleteRecords(r) => {
+            let refused = take_refused(&mut r.topics, |t| !check.topic(t.name.as_str(), Delete));
+            patch_if_any(refused, Patch::DeleteRecords)
+        }
+        Request::DescribeProducers(r) => {
+            let refused = take_refused(&mut r.topics, |t| !check.topic(t.name.as_str(), Read));
+            patch_if_any(refused, Patch::DescribeProducers)
+        }
+        Request::DescribeShareGroupOffsets(r) => {
+            let refused = take_refused(&mut r.groups, |g| {
+                !check.group(g.group_id.as_str(), Describe)
+            });
+            patch_if_any(
+                refused.into_iter().map(|g| g.group_id).collect(),
+                Patch::DescribeShareGroupOffsets,
+            )
         }
         Request::ListGroups(_) if !check.cluster(Describe) => Screen::Patch(Patch::ListGroups),
         Request::ListTransactions(_) => Screen::Patch(Patch::ListTransactions),
@@ -466,6 +488,31 @@ fn whole(check: &Checker<'_>, request: &Request) -> Option<Response> {
         Request::OffsetDelete(r) => group(r.group_id.as_str(), Delete).map(|e| {
             m::OffsetDeleteResponse::default()
                 .with_error_code(code(e))
+                .into()
+        }),
+        Request::AlterReplicaLogDirs(r) => cluster(Alter).map(|e| {
+            use m::alter_replica_log_dirs_response as resp;
+            let results = r
+                .dirs
+                .iter()
+                .flat_map(|d| d.topics.iter())
+                .map(|t| {
+                    resp::AlterReplicaLogDirTopicResult::default()
+                        .with_topic_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    resp::AlterReplicaLogDirPartitionResult::default()
+                                        .with_partition_index(*p)
+                                        .with_error_code(code(e))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            m::AlterReplicaLogDirsResponse::default()
+                .with_results(results)
                 .into()
         }),
         Request::DescribeLogDirs(_) => cluster(Describe).map(|e| {
@@ -1090,6 +1137,49 @@ impl Patch {
                     m::offset_fetch_response::OffsetFetchResponseGroup::default()
                         .with_group_id(g)
                         .with_error_code(code(ErrorCode::GROUP_AUTHORIZATION_FAILED))
+                }))
+            }
+            (Patch::DeleteRecords(topics), Response::DeleteRecords(r)) => {
+                r.topics.extend(topics.into_iter().map(|t| {
+                    m::delete_records_response::DeleteRecordsTopicResult::default()
+                        .with_name(t.name)
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    m::delete_records_response::DeleteRecordsPartitionResult::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_low_watermark(-1)
+                                        .with_error_code(code(ErrorCode::TOPIC_AUTHORIZATION_FAILED))
+                                })
+                                .collect(),
+                        )
+                }))
+            }
+            (Patch::DescribeProducers(topics), Response::DescribeProducers(r)) => {
+                r.topics.extend(topics.into_iter().map(|t| {
+                    m::describe_producers_response::TopicResponse::default()
+                        .with_name(t.name)
+                        .with_partitions(
+                            t.partition_indexes
+                                .iter()
+                                .map(|p| {
+                                    m::describe_producers_response::PartitionResponse::default()
+                                        .with_partition_index(*p)
+                                        .with_error_code(code(ErrorCode::TOPIC_AUTHORIZATION_FAILED))
+                                })
+                                .collect(),
+                        )
+                }))
+            }
+            (Patch::DescribeShareGroupOffsets(groups), Response::DescribeShareGroupOffsets(r)) => {
+                r.groups.extend(groups.into_iter().map(|g| {
+                    shoal_protocol::share::describe_share_group_offsets::DescribeShareGroupOffsetsResponseGroup {
+                        group_id: g,
+                        error_code: code(ErrorCode::GROUP_AUTHORIZATION_FAILED),
+                        error_message: message("Group authorization failed."),
+                        ..Default::default()
+                    }
                 }))
             }
             (Patch::DescribeTransactions(ids), Response::DescribeTransactions(r)) => {

@@ -11,14 +11,17 @@ use std::time::Duration;
 use common::{create_topic, produce_once, TestBroker};
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, InitProducerIdRequest,
-    JoinGroupRequest, MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest, TopicName,
-    TransactionalId,
+    CreateAclsRequest, DeleteAclsRequest, DeleteRecordsRequest, DescribeAclsRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
+    InitProducerIdRequest, JoinGroupRequest, MetadataRequest, SaslAuthenticateRequest,
+    SaslHandshakeRequest, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
@@ -426,6 +429,21 @@ async fn groups_transactional_ids_and_the_cluster_are_checked() {
                 ("theirs".to_string(), GROUP_AUTHORIZATION_FAILED)
             ]
         );
+
+        // DeleteRecords needs DELETE on the topic; WRITE is not enough.
+        let delete_records =
+            DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(0)])]);
+        let deleted = alice.request(2, &delete_records).await.unwrap();
+        assert_eq!(
+            deleted.topics[0].partitions[0].error_code,
+            TOPIC_AUTHORIZATION_FAILED
+        );
+        let deleted = admin.request(2, &delete_records).await.unwrap();
+        assert_eq!(deleted.topics[0].partitions[0].error_code, 0);
 
         // CLUSTER resources are named kafka-cluster.
         assert_eq!(
