@@ -177,6 +177,13 @@ pub fn screen(
                 let name = fetch_topic_name(&check, t);
                 name.is_some_and(|n| !check.topic(&n, Read))
             });
+            if !refused.is_empty() && r.topics.is_empty() && r.forgotten_topics_data.is_empty() {
+                // Nothing left to read: answer at once rather than wait max_wait_ms for
+                // nothing, as Kafka does.
+                let mut response: Response = m::FetchResponse::default().into();
+                Patch::Fetch(refused).apply(&mut response, node, ctx);
+                return Screen::Refuse(response);
+            }
             patch_if_any(refused, Patch::Fetch)
         }
         Request::ListOffsets(r) => {
