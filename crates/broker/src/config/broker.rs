@@ -34,7 +34,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("alter.config.policy.class.name", Kind::Class, None, RO, "No effect: Shoal loads no Java plugins."),
     b("alter.log.dirs.replication.quota.window.num", int(1, I32_MAX), Some("11"), RO, "No effect: a single node has no replicas to manage."),
     b("alter.log.dirs.replication.quota.window.size.seconds", int(1, I32_MAX), Some("1"), RO, "No effect: a single node has no replicas to manage."),
-    b("authorizer.class.name", Kind::Custom(Type::Class, super::authorizer_class), Some(""), RO, "Empty: no authorization. org.apache.kafka.metadata.authorizer.StandardAuthorizer: ACLs (CreateAcls, DescribeAcls, DeleteAcls) decide every request, as Kafka's StandardAuthorizer does."),
+    b("authorizer.class.name", Kind::Custom(Type::String, super::authorizer_class), Some(""), RO, "Empty: no authorization. org.apache.kafka.metadata.authorizer.StandardAuthorizer: ACLs (CreateAcls, DescribeAcls, DeleteAcls) decide every request, as Kafka's StandardAuthorizer does."),
     b("auto.create.topics.enable", Kind::Bool, Some("true"), RO, "Create unknown topics on Metadata and Produce."),
     b("auto.leader.rebalance.enable", Kind::Bool, Some("true"), RO, "No effect: a single node has no replicas to manage."),
     b("background.threads", int(1, I32_MAX), Some("10"), CLUSTER, "No effect: Shoal sizes and schedules this work itself."),
