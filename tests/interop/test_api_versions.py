@@ -45,10 +45,7 @@ ALLOWED_DIFFERENCES = {
     28: ((0, 5), "codec"),    # TxnOffsetCommit v6: topic ids (KIP-1319)
     35: ((1, 4), "codec"),    # DescribeLogDirs v5: new response fields
     42: ((0, 2), "codec"),    # DeleteGroups v3: per-group error message
-    # security: no authorization, delegation tokens or quotas yet (SASL and SCRAM credentials are in)
-    29: (None, "security"),   # DescribeAcls
-    30: (None, "security"),   # CreateAcls
-    31: (None, "security"),   # DeleteAcls
+    # security: no delegation tokens or quotas yet (SASL, SCRAM credentials and ACLs are in)
     38: (None, "security"),   # CreateDelegationToken
     39: (None, "security"),   # RenewDelegationToken
     40: (None, "security"),   # ExpireDelegationToken

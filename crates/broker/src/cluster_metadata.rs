@@ -1,17 +1,21 @@
 //! Cluster metadata as records: topics (name, id, partition count, config overrides), dynamic
-//! broker configs, feature levels, group configs and SCRAM credentials.
+//! broker configs, feature levels, group configs, SCRAM credentials and ACLs.
 //!
 //! Like Kafka's KRaft metadata log, every change is a record appended (and fsynced) to the
 //! `__cluster_metadata` log before it takes effect; at start the image is rebuilt by replaying
 //! that log. The image itself is plain data with no I/O.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
 use crate::config::ConfigMap;
 use shoal_codec::wire::{Reader, Writer};
 use shoal_codec::DecodeError;
+use shoal_core::acl::{
+    AccessControlEntry, AclBinding, AclOperation, AclPermission, PatternType, ResourcePattern,
+    ResourceType,
+};
 use shoal_core::sasl::scram::{ScramCredential, ScramMechanism};
 
 /// One topic as the metadata log knows it.
@@ -51,6 +55,10 @@ pub enum MetaRecord {
         user: String,
         mechanism: ScramMechanism,
     },
+    /// An ACL was created (Kafka's `AccessControlEntryRecord`).
+    Acl(AclBinding),
+    /// An ACL was deleted.
+    RemoveAcl(AclBinding),
 }
 
 const RECORD_TOPIC: i16 = 0;
@@ -60,6 +68,8 @@ const RECORD_FEATURE_LEVEL: i16 = 3;
 const RECORD_GROUP_CONFIGS: i16 = 4;
 const RECORD_SCRAM_CREDENTIAL: i16 = 5;
 const RECORD_REMOVE_SCRAM_CREDENTIAL: i16 = 6;
+const RECORD_ACL: i16 = 7;
+const RECORD_REMOVE_ACL: i16 = 8;
 const VERSION: i16 = 0;
 
 fn write_configs(w: &mut Writer, configs: &ConfigMap) {
@@ -137,6 +147,14 @@ impl MetaRecord {
                 key.i16(RECORD_REMOVE_SCRAM_CREDENTIAL);
                 key.string_i32(user);
                 key.i8(mechanism.code());
+            }
+            MetaRecord::Acl(binding) => {
+                key.i16(RECORD_ACL);
+                write_acl(&mut key, binding);
+            }
+            MetaRecord::RemoveAcl(binding) => {
+                key.i16(RECORD_REMOVE_ACL);
+                write_acl(&mut key, binding);
             }
         }
         (key.into_inner(), value.into_inner())
@@ -230,9 +248,52 @@ impl MetaRecord {
                 user: k.string_i32()?,
                 mechanism: read_mechanism(&mut k)?,
             }),
+            RECORD_ACL => Ok(MetaRecord::Acl(read_acl(&mut k)?)),
+            RECORD_REMOVE_ACL => Ok(MetaRecord::RemoveAcl(read_acl(&mut k)?)),
             _ => Err(DecodeError::UnknownRecordType(kind)),
         }
     }
+}
+
+/// An ACL is its own key: the resource pattern and the entry, in Kafka's codes.
+fn write_acl(w: &mut Writer, binding: &AclBinding) {
+    let (p, e) = (&binding.pattern, &binding.entry);
+    w.i8(p.resource_type.code());
+    w.string_i32(&p.name);
+    w.i8(p.pattern_type.code());
+    w.string_i32(&e.principal);
+    w.string_i32(&e.host);
+    w.i8(e.operation.code());
+    w.i8(e.permission.code());
+}
+
+fn read_acl(r: &mut Reader<'_>) -> Result<AclBinding, DecodeError> {
+    let resource_type = ResourceType::from_code(r.i8()?);
+    let name = r.string_i32()?;
+    let pattern_type = PatternType::from_code(r.i8()?);
+    let principal = r.string_i32()?;
+    let host = r.string_i32()?;
+    let operation = AclOperation::from_code(r.i8()?);
+    let permission = AclPermission::from_code(r.i8()?);
+    let binding = AclBinding {
+        pattern: ResourcePattern {
+            resource_type,
+            name,
+            pattern_type,
+        },
+        entry: AccessControlEntry {
+            principal,
+            host,
+            operation,
+            permission,
+        },
+    };
+    // Only valid bindings are written; anything else is not a record this code wrote.
+    binding.validate().map_err(|_| DecodeError::InvalidValue {
+        what: "ACL",
+        value: i64::from(binding.pattern.resource_type.code()),
+    })?;
+    Ok(binding)
 }
 
 fn read_mechanism(r: &mut Reader<'_>) -> Result<ScramMechanism, DecodeError> {
@@ -256,6 +317,8 @@ pub struct MetadataImage {
     pub group_configs: BTreeMap<String, ConfigMap>,
     /// SCRAM credentials by user and mechanism.
     pub scram_credentials: BTreeMap<(String, ScramMechanism), ScramCredential>,
+    /// Every ACL.
+    pub acls: BTreeSet<AclBinding>,
 }
 
 impl MetadataImage {
@@ -296,6 +359,12 @@ impl MetadataImage {
             MetaRecord::RemoveScramCredential { user, mechanism } => {
                 self.scram_credentials.remove(&(user.clone(), *mechanism));
             }
+            MetaRecord::Acl(binding) => {
+                self.acls.insert(binding.clone());
+            }
+            MetaRecord::RemoveAcl(binding) => {
+                self.acls.remove(binding);
+            }
         }
     }
 }
@@ -303,6 +372,22 @@ impl MetadataImage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn acl(topic: &str, principal: &str) -> AclBinding {
+        AclBinding {
+            pattern: ResourcePattern {
+                resource_type: ResourceType::Topic,
+                name: topic.into(),
+                pattern_type: PatternType::Prefixed,
+            },
+            entry: AccessControlEntry {
+                principal: principal.into(),
+                host: "*".into(),
+                operation: AclOperation::Write,
+                permission: AclPermission::Allow,
+            },
+        }
+    }
 
     #[test]
     fn records_round_trip_and_replay() {
@@ -371,6 +456,9 @@ mod tests {
                 user: "bob".into(),
                 mechanism: ScramMechanism::Sha256,
             },
+            MetaRecord::Acl(acl("orders", "User:alice")),
+            MetaRecord::Acl(acl("payments", "User:bob")),
+            MetaRecord::RemoveAcl(acl("payments", "User:bob")),
         ];
         let mut image = MetadataImage::default();
         for r in &records {
@@ -397,6 +485,10 @@ mod tests {
         let (_, value) = records[8].encode();
         assert!(!value.windows(2).any(|w| w == b"pw"));
         assert!(!format!("{:?}", records[8]).contains("stored_key"));
+        assert_eq!(
+            image.acls.iter().collect::<Vec<_>>(),
+            [&acl("orders", "User:alice")]
+        );
         assert!(MetaRecord::decode(&[0, 9], &[0, 0]).is_err());
         assert!(MetaRecord::decode(&[], &[]).is_err());
     }

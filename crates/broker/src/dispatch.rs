@@ -8,10 +8,11 @@ use shoal_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
 use shoal_protocol::{ErrorCode, Request, RequestFrame, Response};
 use shoal_storage::FileRegion;
 
+use crate::authorization::{self, Patch, Screen};
 use crate::broker::Broker;
 use crate::handlers::RequestContext;
 use crate::handlers::{
-    api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, log_dirs,
+    acls, api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, log_dirs,
     metadata, produce, scram, share_admin, share_fetch, share_groups, topics, txn, txn_share_ack,
 };
 
@@ -31,7 +32,56 @@ pub enum Reply {
 /// Handles one request. Work whose order matters (appends) is done before this returns, in
 /// request order; only waiting (for an fsync, or for a coordinator's pass that already holds
 /// the request) is left to [`Reply::Later`].
-pub async fn dispatch(broker: &Arc<Broker>, ctx: &RequestContext, frame: RequestFrame) -> Reply {
+pub async fn dispatch(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    mut frame: RequestFrame,
+) -> Reply {
+    if !broker.authorization_enabled {
+        return serve(broker, ctx, frame).await;
+    }
+    let version = frame.version();
+    match authorization::screen(broker, ctx, version, &mut frame.body) {
+        Screen::Pass => serve(broker, ctx, frame).await,
+        Screen::Refuse(response) => match &frame.body {
+            Request::Produce(r) if r.acks == 0 => {
+                Reply::Close("produce with acks=0 was refused authorization".into())
+            }
+            _ => Reply::Now(Some(response)),
+        },
+        Screen::Patch(patch) => {
+            if matches!(&frame.body, Request::Produce(r) if r.acks == 0) {
+                return Reply::Close("produce with acks=0 was refused authorization".into());
+            }
+            patched(broker, ctx, serve(broker, ctx, frame).await, patch)
+        }
+    }
+}
+
+/// Adds the refused parts of a request back into its response ([`authorization::Patch`]).
+fn patched(broker: &Arc<Broker>, ctx: &RequestContext, reply: Reply, patch: Patch) -> Reply {
+    match reply {
+        Reply::Now(Some(mut response)) => {
+            patch.apply(&mut response, broker, ctx);
+            Reply::Now(Some(response))
+        }
+        Reply::Later(future) => {
+            let (broker, ctx) = (broker.clone(), ctx.clone());
+            Reply::Later(Box::pin(async move {
+                let mut response = future.await?;
+                patch.apply(&mut response, &broker, &ctx);
+                Some(response)
+            }))
+        }
+        Reply::Records(mut response, regions) => {
+            patch.apply(&mut response, broker, ctx);
+            Reply::Records(response, regions)
+        }
+        other => other,
+    }
+}
+
+async fn serve(broker: &Arc<Broker>, ctx: &RequestContext, frame: RequestFrame) -> Reply {
     if let Request::Produce(r) = &frame.body {
         let appended = produce::append(broker, frame.version(), r).await;
         if r.acks == 0 {
@@ -168,8 +218,20 @@ async fn respond(
                 "SaslAuthenticate request received after successful authentication",
             )))
             .into(),
-        Request::TxnShareAcknowledge(r) => {
-            txn_share_ack::txn_share_acknowledge(broker, r).await.into()
+        Request::TxnShareAcknowledge(r) => txn_share_ack::txn_share_acknowledge(broker, ctx, r)
+            .await
+            .into(),
+        Request::CreateAcls(r) if broker.authorization_enabled => {
+            acls::create(broker, r).await.into()
+        }
+        Request::DescribeAcls(r) if broker.authorization_enabled => {
+            acls::describe(broker, r).into()
+        }
+        Request::DeleteAcls(r) if broker.authorization_enabled => {
+            acls::delete(broker, r).await.into()
+        }
+        Request::CreateAcls(_) | Request::DescribeAcls(_) | Request::DeleteAcls(_) => {
+            acls::security_disabled(&frame.body)
         }
         // The connection only decodes what the ApiVersions table serves, so the remaining
         // variants cannot reach here; answering nothing would hang the client, so close instead.

@@ -46,6 +46,7 @@
 
 pub mod api_table;
 pub mod authenticator;
+pub mod authorization;
 pub mod broker;
 pub mod cleaner;
 pub mod cluster_member;

@@ -34,6 +34,7 @@ use crate::seams::metadata_store::{AppendError, LocalMetadataLog, MetadataStore}
 use crate::seams::ownership::{Node, Ownership, SingleNode};
 use crate::seams::SeamOverrides;
 use crate::topic_registry::{self, grow_topic, open_topic, Opening, Topic, TopicMaps};
+use shoal_core::acl::{Authorizer, AuthorizerConfig};
 use shoal_core::sasl::scram::{ScramCredential, ScramMechanism};
 
 /// Name of the internal topic holding group membership and committed offsets.
@@ -126,6 +127,12 @@ pub struct NodeState {
     /// SCRAM credentials, as the metadata image holds them (read without the admin lock by
     /// every SCRAM authentication).
     scram: RwLock<std::collections::BTreeMap<(String, ScramMechanism), ScramCredential>>,
+    /// Whether `authorizer.class.name` names the authorizer: every request is then checked
+    /// against the ACLs (`crate::authorization`).
+    pub authorization_enabled: bool,
+    /// The ACLs, as the metadata image holds them, indexed for checks (read by every request
+    /// when authorization is on; written by CreateAcls and DeleteAcls).
+    acls: RwLock<Authorizer>,
     /// Finalized `share.version`, mirrored for the ApiVersions table.
     share_version: std::sync::atomic::AtomicI16,
     /// Orders feature-level changes against staging (spec §3.5): a TxnShareAcknowledge holds
@@ -300,6 +307,14 @@ impl NodeState {
         let dynamic = image.broker_configs.clone();
         let group_configs = image.group_configs.clone();
         let scram = image.scram_credentials.clone();
+        let authorization_enabled = !config.get("authorizer.class.name").is_empty();
+        let mut acls = Authorizer::new(AuthorizerConfig {
+            super_users: AuthorizerConfig::parse_super_users(config.get("super.users")),
+            allow_everyone_if_no_acl_found: config.bool("allow.everyone.if.no.acl.found"),
+        });
+        for binding in &image.acls {
+            acls.add(binding.clone());
+        }
         let share_version = image
             .features
             .get(crate::feature_levels::SHARE_VERSION)
@@ -327,6 +342,8 @@ impl NodeState {
             dynamic: RwLock::new(dynamic),
             group_configs: RwLock::new(group_configs),
             scram: RwLock::new(scram),
+            authorization_enabled,
+            acls: RwLock::new(acls),
             share_version: std::sync::atomic::AtomicI16::new(share_version),
             feature_gate: tokio::sync::RwLock::new(()),
             metadata_changes: metadata.appended_elsewhere(),
@@ -645,6 +662,20 @@ impl NodeState {
                 scram.remove(&(user.clone(), *mechanism));
                 Ok(())
             }
+            MetaRecord::Acl(binding) => {
+                self.acls
+                    .write()
+                    .expect("acl lock poisoned")
+                    .add(binding.clone());
+                Ok(())
+            }
+            MetaRecord::RemoveAcl(binding) => {
+                self.acls
+                    .write()
+                    .expect("acl lock poisoned")
+                    .remove(binding);
+                Ok(())
+            }
         }
     }
 
@@ -948,6 +979,36 @@ impl NodeState {
                 ),
                 "not a SCRAM record: {record:?}"
             );
+            self.append_meta(&mut store, record).await?;
+        }
+        Ok(())
+    }
+
+    /// The ACLs, for a check or a filter. Hold the guard only for that (no await).
+    pub fn acls(&self) -> std::sync::RwLockReadGuard<'_, Authorizer> {
+        self.acls.read().expect("acl lock poisoned")
+    }
+
+    /// Creates or deletes ACLs (validated by the caller) as durable records, in order, then
+    /// in the ACLs checks read. A creation of an ACL that exists and a deletion of one that
+    /// does not are no-ops, written nowhere.
+    ///
+    /// # Errors
+    /// KAFKA_STORAGE_ERROR; records appended before the failure stay applied.
+    pub async fn alter_acls(&self, records: Vec<MetaRecord>) -> Result<(), AdminError> {
+        let mut store = self.admin().await;
+        for record in records {
+            let needed = match &record {
+                MetaRecord::Acl(b) => !store.image.acls.contains(b),
+                MetaRecord::RemoveAcl(b) => store.image.acls.contains(b),
+                other => {
+                    debug_assert!(false, "not an ACL record: {other:?}");
+                    false
+                }
+            };
+            if !needed {
+                continue;
+            }
             self.append_meta(&mut store, record).await?;
         }
         Ok(())

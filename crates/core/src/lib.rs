@@ -1,6 +1,8 @@
 //! Shoal's deterministic state machines.
 //!
 //! Owns the protocol logic that must be exactly right and therefore exhaustively testable:
+//! - [`acl`]: access control lists and the authorizer deciding each action (Kafka's
+//!   `StandardAuthorizer` semantics);
 //! - [`assignment`]: which broker of a cluster should own each partition, balanced by count
 //!   with the fewest moves;
 //! - [`coordinator`]: the interface every coordinator gives the broker's one coordinator
@@ -33,6 +35,7 @@
 //! and these types. Kafka's byte encoding of the stored records, `ErrorCode` and
 //! `DecodeError` come from `shoal-codec`.
 
+pub mod acl;
 pub mod assignment;
 pub mod coordinator;
 pub mod faults;

@@ -290,6 +290,20 @@ impl ConfigDef {
     }
 }
 
+/// Kafka's `StandardAuthorizer`, the one authorizer Shoal has.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+/// `authorizer.class.name`: empty (no authorization) or [`STANDARD_AUTHORIZER`].
+pub(crate) fn authorizer_class(value: &str) -> Result<String, String> {
+    match value.trim() {
+        "" => Ok(String::new()),
+        STANDARD_AUTHORIZER => Ok(STANDARD_AUTHORIZER.to_string()),
+        other => Err(format!(
+            "Shoal has one authorizer, {STANDARD_AUTHORIZER}; {other} cannot be loaded"
+        )),
+    }
+}
+
 /// `compression.gzip.level`: 1 to 9, or -1 for the codec's default.
 pub(crate) fn gzip_level(value: &str) -> Result<String, String> {
     match value.parse::<i32>() {

@@ -1,6 +1,7 @@
 //! One module per API family. Each handler takes the decoded request and returns the response
 //! body; none of them writes to the socket.
 
+pub mod acls;
 pub mod api_versions;
 pub mod cluster;
 pub mod configs;

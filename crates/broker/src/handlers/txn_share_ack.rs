@@ -11,7 +11,10 @@
 //!    named twice, batches not ascending, overlapping, first > last, a negative offset, or
 //!    AcknowledgeTypes of a length other than 1 or last - first + 1: INVALID_REQUEST.
 //! 3. A RELEASE, RENEW or unknown ack type: INVALID_RECORD_STATE.
-//! 4. (Authorization: no ACLs yet.)
+//! 4. Authorization (with an authorizer): WRITE on the transactional id
+//!    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (GROUP_AUTHORIZATION_FAILED),
+//!    READ on each topic (TOPIC_AUTHORIZATION_FAILED), in that order
+//!    ([`crate::authorization::txn_share_ack_refusal`]).
 //! 5. The producer: TRANSACTIONAL_ID_NOT_FOUND, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
 //!    CONCURRENT_TRANSACTIONS while the transaction completes, TRANSACTION_ABORTABLE past the
 //!    partitions-per-transaction limit (as the coordinator answers Produce v12+ under KIP-890);
@@ -57,7 +60,7 @@ use shoal_protocol::share::TxnShareAcknowledgeResponse;
 use shoal_protocol::ErrorCode;
 use uuid::Uuid;
 
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::share::TxnProducer;
 use crate::share::SHARE_GROUP_STATE;
@@ -78,9 +81,10 @@ struct Part {
 /// Handles one TxnShareAcknowledge.
 pub async fn txn_share_acknowledge(
     broker: &Arc<Broker>,
+    ctx: &RequestContext,
     r: &TxnShareAcknowledgeRequest,
 ) -> TxnShareAcknowledgeResponse {
-    match handle(broker, r).await {
+    match handle(broker, ctx, r).await {
         Ok(()) => respond(r, ErrorCode::NONE, |_, _| None),
         Err(Failure::Request(f)) => {
             respond(r, f.code, |_, _| Some((f.code, f.message.to_string())))
@@ -119,7 +123,11 @@ impl From<Refusal> for Failure {
     }
 }
 
-async fn handle(broker: &Arc<Broker>, r: &TxnShareAcknowledgeRequest) -> Result<(), Failure> {
+async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    r: &TxnShareAcknowledgeRequest,
+) -> Result<(), Failure> {
     // Held until the staging is written, so that a downgrade below share.version 3 either
     // comes first (and this request is refused) or counts what this request staged.
     let _gate = broker.feature_gate.read().await;
@@ -145,6 +153,17 @@ async fn handle(broker: &Arc<Broker>, r: &TxnShareAcknowledgeRequest) -> Result<
     // 2–3. The request's shape, then its ack types.
     let (transactional_id, group_id, member_id) = identify(r)?;
     let parts = parts(r)?;
+    // 4. Authorization.
+    let topics = parts.iter().map(|p| p.topic_id);
+    if let Some(code) = crate::authorization::txn_share_ack_refusal(
+        broker,
+        ctx,
+        &transactional_id,
+        &group_id,
+        topics,
+    ) {
+        return Err(refuse(code, "authorization failed").into());
+    }
     if parts.is_empty() {
         return Ok(());
     }
