@@ -78,6 +78,7 @@ ALLOWED_DIFFERENCES = {
     75: (None, "later"),      # DescribeTopicPartitions (Admin falls back to Metadata)
     # shoal: APIs Shoal adds; at share.version 3, the level a new data directory starts at
     95: ((0, 0), "shoal"),    # TxnShareAcknowledge (KIP-1289 transactional acknowledgements)
+    22: ((0, 6), "shoal"),    # InitProducerId v6: two-phase commit (KIP-939, decision 0021)
 }
 
 
