@@ -36,6 +36,7 @@ use shoal_core::txn_coordinator::{
     TransactionDescription, TxnConfig, TxnEffect, TxnInput, TxnReply, TxnRequest, TxnResponse,
     TxnShard, WriteMarkers,
 };
+use shoal_protocol::ErrorCode;
 use tracing::{error, info, warn};
 
 pub use super::runtime::Unavailable;
@@ -407,9 +408,18 @@ async fn write_markers(
             };
             let partition = match crate::markers::partition(&node, &tp.topic, tp.partition) {
                 Ok(p) => p,
-                Err(_) => {
+                Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION) => {
                     warn!(topic = %tp.topic, partition = tp.partition, "transaction marker skipped: partition no longer exists");
                     writing.written(tp, MarkerOutcome::Gone);
+                    continue;
+                }
+                // Led by another broker of a cluster: markers do not cross brokers yet
+                // (WriteTxnMarkers between brokers, issue 29), so the transaction stays
+                // unfinished here, retried, rather than finish without its marker there.
+                Err(code) => {
+                    warn!(topic = %tp.topic, partition = tp.partition, ?code,
+                        "transaction marker not written: the partition is not led here; retrying");
+                    writing.written(tp, MarkerOutcome::Failed);
                     continue;
                 }
             };
