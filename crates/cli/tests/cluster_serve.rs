@@ -252,19 +252,15 @@ async fn leaders(addr: SocketAddr) -> Result<Vec<i32>, String> {
     Ok(partitions.into_iter().map(|(_, leader)| leader).collect())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_processes_serve_one_cluster_and_survive_a_kill_9_of_any() {
-    let etcd = start_etcd().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let objects = dir.path().join("objects");
+/// Three brokers over `etcd` (its endpoints, comma-separated) sharing the object directory
+/// `dir`/objects, with topic `t` created at the first.
+async fn three_brokers_with_topic(dir: &Path, etcd: &str) -> Vec<Broker> {
+    let objects = dir.join("objects");
     std::fs::create_dir_all(&objects).unwrap();
-    let mut brokers: Vec<Broker> = (1..=3)
-        .map(|id| start_broker(id, dir.path(), &etcd.endpoint, &objects))
+    let brokers: Vec<Broker> = (1..=3)
+        .map(|id| start_broker(id, dir, etcd, &objects))
         .collect();
-    let addr = |b: &Broker| b.addr;
-
-    // Created at broker 1, produced through broker 2: every broker knows the topic.
-    let admin = Admin::connect(config(addr(&brokers[0]))).await.unwrap();
+    let admin = Admin::connect(config(brokers[0].addr)).await.unwrap();
     for (topic, result) in admin
         .create_topics(&[NewTopic::new("t").partitions(PARTITIONS)], Mode::Apply)
         .await
@@ -273,6 +269,17 @@ async fn three_processes_serve_one_cluster_and_survive_a_kill_9_of_any() {
         result.unwrap_or_else(|e| panic!("create {topic}: {e:?}"));
     }
     admin.close().await;
+    brokers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_serve_one_cluster_and_survive_a_kill_9_of_any() {
+    let etcd = start_etcd().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let objects = dir.path().join("objects");
+    // Created at broker 1, produced through broker 2: every broker knows the topic.
+    let mut brokers = three_brokers_with_topic(dir.path(), &etcd.endpoint).await;
+    let addr = |b: &Broker| b.addr;
     produce(addr(&brokers[1]), "t", 0..300).await;
     let counts = read_all(addr(&brokers[2]), "t").await;
     assert_eq!(counts.len(), 300);
@@ -367,20 +374,7 @@ fn send_produce(
 async fn a_broker_paused_past_its_lease_is_fenced_and_its_late_write_never_visible() {
     let etcd = start_etcd().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let objects = dir.path().join("objects");
-    std::fs::create_dir_all(&objects).unwrap();
-    let mut brokers: Vec<Broker> = (1..=3)
-        .map(|id| start_broker(id, dir.path(), &etcd.endpoint, &objects))
-        .collect();
-    let admin = Admin::connect(config(brokers[0].addr)).await.unwrap();
-    for (_, result) in admin
-        .create_topics(&[NewTopic::new("t").partitions(PARTITIONS)], Mode::Apply)
-        .await
-        .unwrap()
-    {
-        result.unwrap();
-    }
-    admin.close().await;
+    let mut brokers = three_brokers_with_topic(dir.path(), &etcd.endpoint).await;
     produce(brokers[0].addr, "t", 0..60).await;
 
     // The owner of t-0, paused with a write in its socket.
@@ -399,8 +393,17 @@ async fn a_broker_paused_past_its_lease_is_fenced_and_its_late_write_never_visib
     unsafe { libc::kill(brokers[zombie].child.id() as i32, libc::SIGSTOP) };
     let late = send_produce(conn, "t", 0, "zombie");
 
-    // Past its lease (3 s) the others take t-0 over and take writes.
+    // Past its lease (3 s) the others take its partitions over and take writes.
     let survivor = brokers[(zombie + 1) % 3].addr;
+    eventually("the others take the paused broker's partitions", || async {
+        let now = leaders(survivor).await?;
+        if now.contains(&owner) || now.contains(&-1) {
+            Err(format!("leaders {now:?}"))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
     produce(survivor, "t", 60..120).await;
 
     // Woken: its write is refused or its connection closed, and it stops.
@@ -436,20 +439,7 @@ async fn the_cluster_goes_on_when_one_of_three_etcd_members_is_killed() {
         .collect::<Vec<_>>()
         .join(",");
     let dir = tempfile::tempdir().unwrap();
-    let objects = dir.path().join("objects");
-    std::fs::create_dir_all(&objects).unwrap();
-    let mut brokers: Vec<Broker> = (1..=3)
-        .map(|id| start_broker(id, dir.path(), &endpoints, &objects))
-        .collect();
-    let admin = Admin::connect(config(brokers[0].addr)).await.unwrap();
-    for (_, result) in admin
-        .create_topics(&[NewTopic::new("t").partitions(PARTITIONS)], Mode::Apply)
-        .await
-        .unwrap()
-    {
-        result.unwrap();
-    }
-    admin.close().await;
+    let mut brokers = three_brokers_with_topic(dir.path(), &endpoints).await;
     produce(brokers[1].addr, "t", 0..100).await;
 
     // One member gone (whichever it is, leader included): two of three still decide.

@@ -77,29 +77,8 @@ fn wait_for_port(port: u16, what: &str) -> crate::Result<()> {
 /// # Errors
 /// etcd missing, not started, or not listening in time.
 pub fn start_etcd() -> crate::Result<Server> {
-    let dir = tempfile::tempdir().map_err(|e| io("temporary directory", e))?;
-    let (client, peer) = (free_port()?, free_port()?);
-    let child = Command::new(binary("SHOAL_ETCD_BIN", "etcd")?)
-        .args(["--name", "test", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .arg(format!("--listen-client-urls=http://127.0.0.1:{client}"))
-        .arg(format!("--advertise-client-urls=http://127.0.0.1:{client}"))
-        .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
-        .arg(format!(
-            "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
-        ))
-        .arg(format!("--initial-cluster=test=http://127.0.0.1:{peer}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| io("start etcd", e))?;
-    let server = Server {
-        child,
-        _dir: dir,
-        endpoint: format!("127.0.0.1:{client}"),
-    };
-    wait_for_port(client, "etcd")?;
-    Ok(server)
+    let mut members = start_etcd_cluster(1)?;
+    Ok(members.remove(0))
 }
 
 /// Starts an etcd cluster of `members` members on loopback (each a [`Server`]: killing one
