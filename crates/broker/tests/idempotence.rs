@@ -79,7 +79,9 @@ async fn init_producer_id_is_advertised_and_transactional_ids_need_a_coordinator
         .iter()
         .find(|k| k.api_key == ApiKey::InitProducerId as i16)
         .expect("InitProducerId advertised");
-    assert_eq!((init.min_version, init.max_version), (0, 5));
+    // v6 adds two-phase commit (KIP-939, decision 0021; tests/two_phase_commit.rs); an
+    // idempotent producer's request is the same at every version up to 5, asked here.
+    assert_eq!((init.min_version, init.max_version), (0, 6));
     for version in 0..=5 {
         let response = conn
             .request(
