@@ -491,11 +491,19 @@ def test_simulator_block():
 
 
 def _port_for_weed():
-    """A free port whose + 10000 (weed's default gRPC port for each HTTP port) is one too."""
+    """A free port whose + 10000 (weed's default gRPC port for each HTTP port) is free too: a
+    volume server whose gRPC port is taken never registers, and every upload then times out."""
+    import socket
     while True:
         port = _free_port()
-        if port + 10000 <= 65535:
-            return port
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
 
 
 def _rig_binary(var, name):
