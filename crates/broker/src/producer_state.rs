@@ -61,16 +61,7 @@ pub const PRODUCER_ID_EXPIRATION_CHECK_INTERVAL: Duration = Duration::from_milli
 /// Kafka's key for the producer expiration time.
 pub const PRODUCER_ID_EXPIRATION_MS: &str = "producer.id.expiration.ms";
 
-/// Where a cluster's brokers reserve blocks of producer ids (`shoal_cluster::metadata`): each
-/// block is handed to one broker only.
-pub trait ProducerIdBlocks: Send + Sync + std::fmt::Debug {
-    /// Reserves `count` ids for this broker; returns the first.
-    ///
-    /// # Errors
-    /// The reservation could not be made (or its outcome is unknown).
-    fn reserve(&self, count: i64)
-        -> crate::seams::metadata_store::Pending<'_, Result<i64, String>>;
-}
+pub use crate::seams::metadata_store::ProducerIdBlocks;
 
 /// Hands out producer ids, never twice, also across restarts and, in a cluster, across
 /// brokers.

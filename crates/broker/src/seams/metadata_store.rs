@@ -27,6 +27,16 @@ const DECODE_BYTES_MAX: usize = 64 * 1024 * 1024;
 /// A store call in progress.
 pub type Pending<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// Where a cluster's brokers reserve blocks of producer ids (`shoal_cluster::metadata`): each
+/// block is handed to one broker only.
+pub trait ProducerIdBlocks: Send + Sync + std::fmt::Debug {
+    /// Reserves `count` ids for this broker; returns the first.
+    ///
+    /// # Errors
+    /// The reservation could not be made (or its outcome is unknown).
+    fn reserve(&self, count: i64) -> Pending<'_, Result<i64, String>>;
+}
+
 /// Why a record was not appended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AppendError {
@@ -265,7 +275,7 @@ impl EtcdMetadataStore {
     }
 }
 
-impl crate::producer_state::ProducerIdBlocks for EtcdMetadataStore {
+impl ProducerIdBlocks for EtcdMetadataStore {
     fn reserve(&self, count: i64) -> Pending<'_, Result<i64, String>> {
         Box::pin(async move {
             shoal_cluster::metadata::reserve_producer_ids(&self.client, &self.keys, count)

@@ -39,5 +39,5 @@ pub struct SeamOverrides {
     pub durability: Option<Arc<dyn Durability>>,
     pub metadata: Option<Arc<dyn MetadataStore>>,
     /// Where producer ids are reserved in blocks; defaults to a file of the data directory.
-    pub producer_ids: Option<Arc<dyn crate::producer_state::ProducerIdBlocks>>,
+    pub producer_ids: Option<Arc<dyn metadata_store::ProducerIdBlocks>>,
 }
