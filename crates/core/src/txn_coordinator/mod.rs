@@ -709,7 +709,8 @@ impl TxnCoordinator {
                 Err(CONCURRENT_TRANSACTIONS)
             }
             TransactionState::Ongoing if req.two_phase_commit == TwoPhaseCommit::KeepPrepared => {
-                self.keep_prepared(now_ms, id, &current, out).map(Some)
+                self.keep_prepared(now_ms, id, &current, expected, out)
+                    .map(Some)
             }
             TransactionState::Ongoing => {
                 self.fence_and_abort(now_ms, id, out);
@@ -769,21 +770,33 @@ impl TxnCoordinator {
     /// # Errors
     /// INVALID_TXN_STATE when the ongoing transaction is not a two-phase-commit one (Kafka
     /// refuses to recover those too) or its epoch is exhausted (the bump would leave no epoch
-    /// to end it with; Shoal's choice, see docs/decisions).
+    /// to end it with; Shoal's choice, see docs/decisions). PRODUCER_FENCED when the request
+    /// names an expected epoch that is not the current one.
+    ///
+    /// The epoch a retry may present is the one bumped from only when the request named it: a
+    /// new process (no expected epoch) leaves none, so the fenced incarnation cannot later
+    /// present its old epoch as a "retry" and be handed the new incarnation's identity.
     fn keep_prepared(
         &mut self,
         now_ms: i64,
         id: &str,
         current: &TransactionLogValue,
+        expected: Option<(ProducerId, ProducerEpoch)>,
         out: &mut Output,
     ) -> Reply<Init> {
         if !current.is_two_phase_commit() || is_epoch_exhausted(bump(current.producer_epoch)) {
             return Err(INVALID_TXN_STATE);
         }
+        if expected.is_some_and(|(_, e)| e != current.producer_epoch) {
+            return Err(PRODUCER_FENCED);
+        }
         assert_eq!(current.state, TransactionState::Ongoing);
         let mut next = current.clone();
         next.producer_epoch = bump(current.producer_epoch);
-        next.last_producer_epoch = current.producer_epoch;
+        next.last_producer_epoch = match expected {
+            Some(_) => current.producer_epoch,
+            None => ProducerEpoch(NO_PRODUCER_EPOCH),
+        };
         next.txn_last_update_timestamp_ms = now_ms;
         let answer = Init::KeptPrepared {
             current: (next.producer_id, next.producer_epoch),

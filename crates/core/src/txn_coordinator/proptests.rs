@@ -511,3 +511,45 @@ proptest! {
         prop_assert!(w.outstanding.is_empty(), "unanswered: {:?}", w.outstanding);
     }
 }
+
+/// The case the property test shrank to when KeepPrepared left the fenced incarnation's epoch
+/// as a valid "retry" epoch; kept so it runs on every seed.
+#[test]
+fn keep_prepared_then_a_stale_init_is_fenced() {
+    let mut w = World::new();
+    let ops = [
+        Op::Init {
+            client: 2,
+            with_expected: false,
+            mode: TwoPhaseCommit::Enabled,
+        },
+        Op::Add {
+            client: 2,
+            partition: 0,
+            kind: 1,
+        },
+        Op::Init {
+            client: 0,
+            with_expected: false,
+            mode: TwoPhaseCommit::KeepPrepared,
+        },
+        Op::End {
+            client: 0,
+            commit: false,
+        },
+        Op::Deliver { index: 0 },
+        Op::Init {
+            client: 2,
+            with_expected: true,
+            mode: TwoPhaseCommit::Disabled,
+        },
+        Op::Add {
+            client: 0,
+            partition: 0,
+            kind: 1,
+        },
+    ];
+    for op in ops {
+        w.apply(op).unwrap();
+    }
+}

@@ -1224,3 +1224,45 @@ fn keep_prepared_on_an_exhausted_epoch_is_refused() {
     let r = h.init_2pc(T, TwoPhaseCommit::KeepPrepared);
     assert_eq!(r.error_code, error_codes::INVALID_TXN_STATE);
 }
+
+/// Found by the interleavings property test: the incarnation a KeepPrepared fenced must stay
+/// fenced after the kept transaction ends, not be handed the new incarnation's epoch as a
+/// "retry" of an InitProducerId it never sent.
+#[test]
+fn the_incarnation_fenced_by_keep_prepared_cannot_come_back_as_a_retry() {
+    let mut h = two_phase();
+    let r = h.init_2pc(T, TwoPhaseCommit::Enabled);
+    let (pid, old) = (r.producer_id.0, r.producer_epoch.0);
+    // A classic (EndTxn v3) client: its abort does not bump the epoch again.
+    let out = h.add(T, pid, old, &[tp("a", 0)]);
+    assert_eq!(out.replies[0].1.error_code(), error_codes::NONE);
+    let r = h.init_2pc(T, TwoPhaseCommit::KeepPrepared);
+    assert_eq!(r.error_code, error_codes::NONE);
+    let new = r.producer_epoch.0;
+    let out = h.end(T, pid, new, false, 3);
+    let m = out.markers[0].clone();
+    h.written(&m);
+    let r = h.init(T, pid, old);
+    assert_eq!(r.error_code, error_codes::PRODUCER_FENCED, "{r:?}");
+    // The new incarnation itself may retry its own bump.
+    let r = h.init(T, pid, h.state(T).producer_epoch.0);
+    assert_eq!(r.error_code, error_codes::NONE);
+}
+
+#[test]
+fn keep_prepared_with_a_stale_expected_epoch_is_fenced() {
+    let mut h = two_phase();
+    let r = h.init_2pc(T, TwoPhaseCommit::Enabled);
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch.0);
+    assert_eq!(h.implicit(T, pid, epoch, &[tp("a", 0)]), error_codes::NONE);
+    let mut req = h.init_req(T, pid, epoch + 5);
+    if let TxnRequest::InitProducerId(r) = &mut req {
+        r.two_phase_commit = TwoPhaseCommit::KeepPrepared;
+    }
+    let (token, out) = h.send(req);
+    assert_eq!(
+        init_of(&out, token).error_code,
+        error_codes::PRODUCER_FENCED
+    );
+    assert_eq!(h.state(T).producer_epoch.0, epoch, "nothing written");
+}
