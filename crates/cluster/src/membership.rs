@@ -1,6 +1,6 @@
 //! A broker's part in the cluster, run in the background: every `period` it campaigns to be
 //! the assigner; as assigner it rebalances the partitions over the live brokers
-//! (`shoal_core::assignment::rebalance`) and records the result; as any broker it reconciles
+//! (`shoal_core::assignment::rebalance_by`, each topic spread) and records the result; as any broker it reconciles
 //! its ownership with the recorded assignment (claims what is assigned to it and free,
 //! releases what it owns and is assigned elsewhere). The partitions to assign come from the
 //! caller (the topics it knows), the live brokers and owners from its [`OwnerTable`].
@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use shoal_core::assignment::rebalance;
+use shoal_core::assignment::rebalance_by;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
@@ -70,7 +70,8 @@ pub async fn round(
     let assignment = match assigner::campaign(session, node_id).await? {
         Ok(leadership) => {
             let live: BTreeSet<i32> = table.brokers().iter().map(|b| b.node_id).collect();
-            let next = rebalance(&current, &partitions(), &live);
+            // Each topic spread over the brokers.
+            let next = rebalance_by(&current, &partitions(), &live, |(topic, _)| topic.clone());
             if next != current {
                 if assigner::write(session, leadership, &current, &next).await? {
                     info!(node_id, partitions = next.len(), "partitions reassigned");

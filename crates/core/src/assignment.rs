@@ -14,6 +14,12 @@
 //! - deterministic (ties by node id, then partition order), and a fixed point: rebalancing a
 //!   balanced assignment with the same brokers changes nothing.
 //!
+//! [`rebalance_by`] does the same for each group of partitions (a topic's) in turn, so a
+//! topic's partitions are spread over the brokers as evenly as the whole is — a topic of six
+//! partitions on three brokers puts two on each, where balancing the whole alone could leave
+//! all six on one broker whose share is filled by the others' internal partitions. Ties for a
+//! group's extra partitions go to the brokers given the fewest partitions so far.
+//!
 //! Must not: move a partition whose broker is live and within its share; read anything but its
 //! arguments.
 
@@ -26,6 +32,41 @@ pub fn rebalance<P: Ord + Clone>(
     current: &BTreeMap<P, i32>,
     partitions: &BTreeSet<P>,
     live: &BTreeSet<i32>,
+) -> BTreeMap<P, i32> {
+    balance(current, partitions, live, |_| 0)
+}
+
+/// [`rebalance`] of each group of `partitions` (by `group`) in the groups' order, each balanced
+/// by count over the `live` brokers with the fewest moves (see the module docs).
+pub fn rebalance_by<P: Ord + Clone, G: Ord>(
+    current: &BTreeMap<P, i32>,
+    partitions: &BTreeSet<P>,
+    live: &BTreeSet<i32>,
+    group: impl Fn(&P) -> G,
+) -> BTreeMap<P, i32> {
+    let mut groups: BTreeMap<G, BTreeSet<P>> = BTreeMap::new();
+    for p in partitions {
+        groups.entry(group(p)).or_default().insert(p.clone());
+    }
+    let mut given: BTreeMap<i32, usize> = live.iter().map(|&b| (b, 0)).collect();
+    let mut out = BTreeMap::new();
+    for members in groups.values() {
+        let next = balance(current, members, live, |b| given[&b]);
+        for b in next.values() {
+            *given.get_mut(b).expect("assigned to a live broker") += 1;
+        }
+        out.extend(next);
+    }
+    out
+}
+
+/// [`rebalance`], the extra shares going to the brokers holding the most now, then those with
+/// the least `load`, then the lowest ids.
+fn balance<P: Ord + Clone>(
+    current: &BTreeMap<P, i32>,
+    partitions: &BTreeSet<P>,
+    live: &BTreeSet<i32>,
+    load: impl Fn(i32) -> usize,
 ) -> BTreeMap<P, i32> {
     if live.is_empty() {
         return BTreeMap::new();
@@ -43,7 +84,7 @@ pub fn rebalance<P: Ord + Clone>(
     let brokers = live.len();
     let (base, extra) = (partitions.len() / brokers, partitions.len() % brokers);
     let mut by_holding: Vec<i32> = live.iter().copied().collect();
-    by_holding.sort_by_key(|b| (std::cmp::Reverse(held[b].len()), *b));
+    by_holding.sort_by_key(|b| (std::cmp::Reverse(held[b].len()), load(*b), *b));
     let share: BTreeMap<i32, usize> = by_holding
         .iter()
         .enumerate()
@@ -137,7 +178,91 @@ mod tests {
         n as usize - kept
     }
 
+    #[test]
+    fn each_topic_is_spread_over_the_brokers() {
+        let live: BTreeSet<i32> = [1, 2, 3].into();
+        let mut partitions = BTreeSet::new();
+        for (topic, n) in [
+            ("__consumer_offsets", 6),
+            ("__transaction_state", 3),
+            ("t", 6),
+        ] {
+            for p in 0..n {
+                partitions.insert((topic, p));
+            }
+        }
+        // Balancing the whole alone: t is not spread (the internal topics' partitions fill
+        // some brokers' shares).
+        let whole = rebalance(&BTreeMap::new(), &partitions, &live);
+        let t_brokers: BTreeSet<i32> = whole
+            .iter()
+            .filter(|((t, _), _)| *t == "t")
+            .map(|(_, b)| *b)
+            .collect();
+        assert!(t_brokers.len() < 3, "{whole:?}");
+        let next = rebalance_by(&BTreeMap::new(), &partitions, &live, |(t, _)| *t);
+        for topic in ["__consumer_offsets", "__transaction_state", "t"] {
+            let mut per: BTreeMap<i32, usize> = BTreeMap::new();
+            for ((t, _), b) in &next {
+                if *t == topic {
+                    *per.entry(*b).or_default() += 1;
+                }
+            }
+            assert_eq!(per.len(), 3, "{topic} not on every broker: {next:?}");
+            assert!(per.values().max().unwrap() - per.values().min().unwrap() <= 1);
+        }
+        assert_eq!(rebalance_by(&next, &partitions, &live, |(t, _)| *t), next);
+    }
+
     proptest! {
+        #[test]
+        fn each_group_balanced_with_the_fewest_moves_and_single_ones_spread(
+            sizes in prop::collection::vec(1u32..8, 1..8),
+            owners in prop::collection::vec(0i32..6, 0..60),
+            live in prop::collection::btree_set(0i32..6, 1..6),
+        ) {
+            let partitions: BTreeSet<(usize, u32)> = sizes
+                .iter()
+                .enumerate()
+                .flat_map(|(g, n)| (0..*n).map(move |p| (g, p)))
+                .collect();
+            let current: BTreeMap<(usize, u32), i32> =
+                partitions.iter().cloned().zip(owners.iter().copied()).collect();
+            let next = rebalance_by(&current, &partitions, &live, |(g, _)| *g);
+            prop_assert_eq!(next.len(), partitions.len());
+            prop_assert!(next.values().all(|b| live.contains(b)));
+            for (g, n) in sizes.iter().enumerate() {
+                // Each group alone is what `rebalance` gives it: balanced, fewest moves.
+                let cur: BTreeMap<u32, i32> = current
+                    .iter()
+                    .filter(|((cg, _), _)| *cg == g)
+                    .map(|((_, p), b)| (*p, *b))
+                    .collect();
+                let got: BTreeMap<u32, i32> = next
+                    .iter()
+                    .filter(|((ng, _), _)| *ng == g)
+                    .map(|((_, p), b)| (*p, *b))
+                    .collect();
+                let mut c: Vec<usize> =
+                    live.iter().map(|b| counts(&got).get(b).copied().unwrap_or(0)).collect();
+                c.sort_unstable();
+                prop_assert!(c.last().unwrap() - c.first().unwrap() <= 1);
+                let moved = got.iter().filter(|(p, b)| cur.get(p) != Some(b)).count();
+                prop_assert_eq!(moved, fewest_moves(&cur, *n, &live));
+            }
+            prop_assert_eq!(rebalance_by(&next, &partitions, &live, |(g, _)| *g), next.clone());
+            // From nothing, groups of one partition each go to different brokers while any
+            // broker has none.
+            if sizes.iter().all(|n| *n == 1) {
+                let fresh = rebalance_by(&BTreeMap::new(), &partitions, &live, |(g, _)| *g);
+                let mut c: BTreeMap<i32, usize> = live.iter().map(|b| (*b, 0)).collect();
+                for b in fresh.values() {
+                    *c.get_mut(b).unwrap() += 1;
+                }
+                prop_assert!(c.values().max().unwrap() - c.values().min().unwrap() <= 1);
+            }
+        }
+
         #[test]
         fn balanced_on_live_brokers_with_the_fewest_moves(
             n in 0u32..60,
