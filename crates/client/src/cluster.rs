@@ -434,6 +434,26 @@ impl Cluster {
         Ok(node_id)
     }
 
+    /// The versions negotiated with the coordinator of `key`. A coordinator that cannot be
+    /// reached is forgotten, so the next call looks it up again (it may have moved).
+    ///
+    /// # Errors
+    /// As [`Cluster::coordinator`] and [`Cluster::api_versions`].
+    pub async fn coordinator_versions(
+        &self,
+        kind: CoordinatorType,
+        key: &str,
+    ) -> Result<ApiVersions, Error> {
+        let node_id = self.coordinator(kind, key).await?;
+        let versions = self.api_versions(node_id).await;
+        if let Err(e) = &versions {
+            if e.requires_coordinator_lookup() {
+                self.invalidate_coordinator(kind, key);
+            }
+        }
+        versions
+    }
+
     /// Forgets the cached coordinator of `key` (after NOT_COORDINATOR or
     /// COORDINATOR_NOT_AVAILABLE in a response, or a failed connection to it).
     pub fn invalidate_coordinator(&self, kind: CoordinatorType, key: &str) {

@@ -440,11 +440,10 @@ impl Producer {
                 reason: "init_transactions needs one".into(),
             });
         };
-        let node = s
+        let versions = s
             .cluster
-            .coordinator(CoordinatorType::Transaction, tid)
+            .coordinator_versions(CoordinatorType::Transaction, tid)
             .await?;
-        let versions = s.cluster.api_versions(node).await?;
         let v2 = versions
             .finalized_feature("transaction.version")
             .is_some_and(|v| v >= 2);

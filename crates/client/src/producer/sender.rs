@@ -182,8 +182,7 @@ async fn send_coordinator(
                 Some(id) if two_phase_commit.is_enabled() => {
                     // Below v6 the flags would be dropped silently and the transaction would
                     // time out: refuse instead.
-                    let node = cluster.coordinator(txn, id).await?;
-                    let versions = cluster.api_versions(node).await?;
+                    let versions = cluster.coordinator_versions(txn, id).await?;
                     if versions.version(ApiKey::InitProducerId)? < TWO_PHASE_COMMIT_VERSION {
                         return Ok(CoordinatorResponse::InitProducerId(Err(
                             ErrorCode::UNSUPPORTED_VERSION,
