@@ -115,6 +115,11 @@ impl Keys {
         format!("{}producer-ids", self.root)
     }
 
+    /// The last transaction-coordinator epoch handed out.
+    pub fn coordinator_epochs(&self) -> String {
+        format!("{}txn-coordinator-epoch", self.root)
+    }
+
     /// The (topic, partition) an owner key names.
     pub fn parse_owner(&self, key: &str) -> Option<(String, i32)> {
         let rest = key.strip_prefix(&self.owners())?;

@@ -125,7 +125,33 @@ pub async fn cluster_id(client: &Client, keys: &Keys, proposed: &str) -> crate::
 /// # Errors
 /// etcd unreachable, a malformed counter, or ids exhausted.
 pub async fn reserve_producer_ids(client: &Client, keys: &Keys, count: i64) -> crate::Result<i64> {
-    let key = keys.producer_ids();
+    advance(client, keys.producer_ids(), "producer id counter", count).await
+}
+
+/// A transaction-coordinator epoch higher than every one handed out before, to any broker:
+/// a coordinator loaded later (the new owner of a `__transaction_state` partition) marks its
+/// transaction markers with a higher epoch than any earlier load, so a partition refuses a
+/// late marker of a fenced coordinator. The first is 1.
+///
+/// # Errors
+/// etcd unreachable, a malformed counter, or epochs exhausted.
+pub async fn next_coordinator_epoch(client: &Client, keys: &Keys) -> crate::Result<i32> {
+    let what = "transaction coordinator epoch";
+    let last = advance(client, keys.coordinator_epochs(), what, 1).await?;
+    i32::try_from(last + 1).map_err(|_| crate::Error::Invalid {
+        what,
+        detail: "exhausted".to_string(),
+    })
+}
+
+/// Adds `count` to the counter at `key` (absent: 0) by compare-and-swap; returns its value
+/// before, which no other caller is given.
+async fn advance(
+    client: &Client,
+    key: String,
+    what: &'static str,
+    count: i64,
+) -> crate::Result<i64> {
     let mut c = client.clone();
     loop {
         let response = c.get(key.clone(), None).await?;
@@ -139,7 +165,7 @@ pub async fn reserve_producer_ids(client: &Client, keys: &Keys, count: i64) -> c
                     .ok()
                     .filter(|n| *n >= 0)
                     .ok_or_else(|| crate::Error::Invalid {
-                        what: "producer id counter",
+                        what,
                         detail: text.to_string(),
                     })?;
                 let compare =
@@ -150,7 +176,7 @@ pub async fn reserve_producer_ids(client: &Client, keys: &Keys, count: i64) -> c
         let next = first
             .checked_add(count)
             .ok_or_else(|| crate::Error::Invalid {
-                what: "producer id counter",
+                what,
                 detail: "exhausted".to_string(),
             })?;
         let txn =

@@ -624,6 +624,36 @@ async fn the_first_broker_names_the_cluster_and_producer_id_blocks_never_overlap
 }
 
 #[tokio::test]
+async fn coordinator_epochs_only_grow_across_brokers() {
+    use shoal_cluster::metadata::next_coordinator_epoch;
+
+    let etcd = start_etcd().unwrap();
+    let (a, b) = (session(&etcd, "c").await, session(&etcd, "c").await);
+    let mut tasks = Vec::new();
+    for s in [&a, &b] {
+        for _ in 0..10 {
+            let (client, keys) = (s.client(), s.keys().clone());
+            tasks.push(tokio::spawn(async move {
+                next_coordinator_epoch(&client, &keys).await.unwrap()
+            }));
+        }
+    }
+    let mut epochs = BTreeSet::new();
+    for t in tasks {
+        assert!(
+            epochs.insert(t.await.unwrap()),
+            "an epoch was handed out twice"
+        );
+    }
+    assert_eq!(epochs, (1..=20).collect::<BTreeSet<i32>>());
+    // Later than every one before, whoever asks.
+    assert_eq!(
+        next_coordinator_epoch(&a.client(), a.keys()).await.unwrap(),
+        21
+    );
+}
+
+#[tokio::test]
 async fn an_assignment_larger_than_one_etcd_transaction_is_recorded_whole() {
     let etcd = start_etcd().unwrap();
     let a = session(&etcd, "c").await;
