@@ -100,7 +100,8 @@ impl ClusterMember {
                 objects,
             ))),
             metadata: Some(metadata.clone()),
-            producer_ids: Some(metadata),
+            producer_ids: Some(metadata.clone()),
+            coordinator_epochs: Some(metadata),
             ..SeamOverrides::default()
         };
         let member = ClusterMember {

@@ -19,7 +19,8 @@
 //!   [`coordinators`]: the one coordinator runtime and the group, transaction and share-state
 //!   coordinators on it (records in `__consumer_offsets`, `__transaction_state`,
 //!   `__share_group_state`); [`participants`]: how a transaction's markers reach those
-//!   topics' coordinators.
+//!   topics' coordinators; [`peers`]: the requests sent to the other brokers of a cluster
+//!   (transaction markers for the partitions they own).
 //! - partition operations: [`markers`]: transaction markers on partitions; [`leadership`]:
 //!   what this node serves; [`takeover`]: reopening a partition this node comes to own;
 //!   [`metadata_follower`]: applying the metadata other brokers of a cluster change;
@@ -67,6 +68,7 @@ pub mod metrics;
 pub mod node;
 pub mod outbound;
 pub mod participants;
+pub mod peers;
 pub mod producer_state;
 pub mod retention;
 pub mod seams;

@@ -30,7 +30,9 @@ use crate::metrics::Metrics;
 use crate::producer_state::ProducerIdAllocator;
 use crate::seams::clock::{Clock, SystemClock};
 use crate::seams::durability::{Durability, LocalDisk};
-use crate::seams::metadata_store::{AppendError, LocalMetadataLog, MetadataStore};
+use crate::seams::metadata_store::{
+    AppendError, CoordinatorEpochs, EpochFile, LocalMetadataLog, MetadataStore,
+};
 use crate::seams::ownership::{Node, Ownership, SingleNode};
 use crate::seams::SeamOverrides;
 use crate::topic_registry::{self, grow_topic, open_topic, Opening, Topic, TopicMaps};
@@ -110,6 +112,10 @@ pub struct NodeState {
     pub durability: Arc<dyn Durability>,
     /// Producer ids for InitProducerId.
     pub producer_ids: ProducerIdAllocator,
+    /// Epochs of the transaction coordinator's loads.
+    pub coordinator_epochs: Arc<dyn CoordinatorEpochs>,
+    /// Connections to the other brokers of a cluster.
+    pub peers: crate::peers::Peers,
     /// The epoch under which each internal partition's coordinator state was loaded (set by
     /// `coordinators::runtime`): a coordinator serves a partition only once its state was
     /// replayed under the epoch the partition is owned under (`crate::leadership`).
@@ -259,6 +265,7 @@ impl NodeState {
             durability,
             metadata,
             producer_ids,
+            coordinator_epochs,
         } = options.seams;
         let clock = clock.unwrap_or_else(|| Arc::new(SystemClock));
         let ownership = ownership.unwrap_or_else(|| {
@@ -325,6 +332,8 @@ impl NodeState {
             Some(blocks) => ProducerIdAllocator::shared(blocks).await?,
             None => ProducerIdAllocator::open(&data_dir)?,
         };
+        let coordinator_epochs = coordinator_epochs
+            .unwrap_or_else(|| Arc::new(EpochFile::new(&data_dir, clock.clone())));
         let node = Arc::new(NodeState {
             node_id,
             cluster_id,
@@ -336,6 +345,8 @@ impl NodeState {
             ownership,
             durability,
             producer_ids,
+            coordinator_epochs,
+            peers: crate::peers::Peers::new(),
             coordinator_loads: RwLock::new(std::collections::BTreeMap::new()),
             topics: RwLock::new(maps),
             current: RwLock::new(current),
@@ -1147,6 +1158,12 @@ impl NodeState {
     }
 
     /// Wall-clock milliseconds, from the node's [`Clock`].
+    /// Whether this broker is one of a cluster's (its metadata shared through etcd, others
+    /// owning some partitions).
+    pub fn in_cluster(&self) -> bool {
+        self.metadata_changes.is_some()
+    }
+
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
     }

@@ -82,7 +82,7 @@ impl Host<Tally> for TallyHost {
         self.topic
     }
 
-    fn new_shard(&self, _node: &NodeState) -> anyhow::Result<Tally> {
+    async fn new_shard(&self, _node: &NodeState) -> anyhow::Result<Tally> {
         self.loads.fetch_add(1, Ordering::SeqCst);
         Ok(Tally::default())
     }

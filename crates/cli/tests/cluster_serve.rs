@@ -2,8 +2,10 @@
 //! started on loopback by `shoal_cluster::rig`) and a shared object-store directory, driven
 //! by shoal-client: topics created at one broker are served by all, records produced with
 //! acks=all survive a kill -9 of their owner exactly once, a group's committed offset
-//! survives a kill -9 of its coordinator, a broker paused past its lease is fenced, and the
-//! cluster goes on when one of three etcd members dies.
+//! survives a kill -9 of its coordinator, transactions over partitions of every broker
+//! commit and abort everywhere (markers sent to the partitions' owners) across a kill -9 of
+//! their coordinator, a broker paused past its lease is fenced, and the cluster goes on when
+//! one of three etcd members dies.
 
 mod common;
 
@@ -342,6 +344,122 @@ async fn three_processes_serve_one_cluster_and_survive_a_kill_9_of_any() {
             assert!(common::terminate(&mut b.child).success());
         }
     }
+}
+
+/// The node coordinating transactional id `id`, as `bootstrap` answers FindCoordinator.
+async fn txn_coordinator(bootstrap: SocketAddr, id: &str) -> Result<i32, String> {
+    let mut conn = Connection::connect(bootstrap)
+        .await
+        .map_err(|e| e.to_string())?;
+    let r = conn
+        .request(
+            3,
+            &FindCoordinatorRequest::default()
+                .with_key(StrBytes::from_string(id.into()))
+                .with_key_type(1),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    if r.error_code != 0 {
+        return Err(format!("FindCoordinator: {}", r.error_code));
+    }
+    Ok(r.node_id.0)
+}
+
+/// One transaction of transactional id `id` through `bootstrap`: `values` spread over every
+/// partition of `t`, then committed (or aborted).
+async fn transaction(bootstrap: SocketAddr, id: &str, values: std::ops::Range<u32>, commit: bool) {
+    let mut builder = ProducerConfig::builder(config(bootstrap));
+    builder.transactional_id(id);
+    let producer = Producer::new(builder.build().expect("producer config"))
+        .await
+        .expect("producer");
+    eventually("init transactions", || producer.init_transactions()).await;
+    producer.begin_transaction().expect("begin");
+    for i in values {
+        let record = ProducerRecord::new("t", format!("v{i}"))
+            .with_key(format!("k{i}"))
+            .with_partition(i as i32 % PARTITIONS);
+        drop(producer.send(record).await.expect("send"));
+    }
+    if commit {
+        producer.commit_transaction().await.expect("commit");
+    } else {
+        producer.abort_transaction().await.expect("abort");
+    }
+    producer.close().await;
+}
+
+/// Every value of `t` visible to read_committed, once `expected` of them are (a transaction's
+/// records stay invisible until its marker is on every partition).
+async fn committed(bootstrap: SocketAddr, expected: usize) -> BTreeMap<String, usize> {
+    eventually("the committed transactions visible", || async {
+        let counts = read_all(bootstrap, "t").await;
+        if counts.len() >= expected {
+            Ok(counts)
+        } else {
+            Err(format!("{} of {expected} visible", counts.len()))
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_over_every_broker_commit_and_abort_across_a_coordinator_kill_9() {
+    let etcd = start_etcd().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = three_brokers_with_topic(dir.path(), &etcd.endpoint).await;
+    // Once the assigner has spread the partitions over the three.
+    eventually("the partitions spread over every broker", || async {
+        let l = leaders(brokers[0].addr).await?;
+        let owners: std::collections::BTreeSet<i32> = l.iter().copied().collect();
+        if owners == [1, 2, 3].into() {
+            Ok(())
+        } else {
+            Err(format!("leaders {l:?}"))
+        }
+    })
+    .await;
+
+    // Committed and aborted, each with records on every broker's partitions.
+    let id = "cross-broker";
+    transaction(brokers[1].addr, id, 0..60, true).await;
+    transaction(brokers[1].addr, id, 60..120, false).await;
+    transaction(brokers[2].addr, id, 120..180, true).await;
+    let expected: Vec<String> = (0..60).chain(120..180).map(|i| format!("v{i}")).collect();
+    let counts = committed(brokers[0].addr, expected.len()).await;
+    assert_eq!(counts.keys().cloned().collect::<Vec<_>>(), {
+        let mut e = expected.clone();
+        e.sort();
+        e
+    });
+    assert!(counts.values().all(|n| *n == 1));
+
+    // The coordinator's broker killed: a survivor takes the transactional id over, fences the
+    // old producer and its markers reach every partition, the dead broker's included once
+    // they have moved.
+    let coordinator_node = eventually("find the coordinator", || {
+        txn_coordinator(brokers[0].addr, id)
+    })
+    .await;
+    let victim = brokers
+        .iter()
+        .position(|b| b.node_id == coordinator_node)
+        .unwrap();
+    kill9(&mut brokers[victim]);
+    let survivor = brokers[(victim + 1) % 3].addr;
+    transaction(survivor, id, 180..240, true).await;
+    transaction(survivor, id, 240..300, false).await;
+    let expected: Vec<String> = (0..60)
+        .chain(120..180)
+        .chain(180..240)
+        .map(|i| format!("v{i}"))
+        .collect();
+    let counts = committed(survivor, expected.len()).await;
+    let mut e = expected;
+    e.sort();
+    assert_eq!(counts.keys().cloned().collect::<Vec<_>>(), e);
+    assert!(counts.values().all(|n| *n == 1), "duplicated: {counts:?}");
 }
 
 /// One acks=all Produce of `value` to `topic`-`partition` over `conn`, answered in the

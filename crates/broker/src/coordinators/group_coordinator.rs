@@ -104,7 +104,7 @@ impl Host<GroupShard> for OffsetsHost {
         CONSUMER_OFFSETS
     }
 
-    fn new_shard(&self, node: &NodeState) -> anyhow::Result<GroupShard> {
+    async fn new_shard(&self, node: &NodeState) -> anyhow::Result<GroupShard> {
         Ok(GroupShard::new(
             group_config(node),
             share_group_config(node),

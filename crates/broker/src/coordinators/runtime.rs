@@ -68,7 +68,10 @@ pub trait Host<S: CoordinatorShard>: Send + Sync + 'static {
     ///
     /// # Errors
     /// What the shard needs cannot be had (a coordinator epoch cannot be recorded).
-    fn new_shard(&self, node: &NodeState) -> anyhow::Result<S>;
+    fn new_shard<'a>(
+        &'a self,
+        node: &'a NodeState,
+    ) -> impl Future<Output = anyhow::Result<S>> + Send + 'a;
 
     /// Called after the replay, before [`CoordinatorShard::loaded`] (whose output follows
     /// what this adds to `out`): work that must be done before anything is served, on the
@@ -239,7 +242,7 @@ async fn load<S: CoordinatorShard + Send, H: Host<S>>(
     host: &H,
     first: bool,
 ) -> anyhow::Result<Loaded<S>> {
-    let mut shard = host.new_shard(node)?;
+    let mut shard = host.new_shard(node).await?;
     let mut count = 0;
     let topic = host.topic();
     let served = served(node, topic);

@@ -378,7 +378,7 @@ impl Host<ShareStateShard> for ShareStateHost {
         SHARE_GROUP_STATE
     }
 
-    fn new_shard(&self, node: &NodeState) -> anyhow::Result<ShareStateShard> {
+    async fn new_shard(&self, node: &NodeState) -> anyhow::Result<ShareStateShard> {
         let config = ShareCoordinatorConfig {
             snapshot_update_records_per_snapshot: node
                 .config

@@ -55,41 +55,8 @@ pub struct TxnService {
     runtime: Arc<Runtime<TxnShard>>,
 }
 
-/// File in the data directory holding the transaction coordinator's last epoch.
-pub const COORDINATOR_EPOCH_FILE: &str = "transaction-coordinator-epoch";
-
-/// The epoch of a new coordinator load: one more than the last, recorded durably first
-/// (the first load of a directory starts at `now_ms` in seconds).
-///
-/// Every load gets a higher epoch, which goes into its markers: a partition refuses markers
-/// older than the last it saw (TRANSACTION_COORDINATOR_FENCED), so a marker write still in
-/// flight from an earlier incarnation cannot land after the new one's.
-///
-/// # Errors
-/// The file cannot be read, parsed or written.
-pub fn next_coordinator_epoch(data_dir: &std::path::Path, now_ms: i64) -> anyhow::Result<i32> {
-    let path = data_dir.join(COORDINATOR_EPOCH_FILE);
-    let last = match std::fs::read_to_string(&path) {
-        Ok(text) => text
-            .trim()
-            .parse::<i32>()
-            .ok()
-            .filter(|n| *n >= 0)
-            .ok_or_else(|| anyhow::anyhow!("{path:?} does not hold a coordinator epoch"))?,
-        // Data directories from before this file used the load time in seconds as the epoch
-        // (their markers carry it): start above any of those.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            (now_ms / 1000).clamp(0, i64::from(i32::MAX - 1)) as i32
-        }
-        Err(e) => anyhow::bail!("cannot read {path:?}: {e}"),
-    };
-    let next = last
-        .checked_add(1)
-        .ok_or_else(|| anyhow::anyhow!("coordinator epochs exhausted"))?;
-    crate::producer_state::write_durably(&path, format!("{next}\n").as_bytes())
-        .map_err(|e| anyhow::anyhow!("cannot write {path:?}: {e}"))?;
-    Ok(next)
-}
+/// File in the data directory holding a single node's last coordinator epoch.
+pub use crate::seams::metadata_store::COORDINATOR_EPOCH_FILE;
 
 impl TxnService {
     pub fn new() -> Self {
@@ -169,9 +136,17 @@ impl<P: Participants + Clone> Host<TxnShard> for TxnHost<P> {
         TRANSACTION_STATE
     }
 
-    /// Every load gets a new coordinator epoch, recorded first.
-    fn new_shard(&self, node: &NodeState) -> anyhow::Result<TxnShard> {
-        let epoch = next_coordinator_epoch(&node.data_dir, node.now_ms())?;
+    /// Every load gets a new coordinator epoch, higher than every load's before it (in a
+    /// cluster, every broker's: the new owner of a partition of the topic marks with a higher
+    /// epoch than its previous owner did), recorded first. Partitions refuse markers older
+    /// than the last they saw from the producer (TRANSACTION_COORDINATOR_FENCED), so a marker
+    /// write still in flight from an earlier load cannot land after this one's.
+    async fn new_shard(&self, node: &NodeState) -> anyhow::Result<TxnShard> {
+        let epoch = node
+            .coordinator_epochs
+            .next()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot record a coordinator epoch: {e}"))?;
         Ok(TxnShard::new(txn_config(node), epoch))
     }
 
@@ -387,6 +362,11 @@ fn recover_markers(
 /// participant, starts a background flush of the partitions, and reports completion with the
 /// markers' offsets (see the module docs for why it does not wait for the fsync). The order
 /// of work is `MarkerWriting`'s, which the simulator drives too.
+///
+/// In a cluster, a partition another broker owns gets its marker through WriteTxnMarkers to
+/// that broker (`crate::peers`), which answers once it is durable; and the markers written
+/// here are made durable before the transaction completes, since the coordinator that would
+/// rewrite a lost one may be another broker's, which cannot read this one's logs.
 async fn write_markers(
     node: Weak<NodeState>,
     participants: impl Participants,
@@ -402,10 +382,14 @@ async fn write_markers(
             return;
         };
         // One round: every partition left, a failed one retried after a pause.
+        let mut to_commit = Vec::new();
+        let mut remote: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+        let mut sent = None;
         for _ in 0..writing.remaining() {
             let Some((tp, marker)) = writing.take_next() else {
                 break;
             };
+            sent = Some(marker);
             let partition = match crate::markers::partition(&node, &tp.topic, tp.partition) {
                 Ok(p) => p,
                 Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION) => {
@@ -413,13 +397,15 @@ async fn write_markers(
                     writing.written(tp, MarkerOutcome::Gone);
                     continue;
                 }
-                // Led by another broker of a cluster: markers do not cross brokers yet
-                // (WriteTxnMarkers between brokers, issue 29), so the transaction stays
-                // unfinished here, retried, rather than finish without its marker there.
                 Err(code) => {
-                    warn!(topic = %tp.topic, partition = tp.partition, ?code,
-                        "transaction marker not written: the partition is not led here; retrying");
-                    writing.written(tp, MarkerOutcome::Failed);
+                    match owned_elsewhere(&node, &tp) {
+                        Some(owner) => remote.entry(owner).or_default().push(tp),
+                        None => {
+                            warn!(topic = %tp.topic, partition = tp.partition, ?code,
+                                "transaction marker not written: the partition has no owner; retrying");
+                            writing.written(tp, MarkerOutcome::Failed);
+                        }
+                    }
                     continue;
                 }
             };
@@ -435,6 +421,10 @@ async fn write_markers(
                 // Written durably by its coordinator (`__share_group_state`): nothing to
                 // flush or to list as possibly lost.
                 Ok(MarkerWritten::Durable) => MarkerOutcome::Durable,
+                Ok(MarkerWritten::At(_)) if node.in_cluster() => {
+                    to_commit.push((tp, partition));
+                    continue;
+                }
                 Ok(MarkerWritten::At(offset)) => {
                     to_flush.push(partition);
                     MarkerOutcome::Appended(offset)
@@ -445,6 +435,41 @@ async fn write_markers(
                 }
             };
             writing.written(tp, outcome);
+        }
+        if !to_commit.is_empty() {
+            let partitions = to_commit.iter().map(|(_, p)| p.clone()).collect();
+            let outcome = match node.durability.commit(partitions).await {
+                Ok(()) => MarkerOutcome::Durable,
+                Err(e) => {
+                    warn!(error = %e, "transaction markers not committed; retrying");
+                    MarkerOutcome::Failed
+                }
+            };
+            for (tp, _) in to_commit {
+                writing.written(tp, outcome);
+            }
+        }
+        if let Some(marker) = sent {
+            for (owner, partitions) in remote {
+                let answers = send_markers(
+                    &node,
+                    owner,
+                    &partitions,
+                    marker,
+                    writing.coordinator_epoch(),
+                )
+                .await;
+                for (tp, code) in partitions.into_iter().zip(answers) {
+                    let outcome = if code == ErrorCode::NONE {
+                        MarkerOutcome::Durable
+                    } else {
+                        warn!(topic = %tp.topic, partition = tp.partition, owner, ?code,
+                            "transaction marker refused by the partition's owner; retrying");
+                        MarkerOutcome::Failed
+                    };
+                    writing.written(tp, outcome);
+                }
+            }
         }
         if !writing.is_done() {
             drop(node);
@@ -473,6 +498,88 @@ async fn write_markers(
     if let Ok(reply) = runtime.submit(writing.finish(flushed)).await {
         drop(reply);
     }
+}
+
+/// The live broker other than this one that owns `tp`, if any.
+fn owned_elsewhere(node: &NodeState, tp: &TopicPartition) -> Option<i32> {
+    node.ownership
+        .owner(&tp.topic, tp.partition)
+        .map(|o| o.node_id)
+        .filter(|id| *id != node.node_id)
+}
+
+/// Sends `marker` for `partitions` to their owner `owner` (WriteTxnMarkers) and returns the
+/// answer for each, in order: NONE once durable there. Every partition fails alike when the
+/// owner cannot be reached or answers something else than what was asked.
+async fn send_markers(
+    node: &NodeState,
+    owner: i32,
+    partitions: &[TopicPartition],
+    marker: TxnMarker,
+    coordinator_epoch: i32,
+) -> Vec<ErrorCode> {
+    use shoal_protocol::messages::write_txn_markers_request as wr;
+    use shoal_protocol::messages::{TopicName, WriteTxnMarkersRequest};
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for tp in partitions {
+        by_topic.entry(&tp.topic).or_default().push(tp.partition);
+    }
+    let topics = by_topic
+        .iter()
+        .map(|(topic, indexes)| {
+            wr::WritableTxnMarkerTopic::default()
+                .with_name(TopicName(shoal_protocol::StrBytes::from_string(
+                    (*topic).to_string(),
+                )))
+                .with_partition_indexes(indexes.clone())
+        })
+        .collect();
+    let request =
+        WriteTxnMarkersRequest::default().with_markers(vec![wr::WritableTxnMarker::default()
+            .with_producer_id(shoal_protocol::messages::ProducerId(marker.producer_id))
+            .with_producer_epoch(marker.producer_epoch)
+            .with_transaction_result(marker.commit)
+            .with_coordinator_epoch(coordinator_epoch)
+            .with_topics(topics)]);
+    let unreachable = vec![ErrorCode::NOT_LEADER_OR_FOLLOWER; partitions.len()];
+    let Some(peer) = node
+        .ownership
+        .nodes()
+        .into_iter()
+        .find(|n| n.node_id == owner)
+    else {
+        return unreachable;
+    };
+    let response = match node.peers.request(&peer, 1, &request).await {
+        Ok(r) => r,
+        Err(e) => {
+            warn!(error = %e, "cannot send transaction markers");
+            return unreachable;
+        }
+    };
+    let mut answers: BTreeMap<(&str, i32), ErrorCode> = BTreeMap::new();
+    for m in &response.markers {
+        if m.producer_id.0 != marker.producer_id {
+            continue;
+        }
+        for t in &m.topics {
+            for p in &t.partitions {
+                if let Some((topic, _)) = by_topic.get_key_value(t.name.0.as_str()) {
+                    answers.insert((topic, p.partition_index), ErrorCode(p.error_code));
+                }
+            }
+        }
+    }
+    partitions
+        .iter()
+        .map(|tp| {
+            answers
+                .get(&(tp.topic.as_str(), tp.partition))
+                .copied()
+                // A partition the answer leaves out was not written.
+                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR)
+        })
+        .collect()
 }
 
 /// Starts fsyncing `partitions` without waiting. A failure is only logged: the markers on them

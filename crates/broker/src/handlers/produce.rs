@@ -386,25 +386,8 @@ async fn verify_transactions(
                 verify_only: true,
             })
         };
-        let results: Vec<(TopicPartition, ErrorCode)> = match broker.txn.call(request).await {
-            Ok(TxnResponse::AddPartitions(r)) | Ok(TxnResponse::AddPartitionsImplicit(r)) => r
-                .results
-                .into_iter()
-                .map(|e| {
-                    (
-                        TopicPartition {
-                            topic: e.topic,
-                            partition: e.partition,
-                        },
-                        ErrorCode(e.error_code.code()),
-                    )
-                })
-                .collect(),
-            _ => partitions
-                .into_iter()
-                .map(|tp| (tp, ErrorCode::COORDINATOR_NOT_AVAILABLE))
-                .collect(),
-        };
+        let results =
+            ask_coordinator(broker, transactional_id.0.as_str(), request, partitions).await;
         for (tp, code) in results {
             if code.is_ok() {
                 continue;
@@ -422,6 +405,125 @@ async fn verify_transactions(
         }
     }
     refused
+}
+
+/// `request` (adding or verifying `partitions`) answered by the transaction coordinator of
+/// `transactional_id`: this broker's own, or in a cluster the broker that owns the id's
+/// partition of `__transaction_state`, through AddPartitionsToTxn v5 (the version only brokers
+/// send, batched, with `VerifyOnly`), as Kafka's partition leaders ask theirs.
+async fn ask_coordinator(
+    broker: &Arc<Broker>,
+    transactional_id: &str,
+    request: TxnRequest,
+    partitions: Vec<TopicPartition>,
+) -> Vec<(TopicPartition, ErrorCode)> {
+    use crate::leadership::CoordinatorKind;
+    let elsewhere = broker.in_cluster()
+        && broker.coordinates(CoordinatorKind::Transaction, transactional_id)
+            == Err(ErrorCode::NOT_COORDINATOR);
+    if elsewhere {
+        return ask_remote_coordinator(broker, transactional_id, request, partitions).await;
+    }
+    match broker.txn.call(request).await {
+        Ok(TxnResponse::AddPartitions(r)) | Ok(TxnResponse::AddPartitionsImplicit(r)) => r
+            .results
+            .into_iter()
+            .map(|e| {
+                (
+                    TopicPartition {
+                        topic: e.topic,
+                        partition: e.partition,
+                    },
+                    ErrorCode(e.error_code.code()),
+                )
+            })
+            .collect(),
+        _ => partitions
+            .into_iter()
+            .map(|tp| (tp, ErrorCode::COORDINATOR_NOT_AVAILABLE))
+            .collect(),
+    }
+}
+
+async fn ask_remote_coordinator(
+    broker: &Arc<Broker>,
+    transactional_id: &str,
+    request: TxnRequest,
+    partitions: Vec<TopicPartition>,
+) -> Vec<(TopicPartition, ErrorCode)> {
+    use crate::leadership::CoordinatorKind;
+    use shoal_protocol::messages::add_partitions_to_txn_request as apr;
+    use shoal_protocol::messages::{AddPartitionsToTxnRequest, TopicName, TransactionalId};
+    let unavailable = |partitions: Vec<TopicPartition>| {
+        partitions
+            .into_iter()
+            .map(|tp| (tp, ErrorCode::COORDINATOR_NOT_AVAILABLE))
+            .collect()
+    };
+    let (producer_id, producer_epoch, verify_only) = match &request {
+        TxnRequest::AddPartitions(r) => (r.producer_id, r.producer_epoch, r.verify_only),
+        TxnRequest::AddPartitionsImplicit(r) => (r.producer_id, r.producer_epoch, false),
+        _ => return unavailable(partitions),
+    };
+    let Ok(node) = broker.coordinator_node(CoordinatorKind::Transaction, transactional_id) else {
+        return unavailable(partitions);
+    };
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for tp in &partitions {
+        by_topic.entry(&tp.topic).or_default().push(tp.partition);
+    }
+    let topics = by_topic
+        .iter()
+        .map(|(topic, indexes)| {
+            apr::AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(str_bytes(*topic)))
+                .with_partitions(indexes.clone())
+        })
+        .collect();
+    let ask = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        apr::AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(str_bytes(transactional_id)))
+            .with_producer_id(shoal_protocol::messages::ProducerId(producer_id.0))
+            .with_producer_epoch(producer_epoch.0)
+            .with_verify_only(verify_only)
+            .with_topics(topics),
+    ]);
+    let response = match broker.peers.request(&node, 5, &ask).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot reach the transaction coordinator");
+            return unavailable(partitions);
+        }
+    };
+    if response.error_code != 0 {
+        let code = ErrorCode(response.error_code);
+        return partitions.into_iter().map(|tp| (tp, code)).collect();
+    }
+    let mut answers: BTreeMap<(String, i32), ErrorCode> = BTreeMap::new();
+    for t in &response.results_by_transaction {
+        if t.transactional_id.0.as_str() != transactional_id {
+            continue;
+        }
+        for topic in &t.topic_results {
+            for p in &topic.results_by_partition {
+                answers.insert(
+                    (topic.name.0.to_string(), p.partition_index),
+                    ErrorCode(p.partition_error_code),
+                );
+            }
+        }
+    }
+    partitions
+        .into_iter()
+        .map(|tp| {
+            // A partition the answer leaves out was not added.
+            let code = answers
+                .get(&(tp.topic.clone(), tp.partition))
+                .copied()
+                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR);
+            (tp, code)
+        })
+        .collect()
 }
 
 /// A produce whose appends are done and whose answer may still wait for an fsync.

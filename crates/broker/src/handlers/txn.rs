@@ -140,15 +140,27 @@ async fn add_one(
     let results: BTreeMap<(String, i32), i16> = match check_partitions(broker, topics) {
         Err(errors) => errors.into_iter().map(|(k, c)| (k, c.code())).collect(),
         Ok(partitions) => {
-            let request = TxnRequest::AddPartitions(tc::AddPartitionsRequest {
-                transactional_id: transactional_id.to_string(),
-                producer_id: ProducerId(producer_id),
-                producer_epoch: ProducerEpoch(producer_epoch),
-                partitions,
-                verify_only,
-            });
+            // From v5, a broker asking for the partitions of a transaction version 2
+            // producer's Produce to be added (not only verified) adds them implicitly, as
+            // the coordinator does for its own Produce (`handlers::produce`).
+            let request = if version >= 5 && !verify_only {
+                TxnRequest::AddPartitionsImplicit(tc::AddPartitionsImplicitRequest {
+                    transactional_id: transactional_id.to_string(),
+                    producer_id: ProducerId(producer_id),
+                    producer_epoch: ProducerEpoch(producer_epoch),
+                    partitions,
+                })
+            } else {
+                TxnRequest::AddPartitions(tc::AddPartitionsRequest {
+                    transactional_id: transactional_id.to_string(),
+                    producer_id: ProducerId(producer_id),
+                    producer_epoch: ProducerEpoch(producer_epoch),
+                    partitions,
+                    verify_only,
+                })
+            };
             match call(broker, request).await {
-                Ok(TxnResponse::AddPartitions(a)) => a
+                Ok(TxnResponse::AddPartitions(a)) | Ok(TxnResponse::AddPartitionsImplicit(a)) => a
                     .results
                     .into_iter()
                     .map(|p| {

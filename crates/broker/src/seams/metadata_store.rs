@@ -7,9 +7,13 @@
 //! appends that fail when told to. [`EtcdMetadataStore`] is a cluster's: one log in etcd every
 //! broker reads, watches and appends to, each append made only at the position after the last
 //! record its broker applied (see `docs/decisions/0018-the-seams-a-cluster-needs.md`).
+//!
+//! Beside the log, the counters a cluster's brokers share: producer-id blocks
+//! ([`ProducerIdBlocks`]) and transaction-coordinator epochs ([`CoordinatorEpochs`]; one node's
+//! in [`EpochFile`]).
 
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,6 +39,68 @@ pub trait ProducerIdBlocks: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// The reservation could not be made (or its outcome is unknown).
     fn reserve(&self, count: i64) -> Pending<'_, Result<i64, String>>;
+}
+
+/// Where transaction-coordinator epochs come from: each load of the transaction coordinator
+/// takes one higher than every load before it (`coordinators::txn_coordinator`), so markers of
+/// a coordinator that has since been replaced are refused by the partitions.
+pub trait CoordinatorEpochs: Send + Sync + std::fmt::Debug {
+    /// The next epoch, recorded before it is returned.
+    ///
+    /// # Errors
+    /// It cannot be recorded (or its outcome is unknown).
+    fn next(&self) -> Pending<'_, Result<i32, String>>;
+}
+
+/// One node's coordinator epochs: the last one in a file of its data directory.
+#[derive(Debug)]
+pub struct EpochFile {
+    path: PathBuf,
+    clock: Arc<dyn crate::seams::clock::Clock>,
+}
+
+/// File in the data directory holding the transaction coordinator's last epoch.
+pub const COORDINATOR_EPOCH_FILE: &str = "transaction-coordinator-epoch";
+
+impl EpochFile {
+    pub fn new(data_dir: &Path, clock: Arc<dyn crate::seams::clock::Clock>) -> Self {
+        EpochFile {
+            path: data_dir.join(COORDINATOR_EPOCH_FILE),
+            clock,
+        }
+    }
+
+    /// One more than the last, written durably first (the first of a directory is the time
+    /// in seconds: directories from before this file used it as the epoch).
+    fn next_now(&self) -> anyhow::Result<i32> {
+        let path = &self.path;
+        let last = match std::fs::read_to_string(path) {
+            Ok(text) => text
+                .trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| anyhow::anyhow!("{path:?} does not hold a coordinator epoch"))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                (self.clock.now_ms() / 1000).clamp(0, i64::from(i32::MAX - 1)) as i32
+            }
+            Err(e) => anyhow::bail!("cannot read {path:?}: {e}"),
+        };
+        let next = last
+            .checked_add(1)
+            .ok_or_else(|| anyhow::anyhow!("coordinator epochs exhausted"))?;
+        crate::producer_state::write_durably(path, format!("{next}\n").as_bytes())
+            .map_err(|e| anyhow::anyhow!("cannot write {path:?}: {e}"))?;
+        Ok(next)
+    }
+}
+
+impl CoordinatorEpochs for EpochFile {
+    fn next(&self) -> Pending<'_, Result<i32, String>> {
+        Box::pin(std::future::ready(
+            self.next_now().map_err(|e| e.to_string()),
+        ))
+    }
 }
 
 /// Why a record was not appended.
@@ -279,6 +345,16 @@ impl ProducerIdBlocks for EtcdMetadataStore {
     fn reserve(&self, count: i64) -> Pending<'_, Result<i64, String>> {
         Box::pin(async move {
             shoal_cluster::metadata::reserve_producer_ids(&self.client, &self.keys, count)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+impl CoordinatorEpochs for EtcdMetadataStore {
+    fn next(&self) -> Pending<'_, Result<i32, String>> {
+        Box::pin(async move {
+            shoal_cluster::metadata::next_coordinator_epoch(&self.client, &self.keys)
                 .await
                 .map_err(|e| e.to_string())
         })

@@ -40,4 +40,7 @@ pub struct SeamOverrides {
     pub metadata: Option<Arc<dyn MetadataStore>>,
     /// Where producer ids are reserved in blocks; defaults to a file of the data directory.
     pub producer_ids: Option<Arc<dyn metadata_store::ProducerIdBlocks>>,
+    /// Where transaction-coordinator epochs come from; defaults to a file of the data
+    /// directory ([`metadata_store::EpochFile`]).
+    pub coordinator_epochs: Option<Arc<dyn metadata_store::CoordinatorEpochs>>,
 }
