@@ -21,6 +21,13 @@ case "$tier" in
   full | fast) ;;
   *) echo "usage: scripts/test.sh [fast]" >&2; exit 2 ;;
 esac
+# The full tier builds everything once from a clean tree (CI): no incremental caches, and line
+# tables only for the test binaries (backtraces keep their lines) — less to write and link.
+# The fast tier keeps the developer's own settings, so it reuses their build.
+if [ "$tier" = full ]; then
+  export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+  export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
+fi
 started=$SECONDS
 last=$SECONDS
 # Each step's heading, with how long the previous one took (where CI's minutes go).
