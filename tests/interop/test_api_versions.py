@@ -45,6 +45,8 @@ ALLOWED_DIFFERENCES = {
     28: ((0, 5), "codec"),    # TxnOffsetCommit v6: topic ids (KIP-1319)
     35: ((1, 4), "codec"),    # DescribeLogDirs v5: new response fields
     42: ((0, 2), "codec"),    # DeleteGroups v3: per-group error message
+    85: ((0, 0), "codec"),    # WriteShareGroupState v1: DeliveryCompleteCount (a tag between Shoal brokers)
+    87: ((0, 0), "codec"),    # ReadShareGroupStateSummary v1: DeliveryCompleteCount (likewise)
     # security: no delegation tokens or quotas yet (SASL, SCRAM credentials and ACLs are in)
     38: (None, "security"),   # CreateDelegationToken
     39: (None, "security"),   # RenewDelegationToken
@@ -63,11 +65,6 @@ ALLOWED_DIFFERENCES = {
     80: (None, "cluster"),    # AddRaftVoter
     81: (None, "cluster"),    # RemoveRaftVoter
     94: (None, "cluster"),    # UnregisterController
-    83: (None, "cluster"),    # InitializeShareGroupState
-    84: (None, "cluster"),    # ReadShareGroupState
-    85: (None, "cluster"),    # WriteShareGroupState
-    86: (None, "cluster"),    # DeleteShareGroupState
-    87: (None, "cluster"),    # ReadShareGroupStateSummary
     # not built yet: features a single node could serve, left for later work
     68: (None, "later"),      # ConsumerGroupHeartbeat (KIP-848 consumer protocol)
     69: (None, "later"),      # ConsumerGroupDescribe

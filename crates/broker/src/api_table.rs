@@ -58,6 +58,13 @@ pub fn broker_api_table() -> ApiTable {
         ApiKey::UpdateFeatures,
         ApiKey::DescribeProducers,
         ApiKey::WriteTxnMarkers,
+        // Share-state RPCs between brokers (`handlers::share_state`); Kafka advertises them
+        // whatever share.version is.
+        ApiKey::InitializeShareGroupState,
+        ApiKey::ReadShareGroupState,
+        ApiKey::WriteShareGroupState,
+        ApiKey::DeleteShareGroupState,
+        ApiKey::ReadShareGroupStateSummary,
         // SASL: answered by a SASL listener's authenticator before authentication, and
         // ILLEGAL_SASL_STATE anywhere else, as Kafka advertises and answers them on every
         // listener.

@@ -26,6 +26,7 @@ use uuid::Uuid;
 
 use crate::handlers::RequestContext;
 use crate::node::NodeState;
+use crate::share_state::wire;
 
 use AclOperation::*;
 
@@ -422,6 +423,21 @@ fn whole(check: &Checker<'_>, request: &Request) -> Option<Response> {
                 .with_producer_epoch(-1)
                 .into()
         }),
+        // The share-state RPCs: between brokers only, as WriteTxnMarkers.
+        Request::InitializeShareGroupState(r) => cluster(ClusterAction)
+            .map(|e| wire::refuse_initialize(r, code(e)).into()),
+        Request::ReadShareGroupState(r) => {
+            cluster(ClusterAction).map(|e| wire::refuse_read(r, code(e)).into())
+        }
+        Request::WriteShareGroupState(r) => {
+            cluster(ClusterAction).map(|e| wire::refuse_write(r, code(e)).into())
+        }
+        Request::DeleteShareGroupState(r) => {
+            cluster(ClusterAction).map(|e| wire::refuse_delete(r, code(e)).into())
+        }
+        Request::ReadShareGroupStateSummary(r) => {
+            cluster(ClusterAction).map(|e| wire::refuse_summary(r, code(e)).into())
+        }
         Request::WriteTxnMarkers(_) => cluster(ClusterAction).map(|_| {
             // Between brokers only; a client without CLUSTER_ACTION gets nothing marked.
             m::WriteTxnMarkersResponse::default().into()

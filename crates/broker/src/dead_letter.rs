@@ -428,7 +428,7 @@ impl ShareManager {
                     continue;
                 }
             };
-            match self.persisted(&key, archived).await {
+            match self.persisted(node, &key, archived).await {
                 Ok(()) => {
                     self.dead_letter_verified(&key);
                     any = true;

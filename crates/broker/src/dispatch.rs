@@ -13,7 +13,8 @@ use crate::broker::Broker;
 use crate::handlers::RequestContext;
 use crate::handlers::{
     acls, api_versions, cluster, configs, fetch, groups, init_producer_id, list_offsets, log_dirs,
-    metadata, produce, scram, share_admin, share_fetch, share_groups, topics, txn, txn_share_ack,
+    metadata, produce, scram, share_admin, share_fetch, share_groups, share_state, topics, txn,
+    txn_share_ack,
 };
 
 /// A response that is ready, or one that completes later (a produce waiting for its fsync).
@@ -167,6 +168,11 @@ async fn respond(
         Request::DescribeTransactions(r) => txn::describe_transactions(broker, r).await.into(),
         Request::ListTransactions(r) => txn::list_transactions(broker, r).await.into(),
         Request::WriteTxnMarkers(r) => txn::write_txn_markers(broker, r).await.into(),
+        Request::InitializeShareGroupState(r) => share_state::initialize(broker, r).await.into(),
+        Request::ReadShareGroupState(r) => share_state::read(broker, r).await.into(),
+        Request::WriteShareGroupState(r) => share_state::write(broker, r).await.into(),
+        Request::DeleteShareGroupState(r) => share_state::delete(broker, r).await.into(),
+        Request::ReadShareGroupStateSummary(r) => share_state::summary(broker, r).await.into(),
         Request::DescribeProducers(r) => {
             crate::handlers::producers::describe_producers(broker, r).into()
         }

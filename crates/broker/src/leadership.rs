@@ -122,9 +122,17 @@ impl NodeState {
         let partition = self
             .coordinator_partition(kind, key)
             .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
+        self.internal_owner(kind.topic(), partition.index)
+    }
+
+    /// The node that owns partition `index` of the internal topic `topic`.
+    ///
+    /// # Errors
+    /// COORDINATOR_NOT_AVAILABLE when nobody owns it or its owner is not registered.
+    pub fn internal_owner(&self, topic: &str, index: i32) -> Result<Node, ErrorCode> {
         let owner = self
             .ownership
-            .owner(kind.topic(), partition.index)
+            .owner(topic, index)
             .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
         self.ownership
             .nodes()
@@ -144,8 +152,23 @@ impl NodeState {
         let partition = self
             .coordinator_partition(kind, key)
             .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
+        self.serves_internal(kind.topic(), partition.index)
+    }
+
+    /// Whether this node serves partition `index` of the internal topic `topic`: it owns it
+    /// under the epoch it opened it with, and the topic's coordinator replayed it under that
+    /// epoch.
+    ///
+    /// # Errors
+    /// As [`NodeState::coordinates`]; COORDINATOR_NOT_AVAILABLE when the topic or partition
+    /// is missing.
+    pub fn serves_internal(&self, topic: &str, index: i32) -> Result<(), ErrorCode> {
+        let partition = self
+            .topic(topic)
+            .and_then(|t| t.partition(index))
+            .ok_or(ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
         self.ownership
-            .serves(kind.topic(), partition.index, partition.leader_epoch)
+            .serves(topic, partition.index, partition.leader_epoch)
             .map_err(|e| match e {
                 NotServed::Elsewhere(_) => ErrorCode::NOT_COORDINATOR,
                 NotServed::Offline => ErrorCode::COORDINATOR_NOT_AVAILABLE,
@@ -154,8 +177,9 @@ impl NodeState {
             .coordinator_loads
             .read()
             .expect("coordinator load lock poisoned")
-            .get(&(kind.topic(), partition.index))
-            .copied();
+            .iter()
+            .find(|((t, i), _)| *t == topic && *i == partition.index)
+            .map(|(_, epoch)| *epoch);
         if loaded == Some(partition.leader_epoch) {
             Ok(())
         } else {

@@ -74,6 +74,7 @@ pub mod retention;
 pub mod seams;
 pub mod server;
 pub mod share;
+pub mod share_state;
 pub mod takeover;
 pub mod tls;
 pub mod topic_registry;

@@ -36,9 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shoal_core::share_coordinator::shard::MarkersApplied;
-use shoal_core::share_coordinator::{
-    SharePartitionKey, ShareStateError, StateSummary, TopicId, WriteState,
-};
+use shoal_core::share_coordinator::{SharePartitionKey, StateSummary, TopicId, WriteState};
 use shoal_core::share_leader::{self, Loading, Staging, Unpersisted};
 use shoal_core::share_partition::{AckBatch, ShareError, SharePartition, SharePartitionConfig};
 use shoal_core::share_session::{SessionKey, ShareSessionCache, TopicIdPartition};
@@ -51,6 +49,7 @@ use crate::coordinators::share_coordinator::{ShareStateService, Unavailable};
 use crate::group_configs::AutoOffsetReset;
 use crate::node::NodeState;
 use crate::participants::TxnMarker;
+use crate::share_state;
 
 pub use crate::node::SHARE_GROUP_STATE;
 /// Leader epoch of every share partition: one node never changes leader.
@@ -92,11 +91,6 @@ pub struct TxnProducer {
 /// that read them (a `share.version` downgrade, a reset or delete of a group) refuse what they
 /// cannot verify.
 const TX_PENDING_UNKNOWN: i64 = i64::MAX;
-
-/// The error code of a store's refusal of a write.
-fn state_error_code(e: &ShareStateError) -> ErrorCode {
-    ErrorCode(e.error_code().0)
-}
 
 impl std::fmt::Debug for ShareManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -285,6 +279,16 @@ impl ShareManager {
         let writes = staging.writes(LEADER_EPOCH);
         let outcome = if writes.is_empty() {
             Ok(())
+        } else if let Some((key, _)) = writes
+            .iter()
+            .find(|(key, _)| !share_state::served_here(node, key))
+        {
+            // No RPC carries a staging to another broker yet (decision 0025).
+            warn!(
+                ?key,
+                "staging for a share-state partition owned by another broker"
+            );
+            Err(shoal_core::share_leader::NotPersisted::Unavailable)
         } else {
             let (producer_id, producer_epoch) = staging.producer();
             self.state.stage(producer_id, producer_epoch, writes).await
@@ -346,7 +350,7 @@ impl ShareManager {
             })
             .collect();
         if !orphans.is_empty() {
-            match self.delete(&orphans).await {
+            match self.delete(node, &orphans).await {
                 Ok(()) => info!(
                     share_partitions = orphans.len(),
                     "share state of deleted topics removed"
@@ -364,12 +368,13 @@ impl ShareManager {
     /// The write was refused by the store or could not be made durable.
     pub async fn persisted<T>(
         &self,
+        node: &NodeState,
         key: &SharePartitionKey,
         change: Unpersisted<T>,
     ) -> Result<T, ErrorCode> {
         let outcome = match change.write(LEADER_EPOCH) {
             Some(write) => {
-                let outcome = self.write(key, write).await;
+                let outcome = self.write(node, key, write).await;
                 self.dead_letters_due.notify_one();
                 outcome
             }
@@ -378,18 +383,15 @@ impl ShareManager {
         change.persisted(outcome)
     }
 
-    async fn write(&self, key: &SharePartitionKey, write: WriteState) -> Result<(), ErrorCode> {
-        match self.state.write(key, write).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => {
-                error!(?key, error = %e, "share state write refused");
-                Err(state_error_code(&e))
-            }
-            Err(Unavailable) => {
-                error!(?key, "share state write failed");
-                Err(ErrorCode::KAFKA_STORAGE_ERROR)
-            }
-        }
+    async fn write(
+        &self,
+        node: &NodeState,
+        key: &SharePartitionKey,
+        write: WriteState,
+    ) -> Result<(), ErrorCode> {
+        share_state::write(node, &self.state, key, write)
+            .await
+            .inspect_err(|code| error!(?key, ?code, "share state not written"))
     }
 
     /// Creates the machine of `key` in `state` if it has none: from the persisted state, or
@@ -411,25 +413,17 @@ impl ShareManager {
             return Ok(());
         }
         // A read storing a new leader epoch writes it (durably) before answering.
-        let persisted = match self.state.read(key, LEADER_EPOCH).await {
-            Ok(Ok(read)) => read,
-            Ok(Err(e)) => return Err(state_error_code(&e)),
-            Err(Unavailable) => return Err(ErrorCode::KAFKA_STORAGE_ERROR),
-        };
+        let persisted = share_state::read(node, &self.state, key, LEADER_EPOCH).await?;
         let unusable = |e: ShareError| {
             error!(?key, error = %e, "persisted share state unusable");
             ErrorCode::UNKNOWN_SERVER_ERROR
         };
         let machine = match Loading::read(config, persisted.as_ref()).map_err(unusable)? {
             Loading::Ready(machine) => machine,
-            Loading::Persist(pending) => self.persisted(key, pending).await?,
+            Loading::Persist(pending) => self.persisted(node, key, pending).await?,
             Loading::PickStart(pick) => {
                 let initializing = pick.start_at(reset_offset(node, key)?);
-                match self.state.initialize(key, initializing.state()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => return Err(state_error_code(&e)),
-                    Err(Unavailable) => return Err(ErrorCode::KAFKA_STORAGE_ERROR),
-                }
+                share_state::initialize(node, &self.state, key, initializing.state()).await?;
                 initializing.initialized().map_err(|e| {
                     error!(?key, error = %e, "cannot create share partition");
                     ErrorCode::UNKNOWN_SERVER_ERROR
@@ -465,7 +459,7 @@ impl ShareManager {
                     continue;
                 }
             };
-            if let Err(code) = self.persisted(&key, released).await {
+            if let Err(code) = self.persisted(node, &key, released).await {
                 warn!(
                     ?key,
                     ?code,
@@ -547,8 +541,11 @@ impl ShareManager {
     }
 
     /// The persisted summary of a share partition (start offset, delivery-complete count).
-    pub async fn summary(&self, key: &SharePartitionKey) -> Option<StateSummary> {
-        self.state.summary(key).await.ok().flatten()
+    pub async fn summary(&self, node: &NodeState, key: &SharePartitionKey) -> Option<StateSummary> {
+        share_state::summary(node, &self.state, key)
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Offsets TX_PENDING in any share partition of `group_id`: an open transaction still
@@ -591,14 +588,15 @@ impl ShareManager {
     ///
     /// # Errors
     /// The store's refusal or KAFKA_STORAGE_ERROR.
-    pub async fn reset(&self, key: &SharePartitionKey, start_offset: i64) -> Result<(), ErrorCode> {
+    pub async fn reset(
+        &self,
+        node: &NodeState,
+        key: &SharePartitionKey,
+        start_offset: i64,
+    ) -> Result<(), ErrorCode> {
         let slot = self.slot(key);
         let mut state = slot.state.lock().await;
-        match self.state.reset(key, start_offset).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(state_error_code(&e)),
-            Err(Unavailable) => return Err(ErrorCode::KAFKA_STORAGE_ERROR),
-        }
+        share_state::reset(node, &self.state, key, start_offset).await?;
         *state = None;
         Ok(())
     }
@@ -608,14 +606,15 @@ impl ShareManager {
     ///
     /// # Errors
     /// KAFKA_STORAGE_ERROR.
-    pub async fn delete(&self, keys: &[SharePartitionKey]) -> Result<(), ErrorCode> {
+    pub async fn delete(
+        &self,
+        node: &NodeState,
+        keys: &[SharePartitionKey],
+    ) -> Result<(), ErrorCode> {
         for key in keys {
             let slot = self.slot(key);
             let mut state = slot.state.lock().await;
-            self.state
-                .delete(vec![key.clone()])
-                .await
-                .map_err(|Unavailable| ErrorCode::KAFKA_STORAGE_ERROR)?;
+            share_state::delete(node, &self.state, std::slice::from_ref(key)).await?;
             *state = None;
             self.slots
                 .lock()
@@ -643,7 +642,7 @@ impl ShareManager {
                 }
             };
             any = true;
-            if let Err(code) = self.persisted(&key, expired).await {
+            if let Err(code) = self.persisted(node, &key, expired).await {
                 warn!(?key, ?code, "lock expiry was not persisted");
             }
         }

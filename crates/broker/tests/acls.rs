@@ -611,3 +611,48 @@ async fn allow_everyone_if_no_acl_found_opens_resources_without_acls() {
     .await
     .unwrap();
 }
+
+/// The share-state RPCs are for brokers only: CLUSTER_ACTION on the cluster, as Kafka asks.
+#[tokio::test]
+async fn share_state_rpcs_need_cluster_action() {
+    use shoal_broker::share_state::wire;
+    use shoal_core::share_coordinator::{SharePartitionKey, TopicId};
+    const CLUSTER_ACTION: i8 = 9;
+    tokio::time::timeout(TIMEOUT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let (broker, sasl) = start(dir.path(), &[]).await;
+        let mut admin = broker.connect().await;
+        create_topic(&mut admin, "t", 1).await;
+        let topic_id = broker.broker.topic("t").unwrap().id;
+        let key = SharePartitionKey::new("g", TopicId(topic_id.into_bytes()), 0);
+        let read = wire::read_request(&key, 0);
+        let mut alice = login(sasl, "alice").await;
+        let answer = alice.request(0, &read).await.unwrap();
+        assert_eq!(
+            wire::read_result(&answer, &key).map(|(code, _)| code),
+            Some(CLUSTER_AUTHORIZATION_FAILED)
+        );
+        let answer = alice.request(0, &wire::delete_request(&key)).await.unwrap();
+        assert_eq!(
+            wire::delete_code(&answer, &key),
+            Some(CLUSTER_AUTHORIZATION_FAILED)
+        );
+        let codes = create_acls(
+            &mut admin,
+            vec![acl(
+                CLUSTER,
+                "kafka-cluster",
+                LITERAL,
+                "User:alice",
+                CLUSTER_ACTION,
+                ALLOW,
+            )],
+        )
+        .await;
+        assert_eq!(codes, vec![0]);
+        let answer = alice.request(0, &read).await.unwrap();
+        assert_eq!(wire::read_result(&answer, &key), Some((0, None)));
+    })
+    .await
+    .unwrap();
+}

@@ -129,7 +129,12 @@ async fn persist_batch(broker: &TestBroker, key: &SharePartitionKey, batch: Pers
         batches: vec![batch],
     };
     let change = shoal_core::share_leader::changed(Some(write));
-    broker.broker.share.persisted(key, change).await.unwrap();
+    broker
+        .broker
+        .share
+        .persisted(&broker.broker, key, change)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -580,3 +580,98 @@ async fn the_cluster_goes_on_when_one_of_three_etcd_members_is_killed() {
         );
     }
 }
+
+/// Polls `group` on `topic` through `bootstrap`, accepting every record, until `target`
+/// distinct values were accepted in all (with `seen`) or [`WAIT`] passes; commits and closes.
+/// Returns the values this consumer accepted, each with how often it was delivered to it.
+async fn share_consume(
+    bootstrap: SocketAddr,
+    topic: &str,
+    group: &str,
+    seen: &BTreeMap<String, usize>,
+    target: usize,
+) -> BTreeMap<String, usize> {
+    use shoal_client::share_consumer::{AcknowledgeType, ShareConsumer, ShareConsumerConfig};
+    let addr = bootstrap.to_string();
+    let config = ShareConsumerConfig::from_properties([
+        ("bootstrap.servers", addr.as_str()),
+        ("group.id", group),
+        ("share.acknowledgement.mode", "explicit"),
+        ("request.timeout.ms", "5000"),
+        ("retry.backoff.ms", "100"),
+        ("reconnect.backoff.max.ms", "500"),
+    ])
+    .unwrap();
+    let mut consumer = ShareConsumer::new(config).await.unwrap();
+    consumer.subscribe([topic.to_string()]);
+    let mut accepted = BTreeMap::new();
+    let start = Instant::now();
+    while seen.len() + accepted.len() < target && start.elapsed() < WAIT {
+        let Ok(records) = consumer.poll(Duration::from_millis(500)).await else {
+            continue;
+        };
+        for r in &records {
+            let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default());
+            *accepted.entry(value.into_owned()).or_insert(0) += 1;
+            consumer.acknowledge(r, AcknowledgeType::Accept).unwrap();
+        }
+        if !records.is_empty() {
+            // Acknowledged durably before counting them as done.
+            let _ = consumer.commit_sync().await;
+        }
+    }
+    let _ = consumer.commit_sync().await;
+    consumer.close().await;
+    accepted
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_groups_keep_their_state_on_other_brokers_across_a_kill_9() {
+    let etcd = start_etcd().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut brokers = three_brokers_with_topic(dir.path(), &etcd.endpoint).await;
+    let first = brokers[0].addr;
+    produce(first, "t", 0..300).await;
+    let admin = Admin::connect(config(first)).await.unwrap();
+    for (_, result) in admin
+        .incremental_alter_configs(
+            &[(
+                shoal_client::admin::ConfigResource::group("sg".to_string()),
+                vec![shoal_client::admin::AlterConfigOp::Set {
+                    name: "share.auto.offset.reset".into(),
+                    value: "earliest".into(),
+                }],
+            )],
+            Mode::Apply,
+        )
+        .await
+        .unwrap()
+    {
+        result.unwrap();
+    }
+    admin.close().await;
+
+    // Six data partitions and three state partitions over three brokers: most share
+    // partitions keep their state on another broker than their leader.
+    let before = share_consume(first, "t", "sg", &BTreeMap::new(), 150).await;
+    assert!(before.len() >= 150, "accepted only {}", before.len());
+
+    // A broker killed: its data and state partitions move; nothing accepted comes back.
+    // New records land on every partition, the moved ones included; produced at once, so the
+    // producer must look the moved partitions up again when their old leader refuses it.
+    kill9(&mut brokers[2]);
+    produce(first, "t", 300..600).await;
+    let after = share_consume(first, "t", "sg", &before, 600).await;
+    let again: Vec<&String> = after.keys().filter(|v| before.contains_key(*v)).collect();
+    assert!(
+        again.is_empty(),
+        "accepted records delivered again: {again:?}"
+    );
+    let missing: Vec<u32> = (0..600)
+        .filter(|i| {
+            let v = format!("v{i}");
+            !before.contains_key(&v) && !after.contains_key(&v)
+        })
+        .collect();
+    assert!(missing.is_empty(), "never delivered: {missing:?}");
+}

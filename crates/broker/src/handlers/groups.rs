@@ -617,7 +617,7 @@ pub async fn delete_groups(
                 let mut code = g.error_code.code();
                 if code == 0 {
                     let keys = broker.share.keys_of_group(&g.group_id).await;
-                    if let Err(e) = broker.share.delete(&keys).await {
+                    if let Err(e) = broker.share.delete(broker, &keys).await {
                         code = e.code();
                     }
                 }

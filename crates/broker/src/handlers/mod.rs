@@ -18,6 +18,7 @@ pub mod scram;
 pub mod share_admin;
 pub mod share_fetch;
 pub mod share_groups;
+pub mod share_state;
 pub mod topics;
 pub mod txn;
 pub mod txn_share_ack;

@@ -69,7 +69,7 @@ async fn describe_partition(
     };
     let Some(summary) = broker
         .share
-        .summary(&key(group_id, topic_id, partition))
+        .summary(broker, &key(group_id, topic_id, partition))
         .await
     else {
         // Never consumed by this group: Kafka answers start offset -1 without an error.
@@ -212,7 +212,11 @@ pub async fn alter_share_group_offsets(
                         } else {
                             match broker
                                 .share
-                                .reset(&key(&group_id, tp.id, p.partition_index), p.start_offset)
+                                .reset(
+                                    broker,
+                                    &key(&group_id, tp.id, p.partition_index),
+                                    p.start_offset,
+                                )
                                 .await
                             {
                                 Ok(()) => ErrorCode::NONE,
@@ -254,7 +258,7 @@ pub async fn delete_share_group_offsets(
                 let id = TopicId(*tp.id.as_bytes());
                 let of_topic: Vec<SharePartitionKey> =
                     keys.iter().filter(|k| k.topic_id == id).cloned().collect();
-                if let Err(code) = broker.share.delete(&of_topic).await {
+                if let Err(code) = broker.share.delete(broker, &of_topic).await {
                     out.error_code = code.code();
                 }
             }

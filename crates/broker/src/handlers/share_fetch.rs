@@ -115,7 +115,7 @@ async fn acknowledge(
     let mut state = slot.state.lock().await;
     match share_leader::acknowledge(state.as_mut(), member_id, &batches, broker.now_ms()) {
         Ok(acknowledged) => {
-            let persisted = broker.share.persisted(&key, acknowledged).await;
+            let persisted = broker.share.persisted(broker, &key, acknowledged).await;
             drop(state);
             broker.share.released.notify_waiters();
             match persisted {
@@ -220,7 +220,7 @@ async fn acquire(
             Ok(write) => share_leader::changed(write),
             Err(e) => return empty(refusal_code(broker, &key, &e)),
         };
-        if let Err(code) = broker.share.persisted(&key, moved).await {
+        if let Err(code) = broker.share.persisted(broker, &key, moved).await {
             return empty(code);
         }
     }
@@ -265,7 +265,7 @@ async fn acquire(
         Ok(a) => a,
         Err(e) => return empty(refusal_code(broker, &key, &e)),
     };
-    let records = match broker.share.persisted(&key, acquisition).await {
+    let records = match broker.share.persisted(broker, &key, acquisition).await {
         Ok(records) => records,
         Err(code) => return empty(code),
     };

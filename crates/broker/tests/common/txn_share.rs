@@ -279,7 +279,7 @@ pub async fn persisted_start(broker: &TestBroker, topic_id: Uuid, partition: i32
     let summary = broker
         .broker
         .share
-        .summary(&key(topic_id, partition))
+        .summary(&broker.broker, &key(topic_id, partition))
         .await
         .expect("persisted state");
     (summary.start_offset, summary.delivery_complete_count)

@@ -311,19 +311,35 @@ impl ShareStateRecord {
 
 /// The [`STAGED_TXN_TAG`] field's bytes.
 fn decode_staged_txn(data: &[u8]) -> Result<StagedTxn, DecodeError> {
-    let bytes: [u8; STAGED_TXN_BYTES] =
-        data.try_into()
-            .map_err(|_| DecodeError::InvalidTaggedFieldSize {
-                tag: STAGED_TXN_TAG,
-                size: data.len(),
-                expected: STAGED_TXN_BYTES,
-            })?;
-    let [p0, p1, p2, p3, p4, p5, p6, p7, e0, e1, ack_type] = bytes;
-    Ok(StagedTxn {
-        producer_id: i64::from_be_bytes([p0, p1, p2, p3, p4, p5, p6, p7]),
-        producer_epoch: i16::from_be_bytes([e0, e1]),
-        ack_type: i8::from_be_bytes([ack_type]),
+    StagedTxn::from_bytes(data).ok_or(DecodeError::InvalidTaggedFieldSize {
+        tag: STAGED_TXN_TAG,
+        size: data.len(),
+        expected: STAGED_TXN_BYTES,
     })
+}
+
+impl StagedTxn {
+    /// The [`STAGED_TXN_TAG`] field's value: `ProducerId int64, ProducerEpoch int16,
+    /// AcknowledgeType int8`, big-endian — in the records and, between brokers, on the state
+    /// batches of the share-state RPCs.
+    pub fn to_bytes(&self) -> [u8; STAGED_TXN_BYTES] {
+        let mut out = [0; STAGED_TXN_BYTES];
+        out[..8].copy_from_slice(&self.producer_id.to_be_bytes());
+        out[8..10].copy_from_slice(&self.producer_epoch.to_be_bytes());
+        out[10] = self.ack_type.to_be_bytes()[0];
+        out
+    }
+
+    /// Reads [`StagedTxn::to_bytes`]; None unless `data` is exactly that long.
+    pub fn from_bytes(data: &[u8]) -> Option<StagedTxn> {
+        let bytes: [u8; STAGED_TXN_BYTES] = data.try_into().ok()?;
+        let [p0, p1, p2, p3, p4, p5, p6, p7, e0, e1, ack_type] = bytes;
+        Some(StagedTxn {
+            producer_id: i64::from_be_bytes([p0, p1, p2, p3, p4, p5, p6, p7]),
+            producer_epoch: i16::from_be_bytes([e0, e1]),
+            ack_type: i8::from_be_bytes([ack_type]),
+        })
+    }
 }
 
 /// The share-state structures on top of Kafka's encoding.
@@ -362,9 +378,7 @@ impl WriterExt for Writer {
                     self.unsigned_varint(1);
                     self.unsigned_varint(u64::from(STAGED_TXN_TAG));
                     self.unsigned_varint(STAGED_TXN_BYTES as u64);
-                    self.i64(t.producer_id);
-                    self.i16(t.producer_epoch);
-                    self.i8(t.ack_type);
+                    self.bytes(&t.to_bytes());
                 }
             }
         }
