@@ -4,7 +4,8 @@
 //! acks=all survive a kill -9 of their owner exactly once, a group's committed offset
 //! survives a kill -9 of its coordinator, transactions over partitions of every broker
 //! commit and abort everywhere (markers sent to the partitions' owners) across a kill -9 of
-//! their coordinator, a broker paused past its lease is fenced, and the cluster goes on when
+//! their coordinator, a share group keeps its state on other brokers (the share-state RPCs)
+//! across a kill -9, a broker paused past its lease is fenced, and the cluster goes on when
 //! one of three etcd members dies.
 
 mod common;
