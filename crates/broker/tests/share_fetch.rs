@@ -495,3 +495,46 @@ async fn uninitialised_share_partitions_deliver_one_per_fetch() {
     assert_eq!(acquired_ranges(&r), vec![(1, 0, 59, 2)]);
     broker.stop().await;
 }
+
+/// A first fetch whose MinBytes one initialising partition does not fill takes from every
+/// initialising partition, as Kafka's does (it waits out MaxWaitMs, by when all are ready).
+#[tokio::test]
+async fn unfilled_min_bytes_takes_every_initialising_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let configs = [("share.auto.offset.reset", "earliest")];
+    let topic_id = setup_share_topic(&broker, &mut conn, 2, &[50], &configs).await;
+    heartbeat(&mut conn, "m", 0).await;
+    let r: ShareFetchResponse = conn
+        .request(
+            1,
+            &shoal_protocol::share::share_fetch::ShareFetchRequest {
+                group_id: Some(GroupId(s(GROUP))),
+                member_id: Some(s("m")),
+                share_session_epoch: 0,
+                max_wait_ms: 100,
+                min_bytes: 1 << 20,
+                max_bytes: 1 << 20,
+                max_records: 500,
+                batch_size: 500,
+                topics: vec![shoal_protocol::share::share_fetch::FetchTopic {
+                    topic_id,
+                    partitions: (0..2)
+                        .map(
+                            |partition_index| shoal_protocol::share::share_fetch::FetchPartition {
+                                partition_index,
+                                ..Default::default()
+                            },
+                        )
+                        .collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(acquired_ranges(&r), vec![(0, 0, 49, 1), (1, 0, 49, 1)]);
+    broker.stop().await;
+}
