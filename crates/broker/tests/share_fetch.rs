@@ -6,8 +6,8 @@
 mod common;
 
 use common::share::{
-    ack_batch, acknowledge, heartbeat, setup_share_topic, share_fetch, ACCEPT, GROUP, REJECT,
-    RELEASE, TOPIC,
+    ack_batch, acknowledge, acquired_ranges, heartbeat, produce_values, setup_share_topic,
+    share_fetch, ACCEPT, GROUP, REJECT, RELEASE, TOPIC,
 };
 use common::TestBroker;
 use kafka_protocol::messages::GroupId;
@@ -401,15 +401,24 @@ async fn max_records_bounds_the_whole_request_not_each_partition() {
         let broker = start(dir.path()).await;
         let mut conn = broker.connect().await;
         let configs = [("share.auto.offset.reset", "earliest")];
-        let topic_id = setup_share_topic(&broker, &mut conn, 3, &[10], &configs).await;
+        // The share partitions are initialised (by a first fetch finding nothing) before the
+        // records arrive: a first fetch takes from one uninitialised partition only.
+        let topic_id = setup_share_topic(&broker, &mut conn, 3, &[], &configs).await;
         heartbeat(&mut conn, member, 0).await;
+        let all = || (0..3).map(|p| (p, vec![])).collect();
+        let r = share_fetch(&mut conn, topic_id, member, 0, all(), 0, 1 << 20);
+        assert_eq!(acquired_ranges(&r.await), vec![]);
+        for partition in 0..3 {
+            let values: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+            produce_values(&mut conn, TOPIC, partition, &values).await;
+        }
         let r: ShareFetchResponse = conn
             .request(
                 2,
                 &shoal_protocol::share::share_fetch::ShareFetchRequest {
                     group_id: Some(GroupId(s(GROUP))),
                     member_id: Some(s(member)),
-                    share_session_epoch: 0,
+                    share_session_epoch: 1,
                     max_wait_ms: 500,
                     min_bytes: 1,
                     max_bytes: 1 << 20,
@@ -443,4 +452,89 @@ async fn max_records_bounds_the_whole_request_not_each_partition() {
             .sum();
         assert_eq!(count, expected, "mode {mode}: {r:?}");
     }
+}
+
+/// A new share group's first fetches of two partitions answer one partition each, as Kafka's
+/// do while the share partitions initialise: the first to be initialised completes the fetch,
+/// the other delivers in the next one. Initialised partitions then deliver together, and so
+/// do partitions loaded again after a restart only one at a time.
+#[tokio::test]
+async fn uninitialised_share_partitions_deliver_one_per_fetch() {
+    let dir = tempfile::tempdir().unwrap();
+    let topic_id;
+    let both = || vec![(0, vec![]), (1, vec![])];
+    {
+        let broker = start(dir.path()).await;
+        let mut conn = broker.connect().await;
+        let configs = [("share.auto.offset.reset", "earliest")];
+        topic_id = setup_share_topic(&broker, &mut conn, 2, &[50], &configs).await;
+        heartbeat(&mut conn, "m", 0).await;
+        let r = share_fetch(&mut conn, topic_id, "m", 0, both(), 500, 1 << 20).await;
+        assert_eq!(acquired_ranges(&r), vec![(0, 0, 49, 1)]);
+        let r = share_fetch(&mut conn, topic_id, "m", 1, both(), 500, 1 << 20).await;
+        assert_eq!(acquired_ranges(&r), vec![(1, 0, 49, 1)]);
+        // Steady state: both partitions in one answer.
+        for partition in 0..2 {
+            let values: Vec<String> = (50..60).map(|i| format!("r{i}")).collect();
+            assert_eq!(
+                produce_values(&mut conn, TOPIC, partition, &values).await,
+                50
+            );
+        }
+        let r = share_fetch(&mut conn, topic_id, "m", 2, both(), 500, 1 << 20).await;
+        assert_eq!(acquired_ranges(&r), vec![(0, 50, 59, 1), (1, 50, 59, 1)]);
+        broker.stop().await;
+    }
+    // The restart dropped the member's session, releasing its records (count kept), and the
+    // share partitions' state: loading it again is initialising it.
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let r = share_fetch(&mut conn, topic_id, "n", 0, both(), 500, 1 << 20).await;
+    assert_eq!(acquired_ranges(&r), vec![(0, 0, 59, 2)]);
+    let r = share_fetch(&mut conn, topic_id, "n", 1, both(), 500, 1 << 20).await;
+    assert_eq!(acquired_ranges(&r), vec![(1, 0, 59, 2)]);
+    broker.stop().await;
+}
+
+/// A first fetch whose MinBytes one initialising partition does not fill takes from every
+/// initialising partition, as Kafka's does (it waits out MaxWaitMs, by when all are ready).
+#[tokio::test]
+async fn unfilled_min_bytes_takes_every_initialising_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = start(dir.path()).await;
+    let mut conn = broker.connect().await;
+    let configs = [("share.auto.offset.reset", "earliest")];
+    let topic_id = setup_share_topic(&broker, &mut conn, 2, &[50], &configs).await;
+    heartbeat(&mut conn, "m", 0).await;
+    let r: ShareFetchResponse = conn
+        .request(
+            1,
+            &shoal_protocol::share::share_fetch::ShareFetchRequest {
+                group_id: Some(GroupId(s(GROUP))),
+                member_id: Some(s("m")),
+                share_session_epoch: 0,
+                max_wait_ms: 100,
+                min_bytes: 1 << 20,
+                max_bytes: 1 << 20,
+                max_records: 500,
+                batch_size: 500,
+                topics: vec![shoal_protocol::share::share_fetch::FetchTopic {
+                    topic_id,
+                    partitions: (0..2)
+                        .map(
+                            |partition_index| shoal_protocol::share::share_fetch::FetchPartition {
+                                partition_index,
+                                ..Default::default()
+                            },
+                        )
+                        .collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(acquired_ranges(&r), vec![(0, 0, 49, 1), (1, 0, 49, 1)]);
+    broker.stop().await;
 }

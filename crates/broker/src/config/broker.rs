@@ -111,7 +111,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("group.share.assignor.offload.enable", Kind::Bool, Some("true"), CLUSTER, "No effect: Shoal's share-group assignor runs at once on every change.").internal(),
     b("group.share.assignors", Kind::AnyList, Some("simple"), RO, "No effect: Shoal's share-group assignor runs at once on every change."),
     b("group.share.delivery.count.limit", int(2, 10), Some("5"), RO, "Deliveries of a record to share consumers before it is archived."),
-    b("group.share.dlq.manager.class.name", Kind::Text, Some("org.apache.kafka.server.share.dlq.DefaultShareGroupDLQManager"), RO, "No effect: share groups have no dead-letter queue in Shoal.").internal(),
+    b("group.share.dlq.manager.class.name", Kind::Text, Some("org.apache.kafka.server.share.dlq.DefaultShareGroupDLQManager"), RO, "No effect: Shoal loads no Java plugins; its dead-letter writer is built in.").internal(),
     b("group.share.heartbeat.interval.ms", int(1, I32_MAX), Some("5000"), RO, "How often share group members heartbeat."),
     b("group.share.initialize.retry.interval.ms", int(1, I32_MAX), Some("30000"), RO, "No effect: Shoal's share-group assignor runs at once on every change.").internal(),
     b("group.share.max.assignment.interval.ms", int(0, I32_MAX), Some("15000"), RO, "No effect: Shoal's share-group assignor runs at once on every change."),

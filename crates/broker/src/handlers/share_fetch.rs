@@ -133,12 +133,37 @@ async fn acknowledge(
     }
 }
 
+/// What [`acquire`] does with a share partition whose state it has to initialise first (its
+/// group's first fetch of it, or the first since the broker started).
+///
+/// Kafka initialises such a share partition asynchronously (a read from the share
+/// coordinator) while the fetch waits in purgatory, and completes the fetch as soon as some
+/// partition of it can deliver records: the partitions that were ready when it started, else
+/// the first one whose initialisation finished. The partitions still initialising at that
+/// moment deliver nothing in that answer. So a new group's first fetch of two partitions gets
+/// the records of one (librdkafka's share-consumer tests count on it), the next fetch the other.
+/// Shoal initialises in line, and reproduces what the client sees in two steps: first
+/// [`Fresh::InitializeOnly`] over every partition, then, if none of the ready ones delivered,
+/// [`Fresh::Acquire`] over the freshly initialised ones, in request order, until what they
+/// delivered reaches MinBytes. (With a MinBytes that one partition does not fill, Kafka's
+/// fetch waits out MaxWaitMs, by when every partition is initialised, and answers them all.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fresh {
+    /// Initialise the share partition and acquire from it in the same call.
+    Acquire,
+    /// Initialise the share partition and acquire nothing ([`Acquired::initialized`] set).
+    InitializeOnly,
+}
+
 /// What one partition's acquisition produced.
 struct Acquired {
     error: ErrorCode,
     /// Where the batches holding the acquired records are.
     region: Option<FileRegion>,
     acquired: Vec<sf::AcquiredRecords>,
+    /// The share partition's state was initialised by this call and, as asked by
+    /// [`Fresh::InitializeOnly`], nothing was acquired.
+    initialized: bool,
 }
 
 /// Acquires records of one share partition for `member_id`, reading at most `max_bytes`.
@@ -152,11 +177,13 @@ async fn acquire(
     batch_size: i32,
     mode: AcquireMode,
     max_bytes: usize,
+    fresh: Fresh,
 ) -> Acquired {
     let empty = |error| Acquired {
         error,
         region: None,
         acquired: Vec::new(),
+        initialized: false,
     };
     let topic_id = Uuid::from_bytes(tp.topic_id);
     let Some(topic) = broker.topic_by_id(topic_id) else {
@@ -169,12 +196,19 @@ async fn acquire(
     let key = SharePartitionKey::new(group_id, TopicId(tp.topic_id), tp.partition);
     let slot = broker.share.slot(&key);
     let mut state = slot.state.lock().await;
+    let was_initialized = state.is_some();
     if let Err(code) = broker
         .share
         .ensure_initialized(broker, &key, &mut state)
         .await
     {
         return empty(code);
+    }
+    if !was_initialized && fresh == Fresh::InitializeOnly {
+        return Acquired {
+            initialized: true,
+            ..empty(ErrorCode::NONE)
+        };
     }
     let Some(sp) = state.as_mut() else {
         return empty(ErrorCode::UNKNOWN_SERVER_ERROR);
@@ -286,6 +320,7 @@ async fn acquire(
         .unwrap_or(fetch_offset);
     Acquired {
         error: ErrorCode::NONE,
+        initialized: false,
         region: Some(needed_batches(&region, &batches, first, last)),
         acquired: records
             .iter()
@@ -325,6 +360,73 @@ fn needed_batches(
         }
         _ => region.clone(),
     }
+}
+
+/// What a ShareFetch may still take: bytes (MaxBytes, capped by `fetch.max.bytes`) and records
+/// (MaxRecords), both across all its partitions.
+struct Budget {
+    bytes: usize,
+    records: i32,
+    /// Bytes of records taken so far.
+    taken: usize,
+}
+
+impl Budget {
+    fn is_spent(&self) -> bool {
+        self.bytes == 0 || self.records <= 0
+    }
+}
+
+/// Puts one partition's acquisition into the response: its error code, and what it acquired
+/// (charged to `budget`) with the records, inline or as a file region in `regions`. Returns
+/// (records were acquired, the partition failed).
+fn take(
+    broker: &Broker,
+    tp: TopicIdPartition,
+    acquired: Acquired,
+    budget: &mut Budget,
+    results: &mut BTreeMap<(Uuid, i32), sf::PartitionData>,
+    regions: &mut BTreeMap<(Uuid, i32), FileRegion>,
+) -> (bool, bool) {
+    let topic_id = Uuid::from_bytes(tp.topic_id);
+    let data = results
+        .entry((topic_id, tp.partition))
+        .or_insert_with(|| sf::PartitionData {
+            partition_index: tp.partition,
+            current_leader: leader(broker, topic_id, tp.partition),
+            ..Default::default()
+        });
+    data.error_code = acquired.error.code();
+    let failed = !acquired.error.is_ok();
+    let (false, Some(region)) = (acquired.acquired.is_empty(), acquired.region) else {
+        return (false, failed);
+    };
+    budget.bytes = budget.bytes.saturating_sub(region.len());
+    budget.taken = budget.taken.saturating_add(region.len());
+    let count: i64 = acquired
+        .acquired
+        .iter()
+        .map(|a| a.last_offset - a.first_offset + 1)
+        .sum();
+    budget.records = budget
+        .records
+        .saturating_sub(i32::try_from(count).unwrap_or(i32::MAX));
+    data.acquired_records = acquired.acquired;
+    match records_field(region) {
+        Ok((records, sent_apart)) => {
+            data.records = records;
+            if let Some(region) = sent_apart {
+                regions.insert((topic_id, tp.partition), region);
+            }
+        }
+        Err(e) => {
+            // The records stay acquired until their locks time out.
+            tracing::error!(error = %e, "reading records failed");
+            data.error_code = ErrorCode::KAFKA_STORAGE_ERROR.code();
+            data.acquired_records.clear();
+        }
+    }
+    (true, failed)
 }
 
 fn fetch_error(code: ErrorCode, message: Option<&str>) -> sf::ShareFetchResponse {
@@ -519,12 +621,21 @@ async fn share_fetch_located(
         let fetch_bytes_max = broker.config.long("fetch.max.bytes") as usize;
         // MaxBytes 0 (a consumer with fetch.max.bytes=0) acquires nothing: the fetch waits
         // out MaxWaitMs and answers no records, as Kafka does.
-        let mut remaining = usize::try_from(r.max_bytes)
+        let remaining = usize::try_from(r.max_bytes)
             .unwrap_or(0)
             .min(fetch_bytes_max);
         // MaxRecords bounds the whole request, not each partition (as Kafka's
         // ShareFetchUtils does): what one partition acquired is taken from the next one's.
-        let mut records_left = max_records;
+        let mut budget = Budget {
+            bytes: remaining,
+            records: max_records,
+            taken: 0,
+        };
+        // Kafka completes a fetch once its ready partitions hold MinBytes; Shoal answers as soon
+        // as it has records, and uses MinBytes only to stop taking from freshly initialised
+        // share partitions (see [`Fresh`]).
+        let min_bytes = usize::try_from(r.min_bytes).unwrap_or(0).max(1);
+        let mut first_round = true;
         loop {
             // Register before acquiring, so data or a release in between is not missed.
             let waker = Arc::new(Notify::new());
@@ -542,8 +653,16 @@ async fn share_fetch_located(
             }
             let mut got_any = false;
             let mut errors = false;
+            // Only the first round can meet uninitialised share partitions: it initialises
+            // them all, and they deliver only if the ready ones did not (see [`Fresh`]).
+            let fresh = if first_round {
+                Fresh::InitializeOnly
+            } else {
+                Fresh::Acquire
+            };
+            let mut initialized = Vec::new();
             for tp in &to_fetch {
-                if remaining == 0 || records_left <= 0 {
+                if budget.is_spent() {
                     break;
                 }
                 let acquired = acquire(
@@ -551,49 +670,48 @@ async fn share_fetch_located(
                     &group_id,
                     &member_id,
                     *tp,
-                    records_left,
+                    budget.records,
                     batch_size,
                     mode,
-                    remaining.min(PARTITION_READ_BYTES_MAX),
+                    budget.bytes.min(PARTITION_READ_BYTES_MAX),
+                    fresh,
                 )
                 .await;
-                let data = results
-                    .entry((Uuid::from_bytes(tp.topic_id), tp.partition))
-                    .or_insert_with(|| sf::PartitionData {
-                        partition_index: tp.partition,
-                        current_leader: leader(broker, Uuid::from_bytes(tp.topic_id), tp.partition),
-                        ..Default::default()
-                    });
-                data.error_code = acquired.error.code();
-                errors |= !acquired.error.is_ok();
-                if let (false, Some(region)) = (acquired.acquired.is_empty(), acquired.region) {
-                    got_any = true;
-                    remaining = remaining.saturating_sub(region.len());
-                    let count: i64 = acquired
-                        .acquired
-                        .iter()
-                        .map(|a| a.last_offset - a.first_offset + 1)
-                        .sum();
-                    records_left =
-                        records_left.saturating_sub(i32::try_from(count).unwrap_or(i32::MAX));
-                    data.acquired_records = acquired.acquired;
-                    match records_field(region) {
-                        Ok((records, sent_apart)) => {
-                            data.records = records;
-                            if let Some(region) = sent_apart {
-                                regions
-                                    .insert((Uuid::from_bytes(tp.topic_id), tp.partition), region);
-                            }
-                        }
-                        Err(e) => {
-                            // The records stay acquired until their locks time out.
-                            tracing::error!(error = %e, "reading records failed");
-                            data.error_code = ErrorCode::KAFKA_STORAGE_ERROR.code();
-                            data.acquired_records.clear();
-                        }
+                if acquired.initialized {
+                    initialized.push(*tp);
+                }
+                let (got, error) = take(broker, *tp, acquired, &mut budget, &mut results, regions);
+                got_any |= got;
+                errors |= error;
+            }
+            if !got_any && !errors {
+                for tp in &initialized {
+                    if budget.is_spent() {
+                        break;
+                    }
+                    let acquired = acquire(
+                        broker,
+                        &group_id,
+                        &member_id,
+                        *tp,
+                        budget.records,
+                        batch_size,
+                        mode,
+                        budget.bytes.min(PARTITION_READ_BYTES_MAX),
+                        Fresh::Acquire,
+                    )
+                    .await;
+                    let (got, error) =
+                        take(broker, *tp, acquired, &mut budget, &mut results, regions);
+                    errors |= error;
+                    got_any |= got;
+                    if got && budget.taken >= min_bytes {
+                        // The first partitions to finish initialising complete the fetch.
+                        break;
                     }
                 }
             }
+            first_round = false;
             if got_any || errors || Instant::now() >= deadline {
                 break;
             }
