@@ -708,7 +708,10 @@ impl TxnCoordinator {
             TransactionState::PrepareCommit | TransactionState::PrepareAbort => {
                 Err(CONCURRENT_TRANSACTIONS)
             }
-            TransactionState::Ongoing if req.two_phase_commit == TwoPhaseCommit::KeepPrepared => {
+            TransactionState::Ongoing
+                if req.two_phase_commit == TwoPhaseCommit::KeepPrepared
+                    && !crate::faults::active(crate::faults::Fault::KeepPreparedAborts) =>
+            {
                 self.keep_prepared(now_ms, id, &current, expected, out)
                     .map(Some)
             }
