@@ -198,3 +198,22 @@ def test_kafka_acls_tool_adds_lists_and_removes(broker, acl_tool):
     assert "User:carol" not in listed, listed
     listed = acl_tool("--bootstrap-server", broker.bootstrap, "--list", "--group", group)
     assert "User:carol" in listed, listed
+
+
+def test_kafka_acls_tool_grants_two_phase_commit_on_a_transactional_id(broker, acl_tool):
+    """KIP-939's TWO_PHASE_COMMIT operation (code 15) on a transactional id: added, listed
+    and removed with Kafka's own tool, which names it TwoPhaseCommit."""
+    tid = uniq("acl-2pc")
+    acl_tool("--bootstrap-server", broker.bootstrap, "--add",
+             "--allow-principal", "User:carol", "--operation", "TwoPhaseCommit",
+             "--operation", "Write", "--transactional-id", tid)
+    listed = acl_tool("--bootstrap-server", broker.bootstrap, "--list",
+                      "--transactional-id", tid)
+    assert "User:carol" in listed and "TWO_PHASE_COMMIT" in listed, listed
+    assert "WRITE" in listed, listed
+    acl_tool("--bootstrap-server", broker.bootstrap, "--remove", "--force",
+             "--allow-principal", "User:carol", "--operation", "TwoPhaseCommit",
+             "--transactional-id", tid)
+    listed = acl_tool("--bootstrap-server", broker.bootstrap, "--list",
+                      "--transactional-id", tid)
+    assert "TWO_PHASE_COMMIT" not in listed and "WRITE" in listed, listed

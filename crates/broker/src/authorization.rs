@@ -399,7 +399,12 @@ fn whole(check: &Checker<'_>, request: &Request) -> Option<Response> {
         Request::FindCoordinator(r) => refuse_find_coordinator(check, r),
         Request::InitProducerId(r) => {
             let refused = match &r.transactional_id {
-                Some(id) if !id.is_empty() => txn(id.as_str()),
+                // KIP-939: enabling two-phase commit also needs TWO_PHASE_COMMIT (which only
+                // ALL implies), refused with the same error as a missing WRITE.
+                Some(id) if !id.is_empty() => txn(id.as_str()).or_else(|| {
+                    (r.enable_2_pc && !check.transactional_id(id.as_str(), TwoPhaseCommit))
+                        .then_some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                }),
                 _ => (!check.cluster(IdempotentWrite)
                     && !check.any_of_type(ResourceType::Topic, Write))
                 .then_some(ErrorCode::CLUSTER_AUTHORIZATION_FAILED),

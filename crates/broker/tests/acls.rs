@@ -1,7 +1,8 @@
 //! Authorization with `authorizer.class.name` set: CreateAcls / DescribeAcls / DeleteAcls with
 //! Kafka's validation, kept across a crash, and requests checked as Kafka's KafkaApis checks
 //! them — Produce, Fetch and Metadata per topic, groups, transactional ids, cluster
-//! operations — for principals authenticated with SASL PLAIN; a super user passes everything.
+//! operations, two-phase commit — for principals authenticated with SASL PLAIN; a super user
+//! passes everything.
 
 mod common;
 
@@ -25,6 +26,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_client::Connection;
+use shoal_protocol::init_producer_id::InitProducerIdV6;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const STANDARD: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
@@ -45,8 +47,10 @@ const TRANSACTIONAL_ID: i8 = 5;
 const LITERAL: i8 = 3;
 const PREFIXED: i8 = 4;
 const ANY: i8 = 1;
+const ALL: i8 = 2;
 const READ: i8 = 3;
 const WRITE: i8 = 4;
+const TWO_PHASE_COMMIT: i8 = 15;
 const ALLOW: i8 = 3;
 const DENY: i8 = 2;
 
@@ -454,6 +458,118 @@ async fn groups_transactional_ids_and_the_cluster_are_checked() {
             .await,
             [INVALID_REQUEST]
         );
+        broker.stop().await;
+    })
+    .await
+    .unwrap();
+}
+
+/// InitProducerId v6 for `id` with `Enable2Pc` / `KeepPreparedTxn` as given: its error code.
+async fn init_v6(conn: &mut Connection, id: &str, enable_2pc: bool, keep_prepared: bool) -> i16 {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(s(id))))
+        .with_transaction_timeout_ms(60_000)
+        .with_enable_2_pc(enable_2pc)
+        .with_keep_prepared_txn(keep_prepared);
+    conn.request(6, &InitProducerIdV6(request))
+        .await
+        .unwrap()
+        .error_code
+}
+
+/// KIP-939: an InitProducerId that enables two-phase commit needs TWO_PHASE_COMMIT on the
+/// transactional id as well as WRITE, and is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+/// otherwise; ALL implies the operation, WRITE does not, and a DENY of it refuses only
+/// two-phase commit. CreateAcls and DescribeAcls take the operation's code, 15.
+#[tokio::test]
+async fn enabling_two_phase_commit_needs_the_two_phase_commit_operation() {
+    tokio::time::timeout(TIMEOUT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let (broker, sasl) = start(
+            dir.path(),
+            &[("transaction.two.phase.commit.enable", "true")],
+        )
+        .await;
+        let mut admin = broker.connect().await;
+        let two_phase = |name: &str, principal: &str, permission: i8| {
+            acl(
+                TRANSACTIONAL_ID,
+                name,
+                LITERAL,
+                principal,
+                TWO_PHASE_COMMIT,
+                permission,
+            )
+        };
+        let codes = create_acls(
+            &mut admin,
+            vec![
+                acl(
+                    TRANSACTIONAL_ID,
+                    "tx-",
+                    PREFIXED,
+                    "User:alice",
+                    WRITE,
+                    ALLOW,
+                ),
+                two_phase("tx-2pc", "User:alice", ALLOW),
+                two_phase("only-2pc", "User:alice", ALLOW),
+                acl(TRANSACTIONAL_ID, "bob-", PREFIXED, "User:bob", ALL, ALLOW),
+                two_phase("bob-denied", "User:bob", DENY),
+            ],
+        )
+        .await;
+        assert_eq!(codes, [0; 5]);
+        let (error, described) =
+            describe(&mut admin, describe_all().with_operation(TWO_PHASE_COMMIT)).await;
+        assert_eq!(error, 0);
+        let row = |name: &str, principal: &str, permission: i8| {
+            let name = name.to_string();
+            let principal = principal.to_string();
+            (
+                TRANSACTIONAL_ID,
+                name,
+                LITERAL,
+                principal,
+                TWO_PHASE_COMMIT,
+                permission,
+            )
+        };
+        assert_eq!(
+            described,
+            [
+                row("bob-denied", "User:bob", DENY),
+                row("only-2pc", "User:alice", ALLOW),
+                row("tx-2pc", "User:alice", ALLOW),
+            ]
+        );
+
+        let mut alice = login(sasl, "alice").await;
+        // WRITE alone serves an ordinary transactional producer at v6…
+        assert_eq!(init_v6(&mut alice, "tx-plain", false, false).await, 0);
+        // …but not one enabling two-phase commit, keeping a prepared transaction or not.
+        for keep in [false, true] {
+            assert_eq!(
+                init_v6(&mut alice, "tx-plain", true, keep).await,
+                TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            );
+        }
+        for keep in [false, true] {
+            assert_eq!(init_v6(&mut alice, "tx-2pc", true, keep).await, 0);
+        }
+        // TWO_PHASE_COMMIT does not stand in for WRITE.
+        assert_eq!(
+            init_v6(&mut alice, "only-2pc", true, false).await,
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        );
+
+        let mut bob = login(sasl, "bob").await;
+        assert_eq!(init_v6(&mut bob, "bob-1", true, false).await, 0);
+        assert_eq!(
+            init_v6(&mut bob, "bob-denied", true, false).await,
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        );
+        assert_eq!(init_v6(&mut bob, "bob-denied", false, false).await, 0);
         broker.stop().await;
     })
     .await

@@ -29,16 +29,20 @@ pub enum Fault {
     /// live share partitions its answer reaches) before it is appended: its control batch
     /// waits for the next pass.
     MarkerBeforeAppend,
+    /// An InitProducerId with `KeepPreparedTxn` (KIP-939) aborts the prepared transaction as
+    /// one without it does, instead of keeping it for the new incarnation to complete.
+    KeepPreparedAborts,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 7] = [
         Fault::ExactEpochMarker,
         Fault::LockExpiresTxPending,
         Fault::MarkerIgnoresProducer,
         Fault::ReplyBeforeDurable,
         Fault::StageBeforePersist,
         Fault::MarkerBeforeAppend,
+        Fault::KeepPreparedAborts,
     ];
 
     fn bit(self) -> u8 {
@@ -49,6 +53,7 @@ impl Fault {
             Fault::ReplyBeforeDurable => 8,
             Fault::StageBeforePersist => 16,
             Fault::MarkerBeforeAppend => 32,
+            Fault::KeepPreparedAborts => 64,
         }
     }
 }

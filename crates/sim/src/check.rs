@@ -11,7 +11,8 @@
 //!   E changes state only in a step that applied a marker of P with an epoch at or above E,
 //!   to ACKNOWLEDGED/ARCHIVED on COMMIT and AVAILABLE/ARCHIVED on ABORT;
 //! - **no TX_PENDING outlives its transaction**: once the coordinator holds P's transaction
-//!   complete (or a later one going), nothing P staged before is still TX_PENDING;
+//!   complete (or a later one going), nothing P staged before is still TX_PENDING (a
+//!   prepared transaction kept by a new incarnation stays the same one at a later epoch);
 //! - **output iff acknowledgement**: an input record has at most one output visible to
 //!   read_committed; an output is visible only while its input is TX_PENDING in that
 //!   transaction or ACKNOWLEDGED; an ACKNOWLEDGED input has a visible output unless its
@@ -20,6 +21,9 @@
 //! - **replay equals live** (at every crash): the coordinator, group and share-state
 //!   stores rebuilt from the logs equal the live ones, and each live share partition's
 //!   persisted view equals the replayed one;
+//! - **a registered decision stands**: the outputs of a transaction whose token a
+//!   two-phase-commit worker registered (decided to commit) are committed, never aborted,
+//!   whatever crashed in between;
 //! - **at quiescence**: every input record has exactly one committed output and is
 //!   acknowledged, or has none and is archived for a reason the model saw (a committed REJECT,
 //!   a plain consumer's REJECT, the delivery limit), or is still available.
@@ -61,6 +65,11 @@ pub struct Model {
     /// Offsets a committed transactional REJECT archived.
     rejected_in_txn: BTreeSet<Offset>,
     max_delivery: BTreeMap<Offset, i16>,
+    /// Tokens (producer id, epoch) two-phase-commit workers registered: decided commits.
+    registered: BTreeSet<(i64, i16)>,
+    /// Prepared transactions kept by an InitProducerId (KIP-939), by producer id: the epoch
+    /// their records were written with and the epoch the coordinator holds them at now.
+    kept: BTreeMap<i64, (i16, i16)>,
 }
 
 /// A record's state as the live share partition has it.
@@ -142,6 +151,58 @@ fn state_partition_of(layout: &Layout, partition: i32) -> i32 {
 }
 
 impl Model {
+    /// A two-phase-commit worker registered `token`: its transaction must commit.
+    pub fn registered(&mut self, token: (i64, i16)) {
+        self.registered.insert(token);
+    }
+
+    /// The coordinator answered that it kept producer `producer_id`'s transaction, which it
+    /// names by `ongoing_epoch`, and bumped the producer to `epoch`.
+    pub fn kept(&mut self, producer_id: i64, ongoing_epoch: i16, epoch: i16) {
+        let data = match self.kept.get(&producer_id) {
+            // Kept again: still the transaction first kept.
+            Some(&(data, current)) if current == ongoing_epoch => data,
+            _ => ongoing_epoch,
+        };
+        self.kept.insert(producer_id, (data, epoch));
+    }
+
+    /// Every output batch of a registered transaction is ended by a COMMIT marker of its
+    /// producer, and not by an ABORT (nor left open, once quiet).
+    fn check_decisions(&self, disk: &Disk, layout: &Layout) -> Result<(), String> {
+        for p in 0..layout.output_partitions {
+            let name = log_name(OUTPUT, p);
+            let mut open: BTreeMap<i64, (i16, i64)> = BTreeMap::new();
+            for b in disk.log(&name).batches() {
+                match &b.body {
+                    Body::Data(_)
+                        if self.registered.contains(&(b.producer_id, b.producer_epoch)) =>
+                    {
+                        open.entry(b.producer_id)
+                            .or_insert((b.producer_epoch, b.base_offset));
+                    }
+                    Body::Data(_) => {}
+                    Body::Control { commit, .. } => {
+                        if let Some((epoch, offset)) = open.remove(&b.producer_id) {
+                            if !commit {
+                                return Err(format!(
+                                    "{name}@{offset}: producer {}'s transaction at epoch {epoch} was registered to commit, but was aborted (marker at {})",
+                                    b.producer_id, b.base_offset
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some((pid, (epoch, offset))) = open.into_iter().next() {
+                return Err(format!(
+                    "{name}@{offset}: producer {pid}'s transaction at epoch {epoch} was registered to commit, but is still open at quiescence"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The broker crashed: every acquisition lock is gone.
     pub fn crashed(&mut self) {
         self.holds.clear();
@@ -358,7 +419,11 @@ impl Model {
                         ));
                     };
                     let open = txn_of(t.producer_id).is_some_and(|v| match v.state {
-                        TransactionState::Ongoing => v.producer_epoch.0 == t.producer_epoch,
+                        TransactionState::Ongoing => {
+                            v.producer_epoch.0 == t.producer_epoch
+                                || self.kept.get(&t.producer_id)
+                                    == Some(&(t.producer_epoch, v.producer_epoch.0))
+                        }
                         TransactionState::PrepareCommit | TransactionState::PrepareAbort => true,
                         _ => false,
                     });
@@ -473,6 +538,7 @@ impl Model {
     /// At quiescence: every input record accounted for.
     pub fn check_final(&self, broker: &Broker, disk: &Disk) -> Result<(), String> {
         let layout = broker.layout();
+        self.check_decisions(disk, layout)?;
         let visible = visible_outputs(disk, layout);
         for p in 0..layout.input_partitions {
             let end = disk.log(&log_name(INPUT, p)).end_offset();

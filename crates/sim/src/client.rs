@@ -8,6 +8,16 @@
 //! A commit whose answer is lost is retried with the same epoch (transaction version 2's
 //! retry), and a produce whose answer is lost is sent again with the same sequence.
 //!
+//! A two-phase-commit worker (KIP-939) is the same pipeline run by a checkpointing stream
+//! processor: its producer enables two-phase commit and keeps a prepared transaction across
+//! restarts (InitProducerId with `Enable2Pc` and `KeepPreparedTxn`). Deciding to commit, it
+//! prepares (everything it produced and staged is answered, so flushed) and registers the
+//! transaction's token, its producer id and epoch, in its external store — what a
+//! checkpoint does; that store survives restarts. Sometimes it then "crashes" before
+//! committing. A new incarnation that finds a prepared transaction kept for it completes it
+//! as the store says: commit when the stored token names it, abort otherwise. A zombie never
+//! registers a token (the external coordinator fences it as the broker does).
+//!
 //! A plain consumer acquires and then releases, rejects or forgets records (never accepts: its
 //! acknowledgements have no output). The world turns clients into zombies (a paused copy
 //! that resumes after its successor fenced it), pauses them past their session, and kills
@@ -39,6 +49,9 @@ enum Phase {
     Ack,
 }
 
+/// How often a two-phase-commit worker crashes right after registering its token, per mille.
+const CRASH_AFTER_PREPARE: u32 = 300;
+
 /// What the client is waiting for.
 #[derive(Clone, Debug)]
 struct Waiting {
@@ -55,6 +68,16 @@ pub struct Client {
     pub zombie: bool,
     pub alive: bool,
     pub paused_until: i64,
+    /// A two-phase-commit worker (see the module docs).
+    pub two_phase: bool,
+    /// The external store's token: the producer id and epoch of the last transaction this
+    /// worker prepared and decided to commit. Survives restarts.
+    stored_token: Option<(i64, i16)>,
+    /// Tokens registered since the world last looked (for the checker).
+    registered: Vec<(i64, i16)>,
+    /// The worker just registered a token and dies before committing; the world kills and
+    /// later restarts it.
+    pub crash_requested: bool,
     txn_id: String,
     member: String,
     member_epoch: i32,
@@ -99,6 +122,7 @@ impl Client {
     pub fn new(
         index: usize,
         role: Role,
+        two_phase: bool,
         output_partitions: i32,
         heartbeat_interval_ms: i64,
         rng: Rng,
@@ -110,6 +134,10 @@ impl Client {
             zombie: false,
             alive: true,
             paused_until: 0,
+            two_phase: two_phase && role == Role::Worker,
+            stored_token: None,
+            registered: Vec::new(),
+            crash_requested: false,
             txn_id: format!("txn-{index}"),
             member: String::new(),
             member_epoch: 0,
@@ -149,6 +177,12 @@ impl Client {
         self.phase = Phase::Join;
         self.clear_work();
         self.waiting = None;
+        self.crash_requested = false;
+    }
+
+    /// The tokens registered in the external store since the last call.
+    pub fn take_registered(&mut self) -> Vec<(i64, i16)> {
+        std::mem::take(&mut self.registered)
     }
 
     /// A zombie copy at `index`: same member, producer and work, answers routed to it.
@@ -157,6 +191,7 @@ impl Client {
         z.index = index;
         z.zombie = true;
         z.waiting = None;
+        z.registered.clear();
         z.rng = rng;
         z
     }
@@ -182,8 +217,9 @@ impl Client {
 
     pub fn describe(&self) -> String {
         format!(
-            "{}{} {} pid {}/{} {:?}{}",
+            "{}{}{} {} pid {}/{} {:?}{}",
             if self.zombie { "zombie " } else { "" },
+            if self.two_phase { "2pc " } else { "" },
             self.member,
             self.txn_id,
             self.producer_id,
@@ -226,6 +262,10 @@ impl Client {
                 txn_id: self.txn_id.clone(),
                 producer_id: self.producer_id,
                 producer_epoch: self.producer_epoch,
+                // A two-phase-commit worker always keeps a prepared transaction: only its
+                // store may decide it, never a restart.
+                enable_2pc: self.two_phase,
+                keep_prepared: self.two_phase,
             },
             Phase::Fetch if self.member_epoch <= 0 && !self.zombie => {
                 // Fenced from the group meanwhile: rejoin before fetching.
@@ -320,13 +360,27 @@ impl Client {
                     code,
                     producer_id,
                     producer_epoch,
+                    ongoing_producer_id,
+                    ongoing_producer_epoch,
                 },
             ) => {
                 if code == codes::NONE {
                     self.producer_id = producer_id;
                     self.producer_epoch = producer_epoch;
                     self.sequences.clear();
-                    self.phase = Phase::Fetch;
+                    self.phase = if ongoing_producer_id < 0 {
+                        Phase::Fetch
+                    } else {
+                        // A prepared transaction kept for this incarnation: complete it as
+                        // the store decided.
+                        self.clear_work();
+                        let token = (ongoing_producer_id, ongoing_producer_epoch);
+                        if self.stored_token == Some(token) {
+                            Phase::Commit
+                        } else {
+                            Phase::Abort
+                        }
+                    };
                 } else {
                     if matches!(
                         code,
@@ -337,6 +391,12 @@ impl Client {
                         // Fatal for this producer instance: the application makes a new one.
                         self.producer_id = -1;
                         self.producer_epoch = -1;
+                        if self.zombie && self.two_phase {
+                            // A new producer would read the external store afresh, which
+                            // is the successor's to use: the zombie process gives up.
+                            self.alive = false;
+                            return true;
+                        }
                     }
                     self.not_before_ms = now + 20;
                 }
@@ -371,6 +431,9 @@ impl Client {
                 } else {
                     Phase::Abort
                 };
+                if self.two_phase && self.phase == Phase::Commit {
+                    self.prepare();
+                }
             }
             (
                 Phase::Commit | Phase::Abort,
@@ -409,11 +472,29 @@ impl Client {
         true
     }
 
+    /// A two-phase-commit worker decided to commit: everything it produced and staged is
+    /// answered (flushed), so it registers the transaction's token, and may crash before
+    /// committing. A zombie is refused by the external coordinator and aborts instead.
+    fn prepare(&mut self) {
+        if self.zombie {
+            self.phase = Phase::Abort;
+            return;
+        }
+        let token = (self.producer_id, self.producer_epoch);
+        self.stored_token = Some(token);
+        self.registered.push(token);
+        if self.rng.chance(CRASH_AFTER_PREPARE) {
+            self.crash_requested = true;
+        }
+    }
+
     fn rejoin(&mut self) {
         self.member_epoch = 0;
         self.assignment.clear();
         self.clear_work();
         self.phase = match self.phase {
+            // A decided two-phase commit is carried out whatever the group says.
+            Phase::Commit if self.two_phase => Phase::Commit,
             Phase::Produce | Phase::Stage | Phase::Commit | Phase::Abort => Phase::Abort,
             _ => Phase::Join,
         };

@@ -8,14 +8,16 @@ use std::time::Instant;
 use shoal_sim::shrink::shortest_failing_prefix;
 use shoal_sim::{run, Bugs, RunConfig};
 
-const USAGE: &str = "usage: shoal-sim [--seed S | --seeds A..B] [--steps N] [--bug NAME] [--trace]
+const USAGE: &str =
+    "usage: shoal-sim [--seed S | --seeds A..B] [--steps N] [--bug NAME] [--two-phase] [--trace]
   --seed S      run one seed (default 0)
   --seeds A..B  run seeds A to B-1, stop at the first failure
   --steps N     steps with faults before the quiet phase (default 3000)
   --bug NAME    re-introduce a known bug: exact-epoch-marker, lock-expires-tx-pending,
                 stage-before-persist, marker-ignores-producer, reply-before-durable,
-                marker-before-append
+                marker-before-append, keep-prepared-aborts
   --trace       print the whole trace of a single run
+  --two-phase   make about half the workers two-phase-commit (KIP-939) ones
   --keep-going  with --seeds: run every seed, count the failing ones (no traces)
   --no-replay-check  skip the replay-equals-live comparison (to see what else catches a bug)";
 
@@ -27,6 +29,7 @@ fn main() -> ExitCode {
     let mut trace = false;
     let mut keep_going = false;
     let mut replay_check = true;
+    let mut two_phase = false;
     let mut i = 0;
     while i < args.len() {
         let value = args.get(i + 1).cloned().unwrap_or_default();
@@ -62,6 +65,11 @@ fn main() -> ExitCode {
                 i += 1;
                 continue;
             }
+            "--two-phase" => {
+                two_phase = true;
+                i += 1;
+                continue;
+            }
             "--keep-going" => {
                 keep_going = true;
                 i += 1;
@@ -82,6 +90,7 @@ fn main() -> ExitCode {
             bugs,
             trace: trace && count == 1,
             replay_check,
+            two_phase,
         };
         let outcome = run(&config);
         total_steps += outcome.steps;

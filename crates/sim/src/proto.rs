@@ -43,10 +43,16 @@ pub enum Req {
         member: String,
         acks: Vec<(i32, AckBatch)>,
     },
+    /// InitProducerId (v6: KIP-939's flags).
     InitProducerId {
         txn_id: String,
         producer_id: i64,
         producer_epoch: i16,
+        /// `Enable2Pc`: the producer's transactions are decided outside Kafka.
+        enable_2pc: bool,
+        /// `KeepPreparedTxn`: keep an ongoing two-phase-commit transaction for this
+        /// incarnation to complete instead of aborting it.
+        keep_prepared: bool,
     },
     /// A transactional Produce (v12+: the partition is added implicitly).
     Produce {
@@ -96,6 +102,9 @@ pub enum Resp {
         code: i16,
         producer_id: i64,
         producer_epoch: i16,
+        /// The kept prepared transaction's producer id and epoch (-1: none).
+        ongoing_producer_id: i64,
+        ongoing_producer_epoch: i16,
     },
     Produce {
         code: i16,

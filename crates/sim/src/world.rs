@@ -32,16 +32,19 @@ pub struct Bugs {
     pub stage_before_persist: bool,
     /// a marker applied before it is appended.
     pub marker_before_append: bool,
+    /// An InitProducerId with `KeepPreparedTxn` aborts the prepared transaction.
+    pub keep_prepared_aborts: bool,
 }
 
 impl Bugs {
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "exact-epoch-marker",
         "lock-expires-tx-pending",
         "stage-before-persist",
         "marker-ignores-producer",
         "reply-before-durable",
         "marker-before-append",
+        "keep-prepared-aborts",
     ];
 
     pub fn named(name: &str) -> Option<Bugs> {
@@ -53,6 +56,7 @@ impl Bugs {
             "marker-ignores-producer" => b.marker_ignores_producer = true,
             "reply-before-durable" => b.reply_before_durable = true,
             "marker-before-append" => b.marker_before_append = true,
+            "keep-prepared-aborts" => b.keep_prepared_aborts = true,
             _ => return None,
         }
         Some(b)
@@ -66,6 +70,7 @@ impl Bugs {
         faults::set(Fault::ReplyBeforeDurable, self.reply_before_durable);
         faults::set(Fault::StageBeforePersist, self.stage_before_persist);
         faults::set(Fault::MarkerBeforeAppend, self.marker_before_append);
+        faults::set(Fault::KeepPreparedAborts, self.keep_prepared_aborts);
     }
 }
 
@@ -80,6 +85,9 @@ pub struct RunConfig {
     /// Compare a replay of the logs with the live state at every crash and at the end
     /// (switched off only to see what the other invariants catch alone).
     pub replay_check: bool,
+    /// Make about half the workers two-phase-commit ones (KIP-939, see [`crate::client`]).
+    /// Off, the run draws exactly what it drew before two-phase commit was modelled.
+    pub two_phase: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -206,9 +214,11 @@ impl World {
             } else {
                 Role::Plain
             };
+            let two_phase = config.two_phase && rng.chance(500);
             clients.push(Client::new(
                 i,
                 role,
+                two_phase,
                 layout.output_partitions,
                 heartbeat,
                 rng.fork(),
@@ -309,6 +319,24 @@ impl World {
         broker.handle(&mut self.disk, self.now, from, corr, req);
     }
 
+    /// Tells the model of the prepared transactions the broker's pending answers say it kept.
+    fn note_kept(model: &mut Model, outbox: &[(Addr, u64, Resp)]) {
+        for (_, _, resp) in outbox {
+            if let Resp::InitProducerId {
+                code: 0,
+                producer_id,
+                producer_epoch,
+                ongoing_producer_id,
+                ongoing_producer_epoch,
+            } = resp
+            {
+                if *ongoing_producer_id == *producer_id {
+                    model.kept(*producer_id, *ongoing_producer_epoch, *producer_epoch);
+                }
+            }
+        }
+    }
+
     /// Flushes the broker's outbox onto the network.
     fn broker_outbox(&mut self) {
         let Some(broker) = self.broker.as_mut() else {
@@ -333,6 +361,7 @@ impl World {
     fn crash(&mut self, mid_step: bool) -> Result<(), String> {
         self.crashes += 1;
         if let Some(mut broker) = self.broker.take() {
+            Self::note_kept(&mut self.model, &broker.outbox);
             if self.replay_check {
                 self.model.check_replay(&broker, &self.disk, self.now)?;
             }
@@ -371,6 +400,18 @@ impl World {
         let back = self.now + self.rng.range(5, 400);
         self.at(back, Event::Restart);
         Ok(())
+    }
+
+    /// A two-phase-commit worker dies right after registering its token; a new incarnation
+    /// comes later to complete the prepared transaction.
+    fn crash_after_prepare(&mut self, i: usize) {
+        self.note(format!(
+            "client {} crashed after preparing",
+            self.clients[i].describe()
+        ));
+        self.clients[i].alive = false;
+        let back = self.now + self.rng.range(10, 1500);
+        self.at(back, Event::ClientRestart(i));
     }
 
     fn chaos(&mut self) -> Result<(), String> {
@@ -521,7 +562,14 @@ impl World {
                         let at = c.paused_until;
                         self.at(at, Event::ToClient { to, corr, resp });
                     } else if c.on_response(self.now, corr, resp) {
-                        self.drive_client(to.client);
+                        for token in c.take_registered() {
+                            self.model.registered(token);
+                        }
+                        if c.crash_requested {
+                            self.crash_after_prepare(to.client);
+                        } else {
+                            self.drive_client(to.client);
+                        }
                     }
                 }
             }
@@ -614,6 +662,7 @@ impl World {
                 .observe(self.now, &self.layout, &self.disk, &observed)?;
             let mut wants_markers = false;
             if let Some(b) = self.broker.as_ref() {
+                Self::note_kept(&mut self.model, &b.outbox);
                 self.model.check_state(b, &self.disk)?;
                 wants_markers = b.has_marker_work();
             }

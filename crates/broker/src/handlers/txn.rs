@@ -40,18 +40,10 @@ fn failed<T>(answer: Result<T, ErrorCode>) -> i16 {
     answer.err().unwrap_or(UNAVAILABLE).code()
 }
 
-/// The hook for Kafka's TWO_PHASE_COMMIT operation on the transactional id (KIP-939), asked
-/// for every InitProducerId that enables two-phase commit, in addition to WRITE.
-///
-/// TODO(acl): Shoal has no authorizer yet; once ACLs land, deny here unless the principal
-/// holds TWO_PHASE_COMMIT on `TransactionalId:{transactional_id}` (answer
-/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does).
-fn two_phase_commit_authorized(_broker: &Broker, _transactional_id: &str) -> bool {
-    true
-}
-
 /// InitProducerId with a transactional id. Version 6 carries KIP-939's `Enable2Pc` and
-/// `KeepPreparedTxn`; `KeepPreparedTxn` without `Enable2Pc` is INVALID_REQUEST.
+/// `KeepPreparedTxn`; `KeepPreparedTxn` without `Enable2Pc` is INVALID_REQUEST. WRITE and,
+/// with `Enable2Pc`, TWO_PHASE_COMMIT on the transactional id were checked before (see
+/// [`crate::authorization`]).
 pub async fn init_producer_id(
     broker: &Broker,
     version: i16,
@@ -66,10 +58,6 @@ pub async fn init_producer_id(
         out.error_code = ErrorCode::INVALID_REQUEST.code();
         return out;
     };
-    if two_phase_commit.is_enabled() && !two_phase_commit_authorized(broker, transactional_id) {
-        out.error_code = ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code();
-        return out;
-    }
     let request = TxnRequest::InitProducerId(tc::InitProducerIdRequest {
         transactional_id: transactional_id.to_string(),
         txn_timeout_ms: r.transaction_timeout_ms,

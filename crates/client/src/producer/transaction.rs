@@ -416,11 +416,13 @@ impl TransactionManager {
     }
 
     /// The cluster's finalized `transaction.version` changed. Taken into account only
-    /// between transactions (a transaction ends with the version it began with).
+    /// between transactions (a transaction ends with the version it began with — a prepared
+    /// one too, whose token stays unique only through version 2's epoch bump at its end).
     pub fn set_transaction_v2(&mut self, v2: bool) {
         if !matches!(
             self.state,
             TxnState::InTransaction
+                | TxnState::PreparedTransaction
                 | TxnState::Committing
                 | TxnState::Aborting
                 | TxnState::AbortableError
@@ -534,10 +536,6 @@ impl TransactionManager {
             }
             TxnState::PreparedTransaction => {
                 let commit = self.prepared == Some(token);
-                // An empty prepared transaction is unknown to the coordinator; an abort of it
-                // still bumps the epoch (transaction version 2), which keeps tokens unique.
-                let empty = !self.started;
-                self.started = true;
                 self.state = if commit {
                     TxnState::Committing
                 } else {
@@ -548,7 +546,7 @@ impl TransactionManager {
                 } else {
                     PreparedOutcome::Abort
                 };
-                Ok((outcome, self.complete_with(commit && !empty)))
+                Ok((outcome, self.end_prepared(commit)))
             }
             s => Err(TxnError::illegal(s, "no prepared transaction to complete")),
         }
@@ -754,9 +752,11 @@ impl TransactionManager {
     /// transaction can only be aborted).
     pub fn begin_commit(&mut self) -> Result<Completion, TxnError> {
         self.refuse_if_fatal()?;
-        if self.state != TxnState::PreparedTransaction {
-            self.require_open_transaction("no transaction to commit")?;
+        if self.state == TxnState::PreparedTransaction {
+            self.state = TxnState::Committing;
+            return Ok(self.end_prepared(true));
         }
+        self.require_open_transaction("no transaction to commit")?;
         self.state = TxnState::Committing;
         Ok(self.complete_with(true))
     }
@@ -769,6 +769,11 @@ impl TransactionManager {
         self.refuse_if_fatal()?;
         if !self.state.is_open() {
             return Err(TxnError::illegal(self.state, "no transaction to abort"));
+        }
+        if self.state == TxnState::PreparedTransaction {
+            // Nothing is in flight or waiting to join a prepared transaction.
+            self.state = TxnState::Aborting;
+            return Ok(self.end_prepared(false));
         }
         self.state = TxnState::Aborting;
         // Nothing more joins an aborted transaction, and what was waiting to join cannot
@@ -783,6 +788,16 @@ impl TransactionManager {
             Operation::ShareAcknowledgements => true,
         });
         Ok(self.complete_with(false))
+    }
+
+    /// Ends a prepared transaction, however the application asked. Its token was handed out,
+    /// so it must end with an epoch bump even when nothing joined it (then unknown to the
+    /// coordinator): an EndTxn is sent anyway, an abort, which bumps the epoch under
+    /// transaction version 2 and keeps tokens unique.
+    fn end_prepared(&mut self, commit: bool) -> Completion {
+        let empty = !self.started;
+        self.started = true;
+        self.complete_with(commit && !empty)
     }
 
     fn complete_with(&mut self, commit: bool) -> Completion {

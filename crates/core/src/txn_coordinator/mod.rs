@@ -654,8 +654,8 @@ impl TxnCoordinator {
             // Kafka's answer: an authorization error, so the setting cannot be probed.
             return Err(TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
         }
-        // TODO(acl): once ACLs exist, the broker checks TWO_PHASE_COMMIT on the transactional
-        // id for a two-phase request before it gets here (see handlers::txn).
+        // The broker checked WRITE and TWO_PHASE_COMMIT on the transactional id before this
+        // (its authorization module), when an authorizer is configured.
         let txn_timeout_ms = if two_phase {
             // KIP-939: a two-phase-commit transaction has no timeout; the request's is ignored.
             TWO_PHASE_COMMIT_TIMEOUT_MS
@@ -708,7 +708,10 @@ impl TxnCoordinator {
             TransactionState::PrepareCommit | TransactionState::PrepareAbort => {
                 Err(CONCURRENT_TRANSACTIONS)
             }
-            TransactionState::Ongoing if req.two_phase_commit == TwoPhaseCommit::KeepPrepared => {
+            TransactionState::Ongoing
+                if req.two_phase_commit == TwoPhaseCommit::KeepPrepared
+                    && !crate::faults::active(crate::faults::Fault::KeepPreparedAborts) =>
+            {
                 self.keep_prepared(now_ms, id, &current, expected, out)
                     .map(Some)
             }

@@ -258,6 +258,8 @@ impl Broker {
                                 code: r.error_code.0,
                                 producer_id: r.producer_id.0,
                                 producer_epoch: r.producer_epoch.0,
+                                ongoing_producer_id: r.ongoing_txn_producer_id.0,
+                                ongoing_producer_epoch: r.ongoing_txn_producer_epoch.0,
                             }
                         }
                         TxnReply::Response(TxnResponse::EndTxn(r)) => Resp::EndTxn {

@@ -194,8 +194,12 @@ fn code(e: shoal_core::group_coordinator::ErrorCode) -> i16 {
     e.0
 }
 
+/// The transaction coordinator's settings: two-phase commit on, for the workers that use it.
 fn txn_config() -> TxnConfig {
-    TxnConfig::default()
+    TxnConfig {
+        two_phase_commit_enable: true,
+        ..TxnConfig::default()
+    }
 }
 
 /// A new group coordinator's shard, configured from the layout (replay fills it).
@@ -457,7 +461,11 @@ impl Broker {
                 txn_id,
                 producer_id,
                 producer_epoch,
+                enable_2pc,
+                keep_prepared,
             } => {
+                let two_phase_commit = TwoPhaseCommit::from_flags(enable_2pc, keep_prepared)
+                    .expect("model clients send only valid KIP-939 flag combinations");
                 let request = TxnRequest::InitProducerId(InitProducerIdRequest {
                     transactional_id: txn_id,
                     txn_timeout_ms: self.layout.txn_timeout_ms,
@@ -465,7 +473,7 @@ impl Broker {
                     producer_epoch: ProducerEpoch(producer_epoch),
                     transaction_version_supported: true,
                     fresh_producer_id: None,
-                    two_phase_commit: TwoPhaseCommit::Disabled,
+                    two_phase_commit,
                 });
                 self.parked_call(disk, now, from, corr, request);
                 None

@@ -11,7 +11,14 @@
 //!   acknowledgements alike), so output is committed iff its acknowledgements are;
 //! - version 1 sends a batch only to a partition AddPartitionsToTxn added; version 2 takes
 //!   the bumped epoch from every EndTxn, and sequences restart at 0 with a new epoch;
-//! - once the application stops failing things, every transaction completes (no stall).
+//! - once the application stops failing things, every transaction completes (no stall);
+//! - two-phase commit (KIP-939) among all of the above: `prepare` succeeds exactly when
+//!   configured, under version 2, in a transaction with nothing in flight, and hands out a
+//!   token never seen before; `complete` commits exactly when its token names the prepared
+//!   transaction and finds nothing to do in `Ready`; a restarted instance that keeps the
+//!   prepared transaction gets the coordinator's ongoing one, and can commit it only through
+//!   a token `prepare` handed out for it — so a kept transaction nobody prepared (its
+//!   operations perhaps failed) is never committed.
 //!
 //! A second property drives two-phase commit (KIP-939) against a model coordinator through
 //! prepares, checkpoints, crashes and keep-prepared restarts (see its section below).
@@ -38,7 +45,21 @@ enum Action {
     /// The coordinator answers EndTxn with an epoch that does not follow.
     BadEndTxn,
     SetV2(bool),
+    /// `prepare` (two-phase commit).
+    Prepare,
+    /// `complete` with the last token `prepare` handed out (true) or one naming no prepared
+    /// transaction (false).
+    Complete(bool),
+    /// The process dies and a new instance starts, keeping a prepared transaction (true)
+    /// or not; its InitProducerId is answered by `Answer`.
+    Restart(bool),
 }
+
+/// A token no `prepare` hands out (the model's producer id is 1).
+const FOREIGN_TOKEN: PreparedTxnState = PreparedTxnState {
+    producer_id: 2,
+    epoch: 0,
+};
 
 /// Answer codes: mostly success, then retriable, abortable and (rarely) fatal ones.
 fn code() -> impl Strategy<Value = i16> {
@@ -68,6 +89,9 @@ fn action() -> impl Strategy<Value = Action> {
         6 => (0..4usize, code()).prop_map(|(i, c)| Action::Finish(i, c)),
         6 => code().prop_map(Action::Answer),
         1 => any::<bool>().prop_map(Action::SetV2),
+        2 => Just(Action::Prepare),
+        2 => any::<bool>().prop_map(Action::Complete),
+        1 => any::<bool>().prop_map(Action::Restart),
     ]
 }
 
@@ -86,14 +110,36 @@ struct Txn {
     succeeded: usize,
     /// Operations dropped by an abort or failed: a commit must have none.
     lost: usize,
+    /// A prepared transaction nothing joined, completed: it still ends with an EndTxn, an
+    /// abort whatever the token says (its bump keeps tokens unique).
+    empty_prepared: bool,
+}
+
+impl Txn {
+    /// A transaction a new instance kept: it may commit only if `prepare` handed out its
+    /// token (then all its operations had succeeded); otherwise count it as failed.
+    fn kept(prepared: bool) -> Txn {
+        Txn {
+            known: true,
+            failed: !prepared,
+            ..Txn::default()
+        }
+    }
 }
 
 struct Run {
     tm: TransactionManager,
+    two_phase: bool,
     txn: Txn,
     epoch_before_end: Option<ProducerIdEpoch>,
     fatal_seen: bool,
     commits: usize,
+    /// The model coordinator's current epoch (producer id 1).
+    coordinator_epoch: i16,
+    /// The epoch of the transaction the coordinator holds open, if one is.
+    coordinator_ongoing: Option<i16>,
+    /// Every token `prepare` handed out, in order (the application's checkpoints).
+    tokens: Vec<PreparedTxnState>,
 }
 
 fn is_illegal(e: &TxnError) -> bool {
@@ -101,20 +147,37 @@ fn is_illegal(e: &TxnError) -> bool {
 }
 
 impl Run {
-    fn new(v2: bool) -> Run {
+    fn manager(v2: bool, two_phase: bool) -> TransactionManager {
+        TransactionManager::new(
+            TxnConfig {
+                transactional_id: Some("tid".into()),
+                transaction_timeout_ms: 60_000,
+                two_phase_commit: two_phase,
+            },
+            v2,
+        )
+    }
+
+    fn new(v2: bool, two_phase: bool) -> Run {
         Run {
-            tm: TransactionManager::new(
-                TxnConfig {
-                    transactional_id: Some("tid".into()),
-                    transaction_timeout_ms: 60_000,
-                    two_phase_commit: false,
-                },
-                v2,
-            ),
+            tm: Self::manager(v2, two_phase),
+            two_phase,
             txn: Txn::default(),
             epoch_before_end: None,
             fatal_seen: false,
             commits: 0,
+            coordinator_epoch: -1,
+            coordinator_ongoing: None,
+            tokens: Vec::new(),
+        }
+    }
+
+    /// The coordinator learnt of the transaction (a partition, offsets or acknowledgements
+    /// joined it).
+    fn known(&mut self) {
+        self.txn.known = true;
+        if self.coordinator_ongoing.is_none() {
+            self.coordinator_ongoing = self.tm.producer().map(|p| p.epoch);
         }
     }
 
@@ -171,6 +234,8 @@ impl Run {
                     self.txn = Txn::default();
                 }
             }
+            // The application ends a prepared transaction only with `complete`.
+            Action::Commit if state == TxnState::PreparedTransaction => {}
             Action::Commit => {
                 let r = self.tm.begin_commit();
                 assert_eq!(r.is_ok(), state == TxnState::InTransaction, "{r:?}");
@@ -185,9 +250,20 @@ impl Run {
             }
             Action::Abort => {
                 let r = self.tm.begin_abort();
-                let allowed = matches!(state, TxnState::InTransaction | TxnState::AbortableError);
+                let allowed = matches!(
+                    state,
+                    TxnState::InTransaction
+                        | TxnState::AbortableError
+                        | TxnState::PreparedTransaction
+                );
                 assert_eq!(r.is_ok(), allowed, "{r:?}");
                 self.check_refusal(before, &r);
+                if r.is_ok() && state == TxnState::PreparedTransaction && !self.txn.known {
+                    // Its token was handed out: it still ends with an EndTxn (and a bump).
+                    assert_eq!(r, Ok(Completion::Pending));
+                    self.txn.known = true;
+                    self.txn.empty_prepared = true;
+                }
                 if r.is_ok() {
                     // What the abort dropped can never have been sent.
                     let dropped = self.dropped();
@@ -224,7 +300,7 @@ impl Run {
                 }
                 if let Ok(id) = r {
                     if v2 {
-                        self.txn.known = true;
+                        self.known();
                     }
                     self.txn.open.insert(id, op);
                 }
@@ -279,11 +355,93 @@ impl Run {
                 let open = matches!(
                     state,
                     TxnState::InTransaction
+                        | TxnState::PreparedTransaction
                         | TxnState::Committing
                         | TxnState::Aborting
                         | TxnState::AbortableError
                 );
                 assert_eq!(self.tm.transaction_v2(), if open { v2 } else { *v });
+            }
+            Action::Prepare => {
+                let r = self.tm.prepare();
+                let allowed = self.two_phase
+                    && v2
+                    && state == TxnState::InTransaction
+                    && self.txn.open.is_empty()
+                    && self.tm.outstanding.is_none();
+                assert_eq!(r.is_ok(), allowed, "prepare in {state:?}: {r:?}");
+                self.check_refusal(before, &r);
+                if let Ok(token) = r {
+                    let p = before.2.unwrap();
+                    assert_eq!(token, PreparedTxnState::new(p.id, p.epoch));
+                    assert!(
+                        !self.tokens.contains(&token),
+                        "token {token} handed out twice"
+                    );
+                    self.tokens.push(token);
+                    assert_eq!(self.tm.state(), TxnState::PreparedTransaction);
+                    assert_eq!(self.tm.prepared(), Some(token));
+                    assert_eq!(self.tm.poll_request(), None, "prepare ends nothing");
+                }
+            }
+            Action::Complete(latest) => {
+                let token = match (latest, self.tokens.as_slice()) {
+                    (true, [.., last]) => *last,
+                    (false, [first, _, ..]) => *first,
+                    _ => FOREIGN_TOKEN,
+                };
+                let prepared = self.tm.prepared();
+                let empty = !self.txn.known;
+                let r = self.tm.complete(token);
+                self.check_refusal(before, &r);
+                match state {
+                    TxnState::PreparedTransaction => {
+                        let (outcome, completion) = r.unwrap();
+                        let commit = prepared == Some(token);
+                        let expected = if commit {
+                            PreparedOutcome::Commit
+                        } else {
+                            PreparedOutcome::Abort
+                        };
+                        assert_eq!(outcome, expected);
+                        if commit {
+                            assert!(self.tokens.contains(&token));
+                        }
+                        let next = match (completion, commit) {
+                            (Completion::Done, _) => TxnState::Ready,
+                            (Completion::Pending, true) => TxnState::Committing,
+                            (Completion::Pending, false) => TxnState::Aborting,
+                        };
+                        assert_eq!(self.tm.state(), next);
+                        if completion == Completion::Done {
+                            self.txn = Txn::default();
+                        } else if empty {
+                            self.txn.known = true;
+                            self.txn.empty_prepared = true;
+                        }
+                    }
+                    TxnState::Ready => {
+                        assert_eq!(r, Ok((PreparedOutcome::NothingPrepared, Completion::Done)));
+                    }
+                    _ => assert!(r.is_err(), "{r:?}"),
+                }
+            }
+            Action::Restart(keep) => {
+                // A new process: what the old one had in flight dies with it.
+                self.tm = Self::manager(v2, self.two_phase);
+                let r = if *keep {
+                    self.tm.init_transactions_keep_prepared()
+                } else {
+                    self.tm.init_transactions()
+                };
+                assert_eq!(r.is_ok(), !*keep || self.two_phase, "{r:?}");
+                if r.is_err() {
+                    self.tm.init_transactions().unwrap();
+                }
+                self.txn = Txn::default();
+                self.epoch_before_end = None;
+                self.fatal_seen = false;
+                return;
             }
         }
         self.check_always(state);
@@ -296,16 +454,50 @@ impl Run {
             return;
         };
         let response = match &request {
-            CoordinatorRequest::InitProducerId { producer, .. } => {
+            CoordinatorRequest::InitProducerId {
+                producer,
+                two_phase_commit,
+                ..
+            } => {
                 assert_eq!(state, TxnState::Initializing);
-                let p = match producer {
-                    Some(p) => ProducerIdEpoch {
-                        id: p.id,
-                        epoch: p.epoch + 1,
-                    },
-                    None => ProducerIdEpoch { id: 1, epoch: 0 },
-                };
-                CoordinatorResponse::InitProducerId(if code.is_ok() { Ok(p) } else { Err(code) })
+                assert_eq!(two_phase_commit.is_enabled(), self.two_phase);
+                if !code.is_ok() {
+                    CoordinatorResponse::InitProducerId(Err(code))
+                } else {
+                    let keep = *two_phase_commit == TwoPhaseCommit::KeepPrepared;
+                    let c = &mut self.coordinator_epoch;
+                    match (producer, self.coordinator_ongoing, keep) {
+                        (Some(p), _, _) => {
+                            // The bump that ends an abort: whatever was open is over.
+                            self.coordinator_ongoing = None;
+                            *c = (*c).max(p.epoch + 1);
+                            CoordinatorResponse::InitProducerId(Ok(ProducerIdEpoch {
+                                id: p.id,
+                                epoch: p.epoch + 1,
+                            }))
+                        }
+                        (None, Some(data), true) => {
+                            // Kept: the new instance's epoch fences the old one.
+                            *c += 1;
+                            CoordinatorResponse::InitProducerIdKept {
+                                producer: ProducerIdEpoch { id: 1, epoch: *c },
+                                ongoing: ProducerIdEpoch { id: 1, epoch: data },
+                            }
+                        }
+                        (None, ongoing, _) => {
+                            if ongoing.is_some() {
+                                // Fenced and aborted: the abort's bump, then the new epoch.
+                                self.coordinator_ongoing = None;
+                                *c += 1;
+                            }
+                            *c += 1;
+                            CoordinatorResponse::InitProducerId(Ok(ProducerIdEpoch {
+                                id: 1,
+                                epoch: *c,
+                            }))
+                        }
+                    }
+                }
             }
             CoordinatorRequest::AddPartitionsToTxn { partitions, .. } => {
                 assert!(matches!(
@@ -341,7 +533,10 @@ impl Run {
                     assert!(!self.txn.failed, "commit after a failure");
                     assert_eq!(self.txn.lost, 0, "commit with lost operations");
                 } else {
-                    assert_eq!(state, TxnState::Aborting);
+                    assert!(
+                        state == TxnState::Aborting || self.txn.empty_prepared,
+                        "an abort in {state:?}"
+                    );
                 }
                 self.epoch_before_end = Some(*producer);
                 CoordinatorResponse::EndTxn(if bad_end {
@@ -361,11 +556,22 @@ impl Run {
         };
         let next = self.tm.on_response(response.clone());
         match (&request, &response) {
+            (_, CoordinatorResponse::InitProducerIdKept { ongoing, .. }) => {
+                assert_eq!(next, Next::Continue);
+                assert_eq!(self.tm.state(), TxnState::PreparedTransaction);
+                let kept = PreparedTxnState::new(ongoing.id, ongoing.epoch);
+                assert_eq!(self.tm.prepared(), Some(kept));
+                self.txn = Txn::kept(self.tokens.contains(&kept));
+            }
+            (_, CoordinatorResponse::InitProducerId(Ok(_))) => {
+                assert_eq!(self.tm.state(), TxnState::Ready);
+                assert_eq!(self.tm.prepared(), None);
+            }
             (CoordinatorRequest::AddPartitionsToTxn { partitions, .. }, _) => {
                 for (i, tp) in partitions.iter().enumerate() {
                     if i > 0 || code.is_ok() {
                         self.txn.added.insert(tp.clone());
-                        self.txn.known = true;
+                        self.known();
                     }
                 }
                 if !code.is_ok() {
@@ -377,7 +583,7 @@ impl Run {
             }
             (CoordinatorRequest::AddOffsetsToTxn { .. }, _) => {
                 if code.is_ok() {
-                    self.txn.known = true;
+                    self.known();
                 } else if !classify(TxnApi::AddOffsetsToTxn, code).is_retry() {
                     self.txn.failed = true;
                     // Its TxnOffsetCommit will never be sent.
@@ -396,8 +602,10 @@ impl Run {
                 if *commit {
                     self.commits += 1;
                 }
+                self.coordinator_ongoing = None;
                 let before = self.epoch_before_end.take().unwrap();
                 if v2 {
+                    self.coordinator_epoch = before.epoch + 1;
                     assert_eq!(
                         self.tm.producer(),
                         Some(ProducerIdEpoch {
@@ -442,6 +650,9 @@ impl Run {
                 TxnState::AbortableError => {
                     self.step(&Action::Abort);
                 }
+                TxnState::PreparedTransaction => {
+                    self.step(&Action::Complete(true));
+                }
                 _ => {}
             }
             if !self.txn.open.is_empty() {
@@ -461,10 +672,11 @@ proptest! {
     #[test]
     fn the_transaction_manager_keeps_the_transaction_rules(
         v2 in any::<bool>(),
+        two_phase in any::<bool>(),
         actions in prop::collection::vec(action(), 1..150),
         bad_end_at in prop::option::weighted(0.1, 0..150usize),
     ) {
-        let mut run = Run::new(v2);
+        let mut run = Run::new(v2, two_phase);
         // Most runs start with a producer id (misuse before it is among the actions too).
         run.step(&Action::Init);
         run.step(&Action::Answer(0));
