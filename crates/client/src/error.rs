@@ -232,16 +232,11 @@ impl Error {
     }
 
     /// Whether cached metadata must be refreshed before retrying: a leader moved, a topic is
-    /// unknown to the broker asked, or the broker named in metadata is gone or cannot be
-    /// reached — its partitions may have moved to another broker, which only new metadata
-    /// names (Kafka's clients ask for an update on every disconnection too).
+    /// unknown to the broker asked, or the broker named in metadata is gone.
     pub fn requires_metadata_refresh(&self) -> bool {
         match self {
             Error::Kafka { code, .. } => METADATA_REFRESH_CODES.contains(code),
-            Error::UnknownBroker { .. }
-            | Error::Io { .. }
-            | Error::ConnectionClosed { .. }
-            | Error::Timeout { .. } => true,
+            Error::UnknownBroker { .. } => true,
             _ => false,
         }
     }
@@ -317,12 +312,6 @@ mod tests {
         }
         assert!(!kafka(ErrorCode::NOT_COORDINATOR).requires_metadata_refresh());
         assert!(kafka(ErrorCode::NOT_COORDINATOR).requires_coordinator_lookup());
-        // A broker that cannot be reached may have lost its partitions to another.
-        let refused = Error::Io {
-            addr: "127.0.0.1:9".into(),
-            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
-        };
-        assert!(refused.requires_metadata_refresh());
     }
 
     #[test]
