@@ -31,9 +31,33 @@ pub struct PartitionRecords {
 /// or the last stable offset (`read_committed`, without aborted transactions' records);
 /// control records are dropped.
 ///
+/// An error saying the partition moved (NOT_LEADER_OR_FOLLOWER, an unknown or unreachable
+/// leader) marks `cluster`'s metadata stale before it is returned, so a caller that retries
+/// asks the new leader rather than the cached one.
+///
 /// # Errors
 /// The cluster's errors, a partition error code, or a batch that does not decode.
 pub async fn read_partition(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    read_committed: bool,
+) -> Result<PartitionRecords, Error> {
+    let read = read_from_leader(cluster, topic, partition, read_committed).await;
+    let moved = |e: &Error| {
+        e.requires_metadata_refresh()
+            || matches!(
+                e,
+                Error::Io { .. } | Error::ConnectionClosed { .. } | Error::Timeout { .. }
+            )
+    };
+    if read.as_ref().err().is_some_and(moved) {
+        cluster.invalidate_metadata();
+    }
+    read
+}
+
+async fn read_from_leader(
     cluster: &Cluster,
     topic: &str,
     partition: i32,
