@@ -93,12 +93,11 @@ impl ClusterMember {
         let metadata = Arc::new(EtcdMetadataStore::open(client, keys, &proposed_id).await?);
         let seams = SeamOverrides {
             ownership: Some(Arc::new(EtcdOwnership::new(options.node_id, table.clone()))),
-            durability: Some(Arc::new(ObjectCommits::new(
-                options.node_id,
-                session.clone(),
-                table.clone(),
-                objects,
-            ))),
+            durability: Some(Arc::new(
+                ObjectCommits::new(options.node_id, session.clone(), table.clone(), objects)
+                    // A PUT outliving the lease would commit for an owner that may be gone.
+                    .with_put_deadline(options.session_timeout),
+            )),
             metadata: Some(metadata.clone()),
             producer_ids: Some(metadata.clone()),
             coordinator_epochs: Some(metadata),

@@ -801,6 +801,9 @@ async fn a_cluster_commit_puts_the_bytes_in_an_object_and_a_zombie_commits_nothi
     broker.stop().await;
 }
 
+/// How long the cluster brokers of these tests let an object's PUT take.
+const PUT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One broker of a cluster over `etcd` and `objects`: its session, and the seams over it.
 async fn cluster_broker(
     etcd: &shoal_cluster::rig::Server,
@@ -831,12 +834,10 @@ async fn cluster_broker(
     );
     let seams = SeamOverrides {
         ownership: Some(Arc::new(EtcdOwnership::new(node_id, table.clone()))),
-        durability: Some(Arc::new(ObjectCommits::new(
-            node_id,
-            s.clone(),
-            table,
-            objects.clone(),
-        ))),
+        durability: Some(Arc::new(
+            ObjectCommits::new(node_id, s.clone(), table, objects.clone())
+                .with_put_deadline(PUT_DEADLINE),
+        )),
         ..SeamOverrides::default()
     };
     let node = node_id.to_string();
@@ -1009,6 +1010,73 @@ async fn a_produce_to_more_partitions_than_one_etcd_transaction_takes_is_committ
             1,
             "wide-{p}"
         );
+    }
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn a_stalled_object_store_fails_writes_retriably_and_they_resume_when_it_is_back() {
+    use std::time::Duration;
+
+    use shoal_cluster::commits::{committed_end, index};
+    use shoal_cluster::rig::{create_bucket, start_etcd, start_s3};
+    use shoal_cluster::{owners, Claim, Objects};
+
+    let (etcd, s3) = (start_etcd().unwrap(), start_s3().unwrap());
+    create_bucket(&s3.endpoint, "shoal").unwrap();
+    std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+    let objects = Objects::from_url(&format!(
+        "s3://shoal/c?endpoint={}&region=us-east-1",
+        s3.endpoint
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (session, broker) = cluster_broker(&etcd, &objects, 1, dir.path()).await;
+    assert!(matches!(
+        owners::claim(&session, 1, "t", 0).await.unwrap(),
+        Claim::Won(_)
+    ));
+    let mut conn = broker.connect().await;
+    common::create_topic(&mut conn, "t", 1).await;
+    // The store's first PUT may be slow (it allocates its volumes): retried as a producer would.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match produce(&mut conn, "t", 0).await.0 {
+            0 => break,
+            code => assert_eq!(code, ErrorCode::KAFKA_STORAGE_ERROR.code()),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the store never took a write"
+        );
+    }
+
+    // The store stops answering (SIGSTOP: connections accepted, nothing answered). Each write
+    // is refused with a retriable error while it is still stopped — not held until the S3
+    // client's own timeouts and retries give up, minutes later — and is not kept.
+    s3.signal("STOP").unwrap();
+    let partition = broker.broker.topic("t").unwrap().partition(0).unwrap();
+    for _ in 0..2 {
+        // Less than the S3 client's own request timeout (30 s): without the deadline, no answer.
+        let answer = tokio::time::timeout(Duration::from_secs(25), produce(&mut conn, "t", 0))
+            .await
+            .expect("no answer to a write while the store was stalled");
+        assert_eq!(answer.0, ErrorCode::KAFKA_STORAGE_ERROR.code());
+        assert_eq!(partition.lock().log_end_offset(), 1);
+    }
+    assert_eq!(committed_end(&session, "t", 0).await.unwrap(), 1);
+
+    // Back: writes resume where the acknowledged ones end; the PUTs given up on (which may
+    // land now) are named by no commit.
+    s3.signal("CONT").unwrap();
+    assert_eq!(produce(&mut conn, "t", 0).await.0, 0);
+    assert_eq!(partition.lock().log_end_offset(), 2);
+    assert_eq!(committed_end(&session, "t", 0).await.unwrap(), 2);
+    let entries = index(&session, "t", 0, 0).await.unwrap();
+    assert_eq!(entries.len(), 2);
+    for (_, object) in &entries {
+        objects.get(object).await.unwrap();
     }
     broker.stop().await;
 }

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a server may take to listen.
-const WAIT: Duration = Duration::from_secs(20);
+const WAIT: Duration = Duration::from_secs(60);
 
 fn io(what: &str, e: std::io::Error) -> crate::Error {
     crate::Error::Invalid {
@@ -49,6 +49,29 @@ pub struct Server {
     _dir: tempfile::TempDir,
     /// `host:port` for etcd, `http://host:port` for S3.
     pub endpoint: String,
+}
+
+impl Server {
+    /// Sends `signal` (`STOP`, `CONT`, …) to the server process: a stopped server accepts
+    /// connections and answers nothing, as a stalled or partitioned one does.
+    ///
+    /// # Errors
+    /// `kill` could not be run or refused.
+    pub fn signal(&self, signal: &str) -> crate::Result<()> {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .map_err(|e| io("kill", e))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(io(
+                "kill",
+                std::io::Error::other(format!("kill -{signal}: {status}")),
+            ))
+        }
+    }
 }
 
 impl Drop for Server {
@@ -148,7 +171,11 @@ pub fn start_s3() -> crate::Result<Server> {
         }
         command.arg(format!("-{server}.port.grpc={}", free_port()?));
     }
+    // SeaweedFS turns authentication on when it finds AWS credentials in its environment
+    // (tests set them for their clients): the bare CreateBucket below would be refused.
     let child = command
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

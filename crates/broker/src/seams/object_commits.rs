@@ -2,7 +2,9 @@
 //! to the partitions since their last commit go into one new object, and then one etcd
 //! transaction (`shoal_cluster::commits`) compares every partition's owner fence and that it
 //! continues exactly at its committed end, and records the new ends and where the bytes are.
-//! Only then is anything in it acknowledged.
+//! Only then is anything in it acknowledged. A PUT that does not finish within the deadline
+//! ([`ObjectCommits::with_put_deadline`]; a broker uses its lease) fails the commit like a
+//! refused PUT: producers get KAFKA_STORAGE_ERROR and retry, and the next commit tries again.
 //!
 //! Group commit: one commit at a time per broker; a caller whose records an earlier commit
 //! already covered returns at once, and a commit takes everything appended to its partitions
@@ -24,6 +26,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use shoal_cluster::commits::{self, CommitRefused, PartitionCommit};
@@ -44,6 +47,8 @@ pub struct ObjectCommits {
     committed: Mutex<HashMap<(String, i32), i64>>,
     /// One commit at a time.
     gate: tokio::sync::Mutex<()>,
+    /// How long an object's PUT may take before the commit fails (see [`Self::with_put_deadline`]).
+    put_deadline: Duration,
 }
 
 impl std::fmt::Debug for ObjectCommits {
@@ -68,6 +73,10 @@ struct Pending {
     bytes: Bytes,
 }
 
+/// How long an object's PUT may take, unless set with [`ObjectCommits::with_put_deadline`]
+/// (a broker sets its lease: past it, its partitions may be someone else's anyway).
+pub const DEFAULT_PUT_DEADLINE: Duration = Duration::from_secs(9);
+
 /// Partitions recorded per etcd transaction at most (etcd's default `--max-txn-ops` is 128;
 /// a commit compares two keys per partition).
 pub const PARTITIONS_PER_TXN: usize = 50;
@@ -86,7 +95,19 @@ impl ObjectCommits {
             objects,
             committed: Mutex::new(HashMap::new()),
             gate: tokio::sync::Mutex::new(()),
+            put_deadline: DEFAULT_PUT_DEADLINE,
         }
+    }
+
+    /// Fails a commit whose object is not stored within `deadline`, with a retriable error
+    /// (KAFKA_STORAGE_ERROR), instead of holding every commit of this broker behind it. A
+    /// stalled store (paused, partitioned, overloaded) otherwise keeps a PUT waiting for the
+    /// S3 client's own timeouts and retries — minutes — while producers time out and resend.
+    /// The PUT given up on may still land: its object is named by no commit (an orphan).
+    #[must_use]
+    pub fn with_put_deadline(mut self, deadline: Duration) -> Self {
+        self.put_deadline = deadline;
+        self
     }
 
     /// The fence this node owns `partition` under at the epoch it opened it with.
@@ -188,7 +209,16 @@ impl ObjectCommits {
             });
             object.extend_from_slice(&p.bytes);
         }
-        if let Err(e) = self.objects.put(&name, object.freeze()).await {
+        let stored =
+            tokio::time::timeout(self.put_deadline, self.objects.put(&name, object.freeze()))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(shoal_cluster::Error::Objects(format!(
+                        "object {name} not stored within {:?}",
+                        self.put_deadline
+                    )))
+                });
+        if let Err(e) = stored {
             self.truncate_uncommitted(&pending);
             return Err(failed(e));
         }
