@@ -15,7 +15,7 @@ use common::log::{create_topic, fetch_all, fetch_committed};
 use common::share::{consumer, poll_until, setup, value};
 use common::{bounded, config, secs, target, Broker, Target};
 use shoal_client::producer::{
-    PreparedOutcome, PreparedTxnState, ProducerConfig, ProducerRecord,
+    PreparedOutcome, PreparedTxnState, Producer, ProducerConfig, ProducerRecord,
     TransactionalShareAcknowledger, TxnState,
 };
 use shoal_client::share_consumer::{AcknowledgeType, ShareConsumer};
@@ -241,6 +241,85 @@ async fn force_terminate_aborts_a_prepared_transaction() {
         assert_eq!(replayed.len(), n, "{replayed:?}");
         again.close().await;
         acker.close().await;
+    })
+    .await;
+}
+
+async fn two_phase_producer(broker: &Broker, id: &str) -> Producer {
+    Producer::new(
+        ProducerConfig::builder(config(broker, &[]))
+            .transactional_id(id)
+            .two_phase_commit(true)
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// Issue 32: the process that prepared dies, and so does the first process that recovered
+/// the transaction (its answer lost, or killed before completing). Each recovery keeps the
+/// prepared transaction and fences the one before; the second still finds it named by the
+/// checkpoint's token, so completing with that token commits it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_transaction_recovered_twice_commits_with_the_original_token() {
+    if target() == Target::Kafka {
+        return; // Kafka 4.4: KeepPreparedTxn is UNSUPPORTED_VERSION
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start_with(dir.path(), ENABLED);
+    bounded(secs(120), async {
+        let n = 5;
+        let first = two_phase_producer(&broker, "twice").await;
+        first.init_transactions().await.unwrap();
+        create_topic(first.cluster(), "twice-out", 1).await;
+        first.begin_transaction().unwrap();
+        for i in 0..n {
+            let record = ProducerRecord::new("twice-out", format!("v{i}")).with_partition(0);
+            first.send(record).await.unwrap();
+        }
+        // The checkpoint stores the token; then the process dies.
+        let stored = first.prepare_transaction().await.unwrap().to_string();
+        first.close().await;
+
+        // The first recovery keeps the transaction, then dies before completing it.
+        let second = two_phase_producer(&broker, "twice").await;
+        second.init_transactions_keep_prepared().await.unwrap();
+        let token: PreparedTxnState = stored.parse().unwrap();
+        assert_eq!(second.prepared_transaction(), Some(token));
+
+        // The second recovery keeps it again: the same transaction, the same token.
+        let third = two_phase_producer(&broker, "twice").await;
+        third.init_transactions_keep_prepared().await.unwrap();
+        assert_eq!(
+            third.prepared_transaction(),
+            Some(token),
+            "a second keep names the transaction by the token's epoch"
+        );
+        // The first recovery is fenced: it cannot end what the second one now holds.
+        assert!(second.complete_transaction(&token).await.is_err(), "fenced");
+        second.close().await;
+        assert!(fetch_all(third.cluster(), "twice-out", 0, true)
+            .await
+            .records
+            .is_empty());
+
+        assert_eq!(
+            third.complete_transaction(&token).await.unwrap(),
+            PreparedOutcome::Commit
+        );
+        let out = fetch_committed(third.cluster(), "twice-out", 0, n).await;
+        let values: Vec<String> = out
+            .records
+            .iter()
+            .map(|r| String::from_utf8(r.value.clone().unwrap_or_default().to_vec()).unwrap())
+            .collect();
+        assert_eq!(
+            values,
+            (0..n).map(|i| format!("v{i}")).collect::<Vec<_>>(),
+            "every record committed once"
+        );
+        third.close().await;
     })
     .await;
 }

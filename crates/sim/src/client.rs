@@ -16,7 +16,8 @@
 //! checkpoint does; that store survives restarts. Sometimes it then "crashes" before
 //! committing. A new incarnation that finds a prepared transaction kept for it completes it
 //! as the store says: commit when the stored token names it, abort otherwise. A zombie never
-//! registers a token (the external coordinator fences it as the broker does).
+//! registers a token nor completes a kept transaction (the external coordinator fences it as
+//! the broker does; its copy of the store is stale), so the successor keeps it again.
 //!
 //! A plain consumer acquires and then releases, rejects or forgets records (never accepts: its
 //! acknowledgements have no output). The world turns clients into zombies (a paused copy
@@ -364,6 +365,15 @@ impl Client {
                     ongoing_producer_epoch,
                 },
             ) => {
+                if code == codes::NONE && ongoing_producer_id >= 0 && self.zombie {
+                    // A prepared transaction kept for a zombie: only the external store may
+                    // decide it, and the zombie's copy of the store is stale (its successor
+                    // may have registered a later token). The external coordinator fences the
+                    // zombie, as it does when the zombie prepares: the process gives up, and
+                    // the successor keeps the transaction again and completes it.
+                    self.alive = false;
+                    return true;
+                }
                 if code == codes::NONE {
                     self.producer_id = producer_id;
                     self.producer_epoch = producer_epoch;

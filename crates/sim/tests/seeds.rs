@@ -167,14 +167,13 @@ fn a_prepared_transaction_aborted_on_recovery_is_caught() {
 
 /// Two-phase-commit workers crash after preparing and recover with KeepPreparedTxn.
 ///
-/// Ignored: it finds a coordinator bug. A second InitProducerId with KeepPreparedTxn (the
-/// first one's answer lost, or the recovering process killed in turn) names the kept
-/// transaction by the epoch the first one bumped it to, not by the epoch its records were
-/// written with, so the token the application stored no longer matches and the decided
-/// transaction is aborted (decision 0021, point 2: one stored epoch). Seed 7 shows it:
+/// It found the double-KeepPreparedTxn bug (decision 0021, point 2): a second InitProducerId
+/// with KeepPreparedTxn (the first one's answer lost, or the recovering process killed in
+/// turn) named the kept transaction by the epoch the first one bumped it to, not by the epoch
+/// its records were written with, so the token the application stored no longer matched and
+/// the decided transaction was aborted. Seed 7 showed it:
 /// `shoal-sim --seed 7 --steps 1500 --two-phase --trace`.
 #[test]
-#[ignore = "finds the double-KeepPreparedTxn bug of decision 0021 point 2 (seed 7)"]
 fn two_phase_commit_workers_hold_every_invariant() {
     for seed in 0..60 {
         let outcome = run(&two_phase(seed, Bugs::default()));

@@ -41,8 +41,12 @@
 //! timeout, so the id's transactions are never aborted by time and the mark survives replay.
 //! "Prepared" is the client's word: on the coordinator a prepared transaction is an Ongoing
 //! one. An InitProducerId with `KeepPreparedTxn` keeps it Ongoing, bumps the epoch (fencing
-//! the previous incarnation) and names it in the reply; without the flag it is aborted as any
-//! ongoing transaction is.
+//! the previous incarnation) and names it in the reply by the epoch its records were written
+//! with; without the flag it is aborted as any ongoing transaction is. That epoch is stored
+//! beside the bumped one ([`TransactionLogValue::ongoing_producer_epoch`], a tagged field of the
+//! log record, so it survives a reload) until the transaction ends: every later keep names the
+//! transaction by it too, so the application's token (`"producer_id:epoch"`) still matches,
+//! and each keep bumps the fencing epoch again.
 //!
 //! Deviations from Kafka, on purpose:
 //! - InitProducerId on an Ongoing transaction fences and aborts it, then *waits*: the reply
@@ -73,7 +77,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use records::{
     DecodeError, PendingMarker, TransactionLogValue, TxnRecord, KEY_VERSION, MARKERS_KEY_VERSION,
-    VALUE_VERSION,
+    ONGOING_PRODUCER_EPOCH_TAG, TAGGED_VALUE_VERSION, VALUE_VERSION,
 };
 pub use shard::{
     TxnEffect, TxnInput, TxnReply, TxnShard, FRESH_IDS_RESERVE, HELD_PER_ID_MAX, HOLD_MAX_MS,
@@ -589,6 +593,16 @@ impl TxnCoordinator {
             if v.next_producer_id.0 != NO_PRODUCER_ID && !v.state.is_prepare() {
                 return Err(format!("{id}: next producer id outside Prepare"));
             }
+            if v.ongoing_producer_epoch.0 != NO_PRODUCER_EPOCH
+                && (v.state != TransactionState::Ongoing
+                    || !v.is_two_phase_commit()
+                    || v.ongoing_producer_epoch.0 >= v.producer_epoch.0)
+            {
+                return Err(format!(
+                    "{id}: ongoing epoch {:?} beside epoch {:?} in {:?}",
+                    v.ongoing_producer_epoch, v.producer_epoch, v.state
+                ));
+            }
         }
         if timers != self.timers {
             return Err("timer index out of sync".to_string());
@@ -690,6 +704,7 @@ impl TxnCoordinator {
                     } else {
                         TransactionVersion::Tv0
                     },
+                    ongoing_producer_epoch: ProducerEpoch(NO_PRODUCER_EPOCH),
                 }
             }
             Some(e) if e.parked_init.is_some() => return Err(CONCURRENT_TRANSACTIONS),
@@ -770,6 +785,11 @@ impl TxnCoordinator {
     /// transaction with EndTxn at the bumped epoch. The markers carry that later epoch, which
     /// partitions and share partitions accept for records written at the earlier one.
     ///
+    /// The answer names the transaction by the epoch its records were written with (the one
+    /// the application's token was made from), stored as `ongoing_producer_epoch` by the first
+    /// keep: a second keep (the first one's answer lost, or its process killed in turn) must
+    /// name the same transaction, not the epoch the first keep bumped to.
+    ///
     /// # Errors
     /// INVALID_TXN_STATE when the ongoing transaction is not a two-phase-commit one (Kafka
     /// refuses to recover those too) or its epoch is exhausted (the bump would leave no epoch
@@ -800,10 +820,11 @@ impl TxnCoordinator {
             Some(_) => current.producer_epoch,
             None => ProducerEpoch(NO_PRODUCER_EPOCH),
         };
+        next.ongoing_producer_epoch = current.transaction_epoch();
         next.txn_last_update_timestamp_ms = now_ms;
         let answer = Init::KeptPrepared {
             current: (next.producer_id, next.producer_epoch),
-            ongoing: (current.producer_id, current.producer_epoch),
+            ongoing: (current.producer_id, next.ongoing_producer_epoch),
         };
         self.write_value(id, next, out);
         Ok(answer)
@@ -1002,6 +1023,8 @@ impl TxnCoordinator {
             TransactionResult::Commit => TransactionState::PrepareCommit,
             TransactionResult::Abort => TransactionState::PrepareAbort,
         };
+        // The kept transaction ends here; the next one is named by its own epoch.
+        next.ongoing_producer_epoch = ProducerEpoch(NO_PRODUCER_EPOCH);
         next.txn_last_update_timestamp_ms = now_ms;
         next.client_transaction_version = version;
         let answer = if next.next_producer_id.0 != NO_PRODUCER_ID {
@@ -1046,6 +1069,7 @@ impl TxnCoordinator {
             next.last_producer_epoch = ProducerEpoch(NO_PRODUCER_EPOCH);
         }
         next.next_producer_id = ProducerId(NO_PRODUCER_ID);
+        next.ongoing_producer_epoch = ProducerEpoch(NO_PRODUCER_EPOCH);
         next.state = TransactionState::PrepareAbort;
         next.txn_last_update_timestamp_ms = now_ms;
         self.write_value(id, next, out);

@@ -4,9 +4,11 @@
 //!
 //! Transactional id "t0" is used by classic (TV0) clients, "t1" by TV2 clients. Each
 //! InitProducerId picks a KIP-939 mode (ordinary, two-phase commit, or keep the prepared
-//! transaction); the model checks that a two-phase-commit transaction is never aborted by
-//! time, that a kept one is the one the data was written in, and that only the incarnation that
-//! kept it can end it.
+//! transaction), and a recovery sends several keeping InitProducerIds in a row from successive
+//! incarnations (an answer lost, a recovering process killed in turn); the model checks that a
+//! two-phase-commit transaction is never aborted by time, that every keep names the
+//! transaction by the identity its first records were written with (the application's
+//! token), and that only the incarnation that kept it last can end it.
 
 use std::collections::BTreeMap;
 
@@ -52,6 +54,12 @@ enum Op {
         client: usize,
         commit: bool,
     },
+    /// `times` InitProducerIds with `KeepPreparedTxn` in a row, each from the next client of
+    /// `client`'s transactional id, none naming an expected epoch (new processes).
+    Recover {
+        client: usize,
+        times: usize,
+    },
     Advance {
         ms: i64,
     },
@@ -66,7 +74,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         2 => (client.clone(), any::<bool>(), mode()).prop_map(|(client, with_expected, mode)| Op::Init { client, with_expected, mode }),
         5 => (client.clone(), 0..5i32, 0..4u8).prop_map(|(client, partition, kind)| Op::Add { client, partition, kind }),
-        3 => (client, any::<bool>()).prop_map(|(client, commit)| Op::End { client, commit }),
+        3 => (client.clone(), any::<bool>()).prop_map(|(client, commit)| Op::End { client, commit }),
+        1 => (client, 1..4usize).prop_map(|(client, times)| Op::Recover { client, times }),
         2 => (0..1_500i64).prop_map(|ms| Op::Advance { ms }),
         4 => any::<usize>().prop_map(|index| Op::Deliver { index }),
         1 => Just(Op::Restart),
@@ -103,6 +112,9 @@ struct Track {
     outcome: Option<TransactionResult>,
     /// (producer id, highest epoch) that successfully added to the running transaction.
     data: Option<(ProducerId, ProducerEpoch)>,
+    /// (producer id, epoch) of the running transaction's first add: the identity its records
+    /// were written with, which every keep must answer as the ongoing transaction.
+    started: Option<(ProducerId, ProducerEpoch)>,
     /// Whether the last successful InitProducerId enabled two-phase commit: its transactions
     /// must never be aborted by time.
     two_phase: bool,
@@ -192,6 +204,7 @@ impl World {
                         prop_assert!(!has_partitions || delivered, "Complete before markers");
                         track.prepare = None;
                         track.data = None;
+                        track.started = None;
                     }
                     _ => prop_assert!(track.prepare.is_none(), "left Prepare without Complete"),
                 },
@@ -263,15 +276,21 @@ impl World {
                     let track = &self.track[t];
                     prop_assert!(track.prepare.is_none(), "kept while ending");
                     match track.data {
-                        // The kept transaction is the one the data was written in, and the
-                        // new incarnation's epoch is above it.
+                        // The kept transaction is named by the identity its first records
+                        // were written with, however often it was kept before, and the new
+                        // incarnation's epoch is above every earlier one's.
                         Some((pid, epoch)) => {
                             prop_assert!(
                                 kept,
                                 "an ongoing transaction was neither kept nor aborted"
                             );
-                            prop_assert_eq!(r.ongoing_txn_producer_id, pid);
-                            prop_assert!(r.ongoing_txn_producer_epoch >= epoch);
+                            prop_assert_eq!(
+                                Some((r.ongoing_txn_producer_id, r.ongoing_txn_producer_epoch)),
+                                track.started,
+                                "the keep did not name the transaction by its own epoch"
+                            );
+                            prop_assert_eq!(r.producer_id, pid);
+                            prop_assert!(r.producer_epoch > epoch);
                             prop_assert!(r.producer_epoch > r.ongoing_txn_producer_epoch);
                             prop_assert!(track.two_phase, "kept an ordinary transaction");
                         }
@@ -298,13 +317,16 @@ impl World {
                 if code.is_none() && !verify {
                     prop_assert!(!fenced, "fenced producer added partitions");
                     let (pid, epoch) = self.clients[client].ids.expect("added with ids");
-                    let data = &mut self.track[t].data;
-                    match data {
+                    let track = &mut self.track[t];
+                    match &mut track.data {
                         Some((p, e)) => {
                             prop_assert_eq!(*p, pid);
                             *e = (*e).max(epoch);
                         }
-                        None => *data = Some((pid, epoch)),
+                        None => {
+                            track.data = Some((pid, epoch));
+                            track.started = Some((pid, epoch));
+                        }
                     }
                 }
                 let _ = resp;
@@ -371,6 +393,16 @@ impl World {
                 };
                 req.fresh_producer_id = self.fresh(&TxnRequest::InitProducerId(req.clone()));
                 self.send(client, Sent::Init { mode }, TxnRequest::InitProducerId(req))?;
+            }
+            Op::Recover { client, times } => {
+                for k in 0..times {
+                    let client = (client + k * TIDS.len()) % CLIENTS;
+                    self.apply(Op::Init {
+                        client,
+                        with_expected: false,
+                        mode: TwoPhaseCommit::KeepPrepared,
+                    })?;
+                }
             }
             Op::Add {
                 client,
@@ -552,4 +584,53 @@ fn keep_prepared_then_a_stale_init_is_fenced() {
     for op in ops {
         w.apply(op).unwrap();
     }
+}
+
+/// Issue 32: a kept transaction that the new incarnation added to, kept again by a third one,
+/// is still named by the first incarnation's epoch (the token's), not by the epoch the first
+/// keep bumped to.
+#[test]
+fn a_transaction_kept_twice_is_named_by_its_first_epoch() {
+    let mut w = World::new();
+    let ops = [
+        Op::Init {
+            client: 1,
+            with_expected: false,
+            mode: TwoPhaseCommit::Enabled,
+        },
+        Op::Add {
+            client: 1,
+            partition: 0,
+            kind: 1,
+        },
+        Op::Recover {
+            client: 3,
+            times: 1,
+        },
+        Op::Add {
+            client: 3,
+            partition: 1,
+            kind: 1,
+        },
+        Op::Restart,
+        // Clients 1 then 3: the last keeper is client 3; client 1 is fenced again.
+        Op::Recover {
+            client: 1,
+            times: 2,
+        },
+        Op::End {
+            client: 1,
+            commit: false,
+        },
+        Op::End {
+            client: 3,
+            commit: true,
+        },
+        Op::Deliver { index: 0 },
+    ];
+    for op in ops {
+        w.apply(op).unwrap();
+    }
+    assert_eq!(w.track[1].outcome, Some(TransactionResult::Commit));
+    assert!(w.track[1].prepare.is_none(), "completed");
 }

@@ -7,6 +7,13 @@
 //! describe; it accepts only states that are ever written (not Dead or PrepareEpochFence) and
 //! only canonical partition lists (sorted, distinct).
 //!
+//! Value version 1 is version 0 followed by a tagged-field section (Kafka's encoding: unsigned
+//! varint count, then tag, size and bytes per field); unknown tags are skipped, as Kafka skips
+//! them. Its one field, tag [`ONGOING_PRODUCER_EPOCH_TAG`], is
+//! [`TransactionLogValue::ongoing_producer_epoch`]. A value without it is written as version 0,
+//! byte for byte what earlier releases wrote, so only a kept prepared transaction needs a
+//! reader that knows version 1.
+//!
 //! A second key version (1) holds Shoal's own [`TxnRecord::Markers`]: the markers of a
 //! transactional id's completed transactions that may not be durable on their partitions yet,
 //! with their offsets, so a restart can tell which were lost and write them again.
@@ -17,15 +24,19 @@ use shoal_codec::wire::{Reader, Writer};
 
 use super::types::{
     ProducerEpoch, ProducerId, TopicPartition, TransactionResult, TransactionState,
-    TransactionVersion,
+    TransactionVersion, NO_PRODUCER_EPOCH,
 };
 
 /// Version of the key layout.
 pub const KEY_VERSION: i16 = 0;
 /// Key version of [`TxnRecord::Markers`] (same layout, another record kind).
 pub const MARKERS_KEY_VERSION: i16 = 1;
-/// Current value version.
+/// Value version of every record without tagged fields (and of every markers record).
 pub const VALUE_VERSION: i16 = 0;
+/// Value version of a transaction record that carries tagged fields.
+pub const TAGGED_VALUE_VERSION: i16 = 1;
+/// Tag of [`TransactionLogValue::ongoing_producer_epoch`] (an `i16`) in a version-1 value.
+pub const ONGOING_PRODUCER_EPOCH_TAG: u32 = 0;
 
 /// One transactional id's durable state (Kafka's `TransactionLogValue` plus its key's id).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +58,12 @@ pub struct TransactionLogValue {
     pub txn_start_timestamp_ms: i64,
     pub txn_last_update_timestamp_ms: i64,
     pub client_transaction_version: TransactionVersion,
+    /// KIP-939: the epoch the Ongoing transaction's records were written with, once an
+    /// InitProducerId with `KeepPreparedTxn` has kept it (`producer_epoch` is then the later,
+    /// fencing epoch of the incarnation that took it over); -1 otherwise. Every later keep
+    /// answers it as OngoingTxnProducerEpoch, so the application's token keeps naming the
+    /// transaction. Tagged field [`ONGOING_PRODUCER_EPOCH_TAG`].
+    pub ongoing_producer_epoch: ProducerEpoch,
 }
 
 impl TransactionLogValue {
@@ -54,6 +71,17 @@ impl TransactionLogValue {
     /// external transaction manager, never timed out.
     pub fn is_two_phase_commit(&self) -> bool {
         self.txn_timeout_ms == super::TWO_PHASE_COMMIT_TIMEOUT_MS
+    }
+
+    /// The epoch the current transaction's records were written with: the kept one's
+    /// ([`ongoing_producer_epoch`](Self::ongoing_producer_epoch)) after a `KeepPreparedTxn`,
+    /// else `producer_epoch`.
+    pub fn transaction_epoch(&self) -> ProducerEpoch {
+        if self.ongoing_producer_epoch.0 == NO_PRODUCER_EPOCH {
+            self.producer_epoch
+        } else {
+            self.ongoing_producer_epoch
+        }
     }
 }
 
@@ -143,8 +171,13 @@ impl TxnRecord {
                     "state {:?} is never stored",
                     v.state
                 );
+                let tagged = v.ongoing_producer_epoch.0 != NO_PRODUCER_EPOCH;
                 let mut w = Writer::default();
-                w.i16(VALUE_VERSION);
+                w.i16(if tagged {
+                    TAGGED_VALUE_VERSION
+                } else {
+                    VALUE_VERSION
+                });
                 w.i64(v.producer_id.0);
                 w.i64(v.prev_producer_id.0);
                 w.i64(v.next_producer_id.0);
@@ -171,6 +204,12 @@ impl TxnRecord {
                 w.i64(v.txn_last_update_timestamp_ms);
                 w.i64(v.txn_start_timestamp_ms);
                 w.i8(v.client_transaction_version.level());
+                if tagged {
+                    w.unsigned_varint(1);
+                    w.unsigned_varint(u64::from(ONGOING_PRODUCER_EPOCH_TAG));
+                    w.unsigned_varint(2);
+                    w.i16(v.ongoing_producer_epoch.0);
+                }
                 (key.into_inner(), Some(w.into_inner()))
             }
         }
@@ -204,7 +243,7 @@ impl TxnRecord {
         };
         let mut r = Reader::new(value);
         let version = r.i16()?;
-        if version != VALUE_VERSION {
+        if version != VALUE_VERSION && version != TAGGED_VALUE_VERSION {
             return Err(DecodeError::UnsupportedVersion {
                 record_type: KEY_VERSION,
                 version,
@@ -261,6 +300,22 @@ impl TxnRecord {
                 what: "transaction version",
                 value: i64::from(level),
             })?;
+        let mut ongoing_producer_epoch = ProducerEpoch(NO_PRODUCER_EPOCH);
+        if version == TAGGED_VALUE_VERSION {
+            r.tagged_fields(|tag, data: &[u8]| {
+                if tag == ONGOING_PRODUCER_EPOCH_TAG {
+                    let bytes: [u8; 2] =
+                        data.try_into()
+                            .map_err(|_| DecodeError::InvalidTaggedFieldSize {
+                                tag,
+                                size: data.len(),
+                                expected: 2,
+                            })?;
+                    ongoing_producer_epoch = ProducerEpoch(i16::from_be_bytes(bytes));
+                }
+                Ok::<(), DecodeError>(())
+            })?;
+        }
         r.trailing()?;
         Ok(TxnRecord::Transaction {
             transactional_id,
@@ -276,6 +331,7 @@ impl TxnRecord {
                 txn_start_timestamp_ms,
                 txn_last_update_timestamp_ms,
                 client_transaction_version,
+                ongoing_producer_epoch,
             },
         })
     }
@@ -358,10 +414,17 @@ mod tests {
             state,
             partitions,
             (any::<i64>(), any::<i64>()),
-            tv,
+            (tv, prop_oneof![Just(NO_PRODUCER_EPOCH), any::<i16>()]),
         )
             .prop_map(
-                |((pid, prev, next), (ep, last, timeout), state, partitions, (start, upd), tv)| {
+                |(
+                    (pid, prev, next),
+                    (ep, last, timeout),
+                    state,
+                    partitions,
+                    (start, upd),
+                    (tv, ongoing),
+                )| {
                     TransactionLogValue {
                         producer_id: ProducerId(pid),
                         prev_producer_id: ProducerId(prev),
@@ -374,6 +437,7 @@ mod tests {
                         txn_start_timestamp_ms: start,
                         txn_last_update_timestamp_ms: upd,
                         client_transaction_version: tv,
+                        ongoing_producer_epoch: ProducerEpoch(ongoing),
                     }
                 },
             )
@@ -470,6 +534,7 @@ mod tests {
             txn_start_timestamp_ms: 5,
             txn_last_update_timestamp_ms: 6,
             client_transaction_version: TransactionVersion::Tv2,
+            ongoing_producer_epoch: ProducerEpoch(NO_PRODUCER_EPOCH),
         };
         let rec = TxnRecord::Transaction {
             transactional_id: "x".into(),
@@ -500,6 +565,59 @@ mod tests {
         assert_eq!(
             TxnRecord::decode(&[0, 2, 0, 0, 0, 0], None),
             Err(DecodeError::UnsupportedKeyVersion(2))
+        );
+    }
+
+    /// The ongoing epoch of a kept prepared transaction is a tagged field of value version 1;
+    /// without it the value is version 0, as earlier releases wrote it.
+    #[test]
+    fn the_ongoing_epoch_is_a_tagged_field_of_version_1() {
+        let mut v = TransactionLogValue {
+            producer_id: ProducerId(1),
+            prev_producer_id: ProducerId(-1),
+            next_producer_id: ProducerId(-1),
+            producer_epoch: ProducerEpoch(4),
+            last_producer_epoch: ProducerEpoch(-1),
+            txn_timeout_ms: super::super::TWO_PHASE_COMMIT_TIMEOUT_MS,
+            state: TransactionState::Ongoing,
+            partitions: [TopicPartition::new("t", 0)].into_iter().collect(),
+            txn_start_timestamp_ms: 5,
+            txn_last_update_timestamp_ms: 6,
+            client_transaction_version: TransactionVersion::Tv2,
+            ongoing_producer_epoch: ProducerEpoch(NO_PRODUCER_EPOCH),
+        };
+        let rec = |v: &TransactionLogValue| TxnRecord::Transaction {
+            transactional_id: "x".into(),
+            value: v.clone(),
+        };
+        let (key, plain) = rec(&v).encode();
+        let plain = plain.expect("value");
+        assert_eq!(&plain[..2], &VALUE_VERSION.to_be_bytes());
+
+        v.ongoing_producer_epoch = ProducerEpoch(2);
+        let (_, tagged) = rec(&v).encode();
+        let tagged = tagged.expect("value");
+        assert_eq!(&tagged[..2], &TAGGED_VALUE_VERSION.to_be_bytes());
+        // Version 0's fields, then one tagged field: tag 0, size 2, the epoch.
+        assert_eq!(&tagged[2..plain.len()], &plain[2..]);
+        assert_eq!(&tagged[plain.len()..], &[1, 0, 2, 0, 2]);
+        assert_eq!(TxnRecord::decode(&key, Some(&tagged)), Ok(rec(&v)));
+
+        // An unknown tag is skipped, as Kafka skips it.
+        let mut unknown = tagged[..plain.len()].to_vec();
+        unknown.extend_from_slice(&[2, 0, 2, 0, 2, 9, 1, 7]);
+        assert_eq!(TxnRecord::decode(&key, Some(&unknown)), Ok(rec(&v)));
+
+        // The known tag with another size is refused.
+        let mut wrong = tagged[..plain.len()].to_vec();
+        wrong.extend_from_slice(&[1, 0, 1, 2]);
+        assert_eq!(
+            TxnRecord::decode(&key, Some(&wrong)),
+            Err(DecodeError::InvalidTaggedFieldSize {
+                tag: 0,
+                size: 1,
+                expected: 2
+            })
         );
     }
 

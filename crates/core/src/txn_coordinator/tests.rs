@@ -224,6 +224,7 @@ fn value(
         },
         txn_last_update_timestamp_ms: 1_000,
         client_transaction_version: tv,
+        ongoing_producer_epoch: ProducerEpoch(NO_PRODUCER_EPOCH),
     }
 }
 
@@ -1163,6 +1164,96 @@ fn keep_prepared_hands_the_ongoing_transaction_to_the_new_incarnation() {
     assert_eq!(r.error_code, error_codes::NONE);
     assert_eq!(r.ongoing_txn_producer_id.0, NO_PRODUCER_ID);
     assert_eq!(r.ongoing_txn_producer_epoch.0, NO_PRODUCER_EPOCH);
+}
+
+/// Issue 32, decision 0021 point 2: a second KeepPreparedTxn (the first one's answer lost, or
+/// its process killed in turn) names the transaction by the epoch its records were written
+/// with, the one the application's token was made from, not the epoch the first keep bumped
+/// to; each keep fences the incarnation before it, and the last one commits. `restart` rebuilds
+/// the coordinator from its log between the steps.
+fn repeated_keep_prepared_reports_the_original_epoch(restart: bool) {
+    let mut h = two_phase();
+    let r = h.init_2pc(T, TwoPhaseCommit::Enabled);
+    let (pid, epoch) = (r.producer_id.0, r.producer_epoch.0);
+    assert_eq!(h.implicit(T, pid, epoch, &[tp("a", 0)]), error_codes::NONE);
+    let mut incarnations = vec![epoch];
+    for _ in 0..3 {
+        if restart {
+            let next = h.c.coordinator_epoch() + 1;
+            h.c = h.rebuilt(next);
+            assert!(h.c.loaded(h.now).is_empty());
+        }
+        let r = h.init_2pc(T, TwoPhaseCommit::KeepPrepared);
+        assert_eq!(r.error_code, error_codes::NONE);
+        assert_eq!(
+            (r.ongoing_txn_producer_id.0, r.ongoing_txn_producer_epoch.0),
+            (pid, epoch),
+            "every keep names the transaction by its own epoch"
+        );
+        let new = r.producer_epoch.0;
+        assert_eq!(r.producer_id.0, pid);
+        assert!(
+            new > *incarnations.last().unwrap(),
+            "a fresh, fencing epoch"
+        );
+        let v = h.state(T);
+        assert_eq!(v.state, TransactionState::Ongoing);
+        assert_eq!(v.ongoing_producer_epoch.0, epoch);
+        // Every earlier incarnation is fenced.
+        for &old in &incarnations {
+            assert_eq!(
+                h.implicit(T, pid, old, &[tp("c", 0)]),
+                error_codes::PRODUCER_FENCED
+            );
+            assert_eq!(
+                h.end_resp(T, pid, old, true, 5).error_code,
+                error_codes::PRODUCER_FENCED
+            );
+        }
+        incarnations.push(new);
+    }
+    let last = *incarnations.last().unwrap();
+    if restart {
+        let next = h.c.coordinator_epoch() + 1;
+        h.c = h.rebuilt(next);
+    }
+    let out = h.end(T, pid, last, true, 5);
+    assert_eq!(out.replies[0].1.error_code(), error_codes::NONE);
+    assert_eq!(states(&out), vec![TransactionState::PrepareCommit]);
+    assert_eq!(
+        h.state(T).ongoing_producer_epoch.0,
+        NO_PRODUCER_EPOCH,
+        "the kept transaction ended"
+    );
+    let m = out.markers[0].clone();
+    assert_eq!(m.result, TransactionResult::Commit);
+    assert!(
+        m.producer_epoch.0 > last,
+        "markers carry the epoch after the end bump"
+    );
+    let out = h.written(&m);
+    assert_eq!(states(&out), vec![TransactionState::CompleteCommit]);
+    // The next transaction is named by its own epoch again.
+    let next_epoch = h.state(T).producer_epoch.0;
+    assert_eq!(
+        h.implicit(T, pid, next_epoch, &[tp("a", 0)]),
+        error_codes::NONE
+    );
+    let r = h.init_2pc(T, TwoPhaseCommit::KeepPrepared);
+    assert_eq!(
+        (r.ongoing_txn_producer_id.0, r.ongoing_txn_producer_epoch.0),
+        (pid, next_epoch)
+    );
+}
+
+#[test]
+fn repeated_keep_prepared_reports_the_original_epoch_and_the_last_commits() {
+    repeated_keep_prepared_reports_the_original_epoch(false);
+}
+
+#[test]
+fn repeated_keep_prepared_reports_the_original_epoch_across_restarts() {
+    repeated_keep_prepared_reports_the_original_epoch(true);
 }
 
 #[test]
