@@ -1,33 +1,34 @@
-//! `shoal verify` from the test suite: the CI-sized exactly-once proof (20 000 records,
-//! 10 SIGKILLs of workers and the broker, exactly_once_pipeline workers) passes, and a
-//! deliberately broken worker (one that never acknowledges) makes it report violations and
-//! fail. The crash schedule's seed is random unless `SHOAL_VERIFY_SEED` sets it; verify
+//! `shoal verify` from the test suite: the CI-sized exactly-once proofs pass (20 000 records,
+//! 10 SIGKILLs of workers and the broker, exactly_once_pipeline workers; and the checkpointed
+//! pipeline of prepared transactions, with crashes at chosen steps), and deliberately broken
+//! workers (one that never acknowledges; one that aborts what its checkpoint recorded) make
+//! it report violations and fail. The crash schedule's seed is random unless `SHOAL_VERIFY_SEED` sets it; verify
 //! prints it, so a failure is replayed with `SHOAL_VERIFY_SEED=<seed>`.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// Builds the worker example (beside the shoal binary, where verify looks by default).
-fn build_worker() {
+/// Builds the worker examples (beside the shoal binary, where verify looks by default).
+fn build_workers() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let examples = ["exactly_once_pipeline", "checkpointed_source"];
     let status = Command::new(cargo)
         .args(["build", "--quiet", "-p", "shoal-client"])
-        .args(["--example", "exactly_once_pipeline"])
+        .args(examples.iter().flat_map(|e| ["--example", e]))
         .status()
-        .expect("run cargo build for the worker");
-    assert!(status.success(), "building exactly_once_pipeline failed");
+        .expect("run cargo build for the workers");
+    assert!(status.success(), "building the worker examples failed");
     let shoal = PathBuf::from(env!("CARGO_BIN_EXE_shoal"));
-    let worker = shoal
-        .parent()
-        .unwrap()
-        .join("examples/exactly_once_pipeline");
-    assert!(worker.exists(), "{} missing", worker.display());
+    for example in examples {
+        let worker = shoal.parent().unwrap().join("examples").join(example);
+        assert!(worker.exists(), "{} missing", worker.display());
+    }
 }
 
 /// Runs `shoal verify ARGS`, killing it after `limit`.
 fn verify(args: &[&str], limit: Duration) -> (bool, String) {
-    build_worker();
+    build_workers();
     let mut command = Command::new(env!("CARGO_BIN_EXE_shoal"));
     command.arg("verify").args(args);
     if let Ok(seed) = std::env::var("SHOAL_VERIFY_SEED") {
@@ -80,6 +81,82 @@ fn verify_proves_exactly_once_through_ten_crashes() {
 }
 
 #[test]
+fn verify_proves_checkpointed_exactly_once_through_crashes_at_chosen_steps() {
+    let (ok, out) = verify(
+        &[
+            "--pipeline",
+            "checkpointed",
+            "--records",
+            "60000",
+            "--crashes",
+            "12",
+            "--workers",
+            "2",
+        ],
+        Duration::from_secs(420),
+    );
+    println!("{out}");
+    assert!(ok, "shoal verify failed:\n{out}");
+    assert!(
+        out.contains("60000 distinct inputs, 0 duplicated, 0 missing, 0 stray"),
+        "{out}"
+    );
+    assert!(
+        out.contains("TX_PENDING records (broker metrics): 0"),
+        "{out}"
+    );
+    assert!(
+        out.contains("checkpointed state: 60000 records counted"),
+        "{out}"
+    );
+    assert!(out.contains(" at chosen steps: polled "), "{out}");
+    assert!(out.contains("OK: "), "{out}");
+}
+
+/// Removes the run directory a failed run keeps (logs, data) for a user; the test needs none.
+fn remove_run_dir(out: &str) {
+    if let Some(dir) = out
+        .split("(run directory ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+    {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[test]
+fn verify_fails_on_a_checkpointed_worker_that_aborts_what_its_checkpoint_recorded() {
+    let (ok, out) = verify(
+        &[
+            "--pipeline",
+            "checkpointed",
+            "--records",
+            "60000",
+            "--crashes",
+            "4",
+            "--workers",
+            "1",
+            "--seed",
+            "3",
+            "--crash-phases",
+            "checkpointed",
+            "--worker-arg",
+            "--broken-abort-on-recover",
+        ],
+        Duration::from_secs(300),
+    );
+    println!("{out}");
+    assert!(!ok, "verify accepted a broken recovery:\n{out}");
+    assert!(out.contains("checkpointed 1"), "{out}");
+    assert!(
+        out.contains("a checkpoint and its transaction disagree"),
+        "{out}"
+    );
+    assert!(!out.contains("OK: "), "{out}");
+    remove_run_dir(&out);
+}
+
+#[test]
 fn verify_fails_on_a_worker_that_never_acknowledges() {
     let (ok, out) = verify(
         &[
@@ -101,12 +178,5 @@ fn verify_fails_on_a_worker_that_never_acknowledges() {
     assert!(out.contains("VIOLATION: "), "{out}");
     assert!(out.contains("not fully acknowledged"), "{out}");
     assert!(!out.contains("OK: "), "{out}");
-    // A failed run keeps its directory (logs, data) for a user; the test needs none.
-    if let Some(dir) = out
-        .split("(run directory ")
-        .nth(1)
-        .and_then(|rest| rest.split(')').next())
-    {
-        let _ = std::fs::remove_dir_all(dir);
-    }
+    remove_run_dir(&out);
 }

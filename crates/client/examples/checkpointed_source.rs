@@ -41,6 +41,9 @@
 //! never become visible). Every input's output is visible once, and every acknowledgement
 //! commits with the state that counted it. Lines: `checkpoint C: R records acknowledged
 //! (total T, sum S)`, and `recovered: commit|abort|nothing prepared (total T, sum S)`.
+//! `shoal verify --pipeline checkpointed` runs it under crashes, some at chosen steps
+//! (`SHOAL_CRASH_AT=polled|staged|prepared|checkpointed:N`, see `support::crash_point`);
+//! `--broken-abort-on-recover` is a deliberately wrong recovery, for testing that check.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -65,7 +68,7 @@ static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::Rese
 
 const USAGE: &str = "usage: checkpointed_source --bootstrap B --input IN --group G \
                      --transactional-id TID [--checkpoint-ms MS] \
-                     [--output OUT --checkpoint-file PATH]";
+                     [--output OUT --checkpoint-file PATH [--broken-abort-on-recover]]";
 
 /// What the output value starts with (as `exactly_once_pipeline`).
 const PREFIX: &str = "processed:";
@@ -79,7 +82,7 @@ struct State {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let flags = support::Flags::parse(USAGE, &[])?;
+    let flags = support::Flags::parse(USAGE, &["broken-abort-on-recover"])?;
     let bootstrap = flags.required("bootstrap")?;
     let input = flags.required("input")?;
     let group = flags.required("group")?;
@@ -97,6 +100,7 @@ async fn main() -> anyhow::Result<()> {
             transactional_id,
             interval,
             path: PathBuf::from(path),
+            broken_abort_on_recover: flags.switch("broken-abort-on-recover"),
         };
         return two_phase(settings).await;
     }
@@ -170,6 +174,10 @@ struct Settings {
     transactional_id: String,
     interval: Duration,
     path: PathBuf,
+    /// Deliberately wrong (for testing checkers): abort the kept transaction at recovery even
+    /// when the checkpoint recorded it, so the checkpointed state counts records that are
+    /// delivered and counted again.
+    broken_abort_on_recover: bool,
 }
 
 /// What the checkpoint file holds: the state and the token of the transaction that carries
@@ -246,9 +254,11 @@ async fn recover(s: &Settings) -> anyhow::Result<(TransactionalShareAcknowledger
         checkpoint.token,
     ) {
         (None, _) => PreparedOutcome::NothingPrepared,
-        (Some(_), Some(token)) => acknowledger.complete(&token).await?,
-        (Some(_), None) => {
-            // No checkpoint yet: nothing of it was recorded.
+        (Some(_), Some(token)) if !s.broken_abort_on_recover => {
+            acknowledger.complete(&token).await?
+        }
+        (Some(_), _) => {
+            // No checkpoint yet: nothing of it was recorded (or the deliberate bug).
             acknowledger.abort_acknowledgements().await?;
             PreparedOutcome::Abort
         }
@@ -312,8 +322,12 @@ async fn two_phase(s: Settings) -> anyhow::Result<()> {
         let wait = next.saturating_duration_since(Instant::now());
         let records = support::retrying(consumer.poll(wait.max(Duration::from_millis(10)))).await?;
         if !records.is_empty() {
+            support::crash_point("polled");
             match process(&s, &acknowledger, &mut consumer, &records, &mut state).await {
-                Ok(()) => since += records.len() as u64,
+                Ok(()) => {
+                    since += records.len() as u64;
+                    support::crash_point("staged");
+                }
                 Err(e) if e.class() == ErrorClass::Abortable => {
                     // The transaction aborts: its records come back, the state goes back.
                     eprintln!("transaction failed, back to the last checkpoint: {e}");
@@ -332,11 +346,13 @@ async fn two_phase(s: Settings) -> anyhow::Result<()> {
         }
         // snapshotState: prepare, then store the token with the state.
         let token = acknowledger.prepare().await?;
+        support::crash_point("prepared");
         checkpoint = Checkpoint {
             state,
             token: Some(token),
         };
         write_checkpoint(&s.path, &checkpoint)?;
+        support::crash_point("checkpointed");
         // notifyCheckpointComplete.
         let outcome = acknowledger.complete(&token).await?;
         if outcome != PreparedOutcome::Commit {

@@ -20,6 +20,14 @@
 //! * nothing is TX_PENDING: the broker's `shoal_share_partition_txn_pending_records` gauges
 //!   (its metrics endpoint) are all 0.
 //!
+//! With `--pipeline checkpointed` the workers are the `checkpointed_source` example instead
+//! (a prepared KIP-939 transaction per checkpoint, its token in a checkpoint file; the broker
+//! gets `transaction.two.phase.commit.enable=true`): every other worker crash then restarts
+//! the worker with a crash point armed, so it kills itself at a chosen step (after a poll,
+//! after staging, after prepare before the checkpoint is written, after the checkpoint before
+//! completion; `--crash-phases` narrows them), and one more check runs: the record counts of
+//! the workers' last checkpoints add up to N exactly (`pipeline`).
+//!
 //! It prints the counts and the crashes survived, and fails (exit 1) on any violation. The
 //! broker's and workers' logs are kept in the run directory, which is printed (and removed
 //! after a run without violation unless `SHOAL_VERIFY_KEEP` is set). The broker logs at info
@@ -34,9 +42,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use pipeline::{Pipeline, CRASH_AT, PHASES};
 use shoal_client::admin::{NewTopic, OffsetSpec};
 use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
 use shoal_client::{Admin, ClientConfig, Cluster};
+
+mod pipeline;
 
 const INPUT: &str = "verify-input";
 const OUTPUT: &str = "verify-output";
@@ -64,10 +75,22 @@ pub struct VerifyArgs {
     /// Largest pause before a crash, in milliseconds (the pause is uniform from a tenth of it).
     #[arg(long, default_value_t = 1_500)]
     pub crash_interval_ms_max: u64,
-    /// Records per transaction of the workers.
+    /// The pipeline the workers run: `per-poll` (`exactly_once_pipeline`) or `checkpointed`
+    /// (`checkpointed_source`: a prepared transaction per checkpoint, KIP-939; half the worker
+    /// crashes at chosen steps, and the checkpointed state checked).
+    #[arg(long, value_enum, default_value_t = Pipeline::PerPoll)]
+    pub pipeline: Pipeline,
+    /// Records per transaction of the per-poll workers.
     #[arg(long, default_value_t = 100)]
     pub records_per_txn: u64,
-    /// The worker program (default: examples/exactly_once_pipeline beside this binary, as
+    /// Checkpoint interval of the checkpointed workers, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub checkpoint_ms: u64,
+    /// The steps a checkpointed worker is made to crash at, in turn (comma-separated; default
+    /// all of polled, staged, prepared, checkpointed).
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PHASES))]
+    pub crash_phases: Vec<String>,
+    /// The worker program (default: the pipeline's example beside this binary, as
     /// `cargo build -p shoal-client --example exactly_once_pipeline` leaves it). A path
     /// ending in `.py` is a Python script taking the same flags, such as the Python package's
     /// `crates/python/examples/exactly_once_pipeline.py`, run by `--worker-python`.
@@ -208,6 +231,10 @@ struct Worker {
     log: PathBuf,
     child: Option<Child>,
     exits: u32,
+    /// The crash point armed in the running incarnation: (phase, nth time reached).
+    armed: Option<(&'static str, u64)>,
+    /// Incarnations that SIGKILLed themselves at their crash point, per phase.
+    phase_crashes: BTreeMap<&'static str, u32>,
 }
 
 impl Worker {
@@ -216,6 +243,10 @@ impl Worker {
             .create(true)
             .append(true)
             .open(&self.log)?;
+        match self.armed {
+            Some((phase, nth)) => self.command.env(CRASH_AT, format!("{phase}:{nth}")),
+            None => self.command.env_remove(CRASH_AT),
+        };
         self.child = Some(
             self.command
                 .stdout(Stdio::null())
@@ -227,16 +258,23 @@ impl Worker {
     }
 
     /// Restarts it if it exited by itself (a fatal error, the broker gone too long).
+    /// A worker killed at its crash point counts as a crash at that phase, not as an exit.
     fn revive(&mut self) -> anyhow::Result<()> {
-        let exited = match &mut self.child {
-            Some(c) => c.try_wait()?.is_some(),
-            None => true,
+        use std::os::unix::process::ExitStatusExt;
+        let status = match &mut self.child {
+            Some(c) => match c.try_wait()? {
+                Some(status) => Some(status),
+                None => return Ok(()),
+            },
+            None => None,
         };
-        if exited {
-            self.exits += 1;
-            self.spawn()?;
+        match (self.armed.take(), status.and_then(|s| s.signal())) {
+            (Some((phase, _)), Some(libc::SIGKILL)) => {
+                *self.phase_crashes.entry(phase).or_default() += 1;
+            }
+            _ => self.exits += 1,
         }
-        Ok(())
+        self.spawn()
     }
 
     fn kill(&mut self) {
@@ -278,23 +316,25 @@ pub fn run(args: VerifyArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Resul
     });
     let worker_bin = match &args.worker_bin {
         Some(p) => p.clone(),
-        None => default_worker_bin()?,
+        None => default_worker_bin(args.pipeline)?,
     };
     if !worker_bin.exists() {
         bail!(
-            "worker {} missing: build it with `cargo build -p shoal-client --example \
-             exactly_once_pipeline` (add --release for a release shoal) or pass --worker-bin",
-            worker_bin.display()
+            "worker {} missing: build it with `cargo build -p shoal-client --example {}` (add \
+             --release for a release shoal) or pass --worker-bin",
+            worker_bin.display(),
+            args.pipeline.example()
         );
     }
     let run_dir = std::env::temp_dir().join(format!("shoal-verify-{}-{seed}", std::process::id()));
     std::fs::create_dir_all(&run_dir)?;
     println!(
-        "shoal verify: seed {seed}, {} records over {} partitions, {} workers, {} crashes \
+        "shoal verify: seed {seed}, {} records over {} partitions, {} {} workers, {} crashes \
          (run directory {})",
         args.records,
         args.partitions,
         args.workers,
+        args.pipeline.example(),
         args.crashes,
         run_dir.display()
     );
@@ -309,7 +349,10 @@ pub fn run(args: VerifyArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Resul
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
     let mut broker = BrokerProcess {
         addr,
-        set: args.broker_set.clone(),
+        set: (args.pipeline.broker_settings().iter())
+            .map(|kv| kv.to_string())
+            .chain(args.broker_set.iter().cloned())
+            .collect(),
         metrics: format!("127.0.0.1:{}", free_port()?).parse()?,
         data_dir: args
             .data_dir
@@ -332,15 +375,22 @@ pub fn run(args: VerifyArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Resul
             };
             command
                 .args(["--bootstrap", &addr.to_string()])
-                .args(["--input", INPUT, "--output", OUTPUT, "--group", GROUP])
-                .args(["--transactional-id", &format!("verify-worker-{w}")])
-                .args(["--records-per-txn", &args.records_per_txn.to_string()])
-                .args(&args.worker_args);
+                .args(["--input", INPUT, "--output", OUTPUT, "--group", GROUP]);
+            args.pipeline.worker_args(
+                &mut command,
+                w,
+                args.records_per_txn,
+                args.checkpoint_ms,
+                &run_dir,
+            );
+            command.args(&args.worker_args);
             Worker {
                 command,
                 log: run_dir.join(format!("worker-{w}.log")),
                 child: None,
                 exits: 0,
+                armed: None,
+                phase_crashes: BTreeMap::new(),
             }
         })
         .collect();
@@ -368,15 +418,32 @@ pub fn run(args: VerifyArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Resul
         w.kill();
     }
     let exits: u32 = workers.iter().map(|w| w.exits).sum();
+    let mut at_phases: BTreeMap<&str, u32> = BTreeMap::new();
+    for (phase, n) in workers.iter().flat_map(|w| &w.phase_crashes) {
+        *at_phases.entry(phase).or_default() += n;
+    }
+    let phased: u32 = at_phases.values().sum();
+    let phases = if args.pipeline == Pipeline::Checkpointed {
+        let each: Vec<String> = PHASES
+            .iter()
+            .map(|p| format!("{p} {}", at_phases.get(p).copied().unwrap_or(0)))
+            .collect();
+        format!(", {phased} at chosen steps: {}", each.join(", "))
+    } else {
+        String::new()
+    };
     println!(
-        "crashes survived: {} ({} of the broker, {} of workers); {exits} worker exits \
-         restarted; {:.1} s",
-        crashes.broker + crashes.workers,
+        "crashes survived: {} ({} of the broker, {} of workers at random moments{phases}); \
+         {exits} worker exits restarted; {:.1} s",
+        crashes.broker + crashes.workers + phased,
         crashes.broker,
         crashes.workers,
         started.elapsed().as_secs_f64()
     );
-    let violations = runtime.block_on(check(&broker, &args, settled))?;
+    let mut violations = runtime.block_on(check(&broker, &args, settled))?;
+    if args.pipeline == Pipeline::Checkpointed {
+        violations.extend(check_checkpoints(&run_dir, &args)?);
+    }
     broker.kill();
     if violations.is_empty() {
         println!("OK: every input record's output committed exactly once and acknowledged");
@@ -401,11 +468,29 @@ fn is_python(worker: &std::path::Path) -> bool {
     worker.extension().is_some_and(|e| e == "py")
 }
 
-/// `examples/exactly_once_pipeline` beside this binary (target/<profile>/).
-fn default_worker_bin() -> anyhow::Result<PathBuf> {
+/// The pipeline's example beside this binary (target/<profile>/examples/).
+fn default_worker_bin(pipeline: Pipeline) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let dir = exe.parent().context("the binary's directory")?;
-    Ok(dir.join("examples").join("exactly_once_pipeline"))
+    Ok(dir.join("examples").join(pipeline.example()))
+}
+
+/// The checkpointed state: the workers' last checkpoints count every input record once.
+fn check_checkpoints(run_dir: &std::path::Path, args: &VerifyArgs) -> anyhow::Result<Vec<String>> {
+    let mut counted = 0u64;
+    for w in 0..args.workers {
+        counted += pipeline::checkpointed_records(&pipeline::checkpoint_file(run_dir, w))?;
+    }
+    println!("checkpointed state: {counted} records counted");
+    Ok(if counted == args.records {
+        Vec::new()
+    } else {
+        vec![format!(
+            "the workers' checkpoints count {counted} records, not {}: a checkpoint and its \
+             transaction disagree",
+            args.records
+        )]
+    })
 }
 
 /// Creates the topics and writes the numbered input records.
@@ -500,11 +585,57 @@ fn crash(
         } else {
             let w = &mut workers[victim];
             w.kill();
+            // Every other worker crash of a checkpointed run (the first, third, …) arms a crash
+            // point in the new incarnation, the phases in turn, at its 1st to 3rd time there.
+            w.armed =
+                (args.pipeline == Pipeline::Checkpointed && done.workers % 2 == 0).then(|| {
+                    let phases = crash_phases(args);
+                    (
+                        phases[(done.workers / 2) as usize % phases.len()],
+                        rng.between(1, 3),
+                    )
+                });
             w.spawn()?;
             done.workers += 1;
+            if let Some((phase, nth)) = workers[victim].armed {
+                // Waits for it, so that every phase is surely hit (unless the work runs out).
+                let crashed = wait_for_crash_point(workers, victim)?;
+                println!(
+                    "  worker {victim} restarted to crash at {phase} (time {nth}): {}",
+                    if crashed {
+                        "crashed there"
+                    } else {
+                        "not reached"
+                    }
+                );
+            }
         }
     }
     Ok(done)
+}
+
+/// The phases `--crash-phases` names (all by default), in their order.
+fn crash_phases(args: &VerifyArgs) -> Vec<&'static str> {
+    PHASES
+        .into_iter()
+        .filter(|p| args.crash_phases.is_empty() || args.crash_phases.iter().any(|c| c == p))
+        .collect()
+}
+
+/// Waits (reviving the others) until worker `armed` crashed at its crash point, for at most
+/// 20 s; whether it did.
+fn wait_for_crash_point(workers: &mut [Worker], armed: usize) -> anyhow::Result<bool> {
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until {
+        for w in workers.iter_mut() {
+            w.revive()?;
+        }
+        if workers[armed].armed.is_none() {
+            return Ok(true);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(false)
 }
 
 /// The input's end offsets and the group's start offsets and lags, per partition.

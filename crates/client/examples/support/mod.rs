@@ -136,3 +136,29 @@ pub async fn retrying(
         other => other,
     }
 }
+
+/// The environment variable naming a crash point: `PHASE:N`.
+pub const CRASH_AT: &str = "SHOAL_CRASH_AT";
+
+/// A test hook for crash schedules (`shoal verify --pipeline checkpointed`): when
+/// `SHOAL_CRASH_AT` is `phase:N`, the process SIGKILLs itself the Nth time it reaches
+/// `phase` — a kill -9 at a chosen step, which a random schedule would rarely hit. Does nothing
+/// otherwise.
+pub fn crash_point(phase: &str) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static REACHED: AtomicU64 = AtomicU64::new(0);
+    let Ok(at) = std::env::var(CRASH_AT) else {
+        return;
+    };
+    let Some((name, nth)) = at.split_once(':') else {
+        return;
+    };
+    if name != phase {
+        return;
+    }
+    if REACHED.fetch_add(1, Ordering::SeqCst) + 1 == nth.parse::<u64>().unwrap_or(1) {
+        eprintln!("crash point {phase}: SIGKILL");
+        // SAFETY: kill(2) of this very process.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+}
