@@ -2,6 +2,7 @@
 # One row of the exactly-once pipeline benchmark (issue 12, 5a and 5b).
 #
 #   bench/pipeline.sh eos|alo|java WORKERS RECORDS_PER_TXN RECORDS
+#   bench/pipeline.sh ckpt WORKERS CHECKPOINTS_PER_MINUTE RECORDS
 #
 # eos:  WORKERS exactly_once_pipeline processes (share group g, one transactional id each)
 #       on a fresh `shoal serve` (durable defaults, num.partitions=4, random loopback port),
@@ -9,6 +10,11 @@
 #       their commit lines add up to RECORDS;
 # alo:  the same with the example's --at-least-once baseline (explicit non-transactional
 #       acknowledgements);
+# ckpt: WORKERS checkpointed_source processes (issue 32: one prepared KIP-939 transaction per
+#       checkpoint carrying the outputs and the acknowledgements, its token in a checkpoint
+#       file) checkpointing CHECKPOINTS_PER_MINUTE times a minute, on a broker with
+#       transaction.two.phase.commit.enable=true; latency is each checkpoint's prepare +
+#       checkpoint file + commit (the workers' `in D ms` lines);
 # java: what a Kafka user runs for exactly-once today, bench/java/EosPipelineBench.java:
 #       WORKERS threads, each a KafkaConsumer (consumer group, read_committed) and a
 #       transactional KafkaProducer with sendOffsetsToTransaction, on 4 partitions; against
@@ -25,7 +31,7 @@
 # include the fill). Needs target/release/shoal and the release example (cargo build --release -p
 # shoal-cli, then cargo build --release -p shoal-client --example exactly_once_pipeline: one
 # command with --example builds only the example); java needs javac and Maven.
-# A row that does not finish in 300 s prints TIMEOUT. KEEP=1 keeps the data directory.
+# A row that does not finish in 300 s ($LIMIT_S) prints TIMEOUT. KEEP=1 keeps the data directory.
 # WORKER=py (eos/alo) runs the Python package's twin of the example instead,
 # crates/python/examples/exactly_once_pipeline.py, with $PYTHON (default python3), which must
 # have shoal-queues installed (crates/python/tests/run.sh installs it in tests/interop/.venv).
@@ -41,8 +47,10 @@ trap 'kill -9 ${broker:-} $pids 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$dir"
 
 start_shoal() {
     [ -x "$bin/shoal" ] || { echo "no $bin/shoal (cargo build --release -p shoal-cli)" >&2; exit 1; }
+    local extra=()
+    [ "$mode" = ckpt ] && extra=(--set transaction.two.phase.commit.enable=true)
     "$bin/shoal" serve --data-dir "$dir/data" --listen "127.0.0.1:$port" \
-        --set num.partitions=4 > "$dir/broker.log" 2>&1 &
+        --set num.partitions=4 "${extra[@]}" > "$dir/broker.log" 2>&1 &
     broker=$!
 }
 
@@ -109,9 +117,16 @@ worker=("$bin/examples/exactly_once_pipeline")
 [ "${WORKER:-rust}" = py ] &&
     worker=("${PYTHON:-python3}" "$repo/crates/python/examples/exactly_once_pipeline.py")
 for i in $(seq 1 "$workers"); do
-    "${worker[@]}" --bootstrap "127.0.0.1:$port" --input in \
-        --output out --group g --transactional-id "t$i" --records-per-txn "$per_txn" \
-        "${flag[@]}" 2> "$dir/w$i.log" &
+    if [ "$mode" = ckpt ]; then
+        "$bin/examples/checkpointed_source" --bootstrap "127.0.0.1:$port" --input in \
+            --output out --group g --transactional-id "t$i" \
+            --checkpoint-ms $((60000 / per_txn)) --checkpoint-file "$dir/checkpoint-$i" \
+            2> "$dir/w$i.log" &
+    else
+        "${worker[@]}" --bootstrap "127.0.0.1:$port" --input in \
+            --output out --group g --transactional-id "t$i" --records-per-txn "$per_txn" \
+            "${flag[@]}" 2> "$dir/w$i.log" &
+    fi
     pids="$pids $!"
 done
 first="" first_total=0
@@ -123,7 +138,7 @@ while :; do
     done
     if [ -z "$first" ] && [ "$total" -gt 0 ]; then first=$(date +%s.%N) first_total=$total; fi
     [ "$total" -ge "$records" ] && break
-    if [ $(($(date +%s) - ${start%.*})) -gt 300 ]; then echo TIMEOUT; break; fi
+    if [ $(($(date +%s) - ${start%.*})) -gt "${LIMIT_S:-300}" ]; then echo TIMEOUT; break; fi
     sleep 0.2
 done
 end=$(date +%s.%N)
@@ -136,7 +151,9 @@ secs=$(echo "$end - $start" | bc)
 steady=$(echo "($total - $first_total) / ($end - $first)" | bc)
 latency=$(cat "$dir"/w*.log | grep -o 'in [0-9.]* ms' | awk '{print $2}' | sort -n |
     awk '{a[NR]=$1} END {print "p50_ms", a[int(NR*0.5)+1], "p99_ms", a[int(NR*0.99)+1], "commits", NR}')
-echo "$mode${WORKER:+ worker=$WORKER} workers=$workers per_txn=$per_txn records=$total secs=$secs" \
+knob="per_txn=$per_txn"
+[ "$mode" = ckpt ] && knob="checkpoints_per_min=$per_txn"
+echo "$mode${WORKER:+ worker=$WORKER} workers=$workers $knob records=$total secs=$secs" \
     "records_per_s=$(echo "$total / $secs" | bc) steady_per_s=$steady" \
     "first_commit_s=$(echo "$first - $start" | bc) $latency" \
     "cpu_s_broker=$cpu_broker cpu_s_workers=$cpu_workers"

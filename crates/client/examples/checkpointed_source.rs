@@ -39,8 +39,8 @@
 //! transaction with PATH's token: committed when the checkpoint recorded it (the kill came
 //! after the checkpoint), aborted otherwise (its records are delivered again and its outputs
 //! never become visible). Every input's output is visible once, and every acknowledgement
-//! commits with the state that counted it. Lines: `checkpoint C: R records acknowledged
-//! (total T, sum S)`, and `recovered: commit|abort|nothing prepared (total T, sum S)`.
+//! commits with the state that counted it. Lines: `checkpoint C: R records acknowledged in
+//! D ms (total T, sum S)` (D: prepare, checkpoint file, commit), and `recovered: commit|abort|nothing prepared (total T, sum S)`.
 //! `shoal verify --pipeline checkpointed` runs it under crashes, some at chosen steps
 //! (`SHOAL_CRASH_AT=polled|staged|prepared|checkpointed:N`, see `support::crash_point`);
 //! `--broken-abort-on-recover` is a deliberately wrong recovery, for testing that check.
@@ -345,6 +345,7 @@ async fn two_phase(s: Settings) -> anyhow::Result<()> {
             continue; // nothing read since the last checkpoint
         }
         // snapshotState: prepare, then store the token with the state.
+        let checkpoint_started = Instant::now();
         let token = acknowledger.prepare().await?;
         support::crash_point("prepared");
         checkpoint = Checkpoint {
@@ -360,8 +361,10 @@ async fn two_phase(s: Settings) -> anyhow::Result<()> {
         }
         checkpoints += 1;
         eprintln!(
-            "checkpoint {checkpoints}: {since} records acknowledged (total {}, sum {})",
-            state.records, state.sum
+            "checkpoint {checkpoints}: {since} records acknowledged in {:.1} ms (total {}, sum {})",
+            checkpoint_started.elapsed().as_secs_f64() * 1e3,
+            state.records,
+            state.sum
         );
         since = 0;
     }
