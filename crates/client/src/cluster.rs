@@ -1,6 +1,10 @@
 //! [`Cluster`]: the connection layer every other part of the client stands on.
 //!
-//! Owns: the bootstrap list, the metadata cache ([`Metadata`]) and its refreshes, one
+//! Owns: the bootstrap list, the metadata cache ([`Metadata`]) and its refreshes — waited for
+//! when a lookup needs a topic the cache lacks or the cache was marked stale
+//! ([`Cluster::invalidate_metadata`]), fetched in the background when an update is requested
+//! ([`Cluster::request_metadata_update`], after a broker could not be reached) or the cache is
+//! older than `metadata.max.age.ms`, while lookups go on using the cache — one
 //! [`BrokerConnection`] per broker for data requests plus one per coordinator (so group and
 //! transaction requests never queue behind a long fetch on the same socket, as in the Java
 //! client), the coordinator cache (FindCoordinator), reconnection with
@@ -19,7 +23,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
 use crate::backoff::{Backoff, Decision, Jitter, RetryBudget};
@@ -96,6 +100,8 @@ struct Inner {
     topics: Mutex<BTreeSet<String>>,
     /// Single-flight metadata fetches: concurrent callers wait for one refresh.
     refresh: tokio::sync::Mutex<()>,
+    /// Whether the background updater task runs ([`Cluster::request_metadata_update`]).
+    updating: AtomicBool,
     slots: Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<Slot>>>>,
     coordinators: Mutex<HashMap<(CoordinatorType, String), Coordinator>>,
     closed: AtomicBool,
@@ -134,6 +140,7 @@ impl Cluster {
             metadata: Mutex::new(Metadata::new()),
             topics: Mutex::new(BTreeSet::new()),
             refresh: tokio::sync::Mutex::new(()),
+            updating: AtomicBool::new(false),
             slots: Mutex::new(HashMap::new()),
             coordinators: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
@@ -167,9 +174,33 @@ impl Cluster {
         lock(&self.inner.metadata).clone()
     }
 
-    /// Marks metadata stale; the next lookup fetches it.
+    /// Marks metadata stale; the next lookup fetches it (and waits for it).
     pub fn invalidate_metadata(&self) {
         lock(&self.inner.metadata).invalidate();
+    }
+
+    /// Requests a metadata update without marking the cache stale (Kafka's
+    /// `Metadata.requestUpdate`): lookups of known topics and partitions go on using the cache
+    /// without waiting, while a background task fetches metadata — no sooner than
+    /// `retry.backoff.ms` after the last fetch, growing to `retry.backoff.max.ms` while no
+    /// broker answers. For a broker that cannot be reached: its partitions may have moved.
+    pub fn request_metadata_update(&self) {
+        lock(&self.inner.metadata).request_update();
+        self.spawn_updater();
+    }
+
+    /// Starts the background updater unless it runs (or there is no runtime to run it on).
+    fn spawn_updater(&self) {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.inner.updating.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        runtime.spawn(serve_updates(Arc::downgrade(&self.inner)));
     }
 
     fn check_open(&self) -> Result<(), Error> {
@@ -183,7 +214,9 @@ impl Cluster {
     /// Runs `op` until it succeeds, fails with an error that is not retriable, or the budget
     /// (`retries`, `default.api.timeout.ms`) runs out; then returns its last error. Before a
     /// retry it sleeps `retry.backoff.ms` growing to `retry.backoff.max.ms` with jitter, and
-    /// marks metadata stale when the error says it is.
+    /// marks metadata stale when the error says it is, or requests an update in the
+    /// background when a broker could not be reached (the retry uses the cache meanwhile;
+    /// the update, once it arrives, names the partitions' new leaders).
     ///
     /// # Errors
     /// The last error of `op`.
@@ -203,6 +236,8 @@ impl Cluster {
             };
             if error.requires_metadata_refresh() {
                 self.invalidate_metadata();
+            } else if error.requires_metadata_update() {
+                self.request_metadata_update();
             }
             let unit = lock(&self.inner.jitter).next_unit();
             match budget.after_failure(Instant::now(), &self.inner.retry_backoff, unit) {
@@ -301,7 +336,9 @@ impl Cluster {
         keys
     }
 
-    /// Metadata of `topic`, fetched when the cache lacks it or is stale, retried while the
+    /// Metadata of `topic`, fetched (and waited for) when the cache lacks it or is stale —
+    /// a cache older than `metadata.max.age.ms` or with an update requested is used while it
+    /// is updated in the background — retried while the
     /// broker answers with a retriable error (UNKNOWN_TOPIC_OR_PARTITION while a topic is
     /// being created, LEADER_NOT_AVAILABLE during an election).
     ///
@@ -362,13 +399,20 @@ impl Cluster {
                 topics.insert(topic.to_owned());
             }
         }
-        let needs = lock(&self.inner.metadata).needs_refresh(
-            Instant::now(),
-            self.inner.config.metadata_max_age(),
-            &[topic],
-        );
-        if needs {
+        let (wait, update) = {
+            let m = lock(&self.inner.metadata);
+            let update = m.needs_refresh(
+                Instant::now(),
+                self.inner.config.metadata_max_age(),
+                &[topic],
+            );
+            (m.must_wait(&[topic]), update)
+        };
+        if wait {
             self.refresh_metadata_once().await?;
+        } else if update {
+            // Old, or an update requested: used as it is while the updater fetches it.
+            self.spawn_updater();
         }
         let m = lock(&self.inner.metadata);
         match m.topic(topic) {
@@ -726,6 +770,63 @@ impl Cluster {
         let slots: Vec<_> = lock(&self.inner.slots).values().cloned().collect();
         for slot in slots {
             slot.lock().await.conn = None;
+        }
+    }
+}
+
+/// The background updater: fetches metadata while an update is wanted
+/// ([`Metadata::update_wait`]), then ends; at most one runs per cluster. It holds the cluster
+/// only while it fetches, so a cluster dropped without [`Cluster::close`] ends it too.
+async fn serve_updates(inner: Weak<Inner>) {
+    let mut failures: u32 = 0;
+    loop {
+        loop {
+            let Some(cluster) = inner.upgrade().map(|inner| Cluster { inner }) else {
+                return;
+            };
+            let i = &cluster.inner;
+            if i.closed.load(Ordering::Acquire) {
+                break;
+            }
+            let wait = lock(&i.metadata).update_wait(
+                Instant::now(),
+                i.config.metadata_max_age(),
+                i.config.retry_backoff(),
+            );
+            let delay = match wait {
+                None => break,
+                Some(delay) if !delay.is_zero() => delay,
+                Some(_) => match cluster.refresh_metadata_once().await {
+                    Ok(()) => {
+                        failures = 0;
+                        continue;
+                    }
+                    // Closed, or a broker without Metadata: no retry helps; the next
+                    // request starts another updater.
+                    Err(e) if e.is_fatal() => {
+                        i.updating.store(false, Ordering::Release);
+                        return;
+                    }
+                    Err(_) => {
+                        let unit = lock(&i.jitter).next_unit();
+                        let delay = i.retry_backoff.delay(failures, unit);
+                        failures = failures.saturating_add(1);
+                        delay
+                    }
+                },
+            };
+            drop(cluster);
+            tokio::time::sleep(delay).await;
+        }
+        let Some(i) = inner.upgrade() else {
+            return;
+        };
+        i.updating.store(false, Ordering::Release);
+        // An update requested between the last check and the flag's clearing found the
+        // updater running: serve it here, unless another updater has started meanwhile.
+        let wanted = lock(&i.metadata).update_requested();
+        if !wanted || i.closed.load(Ordering::Acquire) || i.updating.swap(true, Ordering::AcqRel) {
+            return;
         }
     }
 }

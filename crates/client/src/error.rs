@@ -241,6 +241,18 @@ impl Error {
         }
     }
 
+    /// Whether the broker asked could not be reached (connection refused, closed, an I/O
+    /// error, no answer within `request.timeout.ms`): its partitions may have moved to another
+    /// broker, which only new metadata names. Unlike [`Error::requires_metadata_refresh`] the
+    /// cache stays usable meanwhile — an update is requested ([`crate::Cluster::request_metadata_update`])
+    /// and fetched in the background, as Kafka's clients do on every disconnection.
+    pub fn requires_metadata_update(&self) -> bool {
+        matches!(
+            self,
+            Error::Io { .. } | Error::ConnectionClosed { .. } | Error::Timeout { .. }
+        )
+    }
+
     /// Whether a cached coordinator must be looked up again before retrying.
     pub fn requires_coordinator_lookup(&self) -> bool {
         match self {
@@ -312,6 +324,25 @@ mod tests {
         }
         assert!(!kafka(ErrorCode::NOT_COORDINATOR).requires_metadata_refresh());
         assert!(kafka(ErrorCode::NOT_COORDINATOR).requires_coordinator_lookup());
+    }
+
+    /// A broker that cannot be reached asks for a metadata update, without marking the cache
+    /// stale (which would make every lookup wait for a fetch).
+    #[test]
+    fn unreachable_brokers_request_a_metadata_update_only() {
+        let refused = Error::Io {
+            addr: "127.0.0.1:9".into(),
+            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        };
+        let closed = Error::ConnectionClosed {
+            addr: "127.0.0.1:9".into(),
+        };
+        for e in [&refused, &closed] {
+            assert!(e.requires_metadata_update(), "{e:?}");
+            assert!(!e.requires_metadata_refresh(), "{e:?}");
+            assert!(e.is_retriable(), "{e:?}");
+        }
+        assert!(!kafka(ErrorCode::NOT_LEADER_OR_FOLLOWER).requires_metadata_update());
     }
 
     #[test]

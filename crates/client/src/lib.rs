@@ -85,7 +85,9 @@
 //! [`Error`] carries the Kafka error code ([`Error::code`]) and its class ([`ErrorClass`]:
 //! retriable, abortable, fatal), as the Java client classifies them; the cluster layer retries
 //! only retriable errors and refreshes metadata on NOT_LEADER_OR_FOLLOWER,
-//! UNKNOWN_TOPIC_OR_PARTITION and UNKNOWN_TOPIC_ID ([`Error::requires_metadata_refresh`]).
+//! UNKNOWN_TOPIC_OR_PARTITION and UNKNOWN_TOPIC_ID ([`Error::requires_metadata_refresh`]),
+//! and requests a metadata update in the background, using the cache meanwhile, when a broker
+//! cannot be reached ([`Error::requires_metadata_update`], [`Cluster::request_metadata_update`]).
 //! An api the broker lacks is [`Error::UnsupportedVersion`] before anything is sent.
 //! The producer's transaction errors are [`Error::Transaction`], fatal (fenced: close the
 //! producer) or abortable (abort the transaction and go on); a record that failed is

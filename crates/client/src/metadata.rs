@@ -1,8 +1,12 @@
 //! The cluster metadata cache, sans-IO: brokers, topics with their ids and partition leaders,
 //! and the decisions around it: whether a response is acceptable ([`Metadata::apply`]
 //! validates it whole before changing anything), whether a partition's new leader is newer
-//! than the cached one (leader epochs, KIP-320), and when the cache must be fetched again
-//! ([`Metadata::needs_refresh`]).
+//! than the cached one (leader epochs, KIP-320), and when the cache must be fetched again:
+//! before it is used ([`Metadata::must_wait`]: never fetched, marked stale, a topic missing), or
+//! in the background while it goes on being used ([`Metadata::update_wait`]: an update was
+//! requested after a broker could not be reached, or the cache is older than
+//! `metadata.max.age.ms`), as Kafka's `Metadata.requestUpdate` differs from a lookup of a topic
+//! it does not know yet.
 //!
 //! Limits: a response naming more than [`BROKERS_MAX`] brokers, [`TOPICS_MAX`] topics or
 //! [`PARTITIONS_MAX`] partitions of one topic is refused (a broken or hostile broker must not
@@ -82,6 +86,8 @@ pub struct Metadata {
     topic_errors: HashMap<String, ErrorCode>,
     updated_at: Option<Instant>,
     stale: bool,
+    /// An update is wanted, but the cache stays usable meanwhile ([`Metadata::request_update`]).
+    update_requested: bool,
 }
 
 impl Metadata {
@@ -158,6 +164,7 @@ impl Metadata {
         }
         self.updated_at = Some(now);
         self.stale = false;
+        self.update_requested = false;
         Ok(applied)
     }
 
@@ -167,15 +174,54 @@ impl Metadata {
         self.stale = true;
     }
 
-    /// Whether to fetch metadata before using the cache for `topics`: never fetched, marked
-    /// stale, older than `max_age`, or missing one of the topics.
+    /// Asks for an update without marking the cache stale: lookups go on using it (a known
+    /// partition keeps its cached leader) until the update arrives. For a broker that cannot
+    /// be reached — its partitions may have moved, which only new metadata tells.
+    pub fn request_update(&mut self) {
+        self.update_requested = true;
+    }
+
+    /// Whether an update was requested and has not arrived yet.
+    pub fn update_requested(&self) -> bool {
+        self.update_requested
+    }
+
+    /// Whether to fetch metadata at all: never fetched, marked stale, an update requested,
+    /// older than `max_age`, or missing one of `topics`.
     pub fn needs_refresh(&self, now: Instant, max_age: Duration, topics: &[&str]) -> bool {
-        let Some(updated_at) = self.updated_at else {
-            return true;
-        };
-        self.stale
-            || now.saturating_duration_since(updated_at) >= max_age
+        self.must_wait(topics)
+            || self.update_requested
+            || self
+                .updated_at
+                .is_some_and(|at| now.saturating_duration_since(at) >= max_age)
+    }
+
+    /// Whether a lookup of `topics` must wait for a fetch rather than use the cache: never
+    /// fetched, marked stale ([`Metadata::invalidate`]), or missing one of the topics. An
+    /// update requested or an old cache do not make lookups wait (see
+    /// [`Metadata::update_wait`]).
+    pub fn must_wait(&self, topics: &[&str]) -> bool {
+        self.updated_at.is_none()
+            || self.stale
             || topics.iter().any(|t| !self.topics.contains_key(*t))
+    }
+
+    /// When a background update is due: `None` when none is wanted (no update requested, the
+    /// cache younger than `max_age`), else how long to wait first — an update is fetched no
+    /// sooner than `backoff` after the last one (`retry.backoff.ms`), so a broker refusing
+    /// every connection does not make the client fetch metadata in a loop.
+    pub fn update_wait(
+        &self,
+        now: Instant,
+        max_age: Duration,
+        backoff: Duration,
+    ) -> Option<Duration> {
+        let Some(updated_at) = self.updated_at else {
+            return Some(Duration::ZERO);
+        };
+        let age = now.saturating_duration_since(updated_at);
+        let wanted = self.stale || self.update_requested || age >= max_age;
+        wanted.then(|| backoff.saturating_sub(age))
     }
 
     pub fn cluster_id(&self) -> Option<&str> {
@@ -359,6 +405,50 @@ mod tests {
         ));
         m.invalidate();
         assert!(m.needs_refresh(now, Duration::from_secs(300), &["t"]));
+        assert!(m.must_wait(&["t"]));
+    }
+
+    /// A requested update leaves the cache usable, and is due no sooner than the backoff
+    /// after the last fetch; an old cache is updated in the background too.
+    #[test]
+    fn a_requested_update_does_not_make_lookups_wait() {
+        let now = Instant::now();
+        let (max_age, backoff) = (Duration::from_secs(300), Duration::from_millis(100));
+        let mut m = Metadata::new();
+        assert!(m.must_wait(&[]));
+        assert_eq!(m.update_wait(now, max_age, backoff), Some(Duration::ZERO));
+        m.apply(now, &response(vec![topic("t", 7, &[(1, 0)])]))
+            .unwrap();
+        assert_eq!(m.update_wait(now, max_age, backoff), None);
+        m.request_update();
+        assert!(m.update_requested());
+        assert!(
+            !m.must_wait(&["t"]),
+            "a known topic is served from the cache"
+        );
+        assert!(m.must_wait(&["u"]), "an unknown one is waited for");
+        assert!(m.needs_refresh(now, max_age, &["t"]));
+        assert_eq!(m.leader("t", 0), Some(1));
+        let later = now + Duration::from_millis(30);
+        assert_eq!(
+            m.update_wait(later, max_age, backoff),
+            Some(Duration::from_millis(70))
+        );
+        assert_eq!(
+            m.update_wait(now + backoff * 2, max_age, backoff),
+            Some(Duration::ZERO)
+        );
+        m.apply(later, &response(vec![topic("t", 7, &[(2, 1)])]))
+            .unwrap();
+        assert!(!m.update_requested());
+        assert_eq!(m.leader("t", 0), Some(2));
+        assert_eq!(m.update_wait(later, max_age, backoff), None);
+        assert!(!m.must_wait(&["t"]));
+        assert_eq!(
+            m.update_wait(later + max_age, max_age, backoff),
+            Some(Duration::ZERO),
+            "an old cache is updated in the background"
+        );
     }
 
     #[test]

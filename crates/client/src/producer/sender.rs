@@ -403,10 +403,10 @@ async fn produce_round(shared: &Arc<Shared>, pipelines: &mut Pipelines) -> Optio
     };
     shared.progress.notify_waiters();
     if !leaderless.is_empty() {
-        shared.cluster.invalidate_metadata();
-        for topic in &leaderless {
-            let _ = shared.cluster.try_topic(topic).await;
-        }
+        // An election under way: the partitions wait (their batches age towards
+        // delivery.timeout.ms) while metadata is updated in the background; the loop does not
+        // wait for it, and send() goes on using the cache for other partitions.
+        shared.cluster.request_metadata_update();
     }
     if per_leader.is_empty() {
         let backoff = shared.config.client().retry_backoff().as_millis() as i64;
@@ -540,7 +540,14 @@ async fn send_all(
                 // Sent or dropped: either way the earlier answer is applied.
                 let _ = before.await;
             }
-            let stale = apply(&shared, outgoing, answer);
+            let (stale, unreachable) = apply(&shared, outgoing, answer);
+            if unreachable {
+                // The leader could not be reached: its partitions may have moved. Ask for an
+                // update, served in the background, and go on with the cache meanwhile — the
+                // batches are retried after their backoff to whichever leader metadata names
+                // by then (Kafka's sender on a disconnection).
+                shared.cluster.request_metadata_update();
+            }
             drop(in_flight);
             let _ = applied.send(());
             shared.progress.notify_waiters();
@@ -559,12 +566,13 @@ async fn send_all(
 }
 
 /// Applies one ProduceRequest's answer (or failure) to its batches. Returns the topics
-/// whose metadata the answer says is stale.
+/// whose metadata the answer says is stale, and whether the leader could not be reached
+/// (a metadata update is wanted, without making lookups wait).
 fn apply(
     shared: &Shared,
     outgoing: Vec<Outgoing>,
     answer: Result<Option<ProduceResponse>, Error>,
-) -> Vec<String> {
+) -> (Vec<String>, bool) {
     let idempotent = shared.config.idempotence();
     let metadata = shared.cluster.metadata();
     let now = shared.now_ms();
@@ -593,6 +601,9 @@ fn apply(
         Ok(None) => None,
         Err(e) => Some(e),
     };
+    let unreachable = failure
+        .as_ref()
+        .is_some_and(Error::requires_metadata_update);
     let mut stale = Vec::new();
     for o in outgoing {
         let mut refresh = false;
@@ -632,7 +643,7 @@ fn apply(
             st.finish(c);
         }
     }
-    stale
+    (stale, unreachable)
 }
 
 /// The code a transaction's error gives the batches it fails.

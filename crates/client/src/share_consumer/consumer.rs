@@ -331,11 +331,20 @@ impl ShareConsumer {
         if partitions.is_empty() && acking.is_empty() && forgotten.is_empty() {
             return Ok(false);
         }
-        let version = self
-            .cluster
-            .api_versions(leader)
-            .await?
-            .version(ApiKey::ShareFetch)?;
+        let versions = match self.cluster.api_versions(leader).await {
+            Ok(versions) => versions,
+            // The leader cannot be reached (nothing was sent, nothing taken from the book):
+            // its partitions may have moved, which the requested metadata update tells; the
+            // next round plans with it.
+            Err(e) if e.is_retriable() => {
+                if e.requires_metadata_update() {
+                    self.cluster.request_metadata_update();
+                }
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        };
+        let version = versions.version(ApiKey::ShareFetch)?;
         if self.config.acquire_mode() == AcquireMode::RecordLimit && version < 2 {
             return Err(Error::Config {
                 key: "share.acquire.mode".into(),
@@ -354,6 +363,10 @@ impl ShareConsumer {
                     self.book.on_sent(key, batches, e.code().0);
                 }
                 self.session_lost(leader, &mut session);
+                if e.requires_metadata_update() {
+                    // The leader could not be reached: its partitions may have moved.
+                    self.cluster.request_metadata_update();
+                }
                 if e.is_retriable() {
                     return Ok(true);
                 }
