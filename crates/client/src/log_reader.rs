@@ -44,13 +44,7 @@ pub async fn read_partition(
     read_committed: bool,
 ) -> Result<PartitionRecords, Error> {
     let read = read_from_leader(cluster, topic, partition, read_committed).await;
-    let moved = |e: &Error| {
-        e.requires_metadata_refresh()
-            || matches!(
-                e,
-                Error::Io { .. } | Error::ConnectionClosed { .. } | Error::Timeout { .. }
-            )
-    };
+    let moved = |e: &Error| e.requires_metadata_refresh() || e.requires_metadata_update();
     if read.as_ref().err().is_some_and(moved) {
         cluster.invalidate_metadata();
     }
