@@ -3,14 +3,21 @@
 //!
 //! ```text
 //! Handshake ──ApiVersions──▶ Handshake (answered normally)
-//!     │ SaslHandshake(enabled mechanism)        SaslHandshake(other) ─▶ answer, close
-//!     ▼                                          any other request   ─▶ close
+//!     │ SaslHandshake(enabled mechanism)        SaslHandshake(other) ─▶ fail, answered
+//!     ▼                                          any other request   ─▶ fail, unanswered
 //! Authenticate ──SaslAuthenticate(token)──▶ Authenticate (SCRAM's first round) or Complete
-//!     │ wrong credentials / bad token ─▶ wait connection.failed.authentication.delay.ms,
-//!     │                                  answer SASL_AUTHENTICATION_FAILED, close
-//!     ▼ any other request ─▶ close
+//!     │ wrong credentials / bad token ─▶ fail, answered SASL_AUTHENTICATION_FAILED
+//!     ▼ any other request ─▶ fail, unanswered
 //! Complete: requests go to the ordinary path.
 //! ```
+//! "Fail" is Kafka's failed authentication: the connection waits
+//! `connection.failed.authentication.delay.ms` (reading nothing, serving nothing), then writes
+//! the answer, if there is one, and closes ([`Step::FailAfter`]); it slows down a client that
+//! guesses passwords without holding up any other connection. A frame that is not a request
+//! at all fails the same way when it is the connection's first (Kafka takes it for a GSSAPI
+//! token, and GSSAPI is not served); later, like a request body that does not decode, it
+//! closes at once.
+//!
 //! After a SaslHandshake v0 the tokens come as bare size-prefixed frames, not SaslAuthenticate
 //! requests, and the answers go back the same way (Kafka's legacy mode).
 //!
@@ -37,15 +44,13 @@ pub enum Step {
     Serve,
     /// Write these bytes (a whole frame) and read on; authentication may now be complete.
     Reply(BytesMut),
-    /// Write these bytes, then close (an unsupported mechanism).
-    ReplyAndClose(BytesMut, String),
-    /// Wait `delay`, write `reply` if any, then close (failed authentication).
+    /// Failed authentication: wait `delay` without reading, write `reply` if any, then close.
     FailAfter {
         delay: Duration,
         reply: Option<BytesMut>,
         reason: String,
     },
-    /// Close at once, answering nothing (a request out of place, an undecodable frame).
+    /// Close at once, answering nothing (a request that does not decode).
     Close(String),
 }
 
@@ -58,7 +63,10 @@ pub struct Authenticated {
 
 #[derive(Debug)]
 enum State {
-    Handshake,
+    /// `first`: no frame has come yet.
+    Handshake {
+        first: bool,
+    },
     Authenticate {
         mechanism: Mechanism,
         /// 0: bare tokens; 1: SaslAuthenticate requests.
@@ -90,7 +98,7 @@ impl Authenticator {
     pub fn new(settings: Arc<SaslSettings>) -> Self {
         Self {
             settings,
-            state: State::Handshake,
+            state: State::Handshake { first: true },
         }
     }
 
@@ -111,7 +119,7 @@ impl Authenticator {
         nonce: impl FnOnce() -> String,
     ) -> Step {
         match std::mem::replace(&mut self.state, State::Failed) {
-            State::Handshake => self.handshake(frame),
+            State::Handshake { first } => self.handshake(frame, first),
             State::Authenticate {
                 mechanism,
                 handshake_version,
@@ -132,19 +140,36 @@ impl Authenticator {
         }
     }
 
-    fn handshake(&mut self, frame: Bytes) -> Step {
+    /// Kafka's failed authentication: `reply` (if any) and the close after the delay.
+    fn fail(&self, reply: Option<BytesMut>, reason: String) -> Step {
+        Step::FailAfter {
+            delay: self.settings.failed_delay,
+            reply,
+            reason,
+        }
+    }
+
+    fn handshake(&mut self, frame: Bytes, first: bool) -> Step {
         let Some(header) = peek_header(&frame) else {
-            return Step::Close(format!("{} bytes are not a Kafka request", frame.len()));
+            let reason = format!("{} bytes are not a Kafka request", frame.len());
+            return if first {
+                self.fail(None, reason)
+            } else {
+                Step::Close(reason)
+            };
         };
         if header.api_key == ApiKey::ApiVersions as i16 {
-            self.state = State::Handshake;
+            self.state = State::Handshake { first: false };
             return Step::Serve;
         }
         if header.api_key != ApiKey::SaslHandshake as i16 {
-            return Step::Close(format!(
-                "unexpected request (api key {}) during SASL handshake",
-                header.api_key
-            ));
+            return self.fail(
+                None,
+                format!(
+                    "unexpected request (api key {}) during SASL handshake",
+                    header.api_key
+                ),
+            );
         }
         let request = match decode_request(frame) {
             Ok(request) => request,
@@ -178,7 +203,7 @@ impl Authenticator {
                 };
                 Step::Reply(out)
             }
-            None => Step::ReplyAndClose(out, format!("unsupported SASL mechanism {offered:?}")),
+            None => self.fail(Some(out), format!("unsupported SASL mechanism {offered:?}")),
         }
     }
 
@@ -219,10 +244,13 @@ impl Authenticator {
             return Step::Close(format!("{} bytes are not a Kafka request", frame.len()));
         };
         if header.api_key != ApiKey::SaslAuthenticate as i16 {
-            return Step::Close(format!(
-                "unexpected request (api key {}) during SASL authentication",
-                header.api_key
-            ));
+            return self.fail(
+                None,
+                format!(
+                    "unexpected request (api key {}) during SASL authentication",
+                    header.api_key
+                ),
+            );
         }
         let request = match decode_request(frame) {
             Ok(request) => request,

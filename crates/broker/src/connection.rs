@@ -9,6 +9,11 @@
 //!
 //! A frame that cannot be handled (oversized, unknown api key, unsupported version other than
 //! ApiVersions', undecodable body) closes this connection with one log line and nothing else.
+//!
+//! On a SASL listener the connection first holds the SASL conversation
+//! ([`crate::authenticator`]); a failed authentication waits
+//! `connection.failed.authentication.delay.ms` in this connection's own task, reading
+//! nothing, before its answer and the close.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -220,6 +225,7 @@ async fn authenticate(
 ) -> Option<Authenticated> {
     let peer = ctx.peer;
     let decoder = FrameDecoder::new(settings.receive_bytes_max);
+    let delay = settings.failed_delay;
     let mut auth = Authenticator::new(settings);
     loop {
         loop {
@@ -227,7 +233,9 @@ async fn authenticate(
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
                 Err(e) => {
-                    warn!(%peer, error = %e, "closing connection: bad frame during authentication");
+                    // Kafka fails the authentication ("invalid receive size"), delay included.
+                    let reason = format!("bad frame during authentication: {e}");
+                    fail_after(broker, stream, peer, delay, None, reason, stop).await;
                     return None;
                 }
             };
@@ -243,21 +251,12 @@ async fn authenticate(
                     Ok(Slot::Waiting { .. }) | Err(_) => return None,
                 },
                 Step::Reply(out) => Frame::new(out),
-                Step::ReplyAndClose(out, reason) => {
-                    info!(%peer, %reason, "closing connection");
-                    write(broker, stream, &Frame::new(out), peer).await;
-                    return None;
-                }
                 Step::FailAfter {
                     delay,
                     reply,
                     reason,
                 } => {
-                    info!(%peer, %reason, "authentication failed");
-                    tokio::time::sleep(delay).await;
-                    if let Some(out) = reply {
-                        write(broker, stream, &Frame::new(out), peer).await;
-                    }
+                    fail_after(broker, stream, peer, delay, reply, reason, stop).await;
                     return None;
                 }
                 Step::Close(reason) => {
@@ -290,6 +289,31 @@ async fn authenticate(
                 return None;
             }
         }
+    }
+}
+
+/// A failed authentication, as Kafka ends it: nothing is read or served for `delay`, then
+/// `reply` (if any) is written and the caller closes. The wait is this connection's own;
+/// shutdown cuts it short.
+async fn fail_after(
+    broker: &Broker,
+    stream: &mut Stream,
+    peer: SocketAddr,
+    delay: Duration,
+    reply: Option<BytesMut>,
+    reason: String,
+    stop: &mut watch::Receiver<bool>,
+) {
+    info!(%peer, %reason, "authentication failed");
+    if *stop.borrow() {
+        return;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(delay) => {}
+        _ = stop.changed() => return,
+    }
+    if let Some(out) = reply {
+        write(broker, stream, &Frame::new(out), peer).await;
     }
 }
 

@@ -48,7 +48,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("compression.type", Kind::Choice(&["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]), Some("producer"), CLUSTER, "Topic default of compression.type."),
     b("compression.zstd.level", int(-131_072, 22), Some("3"), CLUSTER, "Topic default of compression.zstd.level."),
     b("config.providers", Kind::AnyList, Some(""), CLUSTER, "No effect: Shoal loads no Java plugins."),
-    b("connection.failed.authentication.delay.ms", int(0, I32_MAX), Some("100"), RO, "A SASL connection that fails authentication gets its answer and is closed after this delay."),
+    b("connection.failed.authentication.delay.ms", int(0, I32_MAX), Some("100"), RO, "A SASL connection that fails authentication (wrong credentials, an unknown mechanism, a request out of place) reads and serves nothing for this long, then gets its answer, if any, and is closed; other connections are not held up. Per listener with listener.name.<l>.connection.failed.authentication.delay.ms."),
     b("connections.max.idle.ms", Kind::Long { min: 1000, max: i64::MAX }, Some("600000"), RO, "Idle connections are closed after this."),
     b("connections.max.reauth.ms", long(i64::MIN, i64::MAX), Some("0"), RO, "No effect: Shoal serves PLAINTEXT only, without TLS, SASL or authorization."),
     b("controlled.shutdown.enable", Kind::Bool, Some("true"), RO, "No effect: a single node has no replicas to manage."),
