@@ -50,7 +50,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("config.providers", Kind::AnyList, Some(""), CLUSTER, "No effect: Shoal loads no Java plugins."),
     b("connection.failed.authentication.delay.ms", int(0, I32_MAX), Some("100"), RO, "A SASL connection that fails authentication (wrong credentials, an unknown mechanism, a request out of place) reads and serves nothing for this long, then gets its answer, if any, and is closed; other connections are not held up. Per listener with listener.name.<l>.connection.failed.authentication.delay.ms."),
     b("connections.max.idle.ms", Kind::Long { min: 1000, max: i64::MAX }, Some("600000"), RO, "Idle connections are closed after this."),
-    b("connections.max.reauth.ms", long(i64::MIN, i64::MAX), Some("0"), RO, "No effect: Shoal serves PLAINTEXT only, without TLS, SASL or authorization."),
+    b("connections.max.reauth.ms", long(i64::MIN, i64::MAX), Some("0"), RO, "SASL session lifetime (KIP-368), told to clients by SaslAuthenticate v1+: a client re-authenticates on the same connection (SaslHandshake, SaslAuthenticate, same principal and mechanism) before it ends, or its next other request closes the connection. 0 or negative: sessions never expire. Per listener, and per mechanism with listener.name.<l>.<mechanism>.connections.max.reauth.ms."),
     b("controlled.shutdown.enable", Kind::Bool, Some("true"), RO, "No effect: a single node has no replicas to manage."),
     b("controller.listener.names", Kind::AnyList, None, RO, "No effect: one node with a local metadata log, no KRaft quorum."),
     b("controller.performance.always.log.threshold.ms", long(0, i64::MAX), Some("2000"), RO, "No effect: one node with a local metadata log, no KRaft quorum.").internal(),
