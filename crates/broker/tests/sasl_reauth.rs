@@ -1,7 +1,8 @@
 //! KIP-368 re-authentication on a SASL_PLAINTEXT listener with `connections.max.reauth.ms`:
 //! SaslAuthenticate v1+ tells the session lifetime; an expired session's next request closes
 //! the connection; a SaslHandshake + SaslAuthenticate on the same connection renews it, after
-//! every request before it is answered; another principal or mechanism is refused.
+//! every request before it is answered; another principal or mechanism is refused; and our
+//! client re-authenticates on its own while it produces and consumes.
 
 mod common;
 
@@ -16,7 +17,11 @@ use kafka_protocol::messages::{
     SaslAuthenticateResponse, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use shoal_client::Connection;
+use shoal_client::admin::{AlterConfigOp, ConfigResource, Mode};
+use shoal_client::config::ClientConfig;
+use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
+use shoal_client::share_consumer::{ShareConsumer, ShareConsumerConfig};
+use shoal_client::{Admin, Connection};
 use shoal_core::sasl::scram::{ScramClient, ScramMechanism};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -364,6 +369,100 @@ async fn re_authenticating_as_another_principal_or_mechanism_is_refused() {
             )
         );
         assert!(conn.is_closed_by_peer().await);
+        broker.stop().await;
+    })
+    .await;
+}
+
+fn client_properties(sasl: SocketAddr) -> Vec<(&'static str, String)> {
+    vec![
+        ("bootstrap.servers", sasl.to_string()),
+        ("security.protocol", "SASL_PLAINTEXT".into()),
+        ("sasl.mechanism", "PLAIN".into()),
+        ("sasl.username", "alice".into()),
+        ("sasl.password", "alice-secret".into()),
+        ("request.timeout.ms", "10000".into()),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_client_re_authenticates_while_it_produces_and_consumes() {
+    const WORK: Duration = Duration::from_secs(5);
+    with_timeout(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (broker, admin_addr, sasl) = start(dir.path()).await;
+        let mut raw = broker.connect().await;
+        common::create_topic(&mut raw, "renewed", 1).await;
+        let admin_config =
+            ClientConfig::from_properties([("bootstrap.servers", admin_addr.to_string().as_str())])
+                .unwrap();
+        let admin = Admin::connect(admin_config).await.unwrap();
+        let set = admin
+            .incremental_alter_configs(
+                &[(
+                    ConfigResource::group("g"),
+                    vec![AlterConfigOp::Set {
+                        name: "share.auto.offset.reset".into(),
+                        value: "earliest".into(),
+                    }],
+                )],
+                Mode::Apply,
+            )
+            .await
+            .unwrap();
+        assert!(set[0].1.is_ok());
+
+        let props = client_properties(sasl);
+        let props = || props.iter().map(|(k, v)| (*k, v.as_str()));
+        let producer_config =
+            ProducerConfig::builder(ClientConfig::from_properties(props()).unwrap())
+                .build()
+                .unwrap();
+        let producer = Producer::new(producer_config).await.unwrap();
+        let consumer_config = ShareConsumerConfig::from_properties(
+            props().chain([("group.id", "g"), ("fetch.max.wait.ms", "200")]),
+        )
+        .unwrap();
+        let mut consumer = ShareConsumer::new(consumer_config).await.unwrap();
+        consumer.subscribe(["renewed"]);
+
+        // One acknowledged record every 50 ms for WORK (over three session lifetimes) while
+        // the consumer polls: every call succeeds.
+        let produced = tokio::spawn(async move {
+            let started = Instant::now();
+            let mut sent = 0;
+            while started.elapsed() < WORK {
+                producer
+                    .send(ProducerRecord::new("renewed", format!("r{sent}")))
+                    .await
+                    .expect("send")
+                    .await
+                    .expect("delivery");
+                sent += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            producer.close().await;
+            sent
+        });
+        let mut received = 0;
+        let mut producing = Some(produced);
+        let mut sent = None;
+        let deadline = Instant::now() + WORK + Duration::from_secs(20);
+        while sent != Some(received) && Instant::now() < deadline {
+            received += consumer
+                .poll(Duration::from_millis(300))
+                .await
+                .expect("poll")
+                .len();
+            if let Some(task) = producing.take_if(|task| task.is_finished()) {
+                sent = Some(task.await.unwrap());
+            }
+        }
+        consumer.close().await;
+        assert_eq!(Some(received), sent, "every record produced was consumed");
+        // The broker saw the sessions renewed and never had to end one.
+        assert_eq!(metric(&broker, "shoal_expired_connections_killed_total"), 0);
+        assert!(metric(&broker, "shoal_successful_reauthentication_total") >= 3);
         broker.stop().await;
     })
     .await;
