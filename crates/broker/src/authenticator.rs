@@ -1,22 +1,38 @@
 //! SASL authentication of one connection on a SASL listener, before anything else is served:
-//! the conversation Kafka's `SaslServerAuthenticator` holds.
+//! the conversation Kafka's `SaslServerAuthenticator` holds, and again on the same connection
+//! when the client re-authenticates (KIP-368).
 //!
 //! ```text
-//! Handshake ──ApiVersions──▶ Handshake (answered normally)
-//!     │ SaslHandshake(enabled mechanism)        SaslHandshake(other) ─▶ answer, close
-//!     ▼                                          any other request   ─▶ close
+//! Handshake ──ApiVersions──▶ Handshake (answered normally; not when re-authenticating)
+//!     │ SaslHandshake(enabled mechanism)        SaslHandshake(other) ─▶ fail, answered
+//!     ▼                                          any other request   ─▶ fail, unanswered
 //! Authenticate ──SaslAuthenticate(token)──▶ Authenticate (SCRAM's first round) or Complete
-//!     │ wrong credentials / bad token ─▶ wait connection.failed.authentication.delay.ms,
-//!     │                                  answer SASL_AUTHENTICATION_FAILED, close
-//!     ▼ any other request ─▶ close
+//!     │ wrong credentials / bad token ─▶ fail, answered SASL_AUTHENTICATION_FAILED
+//!     ▼ any other request ─▶ fail, unanswered
 //! Complete: requests go to the ordinary path.
 //! ```
+//! "Fail" is Kafka's failed authentication: the connection waits
+//! `connection.failed.authentication.delay.ms` (reading nothing, serving nothing), then writes
+//! the answer, if there is one, and closes ([`Step::FailAfter`]); it slows down a client that
+//! guesses passwords without holding up any other connection. A frame that is not a request
+//! at all fails the same way when it is the connection's first (Kafka takes it for a GSSAPI
+//! token, and GSSAPI is not served); later, like a request body that does not decode, it
+//! closes at once.
+//!
 //! After a SaslHandshake v0 the tokens come as bare size-prefixed frames, not SaslAuthenticate
 //! requests, and the answers go back the same way (Kafka's legacy mode).
 //!
+//! Sessions (KIP-368): when `connections.max.reauth.ms` is set for the listener and mechanism,
+//! [`Authenticated::session_lifetime`] says how long the session lasts, counted from the end
+//! of the authentication, and SaslAuthenticate v1+ tells the client (`SessionLifetimeMs`, 0
+//! when sessions do not expire). The connection closes an expired session at its next
+//! request unless that request is a SaslHandshake starting a re-authentication
+//! ([`Authenticator::reauthenticate`]): the same conversation again, with the session's
+//! mechanism and principal — another mechanism or another user fails it.
+//!
 //! [`Authenticator::on_frame`] is sans-IO: a frame in, a [`Step`] out (bytes to write and what
-//! to do next). The connection does the reading, writing and waiting; credentials come through
-//! a closure. Nothing here logs a token, a password or a key.
+//! to do next). The connection does the reading, writing, waiting and timekeeping;
+//! credentials come through a closure. Nothing here logs a token, a password or a key.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,34 +53,40 @@ pub enum Step {
     Serve,
     /// Write these bytes (a whole frame) and read on; authentication may now be complete.
     Reply(BytesMut),
-    /// Write these bytes, then close (an unsupported mechanism).
-    ReplyAndClose(BytesMut, String),
-    /// Wait `delay`, write `reply` if any, then close (failed authentication).
+    /// Failed authentication: wait `delay` without reading, write `reply` if any, then close.
     FailAfter {
         delay: Duration,
         reply: Option<BytesMut>,
         reason: String,
     },
-    /// Close at once, answering nothing (a request out of place, an undecodable frame).
+    /// Close at once, answering nothing (a request that does not decode).
     Close(String),
 }
 
-/// The authenticated principal's name and the mechanism used.
+/// The authenticated principal's name, the mechanism used and how long the session lasts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authenticated {
     pub user: String,
-    pub mechanism: &'static str,
+    pub mechanism: Mechanism,
+    /// From the end of the authentication; `None`: the session never expires.
+    pub session_lifetime: Option<Duration>,
 }
 
 #[derive(Debug)]
 enum State {
-    Handshake,
+    /// `first`: no frame has come yet.
+    Handshake {
+        first: bool,
+    },
     Authenticate {
         mechanism: Mechanism,
         /// 0: bare tokens; 1: SaslAuthenticate requests.
         handshake_version: i16,
         scram: Option<ScramServer>,
     },
+    /// A re-authentication asked for another mechanism than the session's: its first token
+    /// fails, unanswered (Kafka's REAUTH_BAD_MECHANISM), with this reason.
+    WrongMechanism(String),
     Complete(Authenticated),
     Failed,
 }
@@ -74,6 +96,8 @@ enum State {
 pub struct Authenticator {
     settings: Arc<SaslSettings>,
     state: State,
+    /// The session being renewed, when this is a re-authentication.
+    previous: Option<Authenticated>,
 }
 
 /// The result of one authentication token.
@@ -84,13 +108,25 @@ enum Token {
     Done(Vec<u8>, String),
     /// Refused, with the reason for the log.
     Failed(String),
+    /// Refused, with a reason the client may read too.
+    Refused(String),
 }
 
 impl Authenticator {
     pub fn new(settings: Arc<SaslSettings>) -> Self {
         Self {
             settings,
-            state: State::Handshake,
+            state: State::Handshake { first: true },
+            previous: None,
+        }
+    }
+
+    /// A re-authentication of `previous`'s session; its first frame is the SaslHandshake.
+    pub fn reauthenticate(settings: Arc<SaslSettings>, previous: Authenticated) -> Self {
+        Self {
+            settings,
+            state: State::Handshake { first: false },
+            previous: Some(previous),
         }
     }
 
@@ -111,7 +147,7 @@ impl Authenticator {
         nonce: impl FnOnce() -> String,
     ) -> Step {
         match std::mem::replace(&mut self.state, State::Failed) {
-            State::Handshake => self.handshake(frame),
+            State::Handshake { first } => self.handshake(frame, first),
             State::Authenticate {
                 mechanism,
                 handshake_version,
@@ -124,6 +160,7 @@ impl Authenticator {
                 credential,
                 nonce,
             ),
+            State::WrongMechanism(reason) => self.fail(None, reason),
             State::Complete(who) => {
                 self.state = State::Complete(who);
                 Step::Serve
@@ -132,19 +169,45 @@ impl Authenticator {
         }
     }
 
-    fn handshake(&mut self, frame: Bytes) -> Step {
+    /// Kafka's failed authentication: `reply` (if any) and the close after the delay.
+    fn fail(&self, reply: Option<BytesMut>, reason: String) -> Step {
+        Step::FailAfter {
+            delay: self.settings.failed_delay,
+            reply,
+            reason,
+        }
+    }
+
+    /// "authentication" or "re-authentication", as Kafka's messages say.
+    fn what(&self) -> &'static str {
+        if self.previous.is_some() {
+            "re-authentication"
+        } else {
+            "authentication"
+        }
+    }
+
+    fn handshake(&mut self, frame: Bytes, first: bool) -> Step {
         let Some(header) = peek_header(&frame) else {
-            return Step::Close(format!("{} bytes are not a Kafka request", frame.len()));
+            let reason = format!("{} bytes are not a Kafka request", frame.len());
+            return if first {
+                self.fail(None, reason)
+            } else {
+                Step::Close(reason)
+            };
         };
-        if header.api_key == ApiKey::ApiVersions as i16 {
-            self.state = State::Handshake;
+        if header.api_key == ApiKey::ApiVersions as i16 && self.previous.is_none() {
+            self.state = State::Handshake { first: false };
             return Step::Serve;
         }
         if header.api_key != ApiKey::SaslHandshake as i16 {
-            return Step::Close(format!(
-                "unexpected request (api key {}) during SASL handshake",
-                header.api_key
-            ));
+            return self.fail(
+                None,
+                format!(
+                    "unexpected request (api key {}) during SASL handshake",
+                    header.api_key
+                ),
+            );
         }
         let request = match decode_request(frame) {
             Ok(request) => request,
@@ -169,17 +232,23 @@ impl Authenticator {
         let Some(out) = encode(request.correlation_id(), version, response.into()) else {
             return Step::Close("cannot encode SaslHandshake response".into());
         };
-        match enabled {
-            Some(mechanism) => {
-                self.state = State::Authenticate {
-                    mechanism,
-                    handshake_version: version,
-                    scram: None,
-                };
-                Step::Reply(out)
-            }
-            None => Step::ReplyAndClose(out, format!("unsupported SASL mechanism {offered:?}")),
-        }
+        let Some(mechanism) = enabled else {
+            return self.fail(Some(out), format!("unsupported SASL mechanism {offered:?}"));
+        };
+        self.state = match &self.previous {
+            Some(previous) if previous.mechanism != mechanism => State::WrongMechanism(format!(
+                "SASL mechanism '{}' requested by client is not supported for \
+                 re-authentication of mechanism '{}'",
+                mechanism.name(),
+                previous.mechanism.name()
+            )),
+            _ => State::Authenticate {
+                mechanism,
+                handshake_version: version,
+                scram: None,
+            },
+        };
+        Step::Reply(out)
     }
 
     fn authenticate(
@@ -191,11 +260,10 @@ impl Authenticator {
         credential: impl FnOnce(&str, ScramMechanism) -> Option<ScramCredential>,
         nonce: impl FnOnce() -> String,
     ) -> Step {
-        let delay = self.settings.failed_delay;
         if handshake_version == 0 {
             // Legacy mode: the frame is the token, the answer a bare frame.
             let (token, scram) = self.evaluate(&frame, mechanism, scram, credential, nonce);
-            return match token {
+            return match self.same_principal(token) {
                 Token::Continue(challenge) => {
                     self.state = State::Authenticate {
                         mechanism,
@@ -208,21 +276,21 @@ impl Authenticator {
                     self.complete(user, mechanism);
                     Step::Reply(bare_frame(&last))
                 }
-                Token::Failed(reason) => Step::FailAfter {
-                    delay,
-                    reply: None,
-                    reason,
-                },
+                Token::Failed(reason) | Token::Refused(reason) => self.fail(None, reason),
             };
         }
         let Some(header) = peek_header(&frame) else {
             return Step::Close(format!("{} bytes are not a Kafka request", frame.len()));
         };
         if header.api_key != ApiKey::SaslAuthenticate as i16 {
-            return Step::Close(format!(
-                "unexpected request (api key {}) during SASL authentication",
-                header.api_key
-            ));
+            return self.fail(
+                None,
+                format!(
+                    "unexpected request (api key {}) during SASL {}",
+                    header.api_key,
+                    self.what()
+                ),
+            );
         }
         let request = match decode_request(frame) {
             Ok(request) => request,
@@ -232,18 +300,36 @@ impl Authenticator {
             return Step::Close("bad SaslAuthenticate".into());
         };
         let (token, scram) = self.evaluate(&body.auth_bytes, mechanism, scram, credential, nonce);
+        let token = self.same_principal(token);
         let (correlation_id, version) = (request.correlation_id(), request.version());
         let response = match &token {
-            Token::Continue(bytes) | Token::Done(bytes, _) => {
+            Token::Continue(bytes) => {
                 SaslAuthenticateResponse::default().with_auth_bytes(Bytes::copy_from_slice(bytes))
             }
+            Token::Done(bytes, _) => {
+                let lifetime = self.settings.session_lifetime(mechanism);
+                let response = SaslAuthenticateResponse::default()
+                    .with_auth_bytes(Bytes::copy_from_slice(bytes));
+                match lifetime {
+                    // Version 0 has no field for it; the session still expires.
+                    Some(lifetime) if version >= 1 => response.with_session_lifetime_ms(
+                        i64::try_from(lifetime.as_millis()).unwrap_or(i64::MAX),
+                    ),
+                    _ => response,
+                }
+            }
+            // The reason stays in the log: it could tell whether a user exists.
             Token::Failed(_) => SaslAuthenticateResponse::default()
                 .with_error_code(58)
                 .with_error_message(Some(StrBytes::from_string(format!(
-                    "Authentication failed during authentication due to invalid credentials \
-                     with SASL mechanism {}",
+                    "Authentication failed during {} due to invalid credentials with SASL \
+                     mechanism {}",
+                    self.what(),
                     mechanism.name()
                 )))),
+            Token::Refused(message) => SaslAuthenticateResponse::default()
+                .with_error_code(58)
+                .with_error_message(Some(StrBytes::from_string(message.clone()))),
         };
         let Some(out) = encode(correlation_id, version, response.into()) else {
             return Step::Close("cannot encode SaslAuthenticate response".into());
@@ -261,18 +347,29 @@ impl Authenticator {
                 self.complete(user, mechanism);
                 Step::Reply(out)
             }
-            Token::Failed(reason) => Step::FailAfter {
-                delay,
-                reply: Some(out),
-                reason,
-            },
+            Token::Failed(reason) | Token::Refused(reason) => self.fail(Some(out), reason),
+        }
+    }
+
+    /// A re-authentication must end as the session's principal (Kafka compares
+    /// `KafkaPrincipal`s: `User:` and the name).
+    fn same_principal(&self, token: Token) -> Token {
+        match (&self.previous, token) {
+            (Some(previous), Token::Done(_, user)) if previous.user != user => {
+                Token::Refused(format!(
+                    "Cannot change principals during re-authentication from User.{}: User.{user}",
+                    previous.user
+                ))
+            }
+            (_, token) => token,
         }
     }
 
     fn complete(&mut self, user: String, mechanism: Mechanism) {
         self.state = State::Complete(Authenticated {
             user,
-            mechanism: mechanism.name(),
+            mechanism,
+            session_lifetime: self.settings.session_lifetime(mechanism),
         });
     }
 

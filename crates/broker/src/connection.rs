@@ -9,13 +9,23 @@
 //!
 //! A frame that cannot be handled (oversized, unknown api key, unsupported version other than
 //! ApiVersions', undecodable body) closes this connection with one log line and nothing else.
+//!
+//! On a SASL listener the connection first holds the SASL conversation
+//! ([`crate::authenticator`]); a failed authentication waits
+//! `connection.failed.authentication.delay.ms` in this connection's own task, reading
+//! nothing, before its answer and the close. When the session has a lifetime
+//! (`connections.max.reauth.ms`, KIP-368), a SaslHandshake after authentication starts a
+//! re-authentication: everything before it is answered first, in order, then the
+//! conversation runs again on this connection and, once it succeeds, the session is renewed.
+//! Any other request that arrives after the session expired closes the connection unanswered,
+//! with the responses still queued, as Kafka's SocketServer does.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use shoal_protocol::frame::FrameDecoder;
 use shoal_protocol::messages::ApiKey;
 use shoal_protocol::request::peek_header;
@@ -87,11 +97,17 @@ pub async fn serve(
         listener,
         principal: principal.into(),
     };
+    let mut session = None;
     if let Some(settings) = ctx.listener.sasl.clone() {
+        let conversation = Conversation {
+            settings: settings.clone(),
+            first: None,
+            previous: None,
+        };
         let authenticated = authenticate(
             &broker,
             &ctx,
-            settings,
+            conversation,
             &mut stream,
             &mut buf,
             &mut stop,
@@ -102,8 +118,9 @@ pub async fn serve(
             broker.metrics.connection_closed();
             return;
         };
-        debug!(%peer, user = %who.user, mechanism = who.mechanism, "authenticated");
+        debug!(%peer, user = %who.user, mechanism = who.mechanism.name(), "authenticated");
         ctx.principal = format!("User:{}", who.user).into();
+        session = Some(Session::new(settings, who, Instant::now()));
     }
     'conn: loop {
         // Take every complete frame we have room for, in order.
@@ -117,6 +134,46 @@ pub async fn serve(
                 }
             };
             broker.metrics.bytes_in(frame.len() + 4);
+            if let Some(session) = session.as_mut() {
+                match session.admit(&frame, Instant::now()) {
+                    Admit::Serve => {}
+                    Admit::Expired => {
+                        info!(%peer, user = %session.who.user, "closing connection: SASL session expired");
+                        broker.metrics.expired_connection_killed();
+                        break 'conn;
+                    }
+                    Admit::Reauthenticate => {
+                        // Kafka handles one request at a time: whatever came before the
+                        // SaslHandshake is answered before the conversation starts.
+                        if !drain(&broker, &mut stream, &mut queue).await {
+                            break 'conn;
+                        }
+                        let conversation = Conversation {
+                            settings: session.settings.clone(),
+                            first: Some(frame),
+                            previous: Some(session.who.clone()),
+                        };
+                        let renewed = authenticate(
+                            &broker,
+                            &ctx,
+                            conversation,
+                            &mut stream,
+                            &mut buf,
+                            &mut stop,
+                            idle,
+                        )
+                        .await;
+                        let Some(who) = renewed else {
+                            break 'conn;
+                        };
+                        debug!(%peer, user = %who.user, "re-authenticated");
+                        broker.metrics.reauthenticated();
+                        session.renew(who, Instant::now());
+                        quiet_since = Instant::now();
+                        continue;
+                    }
+                }
+            }
             let out = std::mem::take(&mut spare);
             match handle_frame(&broker, &ctx, frame, out).await {
                 Ok(slot) => queue.push_back(slot),
@@ -206,32 +263,121 @@ pub async fn serve(
     broker.share.connection_closed(&broker, peer).await;
 }
 
-/// Holds a SASL listener's conversation until the connection is authenticated
+/// A connection's authenticated SASL session (KIP-368).
+struct Session {
+    settings: Arc<SaslSettings>,
+    who: Authenticated,
+    /// When it ends; `None`: never.
+    expires: Option<Instant>,
+    /// When the last re-authentication began.
+    last_reauthentication: Option<Instant>,
+}
+
+/// What a session does with a request.
+enum Admit {
+    Serve,
+    /// A SaslHandshake that starts a re-authentication.
+    Reauthenticate,
+    /// The session is over: close the connection.
+    Expired,
+}
+
+/// Kafka lets a connection start a re-authentication once a second at most; a SaslHandshake
+/// sooner is an ordinary request (answered ILLEGAL_SASL_STATE).
+const REAUTHENTICATION_INTERVAL_MIN: Duration = Duration::from_secs(1);
+
+impl Session {
+    fn new(settings: Arc<SaslSettings>, who: Authenticated, now: Instant) -> Self {
+        let mut session = Self {
+            settings,
+            expires: None,
+            last_reauthentication: None,
+            who,
+        };
+        session.expires = session.who.session_lifetime.map(|l| now + l);
+        session
+    }
+
+    /// The session after a successful re-authentication that ended at `now`.
+    fn renew(&mut self, who: Authenticated, now: Instant) {
+        self.expires = who.session_lifetime.map(|l| now + l);
+        self.who = who;
+    }
+
+    /// Kafka's SocketServer: a SaslHandshake re-authenticates when the session has a lifetime
+    /// (expired or not) and the last re-authentication began a second ago or more; any other
+    /// request after expiry ends the connection.
+    fn admit(&mut self, frame: &[u8], now: Instant) -> Admit {
+        let Some(expires) = self.expires else {
+            return Admit::Serve;
+        };
+        let handshake =
+            peek_header(frame).is_some_and(|header| header.api_key == ApiKey::SaslHandshake as i16);
+        let too_soon = self
+            .last_reauthentication
+            .is_some_and(|last| now.duration_since(last) < REAUTHENTICATION_INTERVAL_MIN);
+        if handshake && !too_soon {
+            self.last_reauthentication = Some(now);
+            return Admit::Reauthenticate;
+        }
+        if now > expires {
+            Admit::Expired
+        } else {
+            Admit::Serve
+        }
+    }
+}
+
+/// One SASL conversation: the first authentication of a connection, or a re-authentication
+/// of `previous`'s session starting with the SaslHandshake `first`.
+struct Conversation {
+    settings: Arc<SaslSettings>,
+    first: Option<Bytes>,
+    previous: Option<Authenticated>,
+}
+
+/// Holds a SASL conversation until the connection is authenticated
 /// ([`crate::authenticator`]); returns who it is, or `None` when the connection must close.
 /// Frames read past the last authentication frame stay in `buf` for the ordinary path.
 async fn authenticate(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
-    settings: Arc<SaslSettings>,
+    conversation: Conversation,
     stream: &mut Stream,
     buf: &mut BytesMut,
     stop: &mut watch::Receiver<bool>,
     idle: Duration,
 ) -> Option<Authenticated> {
     let peer = ctx.peer;
+    let Conversation {
+        settings,
+        mut first,
+        previous,
+    } = conversation;
     let decoder = FrameDecoder::new(settings.receive_bytes_max);
-    let mut auth = Authenticator::new(settings);
+    let delay = settings.failed_delay;
+    let mut auth = match previous {
+        Some(previous) => Authenticator::reauthenticate(settings, previous),
+        None => Authenticator::new(settings),
+    };
     loop {
         loop {
-            let frame = match decoder.decode(buf) {
-                Ok(Some(frame)) => frame,
-                Ok(None) => break,
-                Err(e) => {
-                    warn!(%peer, error = %e, "closing connection: bad frame during authentication");
-                    return None;
-                }
+            let frame = match first.take() {
+                Some(frame) => frame,
+                None => match decoder.decode(buf) {
+                    Ok(Some(frame)) => {
+                        broker.metrics.bytes_in(frame.len() + 4);
+                        frame
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        // Kafka fails the authentication ("invalid receive size"), delay included.
+                        let reason = format!("bad frame during authentication: {e}");
+                        fail_after(broker, stream, peer, delay, None, reason, stop).await;
+                        return None;
+                    }
+                },
             };
-            broker.metrics.bytes_in(frame.len() + 4);
             let step = auth.on_frame(
                 frame.clone(),
                 |user, mechanism| broker.scram_credential(user, mechanism),
@@ -243,21 +389,12 @@ async fn authenticate(
                     Ok(Slot::Waiting { .. }) | Err(_) => return None,
                 },
                 Step::Reply(out) => Frame::new(out),
-                Step::ReplyAndClose(out, reason) => {
-                    info!(%peer, %reason, "closing connection");
-                    write(broker, stream, &Frame::new(out), peer).await;
-                    return None;
-                }
                 Step::FailAfter {
                     delay,
                     reply,
                     reason,
                 } => {
-                    info!(%peer, %reason, "authentication failed");
-                    tokio::time::sleep(delay).await;
-                    if let Some(out) = reply {
-                        write(broker, stream, &Frame::new(out), peer).await;
-                    }
+                    fail_after(broker, stream, peer, delay, reply, reason, stop).await;
                     return None;
                 }
                 Step::Close(reason) => {
@@ -290,6 +427,31 @@ async fn authenticate(
                 return None;
             }
         }
+    }
+}
+
+/// A failed authentication, as Kafka ends it: nothing is read or served for `delay`, then
+/// `reply` (if any) is written and the caller closes. The wait is this connection's own;
+/// shutdown cuts it short.
+async fn fail_after(
+    broker: &Broker,
+    stream: &mut Stream,
+    peer: SocketAddr,
+    delay: Duration,
+    reply: Option<BytesMut>,
+    reason: String,
+    stop: &mut watch::Receiver<bool>,
+) {
+    info!(%peer, %reason, "authentication failed");
+    if *stop.borrow() {
+        return;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(delay) => {}
+        _ = stop.changed() => return,
+    }
+    if let Some(out) = reply {
+        write(broker, stream, &Frame::new(out), peer).await;
     }
 }
 

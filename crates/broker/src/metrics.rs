@@ -1,6 +1,8 @@
 //! Prometheus metrics: request rate, errors and latency per api, bytes in and out,
 //! connections and how often quiet ones gave their buffers back
-//! (`shoal_connection_buffer_releases_total`), segment files held open
+//! (`shoal_connection_buffer_releases_total`), SASL re-authentications and connections
+//! closed because their session expired (Kafka's `successful-reauthentication-total` and
+//! `expired-connections-killed-count`), segment files held open
 //! (`shoal_open_segment_files`), per-partition log end offset and size, per-share-partition windows and
 //! transactional acknowledgements (read at scrape time), and the time records spend
 //! TX_PENDING.
@@ -164,6 +166,8 @@ pub struct Metrics {
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
     buffer_releases: AtomicU64,
+    reauthentications: AtomicU64,
+    expired_connections_killed: AtomicU64,
     tx_pending_time: TxPendingTime,
     /// Per group: (records written, produce requests, failed produce requests).
     dead_letters: Mutex<BTreeMap<String, [u64; 3]>>,
@@ -180,6 +184,8 @@ impl Default for Metrics {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             buffer_releases: AtomicU64::new(0),
+            reauthentications: AtomicU64::new(0),
+            expired_connections_killed: AtomicU64::new(0),
             tx_pending_time: TxPendingTime::new(),
             dead_letters: Mutex::new(BTreeMap::new()),
         }
@@ -316,6 +322,17 @@ impl Metrics {
         self.buffer_releases.load(Ordering::Relaxed)
     }
 
+    /// A connection renewed its SASL session (KIP-368).
+    pub fn reauthenticated(&self) {
+        self.reauthentications.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection was closed because its SASL session had expired.
+    pub fn expired_connection_killed(&self) {
+        self.expired_connections_killed
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn bytes_in(&self, n: usize) {
         self.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
     }
@@ -438,6 +455,16 @@ impl Metrics {
                 "shoal_connection_buffer_releases_total",
                 "counter",
                 self.buffer_releases.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "shoal_successful_reauthentication_total",
+                "counter",
+                self.reauthentications.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "shoal_expired_connections_killed_total",
+                "counter",
+                self.expired_connections_killed.load(Ordering::Relaxed) as i64,
             ),
             (
                 "shoal_bytes_in_total",

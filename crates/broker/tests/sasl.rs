@@ -3,13 +3,15 @@
 //! AlterUserScramCredentials / DescribeUserScramCredentials and kept across a restart, and every
 //! way to get it wrong — a wrong password, an unknown mechanism, a request before
 //! authentication, garbage and truncated frames — each a clean error on that one connection,
-//! the broker serving the next.
+//! the broker serving the next. A failed authentication is answered and closed only after
+//! `connection.failed.authentication.delay.ms`, without holding up other connections.
 
 mod common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::sasl::{read_response, request_frame};
 use common::TestBroker;
 use kafka_protocol::messages::alter_user_scram_credentials_request::{
     ScramCredentialDeletion, ScramCredentialUpsertion,
@@ -508,6 +510,127 @@ async fn shoal_client_authenticates_over_sasl_plaintext() {
                 .await
                 .unwrap()
                 .is_empty());
+        }
+        broker.stop().await;
+    })
+    .await;
+}
+
+/// Two SASL listeners, one with a long failed-authentication delay and one with none.
+async fn start_delays(dir: &std::path::Path, slow_ms: u64) -> (TestBroker, SocketAddr, SocketAddr) {
+    let slow = slow_ms.to_string();
+    let (broker, addrs) = TestBroker::start_listeners(
+        dir,
+        &[
+            ("listeners", "SLOW://127.0.0.1:0,FAST://127.0.0.1:0"),
+            (
+                "listener.security.protocol.map",
+                "SLOW:SASL_PLAINTEXT,FAST:SASL_PLAINTEXT",
+            ),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+            ("listener.name.slow.plain.sasl.jaas.config", JAAS),
+            ("listener.name.fast.plain.sasl.jaas.config", JAAS),
+            (
+                "listener.name.slow.connection.failed.authentication.delay.ms",
+                &slow,
+            ),
+            (
+                "listener.name.fast.connection.failed.authentication.delay.ms",
+                "0",
+            ),
+        ],
+    )
+    .await;
+    (broker, addrs[0], addrs[1])
+}
+
+#[tokio::test]
+async fn a_failed_authentication_is_answered_and_closed_only_after_the_delay() {
+    const SLOW_MS: u64 = 3000;
+    with_timeout(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (broker, slow, fast) = start_delays(dir.path(), SLOW_MS).await;
+        for (addr, delay_ms) in [(slow, SLOW_MS), (fast, 0)] {
+            let mut conn = Connection::connect(addr).await.unwrap();
+            assert_eq!(handshake(&mut conn, 1, "PLAIN").await.0, 0);
+            // The wrong password and, right behind it, a Metadata the broker must not serve.
+            let wrong = SaslAuthenticateRequest::default()
+                .with_auth_bytes(b"\0alice\0not-her-password".to_vec().into());
+            let mut frames = request_frame(2, 10, &wrong);
+            frames.extend(request_frame(
+                12,
+                11,
+                &MetadataRequest::default().with_topics(None),
+            ));
+            let started = Instant::now();
+            conn.send_raw(&frames).await.unwrap();
+            if delay_ms > 0 {
+                // Meanwhile another client of the same listener is served at once.
+                let mut other = Connection::connect(addr).await.unwrap();
+                assert_eq!(handshake(&mut other, 1, "PLAIN").await.0, 0);
+                let (code, _) = authenticate(&mut other, b"\0alice\0alice-secret".to_vec()).await;
+                assert_eq!(code, 0);
+                metadata_works(&mut other).await;
+                assert!(
+                    started.elapsed() < Duration::from_millis(delay_ms),
+                    "the other connection waited for the failed one: {:?}",
+                    started.elapsed()
+                );
+            }
+            let (correlation_id, response) =
+                read_response::<SaslAuthenticateRequest>(&mut conn, 2).await;
+            let answered_after = started.elapsed();
+            assert_eq!((correlation_id, response.error_code), (10, 58));
+            assert!(
+                answered_after >= Duration::from_millis(delay_ms),
+                "answered after {answered_after:?}, before the {delay_ms} ms delay"
+            );
+            // Then the close: the Metadata behind the failed token is never answered.
+            assert!(conn.is_closed_by_peer().await);
+            if delay_ms == 0 {
+                assert!(
+                    answered_after < Duration::from_millis(SLOW_MS - 1000),
+                    "no delay configured, yet answered after {answered_after:?}"
+                );
+            }
+        }
+        broker.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn other_authentication_failures_wait_for_the_delay_too() {
+    const SLOW_MS: u64 = 1500;
+    with_timeout(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (broker, slow, _) = start_delays(dir.path(), SLOW_MS).await;
+        let delay = Duration::from_millis(SLOW_MS);
+        // An unknown mechanism: answered (with the enabled ones) after the delay, then closed.
+        let mut conn = Connection::connect(slow).await.unwrap();
+        let started = Instant::now();
+        let (code, offered) = handshake(&mut conn, 1, "GSSAPI").await;
+        assert_eq!((code, offered), (33, vec!["PLAIN".to_string()]));
+        assert!(started.elapsed() >= delay, "{:?}", started.elapsed());
+        assert!(conn.is_closed_by_peer().await);
+        // A request other than SaslAuthenticate after the handshake, a request before it, and
+        // a first frame larger than sasl.server.max.receive.size: closed, unanswered, after
+        // the delay.
+        let mut after_handshake = Connection::connect(slow).await.unwrap();
+        assert_eq!(handshake(&mut after_handshake, 1, "PLAIN").await.0, 0);
+        let metadata = request_frame(12, 5, &MetadataRequest::default().with_topics(None));
+        let mut before_handshake = Connection::connect(slow).await.unwrap();
+        let mut oversized = Connection::connect(slow).await.unwrap();
+        let started = Instant::now();
+        after_handshake.send_raw(&metadata).await.unwrap();
+        before_handshake.send_raw(&metadata).await.unwrap();
+        oversized
+            .send_raw(&10_000_000i32.to_be_bytes())
+            .await
+            .unwrap();
+        for conn in [&mut after_handshake, &mut before_handshake, &mut oversized] {
+            assert!(conn.is_closed_by_peer().await);
+            assert!(started.elapsed() >= delay, "{:?}", started.elapsed());
         }
         broker.stop().await;
     })

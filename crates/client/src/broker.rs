@@ -18,6 +18,16 @@
 //! the owner drops it and connects again, as Kafka's clients do. A request that times out
 //! breaks it too (its answer could still arrive, out of step).
 //!
+//! SASL sessions (KIP-368): when the broker gave the session a lifetime, the first write at or
+//! after the re-authentication point [`crate::security`] picks runs SaslHandshake and
+//! SaslAuthenticate again before its own frame, holding the write lock throughout, so that no
+//! other request reaches the broker in the middle of the exchange (Kafka closes a connection
+//! that sends one). Requests already in flight are unaffected: the broker answers them first,
+//! and the reader hands their answers over as usual. A refused re-authentication breaks the
+//! connection. An idle connection re-authenticates at its next write, even past the session's
+//! end: the broker takes a SaslHandshake that opens a re-authentication before it looks at
+//! the expiry.
+//!
 //! Cancellation: dropping a request's future once its frame is written is harmless (the
 //! answer is read and discarded); dropping it while the frame is being written breaks the
 //! connection, since the broker would read half a request.
@@ -28,7 +38,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::security::{ReadHalf, WriteHalf};
+use crate::security::{self, ReadHalf, Security, WriteHalf};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
@@ -179,14 +189,58 @@ impl Drop for WriteGuard<'_> {
     }
 }
 
+/// The writing side of a connection; whoever holds it owns the socket's next frames.
+struct Writer {
+    half: WriteHalf,
+    /// When the SASL session must be renewed (`None`: never).
+    reauthenticate_at: Option<Instant>,
+}
+
 /// One connection, after a successful ApiVersions exchange (and SASL, when configured).
 pub struct BrokerConnection {
     shared: Arc<Shared>,
-    writer: tokio::sync::Mutex<WriteHalf>,
+    writer: tokio::sync::Mutex<Writer>,
     reader: JoinHandle<()>,
     client_id: StrBytes,
     versions: ApiVersions,
     request_timeout: Duration,
+    /// For re-authentication.
+    security: Security,
+}
+
+/// A SASL exchange on a connection whose writer it holds: each request is written and its
+/// answer awaited with nothing else written in between.
+pub(crate) struct SaslExchange<'a> {
+    conn: &'a BrokerConnection,
+    writer: &'a mut WriteHalf,
+}
+
+impl SaslExchange<'_> {
+    /// Sends `request` at the negotiated version and waits for its answer (at most
+    /// `request.timeout.ms`).
+    ///
+    /// # Errors
+    /// Those of [`BrokerConnection::send_at`]; [`Error::UnsupportedVersion`] (nothing sent).
+    pub(crate) async fn send<R: Request>(&mut self, request: &R) -> Result<R::Response, Error> {
+        let conn = self.conn;
+        let api = api_key::<R>()?;
+        let version = conn.versions.version(api)?;
+        let deadline = Instant::now() + conn.request_timeout;
+        let (correlation_id, answer) = conn
+            .write_locked(self.writer, api, version, request, true, deadline)
+            .await?;
+        let answer = answer.ok_or(Error::Closed)?;
+        let body = wait(
+            &conn.shared,
+            answer,
+            deadline,
+            conn.request_timeout,
+            api,
+            version,
+        )
+        .await?;
+        decode_or_break::<R>(&conn.shared, api, version, correlation_id, body)
+    }
 }
 
 impl std::fmt::Debug for BrokerConnection {
@@ -326,11 +380,15 @@ impl BrokerConnection {
         ));
         let mut conn = BrokerConnection {
             shared,
-            writer: tokio::sync::Mutex::new(write),
+            writer: tokio::sync::Mutex::new(Writer {
+                half: write,
+                reauthenticate_at: None,
+            }),
             reader,
             client_id: StrBytes::from_string(config.client_id().to_owned()),
             versions: ApiVersions::default(),
             request_timeout: config.request_timeout(),
+            security: security.clone(),
         };
         let versions = tokio::time::timeout(setup, conn.negotiate(node_id))
             .await
@@ -339,13 +397,49 @@ impl BrokerConnection {
                 after: setup,
             })??;
         conn.versions = versions;
-        tokio::time::timeout(setup, security.authenticate(&conn))
+        tokio::time::timeout(setup, conn.authenticate())
             .await
             .map_err(|_| Error::Timeout {
                 what: format!("SASL authentication with {addr}"),
                 after: setup,
             })??;
         Ok(conn)
+    }
+
+    /// Authenticates a new connection (SASL, when configured) and notes when its session
+    /// must be renewed.
+    async fn authenticate(&self) -> Result<(), Error> {
+        if !self.security.uses_sasl() {
+            return Ok(());
+        }
+        let mut writer = self.writer.lock().await;
+        self.sasl_exchange(&mut writer).await
+    }
+
+    /// Runs the SASL exchange on the locked writer and sets the next renewal from the
+    /// session lifetime the broker gave. A failure breaks the connection, and so does
+    /// dropping this future midway (the broker would wait for the rest of the exchange).
+    async fn sasl_exchange(&self, writer: &mut Writer) -> Result<(), Error> {
+        let guard = WriteGuard(Some(&self.shared));
+        let mut exchange = SaslExchange {
+            conn: self,
+            writer: &mut writer.half,
+        };
+        let outcome = self.security.authenticate(&mut exchange).await;
+        guard.done();
+        match outcome {
+            Ok(lifetime) => {
+                writer.reauthenticate_at = lifetime.map(|lifetime| {
+                    let delay = security::reauthentication_delay(lifetime, security::random_u32());
+                    Instant::now() + delay
+                });
+                Ok(())
+            }
+            Err(e) => {
+                self.shared.break_with(Broken::from_error(&e));
+                Err(e)
+            }
+        }
     }
 
     async fn negotiate(&self, node_id: i32) -> Result<ApiVersions, Error> {
@@ -526,7 +620,8 @@ impl BrokerConnection {
     }
 
     /// Encodes and writes one request frame; with `answered`, registers it as in flight
-    /// (before the write, so the reader can never see its answer first).
+    /// (before the write, so the reader can never see its answer first). Renews the SASL
+    /// session first when it is due.
     async fn write<R: Request>(
         &self,
         api: ApiKey,
@@ -534,15 +629,38 @@ impl BrokerConnection {
         request: &R,
         answered: bool,
     ) -> Result<(i32, Option<oneshot::Receiver<Result<Bytes, Error>>>), Error> {
-        let mut frame = encode::<R>(api, version, 0, &self.client_id, request)?;
-        let deadline = Instant::now() + self.request_timeout;
-        let what = || format!("writing {api:?} v{version} to {}", self.shared.addr);
+        let mut deadline = Instant::now() + self.request_timeout;
         let mut writer = tokio::time::timeout_at(deadline, self.writer.lock())
             .await
             .map_err(|_| Error::Timeout {
-                what: what(),
+                what: format!("writing {api:?} v{version} to {}", self.shared.addr),
                 after: self.request_timeout,
             })?;
+        if writer
+            .reauthenticate_at
+            .is_some_and(|at| Instant::now() >= at)
+            && self.shared.lock().broken.is_none()
+        {
+            self.sasl_exchange(&mut writer).await?;
+            // The request's own write gets its whole timeout after the exchange.
+            deadline = Instant::now() + self.request_timeout;
+        }
+        self.write_locked(&mut writer.half, api, version, request, answered, deadline)
+            .await
+    }
+
+    /// [`Self::write`] with the writer held, by `deadline`.
+    async fn write_locked<R: Request>(
+        &self,
+        writer: &mut WriteHalf,
+        api: ApiKey,
+        version: i16,
+        request: &R,
+        answered: bool,
+        deadline: Instant,
+    ) -> Result<(i32, Option<oneshot::Receiver<Result<Bytes, Error>>>), Error> {
+        let mut frame = encode::<R>(api, version, 0, &self.client_id, request)?;
+        let what = || format!("writing {api:?} v{version} to {}", self.shared.addr);
         let (correlation_id, answer) = {
             let mut st = self.shared.lock();
             if let Some(b) = &st.broken {

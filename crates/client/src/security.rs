@@ -4,10 +4,18 @@
 //! `sasl.password` (librdkafka's spelling), run on every new connection right after ApiVersions,
 //! as Kafka's clients do.
 //!
+//! Re-authentication (KIP-368): when the broker's last SaslAuthenticate answer gives the
+//! session a lifetime (`SessionLifetimeMs` > 0, set by its `connections.max.reauth.ms`), the
+//! connection runs the same exchange again on the same socket before the session ends, at a
+//! point drawn between 85 % and 95 % of the lifetime as Kafka's clients pick it
+//! ([`reauthentication_delay`]); [`crate::broker`] decides when and keeps other requests off
+//! the socket meanwhile.
+//!
 //! The SCRAM exchange itself is `shoal_core::sasl::scram`'s sans-IO client. The password is
 //! never printed: [`Security`]'s `Debug` hides it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::StrBytes;
@@ -20,7 +28,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
-use crate::broker::BrokerConnection;
+use crate::broker::SaslExchange;
 use crate::error::Error;
 
 /// Where CA certificates are looked for when `ssl.ca.location` is not set (Debian's and
@@ -202,15 +210,25 @@ impl Security {
         Ok(TlsConnector::from(Arc::new(config)))
     }
 
-    /// Authenticates a new connection with SASL when the protocol asks for it.
+    /// Whether connections authenticate with SASL.
+    pub(crate) fn uses_sasl(&self) -> bool {
+        self.protocol.uses_sasl()
+    }
+
+    /// Authenticates a connection with SASL (a new one, or one whose session is due for
+    /// re-authentication) when the protocol asks for it. Returns the session lifetime the
+    /// broker gave (`None`: the session does not expire, or no SASL).
     ///
     /// # Errors
     /// [`Error::Config`] for missing credentials; [`Error::Kafka`] with
     /// UNSUPPORTED_SASL_MECHANISM or SASL_AUTHENTICATION_FAILED from the broker; what
-    /// [`BrokerConnection::send`] returns otherwise.
-    pub(crate) async fn authenticate(&self, conn: &BrokerConnection) -> Result<(), Error> {
+    /// [`SaslExchange::send`] returns otherwise.
+    pub(crate) async fn authenticate(
+        &self,
+        conn: &mut SaslExchange<'_>,
+    ) -> Result<Option<Duration>, Error> {
         if !self.protocol.uses_sasl() {
-            return Ok(());
+            return Ok(None);
         }
         let mechanism = self
             .mechanism
@@ -232,21 +250,37 @@ impl Security {
         if let Some(e) = Error::from_code(ApiKey::SaslHandshake, handshake.error_code, None) {
             return Err(e);
         }
-        match mechanism {
+        let last = match mechanism {
             SaslMechanism::Plain => {
                 let token = format!("\0{username}\0{password}").into_bytes();
-                round(conn, token).await?;
+                round(conn, token).await?
             }
             SaslMechanism::Scram(m) => {
                 let mut client = ScramClient::new(m, username, password, &nonce());
-                let server_first = round(conn, client.client_first()).await?;
+                let (server_first, _) = round(conn, client.client_first()).await?;
                 let client_final = client.server_first(&server_first).map_err(scram_error)?;
-                let server_final = round(conn, client_final).await?;
+                let (server_final, lifetime) = round(conn, client_final).await?;
                 client.server_final(&server_final).map_err(scram_error)?;
+                (server_final, lifetime)
             }
-        }
-        Ok(())
+        };
+        Ok(last.1)
     }
+}
+
+/// How long after an authentication whose session lasts `lifetime` the client
+/// re-authenticates: between 85 % and 95 % of it, placed by `random`, as Kafka's clients do
+/// (room for latency and clock drift, jitter against many connections renewing at once).
+pub(crate) fn reauthentication_delay(lifetime: Duration, random: u32) -> Duration {
+    let fraction = 0.85 + 0.10 * (f64::from(random) / f64::from(u32::MAX));
+    lifetime.mul_f64(fraction)
+}
+
+/// A random `u32` from the OS, for [`reauthentication_delay`].
+pub(crate) fn random_u32() -> u32 {
+    let mut bytes = [0u8; 4];
+    getrandom::fill(&mut bytes).expect("the OS gives random bytes");
+    u32::from_le_bytes(bytes)
 }
 
 /// The read half of a connection, plain or TLS.
@@ -254,8 +288,12 @@ pub(crate) type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
 /// The write half of a connection, plain or TLS.
 pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
 
-/// One SaslAuthenticate round: our token out, the broker's back.
-async fn round(conn: &BrokerConnection, token: Vec<u8>) -> Result<Vec<u8>, Error> {
+/// One SaslAuthenticate round: our token out, the broker's back, with the session lifetime
+/// the broker gave (on the last round; `None` when 0).
+async fn round(
+    conn: &mut SaslExchange<'_>,
+    token: Vec<u8>,
+) -> Result<(Vec<u8>, Option<Duration>), Error> {
     let response = conn
         .send(&SaslAuthenticateRequest::default().with_auth_bytes(token.into()))
         .await?;
@@ -266,7 +304,11 @@ async fn round(conn: &BrokerConnection, token: Vec<u8>) -> Result<Vec<u8>, Error
     ) {
         return Err(e);
     }
-    Ok(response.auth_bytes.to_vec())
+    let lifetime = u64::try_from(response.session_lifetime_ms)
+        .ok()
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis);
+    Ok((response.auth_bytes.to_vec(), lifetime))
 }
 
 fn scram_error(e: shoal_core::sasl::scram::ScramError) -> Error {
@@ -287,6 +329,25 @@ fn nonce() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn re_authentication_comes_between_85_and_95_percent_of_the_session() {
+        let lifetime = Duration::from_millis(10_000);
+        assert_eq!(
+            reauthentication_delay(lifetime, 0),
+            Duration::from_millis(8_500)
+        );
+        assert_eq!(
+            reauthentication_delay(lifetime, u32::MAX),
+            Duration::from_millis(9_500)
+        );
+        let middle = reauthentication_delay(lifetime, u32::MAX / 2);
+        assert!(middle > Duration::from_millis(8_999) && middle < Duration::from_millis(9_001));
+        for _ in 0..100 {
+            let delay = reauthentication_delay(lifetime, random_u32());
+            assert!(delay >= Duration::from_millis(8_500) && delay <= Duration::from_millis(9_500));
+        }
+    }
 
     #[test]
     fn kafkas_security_keys_are_read_and_the_password_is_never_shown() {

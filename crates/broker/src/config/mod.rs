@@ -437,16 +437,24 @@ impl ConfigMap {
     }
 }
 
-/// `<mechanism>.sasl.jaas.config` (`scram-sha-256.sasl.jaas.config`), the one key Kafka reads
-/// with a mechanism prefix inside a listener's prefix.
+/// `<mechanism>.sasl.jaas.config` (`scram-sha-256.sasl.jaas.config`): a key Kafka reads with
+/// a mechanism prefix inside a listener's prefix.
 fn is_mechanism_jaas_key(key: &str) -> bool {
-    key.strip_suffix(".sasl.jaas.config")
-        .is_some_and(|mechanism| {
-            !mechanism.is_empty()
-                && mechanism
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        })
+    mechanism_prefix(key, ".sasl.jaas.config").is_some()
+}
+
+/// `<mechanism>.connections.max.reauth.ms`: the other key Kafka's SASL channel builder reads
+/// with a mechanism prefix inside a listener's prefix (its session lifetime per mechanism).
+pub(crate) const MECHANISM_REAUTH_KEY: &str = "connections.max.reauth.ms";
+
+/// The mechanism of `<mechanism><suffix>`, when the prefix looks like a mechanism name.
+fn mechanism_prefix<'a>(key: &'a str, suffix: &str) -> Option<&'a str> {
+    key.strip_suffix(suffix).filter(|mechanism| {
+        !mechanism.is_empty()
+            && mechanism
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    })
 }
 
 /// Parses a Java-style properties file: `key=value` or `key: value`, `#` and `!` comments.
@@ -509,7 +517,8 @@ impl BrokerConfig {
     }
 
     /// Sets `listener.name.<listener>.<suffix>`: the suffix is a broker key (validated as
-    /// that key) or a SASL mechanism's own `<mechanism>.sasl.jaas.config`, as Kafka allows.
+    /// that key) or a SASL mechanism's own `<mechanism>.sasl.jaas.config` or
+    /// `<mechanism>.connections.max.reauth.ms`, as Kafka allows.
     /// Stored under the lower-case listener name, as Kafka spells the prefix.
     fn set_per_listener(
         &mut self,
@@ -522,17 +531,27 @@ impl BrokerConfig {
             LISTENER_PREFIX,
             listener.to_ascii_lowercase()
         );
+        // A value is named by the key as written, whichever key's rules it is checked by.
+        let renamed = |e: ConfigError| match e {
+            ConfigError::Invalid { value, reason, .. } => ConfigError::Invalid {
+                name: key.clone(),
+                value,
+                reason,
+            },
+            other => other,
+        };
+        let reauth_suffix = format!(".{MECHANISM_REAUTH_KEY}");
         let value = match broker_config_def(suffix) {
-            Some(def) => def.validate(value).map_err(|e| match e {
-                ConfigError::Invalid { value, reason, .. } => ConfigError::Invalid {
-                    name: key.clone(),
-                    value,
-                    reason,
-                },
-                other => other,
-            })?,
+            Some(def) => def.validate(value).map_err(renamed)?,
             None if is_mechanism_jaas_key(suffix) => value.trim().to_string(),
-            None => return Err(ConfigError::Unknown { name: key }),
+            // A mechanism's session lifetime, checked as the broker-wide key it overrides.
+            None if mechanism_prefix(suffix, &reauth_suffix).is_some() => {
+                broker_config_def(MECHANISM_REAUTH_KEY)
+                    .ok_or_else(|| ConfigError::Unknown { name: key.clone() })?
+                    .validate(value)
+                    .map_err(renamed)?
+            }
+            None => return Err(ConfigError::Unknown { name: key.clone() }),
         };
         self.values.insert(key.clone(), value);
         self.explicit.insert(key);

@@ -1,8 +1,10 @@
 //! A SASL listener's settings, read from Kafka's keys: `sasl.enabled.mechanisms`, PLAIN's
 //! users from `listener.name.<l>.plain.sasl.jaas.config` (`user_NAME="password"` options of
 //! `PlainLoginModule`, as Kafka's `PlainServerCallbackHandler` reads them),
-//! `connection.failed.authentication.delay.ms` and `sasl.server.max.receive.size`, each
-//! overridable per listener.
+//! `connection.failed.authentication.delay.ms`, `sasl.server.max.receive.size` and
+//! `connections.max.reauth.ms`, each overridable per listener; the session lifetime also per
+//! mechanism (`listener.name.<l>.<mechanism>.connections.max.reauth.ms`), as Kafka's SASL
+//! channel builder reads it.
 //!
 //! SCRAM credentials are not configuration: they live in the metadata log
 //! (AlterUserScramCredentials). Passwords read here are never printed (`Debug` omits them).
@@ -10,8 +12,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::LISTENER_PREFIX;
 use super::{BrokerConfig, ConfigError};
+use super::{LISTENER_PREFIX, MECHANISM_REAUTH_KEY};
 
 /// A mechanism a listener may enable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,6 +49,8 @@ pub struct SaslSettings {
     pub failed_delay: Duration,
     /// Largest frame accepted before authentication completes.
     pub receive_bytes_max: usize,
+    /// Each mechanism's session lifetime (KIP-368), for the mechanisms that have one.
+    session_lifetimes: Vec<(Mechanism, Duration)>,
 }
 
 impl std::fmt::Debug for SaslSettings {
@@ -56,6 +60,7 @@ impl std::fmt::Debug for SaslSettings {
             .field("plain_users", &self.plain_users.keys().collect::<Vec<_>>())
             .field("failed_delay", &self.failed_delay)
             .field("receive_bytes_max", &self.receive_bytes_max)
+            .field("session_lifetimes", &self.session_lifetimes)
             .finish()
     }
 }
@@ -122,12 +127,26 @@ impl SaslSettings {
         }
         let delay_ms = config.listener_get(listener, "connection.failed.authentication.delay.ms");
         let receive = config.listener_get(listener, "sasl.server.max.receive.size");
+        let session_lifetimes = mechanisms
+            .iter()
+            .filter_map(|m| Some((*m, session_lifetime(config, listener, *m)?)))
+            .collect();
         Ok(Self {
             mechanisms,
             plain_users,
             failed_delay: Duration::from_millis(delay_ms.parse().unwrap_or(100)),
             receive_bytes_max: receive.parse::<usize>().unwrap_or(524_288).max(64),
+            session_lifetimes,
         })
+    }
+
+    /// How long a session authenticated with `mechanism` lasts before the client must
+    /// re-authenticate (KIP-368); `None` when sessions do not expire.
+    pub fn session_lifetime(&self, mechanism: Mechanism) -> Option<Duration> {
+        self.session_lifetimes
+            .iter()
+            .find(|(m, _)| *m == mechanism)
+            .map(|(_, lifetime)| *lifetime)
     }
 
     /// PLAIN's password for `user`.
@@ -139,6 +158,26 @@ impl SaslSettings {
     pub fn mechanism_names(&self) -> Vec<&'static str> {
         self.mechanisms.iter().map(|m| m.name()).collect()
     }
+}
+
+/// `connections.max.reauth.ms` for `mechanism` on `listener`: the listener's
+/// `<mechanism>.`-prefixed key, else the listener's own key, else the broker-wide one. Zero or
+/// negative: sessions never expire (Kafka's default, 0).
+fn session_lifetime(
+    config: &BrokerConfig,
+    listener: &str,
+    mechanism: Mechanism,
+) -> Option<Duration> {
+    let own = format!(
+        "{}.{MECHANISM_REAUTH_KEY}",
+        mechanism.name().to_ascii_lowercase()
+    );
+    let value = match config.listener_get(listener, &own) {
+        "" => config.listener_get(listener, MECHANISM_REAUTH_KEY),
+        value => value,
+    };
+    let ms = value.parse::<i64>().ok().filter(|ms| *ms > 0)?;
+    Some(Duration::from_millis(ms.unsigned_abs()))
 }
 
 /// The key a listener's value comes from: its own when set, else the broker-wide one.
@@ -270,6 +309,54 @@ mod tests {
         assert!(!shown.contains("secret"), "{shown}");
         let other = SaslSettings::for_listener(&config, "OTHER").unwrap();
         assert_eq!(other.mechanism_names(), vec!["SCRAM-SHA-256"]);
+    }
+
+    #[test]
+    fn session_lifetimes_come_per_mechanism_then_per_listener_then_broker_wide() {
+        let scram = Mechanism::Scram(shoal_core::sasl::scram::ScramMechanism::Sha512);
+        let off = config(&[("sasl.enabled.mechanisms", "SCRAM-SHA-512")]);
+        let settings = SaslSettings::for_listener(&off, "SASL_PLAINTEXT").unwrap();
+        assert_eq!(
+            settings.session_lifetime(scram),
+            None,
+            "Kafka's default 0: off"
+        );
+        let config = config(&[
+            ("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-512"),
+            ("listener.name.a.plain.sasl.jaas.config", JAAS),
+            ("listener.name.b.plain.sasl.jaas.config", JAAS),
+            ("listener.name.c.plain.sasl.jaas.config", JAAS),
+            ("connections.max.reauth.ms", "60000"),
+            ("listener.name.a.connections.max.reauth.ms", "5000"),
+            (
+                "listener.name.a.scram-sha-512.connections.max.reauth.ms",
+                "1500",
+            ),
+            ("listener.name.c.connections.max.reauth.ms", "-1"),
+        ]);
+        let a = SaslSettings::for_listener(&config, "A").unwrap();
+        assert_eq!(a.session_lifetime(scram), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            a.session_lifetime(Mechanism::Plain),
+            Some(Duration::from_millis(5000))
+        );
+        let b = SaslSettings::for_listener(&config, "B").unwrap();
+        assert_eq!(b.session_lifetime(scram), Some(Duration::from_secs(60)));
+        let c = SaslSettings::for_listener(&config, "C").unwrap();
+        assert_eq!(c.session_lifetime(scram), None, "negative: off");
+        let mut bad = BrokerConfig::default();
+        let error = bad
+            .set(
+                "listener.name.a.scram-sha-512.connections.max.reauth.ms",
+                "soon",
+            )
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("listener.name.a.scram-sha-512.connections.max.reauth.ms"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod features;
 pub mod log_cut;
+pub mod sasl;
 pub mod share;
 pub mod txn;
 pub mod txn_share;
