@@ -68,7 +68,7 @@ static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::Rese
 
 const USAGE: &str = "usage: checkpointed_source --bootstrap B --input IN --group G \
                      --transactional-id TID [--checkpoint-ms MS] \
-                     [--output OUT --checkpoint-file PATH [--broken-abort-on-recover]]";
+                     [--output OUT --checkpoint-file PATH]";
 
 /// What the output value starts with (as `exactly_once_pipeline`).
 const PREFIX: &str = "processed:";
