@@ -718,19 +718,12 @@ async fn a_cluster_commit_puts_the_bytes_in_an_object_and_a_zombie_commits_nothi
     use shoal_broker::seams::object_commits::ObjectCommits;
     use shoal_broker::seams::ownership::EtcdOwnership;
     use shoal_cluster::commits::{committed_end, index};
-    use shoal_cluster::rig::{create_bucket, start_etcd, start_s3};
+    use shoal_cluster::rig::start_etcd;
     use shoal_cluster::session::{self, Session};
-    use shoal_cluster::{owners, Keys, Objects, OwnerTable};
+    use shoal_cluster::{owners, Keys, OwnerTable};
 
-    let (etcd, s3) = (start_etcd().unwrap(), start_s3().unwrap());
-    create_bucket(&s3.endpoint, "shoal").unwrap();
-    std::env::set_var("AWS_ACCESS_KEY_ID", "test");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
-    let objects = Objects::from_url(&format!(
-        "s3://shoal/c?endpoint={}&region=us-east-1",
-        s3.endpoint
-    ))
-    .unwrap();
+    let etcd = start_etcd().unwrap();
+    let (_s3, objects) = s3_objects();
     let start = || async {
         let client = session::connect(
             std::slice::from_ref(&etcd.endpoint),
@@ -799,6 +792,19 @@ async fn a_cluster_commit_puts_the_bytes_in_an_object_and_a_zombie_commits_nothi
     assert_eq!(committed_end(&other, "t", 0).await.unwrap(), 1);
     assert_eq!(index(&other, "t", 0, 0).await.unwrap().len(), 1);
     broker.stop().await;
+}
+
+/// A real S3-protocol server (SeaweedFS) with bucket `shoal`, and the object store over it
+/// under prefix `c` (the credentials set for the client; the server checks none).
+fn s3_objects() -> (shoal_cluster::rig::Server, shoal_cluster::Objects) {
+    use shoal_cluster::rig::{create_bucket, start_s3};
+    let s3 = start_s3().unwrap();
+    create_bucket(&s3.endpoint, "shoal").unwrap();
+    std::env::set_var("AWS_ACCESS_KEY_ID", "test");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
+    let url = format!("s3://shoal/c?endpoint={}&region=us-east-1", s3.endpoint);
+    let objects = shoal_cluster::Objects::from_url(&url).unwrap();
+    (s3, objects)
 }
 
 /// How long the cluster brokers of these tests let an object's PUT take.
@@ -1019,18 +1025,11 @@ async fn a_stalled_object_store_fails_writes_retriably_and_they_resume_when_it_i
     use std::time::Duration;
 
     use shoal_cluster::commits::{committed_end, index};
-    use shoal_cluster::rig::{create_bucket, start_etcd, start_s3};
-    use shoal_cluster::{owners, Claim, Objects};
+    use shoal_cluster::rig::start_etcd;
+    use shoal_cluster::{owners, Claim};
 
-    let (etcd, s3) = (start_etcd().unwrap(), start_s3().unwrap());
-    create_bucket(&s3.endpoint, "shoal").unwrap();
-    std::env::set_var("AWS_ACCESS_KEY_ID", "test");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "test");
-    let objects = Objects::from_url(&format!(
-        "s3://shoal/c?endpoint={}&region=us-east-1",
-        s3.endpoint
-    ))
-    .unwrap();
+    let etcd = start_etcd().unwrap();
+    let (s3, objects) = s3_objects();
     let dir = tempfile::tempdir().unwrap();
     let (session, broker) = cluster_broker(&etcd, &objects, 1, dir.path()).await;
     assert!(matches!(
