@@ -37,6 +37,11 @@
 //! - The metadata hash is Shoal's own function of the same facts (name, id, partition count;
 //!   no racks), so its values differ from Kafka's.
 //! - [`GroupOverrides::max_size`] is a per-group member limit Kafka does not have.
+//! - A heartbeat with the member's previous epoch is answered with the assignment; Kafka sends
+//!   it only on a join or a change, so a member whose bump answer was lost (a coordinator
+//!   killed after writing it) would keep its old partitions while counted as holding the new
+//!   ones, and nobody would fetch them. A full heartbeat (one carrying the subscription) is
+//!   answered with it too.
 //! - The assignor follows Kafka's principles (coverage, sharing, balance, then stickiness) with
 //!   deterministic tie-breaks of its own, so individual assignments can differ from Kafka's.
 //!
@@ -210,6 +215,7 @@ impl ShareGroupCoordinator {
             .and_then(|g| g.members.get(mid))
             .filter(|m| m.is_member());
         let known = old.is_some();
+        let old_epoch = old.map(|m| m.epoch());
         let old_meta = old.and_then(|m| m.metadata.clone()).unwrap_or_default();
         let old_assigned = old.and_then(|m| m.assigned().cloned()).unwrap_or_default();
         let new_meta = MemberMetadataValue {
@@ -242,7 +248,12 @@ impl ShareGroupCoordinator {
         let assigned = member
             .and_then(|m| m.assigned().cloned())
             .unwrap_or_default();
+        // Kafka sends the assignment on a join or a change only. A member heartbeating with
+        // its previous epoch lost the answer that moved it (a broker killed after writing the
+        // bump, a timeout): it is sent again, or the member would keep its old partitions
+        // while the coordinator counts it as holding the new ones — nobody would fetch them.
         let send_assignment = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+            || old_epoch.is_some_and(|e| e != req.member_epoch)
             || req.subscribed_topic_names.is_some()
             || assigned != old_assigned;
         let reply = HeartbeatResponse {

@@ -175,11 +175,18 @@ fn previous_epoch_is_accepted_other_epochs_are_fenced() {
     hb(&mut c, 0, "m1", 0, Some(&["t"]));
     hb(&mut c, 0, "m2", 0, Some(&["t"]));
     // m1: epoch 1 → 2 (previous 1).
-    assert_eq!(hb(&mut c, 0, "m1", 1, None).reply.member_epoch, 2);
-    // The response was lost: m1 retries with 1, its previous epoch.
+    let bump = hb(&mut c, 0, "m1", 1, None).reply;
+    assert_eq!(bump.member_epoch, 2);
+    let moved_to = assignment_of(&bump);
+    assert_eq!(size(&moved_to), 1);
+    // The response was lost: m1 retries with 1, its previous epoch, and is sent the
+    // assignment it missed.
     let out = hb(&mut c, 0, "m1", 1, None);
     assert_eq!(out.reply.member_epoch, 2);
     assert!(out.records.is_empty());
+    assert_eq!(assignment_of(&out.reply), moved_to);
+    // Once caught up, a steady heartbeat carries no assignment.
+    assert!(hb(&mut c, 0, "m1", 2, None).reply.assignment.is_none());
     refused(
         &mut c,
         request("m1", 3, None),
