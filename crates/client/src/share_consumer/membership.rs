@@ -141,6 +141,14 @@ impl Membership {
         self.request()
     }
 
+    /// A heartbeat failed (no answer, or an error): the next one is a full heartbeat that
+    /// carries the subscription, as Java's client sends after a failure, and the coordinator
+    /// answers a full heartbeat with the whole assignment. An answer lost after the
+    /// coordinator moved this member to a new assignment is thereby recovered.
+    pub fn on_failure(&mut self) {
+        self.send_subscription = true;
+    }
+
     /// Applies an answer to [`request`](Self::request).
     ///
     /// # Errors
@@ -237,6 +245,7 @@ pub async fn run(cluster: Cluster, shared: Arc<Shared>, stop: Arc<std::sync::ato
             match outcome {
                 Ok(()) => *lock(&shared.error) = None,
                 Err(e) => {
+                    lock(&shared.membership).on_failure();
                     let code = e.code();
                     let fenced = code == ErrorCode::FENCED_MEMBER_EPOCH
                         || code == ErrorCode::UNKNOWN_MEMBER_ID;
@@ -304,5 +313,23 @@ mod tests {
         assert_eq!((rejoin.member_epoch, rejoin.member_id.as_str()), (0, "m1"));
         assert!(rejoin.subscribed_topic_names.is_some());
         assert_eq!(m.leave().member_epoch, -1);
+    }
+
+    #[test]
+    fn a_failed_heartbeat_is_followed_by_a_full_one() {
+        let mut m = Membership::new("g", "m1".into());
+        m.subscribe(["t".to_owned()].into());
+        m.on_response(&answer(3, &[0])).unwrap();
+        assert!(m.request().subscribed_topic_names.is_none());
+        // The answer to the next heartbeat is lost (the broker was killed after moving the
+        // member to epoch 4 with partitions 0 and 1).
+        m.on_failure();
+        let full = m.request();
+        assert_eq!(full.member_epoch, 3);
+        assert_eq!(full.subscribed_topic_names.as_ref().map(Vec::len), Some(1));
+        // The coordinator answers a full heartbeat with the assignment.
+        m.on_response(&answer(4, &[0, 1])).unwrap();
+        assert_eq!(m.assignment()[&Uuid::from_u128(7)].len(), 2);
+        assert!(m.request().subscribed_topic_names.is_none());
     }
 }
