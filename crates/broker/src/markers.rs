@@ -1,4 +1,5 @@
-//! Transaction markers on data partitions: the partition side of WriteTxnMarkers.
+//! Transaction markers on data partitions: the partition side of WriteTxnMarkers; and the
+//! transactional batches the broker itself writes for a producer's transaction.
 //!
 //! [`write_marker`] appends a COMMIT or ABORT control batch for one producer to one partition,
 //! under the partition lock: the marker's epoch is checked against the producer state (not its
@@ -10,6 +11,12 @@
 //! `crate::coordinators::txn_coordinator` and decision 0005. Markers to `__share_group_state`
 //! go through the share-state coordinator's runtime, which appends them with [`write_marker`]:
 //! see `crate::participants`.)
+//!
+//! [`append_for_producer`] appends a batch the broker writes on a producer's behalf, inside
+//! its transaction and without a sequence: the share-state stagings of KIP-1289 (through the
+//! coordinator runtime, `crate::coordinators::log_io`) and the dead letters a transaction
+//! carries (`crate::dead_letter`). Recording it starts the producer's transaction on the
+//! partition if none is ongoing, so the markers resolve it like any of the producer's batches.
 //!
 //! Must not: await or fsync under the partition lock; decide anything the coordinator owns
 //! (which partitions are in a transaction, the coordinator epoch's validity).
@@ -103,6 +110,45 @@ pub fn write_marker(
     // The LSO may have moved: wake read_committed long polls.
     partition.wake();
     Ok(info.first_offset)
+}
+
+/// Appends `batch` — transactional, of `producer_id` at `producer_epoch`, without a sequence —
+/// to `partition` for the producer's transaction, and records it in the partition's producer
+/// state; returns its base offset. Not durable until the caller's group commit.
+///
+/// # Errors
+/// A newer epoch's marker already ended the producer's transaction here (the batch would
+/// belong to no transaction, and nothing would ever resolve it), or the producer state cannot
+/// be loaded, or the append fails. Nothing is appended on error.
+pub fn append_for_producer(
+    node: &NodeState,
+    partition: &Partition,
+    producer_id: i64,
+    producer_epoch: i16,
+    batch: &mut bytes::BytesMut,
+) -> Result<i64, String> {
+    let now = node.now_ms();
+    let mut log = partition.lock();
+    let mut producers = partition
+        .producers(&mut log, state_config(&node.config), now)
+        .map_err(|e| e.to_string())?;
+    let current = producers
+        .state()
+        .entry(ProducerId(producer_id))
+        .map(|e| e.epoch().0);
+    if current.is_some_and(|epoch| epoch > producer_epoch) {
+        return Err(format!(
+            "transactional batch of producer {producer_id} at epoch {producer_epoch} fenced on \
+             {partition:?}"
+        ));
+    }
+    let appended = log.append(batch, now).map_err(|e| e.to_string())?;
+    if let Err(e) = producers.on_appended(&mut log, batch) {
+        // The batch and the in-memory state stand; a snapshot write failed.
+        tracing::warn!(partition = ?partition, error = %e,
+            "recording a transactional batch written for a producer");
+    }
+    Ok(appended.first_offset)
 }
 
 /// [`write_marker`], then waits for the group-commit fsync of the partition.

@@ -17,9 +17,7 @@ use shoal_storage::batch::{encode_batch, BatchHeader, BatchOptions, KeyValue};
 use shoal_storage::RecordView;
 
 use crate::node::{NodeState, INTERNAL_DECODE_BYTES_MAX};
-use crate::producer_state::state_config;
 use crate::topic_registry::Partition;
-use shoal_core::producer_state::ProducerId;
 
 /// Partitions of an internal topic (at least 1, so partitioning by key never divides by zero).
 pub fn partition_count(node: &NodeState, topic: &str) -> u32 {
@@ -202,28 +200,12 @@ fn append_batch(
     }
     let batch = encode_batch(&pairs, options);
     let mut batch = BytesMut::from(&batch[..]);
-    let mut log = partition.lock();
     let Some(id) = producer_id else {
-        let appended = log.append(&mut batch, now).map_err(|e| e.to_string())?;
+        let appended = partition
+            .lock()
+            .append(&mut batch, now)
+            .map_err(|e| e.to_string())?;
         return Ok(appended.first_offset);
     };
-    let mut producers = partition
-        .producers(&mut log, state_config(&node.config), now)
-        .map_err(|e| e.to_string())?;
-    // A marker of a newer epoch already ended this producer's transaction here: the batch
-    // would belong to no transaction and nothing would ever resolve it.
-    let current = producers.state().entry(ProducerId(id)).map(|e| e.epoch().0);
-    if current.is_some_and(|epoch| epoch > producer_epoch) {
-        return Err(format!(
-            "transactional batch of producer {id} at epoch {producer_epoch} fenced on \
-             {partition:?}"
-        ));
-    }
-    let appended = log.append(&mut batch, now).map_err(|e| e.to_string())?;
-    if let Err(e) = producers.on_appended(&mut log, &batch) {
-        // The batch and the in-memory state stand; a snapshot write failed.
-        tracing::warn!(partition = ?partition, error = %e,
-            "recording a transactional internal batch");
-    }
-    Ok(appended.first_offset)
+    crate::markers::append_for_producer(node, partition, id, producer_epoch, &mut batch)
 }

@@ -515,7 +515,8 @@ impl ProducerStateManager {
     /// allowed, and when rebuilding from the log. Does not validate (the log is the truth).
     /// Batches without a producer id are ignored. A transactional batch starts the producer's
     /// transaction if none is ongoing; a control batch ends it and returns it (`None` if no
-    /// transaction was ongoing: an empty transaction leaves no trace, as in Kafka).
+    /// transaction was ongoing: an empty transaction leaves no trace, as in Kafka). A batch
+    /// without a sequence (written by the broker itself) leaves the sequence history alone.
     pub fn on_append(&mut self, batch: &BatchInfo, base_offset: i64) -> Option<CompletedTxn> {
         if !batch.has_producer_id() {
             return None;
@@ -556,6 +557,15 @@ impl ProducerStateManager {
         let started = batch.transactional && entry.current_txn_first_offset.is_none();
         if started {
             entry.current_txn_first_offset = Some(base_offset);
+        }
+        if batch.base_sequence < 0 {
+            // A batch without a sequence is one the broker wrote for the producer's
+            // transaction (a share-state staging, a dead letter): it takes part in the
+            // transaction but not in the client's sequence, which must go on where it was.
+            if started {
+                self.index_ongoing(base_offset, id);
+            }
+            return None;
         }
         let last_offset = base_offset.saturating_add(i64::from(batch.last_offset_delta.max(0)));
         if entry.batches.len() == BATCHES_RETAINED {

@@ -445,3 +445,39 @@ fn a_transaction_starting_where_the_index_already_has_it_stops_the_state() {
     };
     assert_stopped(&mut m, &violation);
 }
+
+#[test]
+fn a_batch_the_broker_writes_without_a_sequence_joins_the_transaction_not_the_sequence() {
+    let mut m = manager();
+    let mut end = 0;
+    // The client's first batch of the transaction on this partition.
+    assert_eq!(
+        produce(&mut m, &mut end, &[txn(9, 2, 0, 2)]),
+        Ok(Decision::Append)
+    );
+    // The broker appends five dead letters for the producer's transaction (no sequence).
+    let internal = txn(9, 2, NO_SEQUENCE, 5);
+    assert_eq!(m.on_append(&internal, end), None);
+    end += 5;
+    // The client's sequence goes on where it was: 2, not after the broker's batch.
+    assert_eq!(
+        produce(&mut m, &mut end, &[txn(9, 2, 2, 1)]),
+        Ok(Decision::Append)
+    );
+    // A transaction the broker's batch starts is ongoing until the marker ends it.
+    let mut m = manager();
+    assert_eq!(m.on_append(&txn(5, 1, NO_SEQUENCE, 1), 40), None);
+    assert_eq!(m.first_unstable_offset(), Some(40));
+    let mut at = 41;
+    let done = end_txn(&mut m, &mut at, 5, 1).expect("marker accepted");
+    assert_eq!(
+        done.map(|t| (t.first_offset, t.last_offset)),
+        Some((40, 41))
+    );
+    assert_eq!(m.first_unstable_offset(), None);
+    // ...and the client's first batch at that epoch may start at sequence 0.
+    assert_eq!(
+        produce(&mut m, &mut at, &[txn(5, 1, 0, 1)]),
+        Ok(Decision::Append)
+    );
+}
