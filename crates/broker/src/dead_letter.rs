@@ -27,6 +27,12 @@
 //! process and whose attempts all succeeded needs no scan: nothing can have been written for
 //! them yet.
 //!
+//! A transaction's REJECTs (KIP-1289's TxnShareAcknowledge) carry their dead letters in the
+//! transaction instead ([`in_transaction`], [`write_in_transaction`], decision 0022 points
+//! 6–8): written as the producer's transactional batches when the staging is, visible exactly
+//! when the transaction commits, and archived by the COMMIT marker itself. The dedupe scan
+//! therefore counts a transactional dead letter only once its COMMIT marker follows it.
+//!
 //! As in Kafka, a dead letter that cannot be written (no such topic and no auto-creation, a
 //! topic not enabled with `errors.deadletterqueue.group.enable`, a name against the broker's
 //! `errors.deadletterqueue.topic.name.prefix` or starting with `__`) is logged and its record
@@ -40,17 +46,19 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use shoal_codec::batch::{BatchOptions, BatchWriter, Compression};
+use shoal_core::producer_state::ProducerId;
 use shoal_core::share_coordinator::SharePartitionKey;
 use shoal_core::share_partition::DeadLetterRange;
 use shoal_protocol::ErrorCode;
 use shoal_storage::batch::split_batches;
-use shoal_storage::{decode_records, RecordView};
+use shoal_storage::{control_record_type, decode_records, ControlRecordType, RecordView};
 use tokio::sync::watch;
 use tracing::{error, warn};
 
 use crate::config::ConfigMap;
 use crate::group_configs::{DLQ_COPY_RECORD_ENABLE, DLQ_TOPIC_NAME};
 use crate::node::NodeState;
+use crate::producer_state::state_config;
 use crate::share::{self, ShareManager};
 use crate::topic_registry::{Partition, Topic};
 
@@ -183,17 +191,31 @@ async fn create(node: &NodeState, name: &str) -> Result<Arc<Topic>, Failure> {
     }
 }
 
-/// The source offsets already in `partition` as dead letters of `key` (the dedupe scan).
-fn written_before(
+/// What a scan of a dead-letter partition found for one source partition's offsets.
+#[derive(Debug, Default)]
+struct Found {
+    /// Dead letters that are, or will be, visible: plain, or in a committed transaction.
+    written: HashSet<i64>,
+    /// Dead letters in a transaction whose marker is not in the partition yet: they count
+    /// only once it commits.
+    undecided: HashSet<i64>,
+}
+
+/// The dead letters of `group`'s `topic`-`source_partition` in `partition` from `from` on (the
+/// dedupe scan), of producer `only` if given. A transactional dead letter counts once its
+/// COMMIT marker follows it; an aborted one does not count.
+fn scan(
     partition: &Partition,
-    group: &str,
-    topic: &str,
-    source_partition: i32,
-) -> Result<HashSet<i64>, ErrorCode> {
-    let mut found = HashSet::new();
+    from: i64,
+    only: Option<i64>,
+    (group, topic, source_partition): (&str, &str, i32),
+) -> Result<Found, ErrorCode> {
+    let mut found = Found::default();
+    // Each producer's dead letters waiting for its marker.
+    let mut pending: std::collections::HashMap<i64, Vec<i64>> = Default::default();
     let (mut at, end) = {
         let log = partition.lock();
-        (log.log_start_offset(), log.log_end_offset())
+        (from.max(log.log_start_offset()), log.log_end_offset())
     };
     let source_partition = source_partition.to_string();
     while at < end {
@@ -207,7 +229,18 @@ fn written_before(
         at = read.next_offset;
         for batch in split_batches(&read.records) {
             let Ok((header, range)) = batch else { break };
+            let producer = header.producer_id();
+            if only.is_some_and(|p| p != producer) {
+                continue;
+            }
             if header.is_control() {
+                let letters = pending.remove(&producer).unwrap_or_default();
+                if matches!(
+                    control_record_type(&read.records[range]),
+                    Ok(ControlRecordType::Commit)
+                ) {
+                    found.written.extend(letters);
+                }
                 continue;
             }
             let records = decode_records(&read.records[range], DECOMPRESSED_BYTES_MAX)
@@ -221,11 +254,16 @@ fn written_before(
                     let offset = h(HEADER_OFFSET)
                         .and_then(|v| std::str::from_utf8(v).ok())
                         .and_then(|v| v.parse::<i64>().ok());
-                    found.extend(offset);
+                    if header.is_transactional() {
+                        pending.entry(producer).or_default().extend(offset);
+                    } else {
+                        found.written.extend(offset);
+                    }
                 }
             }
         }
     }
+    found.undecided = pending.into_values().flatten().collect();
     Ok(found)
 }
 
@@ -280,13 +318,12 @@ struct Letter {
     original: Option<RecordView>,
 }
 
-/// The encoded batches of `letters`.
+/// The encoded batches of `letters`, with `options` (a producer's, for a transaction).
 fn encode(
     letters: &[Letter],
-    group: &str,
-    topic: &str,
-    source_partition: i32,
+    (group, topic, source_partition): (&str, &str, i32),
     now_ms: i64,
+    options: &BatchOptions,
 ) -> Vec<Vec<u8>> {
     let partition = source_partition.to_string();
     letters
@@ -316,10 +353,43 @@ fn encode(
                 }
             }
             (w.record_count() > 0)
-                .then(|| w.finish(&BatchOptions::default(), Compression::None))
+                .then(|| w.finish(options, Compression::None))
                 .and_then(|r| r.map_err(|e| error!(error = %e, "dead-letter batch")).ok())
         })
         .collect()
+}
+
+/// The dead letters of `ranges` except the offsets in `skip`, with the original records
+/// (from `source`) when `copy_record`.
+fn letters(
+    source: Option<&Partition>,
+    copy_record: bool,
+    ranges: &[DeadLetterRange],
+    skip: &HashSet<i64>,
+) -> Result<Vec<Letter>, ErrorCode> {
+    let mut letters = Vec::new();
+    for r in ranges {
+        let mut originals = match (source, copy_record) {
+            (Some(p), true) => source_records(p, r.first_offset, r.last_offset)?
+                .into_iter()
+                .peekable(),
+            _ => Vec::new().into_iter().peekable(),
+        };
+        for offset in r.first_offset..=r.last_offset {
+            while originals.next_if(|o| o.offset < offset).is_some() {}
+            let original = originals.next_if(|o| o.offset == offset);
+            if skip.contains(&offset) {
+                continue;
+            }
+            letters.push(Letter {
+                offset,
+                delivery_count: r.delivery_count,
+                message: r.cause.message(),
+                original,
+            });
+        }
+    }
+    Ok(letters)
 }
 
 /// Writes (durably) the dead letters of `ranges` of `key`; with `verify`, only those the
@@ -345,40 +415,40 @@ async fn write(
         .partition(index)
         .ok_or(Failure::Retry(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION))?;
     let skip = if verify {
-        written_before(&partition, &key.group_id, &source_name, key.partition)
-            .map_err(Failure::Retry)?
+        let found = scan(
+            &partition,
+            0,
+            None,
+            (&key.group_id, &source_name, key.partition),
+        )
+        .map_err(Failure::Retry)?;
+        // A transaction that carried one of these dead letters is being completed: wait for
+        // its marker to know whether the dead letter stands.
+        let awaited = ranges
+            .iter()
+            .flat_map(|r| r.first_offset..=r.last_offset)
+            .any(|o| found.undecided.contains(&o) && !found.written.contains(&o));
+        if awaited {
+            return Err(Failure::Retry(ErrorCode::CONCURRENT_TRANSACTIONS));
+        }
+        found.written
     } else {
         HashSet::new()
     };
     let source_partition = source.as_ref().and_then(|t| t.partition(key.partition));
-    let mut letters = Vec::new();
-    for r in ranges {
-        let mut originals = match (&source_partition, target.copy_record) {
-            (Some(p), true) => source_records(p, r.first_offset, r.last_offset)
-                .map_err(Failure::Retry)?
-                .into_iter()
-                .peekable(),
-            _ => Vec::new().into_iter().peekable(),
-        };
-        for offset in r.first_offset..=r.last_offset {
-            while originals.next_if(|o| o.offset < offset).is_some() {}
-            let original = originals.next_if(|o| o.offset == offset);
-            if skip.contains(&offset) {
-                continue;
-            }
-            letters.push(Letter {
-                offset,
-                delivery_count: r.delivery_count,
-                message: r.cause.message(),
-                original,
-            });
-        }
-    }
+    let letters = letters(
+        source_partition.as_deref(),
+        target.copy_record,
+        ranges,
+        &skip,
+    )
+    .map_err(Failure::Retry)?;
     if letters.is_empty() {
         return Ok(0);
     }
     let now = node.now_ms();
-    for mut batch in encode(&letters, &key.group_id, &source_name, key.partition, now) {
+    let source = (key.group_id.as_str(), source_name.as_str(), key.partition);
+    for mut batch in encode(&letters, source, now, &BatchOptions::default()) {
         partition
             .lock()
             .append(&mut batch, now)
@@ -389,6 +459,125 @@ async fn write(
         .await
         .map_err(|e| Failure::Retry(e.error_code()))?;
     partition.wake();
+    Ok(letters.len() as i64)
+}
+
+/// Where a transaction writes the dead letters of one share partition's REJECTs (issue 31).
+#[derive(Debug, Clone)]
+pub struct InTransaction {
+    /// The dead-letter topic's name and the partition, served here.
+    pub topic: String,
+    pub index: i32,
+    partition: Arc<Partition>,
+    copy_record: bool,
+}
+
+/// The dead-letter partition a transaction can carry `key`'s dead letters to: the group has
+/// dead-letter queues (a dead-letter topic at `share.version` 2 or above) that Kafka's
+/// validation accepts, and this broker serves the partition. `None` otherwise: the REJECTs are
+/// then dead-lettered after the commit, through ARCHIVING, as without a transaction (an
+/// unusable topic is logged and counted there).
+pub async fn in_transaction(node: &NodeState, key: &SharePartitionKey) -> Option<InTransaction> {
+    if !share::partition_config(node, &key.group_id).dead_letter {
+        return None;
+    }
+    let target = target(node, &key.group_id).await.ok()??;
+    let count = i32::try_from(target.topic.partition_count()).unwrap_or(i32::MAX);
+    let index = key.partition.rem_euclid(count.max(1));
+    let partition = node.led_partition(&target.topic, index).ok()?;
+    Some(InTransaction {
+        topic: target.topic.name.clone(),
+        index,
+        partition,
+        copy_record: target.copy_record,
+    })
+}
+
+/// Writes the dead letters `ranges` of `key` into `producer`'s transaction on `to`'s
+/// partition — transactional batches of the producer without a sequence, which its markers
+/// resolve — skipping those the transaction already carries (a retried TxnShareAcknowledge
+/// whose staging failed after its dead letters were written). Durable on return; the count
+/// written.
+///
+/// # Errors
+/// The storage error's code, or the producer fenced on the partition; then no staging may
+/// claim these dead letters (the client aborts the transaction, which aborts any written).
+pub async fn write_in_transaction(
+    node: &NodeState,
+    key: &SharePartitionKey,
+    to: &InTransaction,
+    (producer_id, producer_epoch): (i64, i16),
+    ranges: &[DeadLetterRange],
+) -> Result<i64, ErrorCode> {
+    if ranges.is_empty() {
+        return Ok(0);
+    }
+    let topic_id = uuid::Uuid::from_bytes(key.topic_id.0);
+    let source = node.topic_by_id(topic_id);
+    let source_name = source
+        .as_ref()
+        .map_or_else(|| topic_id.to_string(), |t| t.name.clone());
+    let ongoing = {
+        let mut log = to.partition.lock();
+        let producers = to
+            .partition
+            .producers(&mut log, state_config(&node.config), node.now_ms())
+            .map_err(|e| ErrorCode(e.kafka_error_code()))?;
+        producers
+            .state()
+            .entry(ProducerId(producer_id))
+            .filter(|e| e.epoch().0 == producer_epoch)
+            .and_then(|e| e.current_txn_first_offset())
+    };
+    let carried = match ongoing {
+        Some(first) => {
+            scan(
+                &to.partition,
+                first,
+                Some(producer_id),
+                (&key.group_id, &source_name, key.partition),
+            )?
+            .undecided
+        }
+        None => HashSet::new(),
+    };
+    let source_partition = source.as_ref().and_then(|t| t.partition(key.partition));
+    let letters = letters(
+        source_partition.as_deref(),
+        to.copy_record,
+        ranges,
+        &carried,
+    )?;
+    if letters.is_empty() {
+        return Ok(0);
+    }
+    let options = BatchOptions {
+        producer_id,
+        producer_epoch,
+        transactional: true,
+        ..BatchOptions::default()
+    };
+    let now = node.now_ms();
+    let source = (key.group_id.as_str(), source_name.as_str(), key.partition);
+    for batch in encode(&letters, source, now, &options) {
+        let mut batch = bytes::BytesMut::from(&batch[..]);
+        crate::markers::append_for_producer(
+            node,
+            &to.partition,
+            producer_id,
+            producer_epoch,
+            &mut batch,
+        )
+        .map_err(|e| {
+            warn!(?key, error = %e, "dead letters of a transaction not written");
+            ErrorCode::KAFKA_STORAGE_ERROR
+        })?;
+    }
+    node.durability
+        .commit(vec![to.partition.clone()])
+        .await
+        .map_err(|e| e.error_code())?;
+    to.partition.wake();
     Ok(letters.len() as i64)
 }
 

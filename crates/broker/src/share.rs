@@ -103,6 +103,24 @@ fn key_order(a: &SharePartitionKey, b: &SharePartitionKey) -> std::cmp::Ordering
     (&a.group_id, a.topic_id.0, a.partition).cmp(&(&b.group_id, b.topic_id.0, b.partition))
 }
 
+/// One share partition of a TxnShareAcknowledge's staging.
+pub struct StagePart {
+    pub key: SharePartitionKey,
+    pub batches: Vec<AckBatch>,
+    /// Where the transaction carries the dead letters of its REJECTs (None: after the commit,
+    /// through ARCHIVING).
+    pub dead_letters: Option<crate::dead_letter::InTransaction>,
+}
+
+/// Whether any batch REJECTs.
+pub fn has_reject(batches: &[AckBatch]) -> bool {
+    batches.iter().any(|b| {
+        b.ack_types
+            .iter()
+            .any(|&t| t == shoal_core::share_partition::AcknowledgeType::Reject.id())
+    })
+}
+
 /// A connection's id for share sessions.
 pub fn connection_id(peer: SocketAddr) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -233,31 +251,38 @@ impl ShareManager {
     /// registered those state partitions in the transaction, so its COMMIT or ABORT marker
     /// resolves them.
     ///
+    /// A part with a dead-letter partition ([`crate::dead_letter::in_transaction`], which the
+    /// caller registered in the transaction too) carries its REJECTs' dead letters in the
+    /// transaction: they are written there after the copies accepted and before the staging
+    /// is persisted, and the staging records that they were, so the COMMIT archives those
+    /// records at once — the dead letters visible to read_committed readers exactly when the
+    /// transaction commits, and never for an aborted one (issue 31).
+    ///
     /// Slots are locked in key order, so two requests over the same partitions cannot
     /// deadlock; `parts` must not name a share partition twice.
     ///
     /// # Errors
     /// The first refused partition with its code (INVALID_REQUEST, INVALID_RECORD_STATE) and
     /// a message; or, with no partition named, PRODUCER_FENCED when the transaction already
-    /// ended on a state partition, KAFKA_STORAGE_ERROR when the write failed. Nothing is
-    /// staged on error.
+    /// ended on a state partition, KAFKA_STORAGE_ERROR when the write (of the staging or the
+    /// dead letters) failed. Nothing is staged on error.
     pub async fn stage(
         &self,
         node: &NodeState,
         producer: TxnProducer,
         member_id: &str,
-        mut parts: Vec<(SharePartitionKey, Vec<AckBatch>)>,
+        mut parts: Vec<StagePart>,
     ) -> Result<(), Refusal> {
-        parts.sort_by(|a, b| key_order(&a.0, &b.0));
-        let slots: Vec<Arc<Slot>> = parts.iter().map(|(key, _)| self.slot(key)).collect();
+        parts.sort_by(|a, b| key_order(&a.key, &b.key));
+        let slots: Vec<Arc<Slot>> = parts.iter().map(|p| self.slot(&p.key)).collect();
         let mut guards = Vec::with_capacity(slots.len());
         for slot in &slots {
             guards.push(slot.state.lock().await);
         }
-        let request = parts
-            .iter()
-            .zip(guards.iter())
-            .map(|((key, batches), guard)| (key, guard.as_ref(), &batches[..]));
+        let request = parts.iter().zip(guards.iter()).map(|(p, guard)| {
+            let carried = p.dead_letters.is_some() && has_reject(&p.batches);
+            (&p.key, guard.as_ref(), &p.batches[..], carried)
+        });
         let staging = Staging::on_copies(
             request,
             node.now_ms(),
@@ -276,6 +301,28 @@ impl ShareManager {
             }
             refused.refusal()
         })?;
+        // The dead letters first: a staging that claims them must never exist without them.
+        for (part, (_, copy)) in parts.iter().zip(staging.copies()) {
+            let Some(to) = part.dead_letters.as_ref() else {
+                continue;
+            };
+            let ranges = copy.dead_letters_of(&part.batches);
+            let pair = (producer.producer_id, producer.producer_epoch);
+            match crate::dead_letter::write_in_transaction(node, &part.key, to, pair, &ranges).await
+            {
+                Ok(written) => node
+                    .metrics
+                    .dead_letters_written(&part.key.group_id, written),
+                Err(code) => {
+                    node.metrics.dead_letter_failed(&part.key.group_id);
+                    error!(key = ?part.key, ?code, "dead letters of a staging not written");
+                    return Err(Refusal::request(
+                        ErrorCode::KAFKA_STORAGE_ERROR,
+                        "the dead letters could not be written",
+                    ));
+                }
+            }
+        }
         let writes = staging.writes(LEADER_EPOCH);
         let outcome = if writes.is_empty() {
             Ok(())
@@ -283,7 +330,7 @@ impl ShareManager {
             .iter()
             .find(|(key, _)| !share_state::served_here(node, key))
         {
-            // No RPC carries a staging to another broker yet (decision 0025).
+            // No RPC carries a staging to another broker yet (decision 0027).
             warn!(
                 ?key,
                 "staging for a share-state partition owned by another broker"

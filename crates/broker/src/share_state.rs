@@ -17,7 +17,7 @@
 //!
 //! Not routed: KIP-1289's stagings, which are transactional batches of the producer in the
 //! state partition and have no Kafka RPC; `ShareManager::stage` refuses those whose state
-//! partition is owned elsewhere (decision 0025).
+//! partition is owned elsewhere (decision 0027).
 //!
 //! Must not: answer for a partition the other side refused, or trust a peer's response
 //! (missing partitions and batches that do not decode are failures).
@@ -772,6 +772,7 @@ mod tests {
             producer_id: 4_000_000_001,
             producer_epoch: 7,
             ack_type: 1,
+            dead_lettered: false,
         });
         vec![StateBatch::new(5, 9, 2, 1), staged]
     }

@@ -158,6 +158,7 @@ async fn leaving_share_version_3_is_refused_while_records_are_tx_pending() {
                 producer_id: 4242,
                 producer_epoch: 0,
                 ack_type: 1,
+                dead_lettered: false,
             }),
         },
     )

@@ -472,6 +472,7 @@ async fn case6_an_expired_lock_leaves_tx_pending_records_to_their_transaction() 
         producer_id: a.pid,
         producer_epoch: a.epoch,
         ack_type: ACCEPT,
+        dead_lettered: false,
     });
     let tx_pending = unheld(0, 4, RecordState::TxPending, 1, staged_txn);
     let expired = unheld(5, 9, RecordState::Available, 1, None);
@@ -816,6 +817,7 @@ async fn g8_case5_duplicate_and_late_markers_change_nothing() {
         producer_id: a.pid,
         producer_epoch: a.epoch,
         ack_type: REJECT,
+        dead_lettered: false,
     };
     assert_eq!(
         pending.0,

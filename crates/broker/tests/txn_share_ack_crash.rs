@@ -6,14 +6,12 @@
 
 mod common;
 
-use common::log_cut::{batches, cut_last_batch, cut_log_at, first_segment};
+use common::log_cut::{batches, cut_last_batch, first_segment};
 use common::share::ACCEPT;
 use common::txn::{committed_values, txn_batch};
 use common::txn_share::*;
 use common::{txn, TestBroker};
-use shoal_broker::coordinators::txn_coordinator::TRANSACTION_STATE;
 use shoal_broker::share::SHARE_GROUP_STATE;
-use shoal_core::txn_coordinator::{partition_for, TransactionState, TxnRecord};
 
 /// g10 / case 1 / case 12: the broker crashes (kill -9) while records are TX_PENDING. The
 /// staging was persisted before TxnShareAcknowledge was answered, so the restarted broker
@@ -107,12 +105,7 @@ async fn g4_a_crash_after_prepare_commit_is_finished_by_the_coordinator() {
     txn::wait_complete(&broker, TID).await;
     txn::wait_lso(&mut conn, OUT, 0, 2).await;
     let n = state_partition(&broker, topic_id, 0);
-    let txn_partitions = broker
-        .broker
-        .topic(TRANSACTION_STATE)
-        .unwrap()
-        .partition_count();
-    let owner = partition_for(TID, txn_partitions as u32) as i32;
+    let txn_partitions = transaction_state_partitions(&broker);
     drop(conn);
     broker.crash().await;
 
@@ -127,44 +120,7 @@ async fn g4_a_crash_after_prepare_commit_is_finished_by_the_coordinator() {
     assert!(header.is_control() && header.producer_id() == a.pid);
     cut_last_batch(&segment);
     // The coordinator's partition: everything after the batch holding PrepareCommit.
-    let segment = first_segment(dir.path(), TRANSACTION_STATE, owner);
-    let logged: Vec<(i64, Vec<TxnRecord>)> = batches(&segment)
-        .into_iter()
-        .map(|(header, records)| {
-            let decoded = records
-                .iter()
-                .map(|r| TxnRecord::decode(r.key.as_deref().unwrap(), r.value.as_deref()).unwrap())
-                .collect();
-            (header.base_offset(), decoded)
-        })
-        .collect();
-    let state_of = |r: &TxnRecord| match r {
-        TxnRecord::Transaction { value, .. } => Some(value.state),
-        _ => None,
-    };
-    let prepared = logged
-        .iter()
-        .position(|(_, records)| {
-            records
-                .iter()
-                .any(|r| state_of(r) == Some(TransactionState::PrepareCommit))
-        })
-        .expect("PrepareCommit is logged");
-    let after: Vec<&TxnRecord> = logged[prepared + 1..]
-        .iter()
-        .flat_map(|(_, records)| records)
-        .collect();
-    assert!(
-        after.iter().any(|r| matches!(r, TxnRecord::Markers { .. })),
-        "{after:?}"
-    );
-    assert!(
-        after
-            .iter()
-            .any(|r| state_of(r) == Some(TransactionState::CompleteCommit)),
-        "{after:?}"
-    );
-    cut_log_at(&segment, logged[prepared + 1].0);
+    cut_transaction_state_after_prepare_commit(dir.path(), txn_partitions);
 
     let broker = TestBroker::start_with(dir.path(), LAZY_SETTINGS).await;
     txn::wait_complete(&broker, TID).await;

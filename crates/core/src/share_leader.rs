@@ -208,6 +208,15 @@ pub enum NotPersisted {
     Unavailable,
 }
 
+/// One share partition of a staging: its key, its machine (None: it has none), the batches,
+/// and whether the transaction carries the dead letters of its REJECTs.
+pub type StagePart<'a> = (
+    &'a SharePartitionKey,
+    Option<&'a SharePartition>,
+    &'a [AckBatch],
+    bool,
+);
+
 /// One TxnShareAcknowledge's staging, staged on copies and waiting to be persisted.
 #[derive(Debug)]
 #[must_use = "a staging takes effect only once persisted"]
@@ -247,18 +256,13 @@ impl NotStaged {
 
 impl Staging {
     /// Stages `member_id`'s batches of each share partition on a copy of its machine (None:
-    /// the partition has none), all or nothing, for the producer's transaction.
+    /// the partition has none), all or nothing, for the producer's transaction; each part's
+    /// flag says whether the transaction carries the dead letters of its REJECTs.
     ///
     /// # Errors
     /// The first share partition that refused; nothing is staged.
     pub fn on_copies<'a>(
-        parts: impl IntoIterator<
-            Item = (
-                &'a SharePartitionKey,
-                Option<&'a SharePartition>,
-                &'a [AckBatch],
-            ),
-        >,
+        parts: impl IntoIterator<Item = StagePart<'a>>,
         now_ms: i64,
         member_id: &str,
         producer_id: i64,
@@ -266,7 +270,7 @@ impl Staging {
     ) -> Result<Staging, NotStaged> {
         let mut keys = Vec::new();
         let mut machines = Vec::new();
-        for (index, (key, machine, batches)) in parts.into_iter().enumerate() {
+        for (index, (key, machine, batches, dead_lettered)) in parts.into_iter().enumerate() {
             let Some(machine) = machine else {
                 return Err(NotStaged {
                     index,
@@ -275,15 +279,14 @@ impl Staging {
                 });
             };
             keys.push(key.clone());
-            machines.push((machine, batches));
+            machines.push((machine, batches, dead_lettered));
         }
-        let copies = stage_all(machines, now_ms, member_id, producer_id, producer_epoch).map_err(
-            |(index, e)| NotStaged {
+        let copies = stage_all(machines, now_ms, member_id, (producer_id, producer_epoch))
+            .map_err(|(index, e)| NotStaged {
                 index,
                 key: keys[index].clone(),
                 error: Some(e),
-            },
-        )?;
+            })?;
         Ok(Staging {
             producer_id,
             producer_epoch,
@@ -298,6 +301,12 @@ impl Staging {
     /// The producer whose transactional batch persists the stagings.
     pub fn producer(&self) -> (i64, i16) {
         (self.producer_id, self.producer_epoch)
+    }
+
+    /// The staged copies, in the request's order (what is not persisted yet: the broker reads
+    /// a copy's staged REJECTs to write the dead letters its transaction carries).
+    pub fn copies(&self) -> impl Iterator<Item = (&SharePartitionKey, &SharePartition)> + '_ {
+        self.staged.iter().map(|(key, copy, _)| (key, copy))
     }
 
     /// The writes to persist together, by the leader at `leader_epoch` (empty: nothing to

@@ -134,7 +134,10 @@ fn a_staging_is_handed_back_only_when_persisted() {
     let b = acquired("m", 4);
     let (ka, kb) = (key(0), key(1));
     let (ba, bb) = (accept(0, 9), accept(0, 4));
-    let parts = [(&ka, Some(&a), &ba[..]), (&kb, Some(&b), &bb[..])];
+    let parts = [
+        (&ka, Some(&a), &ba[..], false),
+        (&kb, Some(&b), &bb[..], false),
+    ];
     let staging = Staging::on_copies(parts, 1, "m", PID, EPOCH).expect("staged");
     assert_eq!(staging.producer(), (PID, EPOCH));
     let writes = staging.writes(0);
@@ -167,7 +170,8 @@ fn the_coordinators_refusals_are_the_answers_the_spec_gives() {
     let a = acquired("m", 3);
     let ka = key(0);
     let ba = accept(0, 3);
-    let stage = || Staging::on_copies([(&ka, Some(&a), &ba[..])], 1, "m", PID, EPOCH).unwrap();
+    let stage =
+        || Staging::on_copies([(&ka, Some(&a), &ba[..], false)], 1, "m", PID, EPOCH).unwrap();
     let fenced = stage()
         .persisted(Err(NotPersisted::Refused(StageRefused::Fenced {
             state_partition: 0,
@@ -191,7 +195,7 @@ fn a_partition_without_a_machine_or_with_records_not_acquired_refuses_the_whole_
     let (ka, kb) = (key(0), key(1));
     let ba = accept(0, 3);
     let missing = Staging::on_copies(
-        [(&ka, Some(&a), &ba[..]), (&kb, None, &ba[..])],
+        [(&ka, Some(&a), &ba[..], false), (&kb, None, &ba[..], false)],
         1,
         "m",
         PID,
@@ -201,7 +205,7 @@ fn a_partition_without_a_machine_or_with_records_not_acquired_refuses_the_whole_
     assert_eq!((missing.index, &missing.key), (1, &kb));
     assert_eq!(missing.refusal().code, ErrorCode::INVALID_RECORD_STATE);
     assert!(missing.violation().is_none());
-    let other = Staging::on_copies([(&ka, Some(&a), &ba[..])], 1, "other", PID, EPOCH)
+    let other = Staging::on_copies([(&ka, Some(&a), &ba[..], false)], 1, "other", PID, EPOCH)
         .expect_err("not the holder");
     assert_eq!(other.index, 0);
     assert_eq!(other.refusal().code, ErrorCode::INVALID_RECORD_STATE);
@@ -224,7 +228,7 @@ proptest! {
             .map(|(_, first, len, _)| accept(*first, first + len))
             .collect();
         let request = keys.iter().zip(&machines).zip(&batches).zip(&parts).map(
-            |(((k, sp), b), (_, _, _, present))| (k, present.then_some(sp), &b[..]),
+            |(((k, sp), b), (_, _, _, present))| (k, present.then_some(sp), &b[..], false),
         );
         let fits = parts.iter().all(|(last, first, len, present)| *present && first + len <= *last);
         match Staging::on_copies(request, 1, "m", PID, EPOCH) {

@@ -24,10 +24,13 @@
 //! 7. Per partition: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION. Then the share-state
 //!    partitions `__share_group_state-N` of every share partition are added to the
 //!    transaction (transaction-version-2 style: the client sends no AddPartitionsToTxn for
-//!    them), so that its markers reach them.
+//!    them), so that its markers reach them; with them, for a partition whose REJECTs the
+//!    transaction can dead-letter ([`crate::dead_letter::in_transaction`]), its dead-letter
+//!    partition.
 //! 8. Staging, all or nothing across the request ([`crate::share::ShareManager::stage`]):
-//!    INVALID_RECORD_STATE for an offset not ACQUIRED by the member; persisted (a
-//!    transactional batch under the producer's id and epoch, fsynced) before the answer.
+//!    INVALID_RECORD_STATE for an offset not ACQUIRED by the member; the dead letters of
+//!    REJECTs written into the transaction; persisted (a transactional batch under the
+//!    producer's id and epoch, fsynced) before the answer.
 //!
 //! Errors of steps 1–6 and failures of the whole write are top-level, with every partition
 //! carrying the same code — except below `share.version` 3, where the request never reaches
@@ -62,8 +65,9 @@ use uuid::Uuid;
 
 use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
-use crate::share::TxnProducer;
+use crate::dead_letter::InTransaction;
 use crate::share::SHARE_GROUP_STATE;
+use crate::share::{has_reject, StagePart, TxnProducer};
 use shoal_core::group_coordinator::{ShareCall, ShareReply};
 
 /// A refusal of the whole request.
@@ -181,6 +185,9 @@ async fn handle(
         })
         .unzip();
     let state_partitions = crate::coordinators::log_io::partition_count(broker, SHARE_GROUP_STATE);
+    // Where the transaction carries the dead letters of each partition's REJECTs (looked up
+    // at step 7, registered with the state partitions).
+    let mut dead_letters: Vec<Option<InTransaction>> = vec![None; keys.len()];
     let (mut flow, mut step) = TxnShareAck::start(
         producer.producer_id,
         producer.producer_epoch,
@@ -208,15 +215,27 @@ async fn handle(
             // 7. Each topic and partition, led here.
             Step::CheckPartitions => flow.partitions_checked(check_partitions(broker, &keys)),
             Step::Register(state_partitions) => {
+                for ((key, b), slot) in keys.iter().zip(&batches).zip(dead_letters.iter_mut()) {
+                    if has_reject(b) {
+                        *slot = crate::dead_letter::in_transaction(broker, key).await;
+                    }
+                }
+                let mut partitions: Vec<tc::TopicPartition> = state_partitions
+                    .into_iter()
+                    .map(|p| tc::TopicPartition::new(SHARE_GROUP_STATE, p))
+                    .collect();
+                for to in dead_letters.iter().flatten() {
+                    let p = tc::TopicPartition::new(&to.topic, to.index);
+                    if !partitions.contains(&p) {
+                        partitions.push(p);
+                    }
+                }
                 let request =
                     tc::TxnRequest::AddPartitionsImplicit(tc::AddPartitionsImplicitRequest {
                         transactional_id: transactional_id.clone(),
                         producer_id: tc::ProducerId(producer.producer_id),
                         producer_epoch: tc::ProducerEpoch(producer.producer_epoch),
-                        partitions: state_partitions
-                            .into_iter()
-                            .map(|p| tc::TopicPartition::new(SHARE_GROUP_STATE, p))
-                            .collect(),
+                        partitions,
                     });
                 let code = match broker.txn.call(request).await {
                     Ok(response) => response.error_code(),
@@ -230,6 +249,12 @@ async fn handle(
                     .iter()
                     .cloned()
                     .zip(std::mem::take(&mut batches))
+                    .zip(std::mem::take(&mut dead_letters))
+                    .map(|((key, batches), dead_letters)| StagePart {
+                        key,
+                        batches,
+                        dead_letters,
+                    })
                     .collect();
                 let staged = broker
                     .share

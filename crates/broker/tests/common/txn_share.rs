@@ -414,3 +414,62 @@ pub async fn wait_ranges_after(
     }
     assert_eq!(ranges(broker, topic_id, 0).await, expected);
 }
+
+/// Cuts the `__transaction_state` partition that owns [`TID`] (in the crashed broker's `dir`)
+/// right after the batch holding the transaction's PrepareCommit, checking that its Markers
+/// and CompleteCommit records followed: what a crash after PrepareCommit leaves when the rest
+/// was not yet written back.
+pub fn cut_transaction_state_after_prepare_commit(dir: &std::path::Path, partitions: usize) {
+    use super::log_cut::{batches, cut_log_at, first_segment};
+    use shoal_broker::coordinators::txn_coordinator::TRANSACTION_STATE;
+    use shoal_core::txn_coordinator::{partition_for, TransactionState, TxnRecord};
+
+    let owner = partition_for(TID, partitions as u32) as i32;
+    let segment = first_segment(dir, TRANSACTION_STATE, owner);
+    let logged: Vec<(i64, Vec<TxnRecord>)> = batches(&segment)
+        .into_iter()
+        .map(|(header, records)| {
+            let decoded = records
+                .iter()
+                .map(|r| TxnRecord::decode(r.key.as_deref().unwrap(), r.value.as_deref()).unwrap())
+                .collect();
+            (header.base_offset(), decoded)
+        })
+        .collect();
+    let state_of = |r: &TxnRecord| match r {
+        TxnRecord::Transaction { value, .. } => Some(value.state),
+        _ => None,
+    };
+    let prepared = logged
+        .iter()
+        .position(|(_, records)| {
+            records
+                .iter()
+                .any(|r| state_of(r) == Some(TransactionState::PrepareCommit))
+        })
+        .expect("PrepareCommit is logged");
+    let after: Vec<&TxnRecord> = logged[prepared + 1..]
+        .iter()
+        .flat_map(|(_, records)| records)
+        .collect();
+    assert!(
+        after.iter().any(|r| matches!(r, TxnRecord::Markers { .. })),
+        "{after:?}"
+    );
+    assert!(
+        after
+            .iter()
+            .any(|r| state_of(r) == Some(TransactionState::CompleteCommit)),
+        "{after:?}"
+    );
+    cut_log_at(&segment, logged[prepared + 1].0);
+}
+
+/// How many partitions `__transaction_state` has on `broker`.
+pub fn transaction_state_partitions(broker: &TestBroker) -> usize {
+    broker
+        .broker
+        .topic(shoal_broker::coordinators::txn_coordinator::TRANSACTION_STATE)
+        .unwrap()
+        .partition_count()
+}

@@ -227,7 +227,9 @@ const ARCHIVED_STATE_ID: i8 = 4;
 /// KIP-1289: what a transaction marker does to persisted state batches. Every TX_PENDING
 /// batch (state 5) staged by `producer_id` at `producer_epoch` or before is resolved with its
 /// full delivery count (persisted TX_PENDING carries the count before the acquisition): COMMIT
-/// → ACKNOWLEDGED for a staged ACCEPT, ARCHIVED for REJECT or GAP; ABORT → AVAILABLE, or
+/// → ACKNOWLEDGED for a staged ACCEPT, ARCHIVED for REJECT or GAP (ARCHIVING for a REJECT
+/// when the group has a dead-letter queue, unless the transaction carried its dead letters,
+/// [`StagedTxn::dead_lettered`]); ABORT → AVAILABLE, or
 /// ARCHIVED once the count reached the limit (ARCHIVING instead of ARCHIVED for REJECT and
 /// the limit when the group has a dead-letter queue, see [`MarkerPolicy`]). Returns the resolved batches, to
 /// merge over the stagings (their higher count wins the merge); empty when nothing matches,
@@ -264,6 +266,8 @@ pub fn resolve_staged_batches(
             let state = match (commit, t.ack_type) {
                 (true, 1) => 2,
                 (true, 0) => ARCHIVED_STATE_ID,
+                // The transaction carried the REJECT's dead letters.
+                (true, _) if t.dead_lettered => ARCHIVED_STATE_ID,
                 (true, _) => dead,
                 (false, _) if count >= policy.delivery_count_limit => dead,
                 (false, _) => 0,

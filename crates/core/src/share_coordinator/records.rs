@@ -41,8 +41,11 @@ pub const UNINITIALIZED_DELIVERY_COMPLETE_COUNT: i32 = -1;
 
 /// Tag, inside a `StateBatch`, of the TX_PENDING staging ([`StagedTxn`]).
 pub const STAGED_TXN_TAG: u32 = 0;
-/// Encoded size of [`StagedTxn`]: 8 + 2 + 1.
+/// Encoded size of [`StagedTxn`]: 8 + 2 + 1, and a flags byte only when a flag is set.
 const STAGED_TXN_BYTES: usize = 11;
+const STAGED_TXN_FLAGGED_BYTES: usize = 12;
+/// [`StagedTxn::dead_lettered`] in the flags byte.
+const STAGED_TXN_DEAD_LETTERED: u8 = 1;
 /// Persisted delivery state id of TX_PENDING (KIP-1289).
 pub const TX_PENDING_STATE_ID: i8 = 5;
 
@@ -75,6 +78,9 @@ pub struct StagedTxn {
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub ack_type: i8,
+    /// A staged REJECT whose dead-letter records were written in the same transaction
+    /// (issue 31): its COMMIT archives it at once, as the marker makes them visible.
+    pub dead_lettered: bool,
 }
 
 /// One persisted range of offsets with a common delivery state and count (Kafka's
@@ -320,24 +326,39 @@ fn decode_staged_txn(data: &[u8]) -> Result<StagedTxn, DecodeError> {
 
 impl StagedTxn {
     /// The [`STAGED_TXN_TAG`] field's value: `ProducerId int64, ProducerEpoch int16,
-    /// AcknowledgeType int8`, big-endian — in the records and, between brokers, on the state
-    /// batches of the share-state RPCs.
-    pub fn to_bytes(&self) -> [u8; STAGED_TXN_BYTES] {
-        let mut out = [0; STAGED_TXN_BYTES];
-        out[..8].copy_from_slice(&self.producer_id.to_be_bytes());
-        out[8..10].copy_from_slice(&self.producer_epoch.to_be_bytes());
-        out[10] = self.ack_type.to_be_bytes()[0];
+    /// AcknowledgeType int8`, big-endian, then a flags byte (bit 0: [`StagedTxn::dead_lettered`])
+    /// only when a flag is set — so a staging without one is byte for byte what earlier
+    /// versions wrote. In the records and, between brokers, on the state batches of the
+    /// share-state RPCs.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(STAGED_TXN_FLAGGED_BYTES);
+        out.extend_from_slice(&self.producer_id.to_be_bytes());
+        out.extend_from_slice(&self.producer_epoch.to_be_bytes());
+        out.push(self.ack_type.to_be_bytes()[0]);
+        if self.dead_lettered {
+            out.push(STAGED_TXN_DEAD_LETTERED);
+        }
         out
     }
 
-    /// Reads [`StagedTxn::to_bytes`]; None unless `data` is exactly that long.
+    /// Reads [`StagedTxn::to_bytes`]; None unless `data` is 11 bytes, or 12 with only known
+    /// flags set.
     pub fn from_bytes(data: &[u8]) -> Option<StagedTxn> {
-        let bytes: [u8; STAGED_TXN_BYTES] = data.try_into().ok()?;
+        let (fixed, flags) = match data.len() {
+            STAGED_TXN_BYTES => (data, 0),
+            STAGED_TXN_FLAGGED_BYTES => (&data[..STAGED_TXN_BYTES], data[STAGED_TXN_BYTES]),
+            _ => return None,
+        };
+        if flags & !STAGED_TXN_DEAD_LETTERED != 0 {
+            return None;
+        }
+        let bytes: [u8; STAGED_TXN_BYTES] = fixed.try_into().ok()?;
         let [p0, p1, p2, p3, p4, p5, p6, p7, e0, e1, ack_type] = bytes;
         Some(StagedTxn {
             producer_id: i64::from_be_bytes([p0, p1, p2, p3, p4, p5, p6, p7]),
             producer_epoch: i16::from_be_bytes([e0, e1]),
             ack_type: i8::from_be_bytes([ack_type]),
+            dead_lettered: flags & STAGED_TXN_DEAD_LETTERED != 0,
         })
     }
 }
@@ -375,10 +396,11 @@ impl WriterExt for Writer {
             match b.staged_txn {
                 None => self.empty_tagged_fields(),
                 Some(t) => {
+                    let bytes = t.to_bytes();
                     self.unsigned_varint(1);
                     self.unsigned_varint(u64::from(STAGED_TXN_TAG));
-                    self.unsigned_varint(STAGED_TXN_BYTES as u64);
-                    self.bytes(&t.to_bytes());
+                    self.unsigned_varint(bytes.len() as u64);
+                    self.bytes(&bytes);
                 }
             }
         }

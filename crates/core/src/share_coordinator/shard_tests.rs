@@ -43,6 +43,7 @@ fn staged(
         producer_id,
         producer_epoch,
         ack_type: if accept { 1 } else { 3 },
+        dead_lettered: false,
     }))
 }
 

@@ -654,6 +654,7 @@ fn combiner_keeps_tx_pending_stagings_apart_and_lets_their_resolution_win() {
             producer_id: pid,
             producer_epoch: 0,
             ack_type: 1,
+            dead_lettered: false,
         })
     };
     let staged =
@@ -702,6 +703,7 @@ fn markers_resolve_persisted_stagings_of_their_producer_only() {
             producer_id: 7,
             producer_epoch: 2,
             ack_type,
+            dead_lettered: false,
         };
         let mut w = write(0, &[]);
         w.state_batches = vec![
@@ -750,6 +752,7 @@ fn a_resolution_moves_the_start_offset_past_the_terminal_prefix_only() {
         producer_id: 7,
         producer_epoch: 2,
         ack_type: 1,
+        dead_lettered: false,
     });
     let mut w = write(0, &[]);
     w.state_batches = vec![
@@ -791,6 +794,7 @@ fn a_stale_start_offset_written_after_a_resolution_does_not_uncover_resolved_rec
             producer_id: 7,
             producer_epoch: 2,
             ack_type: 1,
+            dead_lettered: false,
         });
         let mut w = write(0, &[]);
         w.state_batches =
@@ -810,4 +814,26 @@ fn a_stale_start_offset_written_after_a_resolution_does_not_uncover_resolved_rec
         apply(&mut s, &write(-1, &[]));
         assert_eq!(s.state(&key()).expect("state").start_offset, 12);
     }
+}
+
+#[test]
+fn a_committed_reject_that_carried_its_dead_letter_is_archived_even_with_a_queue() {
+    let staged = |dead_lettered| {
+        StateBatch::new(0, 4, TX_PENDING_STATE_ID, 1).with_staged_txn(Some(StagedTxn {
+            producer_id: 7,
+            producer_epoch: 2,
+            ack_type: 3,
+            dead_lettered,
+        }))
+    };
+    let policy = MarkerPolicy {
+        delivery_count_limit: 5,
+        dead_letter: true,
+    };
+    let state = |dead_lettered, commit| {
+        resolve_staged_batches(&[staged(dead_lettered)], 7, 2, commit, policy)[0].delivery_state
+    };
+    assert_eq!(state(true, true), 4, "carried: ARCHIVED");
+    assert_eq!(state(false, true), 3, "not carried: ARCHIVING");
+    assert_eq!(state(true, false), 0, "aborted: AVAILABLE");
 }

@@ -18,7 +18,7 @@
 //! [`DeadLetterCause::of`] infers it from the delivery count, the same before and after a
 //! restart, so the record written after a crash is the one that would have been written.
 
-use super::{RecordState, Run, ShareError, SharePartition, StateWrite};
+use super::{AckBatch, AcknowledgeType, RecordState, Run, ShareError, SharePartition, StateWrite};
 
 /// Why a record goes to the dead-letter queue (the `__dlq.errors.message` header).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,6 +74,34 @@ impl SharePartition {
                 cause: DeadLetterCause::of(r.delivery_count, limit),
             })
             .collect()
+    }
+
+    /// The dead letters the REJECTs of `batches` would have, by their records' current
+    /// delivery counts: for a transaction that carries them (issue 31), called on the copy
+    /// [`SharePartition::stage`] staged them on, so each count is the one their COMMIT would
+    /// archive them with. Offsets not tracked are left out.
+    pub fn dead_letters_of(&self, batches: &[AckBatch]) -> Vec<DeadLetterRange> {
+        let limit = self.config.delivery_count_limit;
+        let mut out = Vec::new();
+        for b in batches {
+            for (first, last, ack) in super::acknowledge::typed_ranges(b) {
+                if ack != AcknowledgeType::Reject {
+                    continue;
+                }
+                for key in self.runs.keys_intersecting(first, last) {
+                    let Some(run) = self.runs.get(key) else {
+                        continue;
+                    };
+                    out.push(DeadLetterRange {
+                        first_offset: key.max(first),
+                        last_offset: run.last.min(last),
+                        delivery_count: run.delivery_count,
+                        cause: DeadLetterCause::of(run.delivery_count, limit),
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Records ARCHIVING.

@@ -62,8 +62,14 @@ fn half_acknowledged() -> SharePartition {
 fn staged() -> SharePartition {
     let mut sp = sp();
     acquire(&mut sp, "m1", 0, 9).expect("acquired");
-    sp.stage(1, "m1", PID, EPOCH, &[AckBatch::new(0, 4, vec![ACCEPT])])
-        .expect("staged");
+    sp.stage(
+        1,
+        "m1",
+        (PID, EPOCH),
+        &[AckBatch::new(0, 4, vec![ACCEPT])],
+        false,
+    )
+    .expect("staged");
     sp
 }
 
@@ -93,13 +99,16 @@ fn assert_stopped(sp: &mut SharePartition, violation: &Violation) {
     assert_eq!(sp.violation(), Some(violation));
     assert_eq!(acquire(sp, "m2", 10, 19), Err(stopped.clone()));
     assert_eq!(sp.acknowledge("m1", &ack(), 2), Err(stopped.clone()));
-    assert_eq!(sp.stage(2, "m1", PID, EPOCH, &ack()), Err(stopped.clone()));
+    assert_eq!(
+        sp.stage(2, "m1", (PID, EPOCH), &ack(), false),
+        Err(stopped.clone())
+    );
     assert_eq!(sp.release_member("m1", 2), Err(stopped.clone()));
     assert_eq!(sp.expire_locks(10 * LOCK), Err(stopped.clone()));
     assert_eq!(sp.update_log_start_offset(3), Err(stopped.clone()));
     assert_eq!(sp.apply_marker(PID, EPOCH, true), Err(stopped.clone()));
     let batches = ack();
-    let copies = stage_all([(&*sp, &batches[..])], 2, "m1", PID, EPOCH);
+    let copies = stage_all([(&*sp, &batches[..], false)], 2, "m1", (PID, EPOCH));
     assert_eq!(copies.map(|_| ()), Err((0, stopped.clone())));
     assert_eq!(stopped.error_code(), error_codes::UNKNOWN_SERVER_ERROR);
     assert_eq!(ranges(sp), before);
@@ -220,6 +229,7 @@ fn malformed_runs_are_not_stored_and_stop_the_partition() {
             ack: AcknowledgeType::Accept,
             member: None,
             staged_at_ms: None,
+            dead_lettered: false,
         })
     };
     let run = |last, state, owner, txn| Run {

@@ -728,6 +728,7 @@ fn check_persisted_batch(b: &StateBatch, cursor: i64) -> Result<Run, ShareError>
                     ack,
                     member: None,
                     staged_at_ms: None,
+                    dead_lettered: t.dead_lettered && ack == AcknowledgeType::Reject,
                 })
             });
             let Some(staging) = staging else {

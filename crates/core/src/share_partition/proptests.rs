@@ -452,6 +452,7 @@ impl Model {
                         producer_id: txn.0,
                         producer_epoch: txn.1,
                         ack_type: ty,
+                        dead_lettered: false,
                     }),
                     ..Rec::unowned(RecordState::TxPending, r.count)
                 };
@@ -1724,9 +1725,7 @@ impl World {
         let mut expected = self.model.clone();
         let limit = self.cfg.delivery_count_limit;
         let predicted = expected.stage(who, txn, &batches, self.now, limit);
-        let got = self
-            .sp
-            .stage(self.now, &member(who), txn.0, txn.1, &batches);
+        let got = self.sp.stage(self.now, &member(who), txn, &batches, false);
         let got = match got {
             Ok(write) => {
                 self.effect.staged = Some((who, txn.0, txn.1));

@@ -35,6 +35,9 @@ pub(super) struct Staging {
     pub member: Option<Arc<str>>,
     /// When they were staged; not persisted, so `None` after a reload.
     pub staged_at_ms: Option<i64>,
+    /// A REJECT whose dead-letter records the transaction itself carries: its COMMIT archives
+    /// it at once (no ARCHIVING, no second dead letter).
+    pub dead_lettered: bool,
 }
 
 impl Staging {
@@ -44,6 +47,7 @@ impl Staging {
             producer_id: self.producer_id,
             producer_epoch: self.producer_epoch,
             ack_type: self.ack.id(),
+            dead_lettered: self.dead_lettered,
         }
     }
 }

@@ -40,22 +40,22 @@ pub type StagedCopy = (SharePartition, Option<StateWrite>);
 /// persist them are returned only if every one accepted. The broker (and the simulator, in the
 /// same order) then persists every write as the producer's transactional batch, fsynced, and
 /// only then puts the copies in place and answers; answering first would let a crash lose a
-/// staging the client was told about.
+/// staging the client was told about. Each part says whether the transaction carries the
+/// dead letters of its REJECTs ([`SharePartition::stage`]).
 ///
 /// # Errors
 /// The index of the first refused part and its error; nothing is staged then.
 pub fn stage_all<'a>(
-    parts: impl IntoIterator<Item = (&'a SharePartition, &'a [AckBatch])>,
+    parts: impl IntoIterator<Item = (&'a SharePartition, &'a [AckBatch], bool)>,
     now_ms: i64,
     member_id: &str,
-    producer_id: i64,
-    producer_epoch: i16,
+    producer: (i64, i16),
 ) -> Result<Vec<StagedCopy>, (usize, ShareError)> {
     let mut staged = Vec::new();
-    for (i, (sp, batches)) in parts.into_iter().enumerate() {
+    for (i, (sp, batches, dead_lettered)) in parts.into_iter().enumerate() {
         let mut copy = sp.clone();
         let write = copy
-            .stage(now_ms, member_id, producer_id, producer_epoch, batches)
+            .stage(now_ms, member_id, producer, batches, dead_lettered)
             .map_err(|e| (i, e))?;
         staged.push((copy, write));
     }
@@ -69,6 +69,10 @@ impl SharePartition {
     /// become TX_PENDING and their locks are cancelled. Returns the write that persists the
     /// staging (`None` only for an empty batch list). Locks already due expire first (only when the call succeeds).
     ///
+    /// `dead_lettered`: the transaction carries the dead-letter records of these REJECTs
+    /// (written by the broker before the staging is persisted), so their COMMIT archives them
+    /// at once instead of making them ARCHIVING; persisted with the staging.
+    ///
     /// # Errors
     /// INVALID_REQUEST for malformed batches (first > last, not ascending, types length);
     /// INVALID_RECORD_STATE for RELEASE, RENEW or unknown types, and for an offset that is
@@ -79,9 +83,9 @@ impl SharePartition {
         &mut self,
         now_ms: i64,
         member_id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
+        (producer_id, producer_epoch): (i64, i16),
         batches: &[AckBatch],
+        dead_lettered: bool,
     ) -> Result<Option<StateWrite>, ShareError> {
         self.running()?;
         // Structure first (types are checked below, as spec §3.2 orders it).
@@ -117,6 +121,7 @@ impl SharePartition {
                     ack,
                     member: Some(member.clone()),
                     staged_at_ms: Some(now_ms),
+                    dead_lettered: dead_lettered && ack == AcknowledgeType::Reject,
                 };
                 self.update_range(first, last, &mut op, |r| {
                     (r.state == RecordState::Acquired)
@@ -239,6 +244,8 @@ impl SharePartition {
                 let state = match (commit, t.ack) {
                     (true, AcknowledgeType::Accept) => RecordState::Acknowledged,
                     (true, AcknowledgeType::Gap) => RecordState::Archived,
+                    // The transaction carried its dead letters: the marker made them visible.
+                    (true, _) if t.dead_lettered => RecordState::Archived,
                     (true, _) => dead,
                     (false, _) if count >= limit => dead,
                     (false, _) => RecordState::Available,

@@ -59,7 +59,7 @@ fn stage(
         .iter()
         .map(|(f, l, t)| AckBatch::new(*f, *l, t.clone()))
         .collect();
-    sp.stage(now, member, PID, EPOCH, &batches)
+    sp.stage(now, member, (PID, EPOCH), &batches, false)
 }
 
 fn staged(ack_type: i8) -> Option<StagedTxn> {
@@ -67,6 +67,7 @@ fn staged(ack_type: i8) -> Option<StagedTxn> {
         producer_id: PID,
         producer_epoch: EPOCH,
         ack_type,
+        dead_lettered: false,
     })
 }
 
@@ -206,8 +207,14 @@ fn abort_makes_records_available_keeping_the_count_and_archives_at_the_limit() {
     assert_eq!(sp.txn_stats().aborted, 5);
     // Second delivery is the last: its abort archives.
     acquire(&mut sp, "m2", 0, 4, 2);
-    sp.stage(3, "m2", PID, EPOCH + 1, &[AckBatch::new(0, 4, vec![1])])
-        .expect("staged");
+    sp.stage(
+        3,
+        "m2",
+        (PID, EPOCH + 1),
+        &[AckBatch::new(0, 4, vec![1])],
+        false,
+    )
+    .expect("staged");
     sp.apply_marker(PID, EPOCH + 2, false).expect("running");
     assert_eq!(sp.start_offset(), 5, "archived at the delivery limit");
     sp.check_invariants();
@@ -550,7 +557,13 @@ fn read_committed_and_stale_batch_archiving_leave_tx_pending_alone() {
         (0, 4, RecordState::TxPending)
     );
     // Archived aborted data cannot be staged.
-    let r = sp.stage(3, "m2", PID, EPOCH, &[AckBatch::new(6, 6, vec![0])]);
+    let r = sp.stage(
+        3,
+        "m2",
+        (PID, EPOCH),
+        &[AckBatch::new(6, 6, vec![0])],
+        false,
+    );
     assert!(matches!(
         r,
         Err(ShareError::InvalidRecordState {
@@ -583,7 +596,12 @@ fn stage_all_stages_every_partition_or_none() {
     acquire(&mut b, "m2", 0, 4, 0);
     let ok = [AckBatch::new(0, 4, vec![1])];
     // The second partition's records are held by another member: nothing is staged.
-    let refused = stage_all([(&a, &ok[..]), (&b, &ok[..])], 1, "m1", PID, EPOCH);
+    let refused = stage_all(
+        [(&a, &ok[..], false), (&b, &ok[..], false)],
+        1,
+        "m1",
+        (PID, EPOCH),
+    );
     let (index, error) = refused.expect_err("m2 holds the second partition's records");
     assert_eq!(index, 1);
     assert_eq!(error.error_code().0, 121);
@@ -592,7 +610,13 @@ fn stage_all_stages_every_partition_or_none() {
     // Both accept: the copies are staged, each with the write that persists it.
     let mut b2 = SharePartition::new(config(5, 100), 0, 0).expect("valid");
     acquire(&mut b2, "m1", 0, 4, 0);
-    let staged = stage_all([(&a, &ok[..]), (&b2, &ok[..])], 1, "m1", PID, EPOCH).expect("staged");
+    let staged = stage_all(
+        [(&a, &ok[..], false), (&b2, &ok[..], false)],
+        1,
+        "m1",
+        (PID, EPOCH),
+    )
+    .expect("staged");
     assert_eq!(staged.len(), 2);
     for (copy, write) in &staged {
         assert_eq!(copy.tx_pending_count(), 5);
@@ -602,5 +626,107 @@ fn stage_all_stages_every_partition_or_none() {
         a.tx_pending_count(),
         0,
         "the originals are untouched until installed"
+    );
+}
+
+/// A group with a dead-letter queue, records 0..=9 acquired by m1.
+fn dead_letter_fixture() -> SharePartition {
+    let cfg = SharePartitionConfig {
+        dead_letter: true,
+        ..config(5, 100)
+    };
+    let mut sp = SharePartition::new(cfg, 0, 0).expect("valid");
+    acquire(&mut sp, "m1", 0, 9, 0);
+    sp
+}
+
+#[test]
+fn a_reject_whose_transaction_carries_its_dead_letter_commits_to_archived() {
+    let cfg = SharePartitionConfig {
+        dead_letter: true,
+        ..config(5, 100)
+    };
+    let mut p = Persisted::new();
+    let mut sp = dead_letter_fixture();
+    // 1..=2 carried in the transaction; 3 and 4 staged without (another request).
+    let carried = [AckBatch::new(1, 2, vec![3])];
+    p.write(
+        sp.stage(1, "m1", (PID, EPOCH), &carried, true)
+            .expect("staged"),
+    );
+    let plain = [AckBatch::new(3, 4, vec![3, 1])];
+    p.write(
+        sp.stage(1, "m1", (PID, EPOCH), &plain, false)
+            .expect("staged"),
+    );
+    // The flag is persisted: a reload resolves as the live machine does.
+    let mut reloaded = p.reload(cfg);
+    assert_eq!(reloaded.persisted_view(), sp.persisted_view());
+    let live = sp.apply_marker(PID, EPOCH + 1, true).expect("running");
+    let replayed = reloaded
+        .apply_marker(PID, EPOCH + 1, true)
+        .expect("running");
+    assert_eq!(live.write, replayed.write);
+    let state = |o| state_of(&sp, o).map(|r| r.state);
+    assert_eq!(state(1), Some(RecordState::Archived));
+    assert_eq!(state(2), Some(RecordState::Archived));
+    // Not carried: written after the commit, through ARCHIVING.
+    assert_eq!(state(3), Some(RecordState::Archiving));
+    assert_eq!(state(4), Some(RecordState::Acknowledged));
+    sp.check_invariants();
+}
+
+#[test]
+fn an_aborted_reject_that_carried_its_dead_letter_is_available_again() {
+    let mut sp = dead_letter_fixture();
+    sp.stage(1, "m1", (PID, EPOCH), &[AckBatch::new(0, 1, vec![3])], true)
+        .expect("staged");
+    sp.apply_marker(PID, EPOCH + 1, false).expect("running");
+    assert_eq!(
+        state_of(&sp, 0).map(|r| r.state),
+        Some(RecordState::Available)
+    );
+    // The flag means nothing for ACCEPT and GAP: they resolve as always.
+    let mut sp = dead_letter_fixture();
+    sp.stage(
+        1,
+        "m1",
+        (PID, EPOCH),
+        &[AckBatch::new(1, 2, vec![1, 0])],
+        true,
+    )
+    .expect("staged");
+    sp.apply_marker(PID, EPOCH + 1, true).expect("running");
+    let state = |o| state_of(&sp, o).map(|r| r.state);
+    assert_eq!(state(1), Some(RecordState::Acknowledged));
+    assert_eq!(state(2), Some(RecordState::Archived));
+}
+
+#[test]
+fn the_dead_lettered_flag_is_a_twelfth_byte_only_when_set() {
+    let flagged = StagedTxn {
+        producer_id: PID,
+        producer_epoch: EPOCH,
+        ack_type: 3,
+        dead_lettered: true,
+    };
+    let bytes = flagged.to_bytes();
+    assert_eq!(bytes.len(), 12);
+    assert_eq!(bytes[11], 1);
+    assert_eq!(StagedTxn::from_bytes(&bytes), Some(flagged));
+    let plain = StagedTxn {
+        dead_lettered: false,
+        ..flagged
+    };
+    assert_eq!(plain.to_bytes().len(), 11);
+    assert_eq!(StagedTxn::from_bytes(&plain.to_bytes()), Some(plain));
+    // An unknown flag, or a size of neither form, is refused rather than misread.
+    let mut unknown = bytes.clone();
+    unknown[11] = 2;
+    assert_eq!(StagedTxn::from_bytes(&unknown), None);
+    assert_eq!(StagedTxn::from_bytes(&bytes[..10]), None);
+    assert_eq!(
+        StagedTxn::from_bytes(&[bytes.clone(), vec![0]].concat()),
+        None
     );
 }

@@ -463,7 +463,7 @@ impl Broker {
         let request = keys
             .iter()
             .zip(parts)
-            .map(|(key, (_, batches))| (key, self.sps.get(key), &batches[..]));
+            .map(|(key, (_, batches))| (key, self.sps.get(key), &batches[..], false));
         let staging = match Staging::on_copies(request, now, member, pid, epoch) {
             Ok(staging) => staging,
             Err(refused) => {
