@@ -17,6 +17,8 @@ Kafka's controller needs). Validated against Apache Kafka 4.4 first.
 
 import base64
 import json
+import socket
+import struct
 import subprocess
 import time
 import uuid
@@ -326,3 +328,27 @@ def test_acls_apply_to_the_tokens_subject(oauth_broker, keys):
     # Another subject with the same key is still refused.
     err = produce_error(oauth_broker, lambda: keys.ec.token("trudy"), topic)
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+
+
+def test_a_session_ends_with_its_token(oauth_broker, keys):
+    """Without connections.max.reauth.ms a session lasts its token's remaining life (Kafka's
+    rule): SaslAuthenticate v1 tells it, requests are served until then, and the connection's
+    first request after the token expired closes it."""
+    from test_sasl import (closed_by_peer, read_sasl_authenticate, request_frame,
+                           sasl_authenticate_frame, sasl_handshake, sasl_socket)
+
+    token, exp = keys.rsa.token("svc-session", lifetime_s=3)
+    metadata_v1_all_topics = request_frame(3, 1, 3, struct.pack(">i", -1))
+    with sasl_socket(oauth_broker) as s:
+        assert sasl_handshake(s, "OAUTHBEARER")[0] == 0
+        s.sendall(sasl_authenticate_frame(f"n,,\x01auth=Bearer {token}\x01\x01".encode(), 2))
+        correlation_id, code, message, lifetime = read_sasl_authenticate(s)
+        assert (correlation_id, code) == (2, 0), message
+        assert 0 < lifetime <= 3000, lifetime
+        s.sendall(metadata_v1_all_topics)
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        assert struct.unpack(">i", s.recv(size, socket.MSG_WAITALL)[:4])[0] == 3
+        # Wait out the token (exp is whole seconds), then ask again.
+        time.sleep(max(0.0, exp - time.time()) + 0.5)
+        s.sendall(metadata_v1_all_topics)
+        assert closed_by_peer(s)
