@@ -12,7 +12,8 @@ confluent-kafka (``oauth_cb``) and kafka-python (a token provider) produce and c
 token's subject; an expired token, a token signed by another key, one for another audience and
 an unsigned one (``alg: none``) are authentication errors and the broker serves the next client;
 ACLs apply to ``User:<sub>`` (the StandardAuthorizer, PLAINTEXT's ANONYMOUS a super user as
-Kafka's controller needs). Validated against Apache Kafka 4.4 first.
+Kafka's controller needs); without ``connections.max.reauth.ms`` a session ends with its token.
+Validated against Apache Kafka 4.4 first.
 """
 
 import base64
