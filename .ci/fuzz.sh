@@ -59,6 +59,7 @@ malloc_limit_mb() {
         record_batch_validate) echo 512 ;;
         metadata_record_decode) echo 64 ;;
         sasl_handshake) echo 2048 ;;
+        oauthbearer) echo 64 ;;
         *) echo 2048 ;;
     esac
 }

@@ -101,6 +101,9 @@ class Broker:
         # extra listeners: name -> (security protocol, port)
         self.listeners = {name: (proto, _free_port()) for name, proto in (listeners or {}).items()}
         self.log_path = self.workdir / "broker.log"
+        # extra JVM options for the Kafka target (system properties such as
+        # org.apache.kafka.sasl.oauthbearer.allowed.urls); Shoal ignores them
+        self.jvm_options = []
         self.proc = None
         self._stdout = None
         self.starts = 0
@@ -183,7 +186,7 @@ class Broker:
         java = shutil.which("java") or "java"
         cp = os.path.join(libs, "*")
         jvm = [java, "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-               f"-Dlog4j2.configurationFile={log4j}", "-cp", cp]
+               f"-Dlog4j2.configurationFile={log4j}", *self.jvm_options, "-cp", cp]
         if not (self.data_dir / "meta.properties").exists():
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             fmt = subprocess.run(

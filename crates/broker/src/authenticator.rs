@@ -22,22 +22,30 @@
 //! After a SaslHandshake v0 the tokens come as bare size-prefixed frames, not SaslAuthenticate
 //! requests, and the answers go back the same way (Kafka's legacy mode).
 //!
+//! OAUTHBEARER takes one token: a valid one completes the authentication as `User:<sub>`; an
+//! invalid one is answered with an error challenge (`{"status":"invalid_token"}`, not an
+//! error code), and the client's `\x01` after it fails the authentication with that
+//! challenge as the message, as Kafka's `OAuthBearerSaslServer` does.
+//!
 //! Sessions (KIP-368): when `connections.max.reauth.ms` is set for the listener and mechanism,
 //! [`Authenticated::session_lifetime`] says how long the session lasts, counted from the end
 //! of the authentication, and SaslAuthenticate v1+ tells the client (`SessionLifetimeMs`, 0
-//! when sessions do not expire). The connection closes an expired session at its next
+//! when sessions do not expire). An OAUTHBEARER session lasts the token's remaining life,
+//! capped by `connections.max.reauth.ms` when that is set (Kafka's rule: a token's expiry
+//! ends the session even without it). The connection closes an expired session at its next
 //! request unless that request is a SaslHandshake starting a re-authentication
 //! ([`Authenticator::reauthenticate`]): the same conversation again, with the session's
 //! mechanism and principal — another mechanism or another user fails it.
 //!
-//! [`Authenticator::on_frame`] is sans-IO: a frame in, a [`Step`] out (bytes to write and what
-//! to do next). The connection does the reading, writing, waiting and timekeeping;
-//! credentials come through a closure. Nothing here logs a token, a password or a key.
+//! [`Authenticator::on_frame`] is sans-IO: a frame and the wall-clock time in, a [`Step`] out
+//! (bytes to write and what to do next). The connection does the reading, writing, waiting
+//! and timekeeping; credentials come through a closure. Nothing here logs a token, a password or a key.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use shoal_core::sasl::oauthbearer::{self, OAuthBearerServer};
 use shoal_core::sasl::plain;
 use shoal_core::sasl::scram::{ScramCredential, ScramMechanism, ScramServer};
 use shoal_protocol::messages::{ApiKey, SaslAuthenticateResponse, SaslHandshakeResponse};
@@ -82,7 +90,7 @@ enum State {
         mechanism: Mechanism,
         /// 0: bare tokens; 1: SaslAuthenticate requests.
         handshake_version: i16,
-        scram: Option<ScramServer>,
+        ongoing: Option<Ongoing>,
     },
     /// A re-authentication asked for another mechanism than the session's: its first token
     /// fails, unanswered (Kafka's REAUTH_BAD_MECHANISM), with this reason.
@@ -100,12 +108,19 @@ pub struct Authenticator {
     previous: Option<Authenticated>,
 }
 
+/// A mechanism's exchange that takes more than one token.
+#[derive(Debug)]
+enum Ongoing {
+    Scram(ScramServer),
+    OAuthBearer(OAuthBearerServer),
+}
+
 /// The result of one authentication token.
 enum Token {
     /// Send this challenge and wait for the next token.
     Continue(Vec<u8>),
-    /// Authenticated; send this last message.
-    Done(Vec<u8>, String),
+    /// Authenticated as this user; send this last message. The session lasts the lifetime.
+    Done(Vec<u8>, String, Option<Duration>),
     /// Refused, with the reason for the log.
     Failed(String),
     /// Refused, with a reason the client may read too.
@@ -138,11 +153,13 @@ impl Authenticator {
         }
     }
 
-    /// Takes one frame (without its size prefix). `credential` finds a user's SCRAM
-    /// credential; `nonce` draws a fresh server nonce.
+    /// Takes one frame (without its size prefix) at `now_ms` (wall clock, ms since the
+    /// epoch: token expiry). `credential` finds a user's SCRAM credential; `nonce` draws a
+    /// fresh server nonce.
     pub fn on_frame(
         &mut self,
         frame: Bytes,
+        now_ms: i64,
         credential: impl FnOnce(&str, ScramMechanism) -> Option<ScramCredential>,
         nonce: impl FnOnce() -> String,
     ) -> Step {
@@ -151,15 +168,16 @@ impl Authenticator {
             State::Authenticate {
                 mechanism,
                 handshake_version,
-                scram,
-            } => self.authenticate(
-                frame,
-                mechanism,
-                handshake_version,
-                scram,
-                credential,
-                nonce,
-            ),
+                ongoing,
+            } => {
+                let exchange = Exchange {
+                    mechanism,
+                    handshake_version,
+                    ongoing,
+                    now_ms,
+                };
+                self.authenticate(frame, exchange, credential, nonce)
+            }
             State::WrongMechanism(reason) => self.fail(None, reason),
             State::Complete(who) => {
                 self.state = State::Complete(who);
@@ -245,7 +263,7 @@ impl Authenticator {
             _ => State::Authenticate {
                 mechanism,
                 handshake_version: version,
-                scram: None,
+                ongoing: None,
             },
         };
         Step::Reply(out)
@@ -254,26 +272,31 @@ impl Authenticator {
     fn authenticate(
         &mut self,
         frame: Bytes,
-        mechanism: Mechanism,
-        handshake_version: i16,
-        scram: Option<ScramServer>,
+        exchange: Exchange,
         credential: impl FnOnce(&str, ScramMechanism) -> Option<ScramCredential>,
         nonce: impl FnOnce() -> String,
     ) -> Step {
+        let Exchange {
+            mechanism,
+            handshake_version,
+            ongoing,
+            now_ms,
+        } = exchange;
         if handshake_version == 0 {
             // Legacy mode: the frame is the token, the answer a bare frame.
-            let (token, scram) = self.evaluate(&frame, mechanism, scram, credential, nonce);
+            let (token, ongoing) =
+                self.evaluate(&frame, mechanism, ongoing, now_ms, credential, nonce);
             return match self.same_principal(token) {
                 Token::Continue(challenge) => {
                     self.state = State::Authenticate {
                         mechanism,
                         handshake_version,
-                        scram,
+                        ongoing,
                     };
                     Step::Reply(bare_frame(&challenge))
                 }
-                Token::Done(last, user) => {
-                    self.complete(user, mechanism);
+                Token::Done(last, user, lifetime) => {
+                    self.complete(user, mechanism, lifetime);
                     Step::Reply(bare_frame(&last))
                 }
                 Token::Failed(reason) | Token::Refused(reason) => self.fail(None, reason),
@@ -299,15 +322,21 @@ impl Authenticator {
         let Request::SaslAuthenticate(body) = &request.body else {
             return Step::Close("bad SaslAuthenticate".into());
         };
-        let (token, scram) = self.evaluate(&body.auth_bytes, mechanism, scram, credential, nonce);
+        let (token, ongoing) = self.evaluate(
+            &body.auth_bytes,
+            mechanism,
+            ongoing,
+            now_ms,
+            credential,
+            nonce,
+        );
         let token = self.same_principal(token);
         let (correlation_id, version) = (request.correlation_id(), request.version());
         let response = match &token {
             Token::Continue(bytes) => {
                 SaslAuthenticateResponse::default().with_auth_bytes(Bytes::copy_from_slice(bytes))
             }
-            Token::Done(bytes, _) => {
-                let lifetime = self.settings.session_lifetime(mechanism);
+            Token::Done(bytes, _, lifetime) => {
                 let response = SaslAuthenticateResponse::default()
                     .with_auth_bytes(Bytes::copy_from_slice(bytes));
                 match lifetime {
@@ -339,12 +368,12 @@ impl Authenticator {
                 self.state = State::Authenticate {
                     mechanism,
                     handshake_version,
-                    scram,
+                    ongoing,
                 };
                 Step::Reply(out)
             }
-            Token::Done(_, user) => {
-                self.complete(user, mechanism);
+            Token::Done(_, user, lifetime) => {
+                self.complete(user, mechanism, lifetime);
                 Step::Reply(out)
             }
             Token::Failed(reason) | Token::Refused(reason) => self.fail(Some(out), reason),
@@ -355,7 +384,7 @@ impl Authenticator {
     /// `KafkaPrincipal`s: `User:` and the name).
     fn same_principal(&self, token: Token) -> Token {
         match (&self.previous, token) {
-            (Some(previous), Token::Done(_, user)) if previous.user != user => {
+            (Some(previous), Token::Done(_, user, _)) if previous.user != user => {
                 Token::Refused(format!(
                     "Cannot change principals during re-authentication from User.{}: User.{user}",
                     previous.user
@@ -365,11 +394,11 @@ impl Authenticator {
         }
     }
 
-    fn complete(&mut self, user: String, mechanism: Mechanism) {
+    fn complete(&mut self, user: String, mechanism: Mechanism, lifetime: Option<Duration>) {
         self.state = State::Complete(Authenticated {
             user,
             mechanism,
-            session_lifetime: self.settings.session_lifetime(mechanism),
+            session_lifetime: lifetime,
         });
     }
 
@@ -378,37 +407,81 @@ impl Authenticator {
         &self,
         token: &[u8],
         mechanism: Mechanism,
-        scram: Option<ScramServer>,
+        ongoing: Option<Ongoing>,
+        now_ms: i64,
         credential: impl FnOnce(&str, ScramMechanism) -> Option<ScramCredential>,
         nonce: impl FnOnce() -> String,
-    ) -> (Token, Option<ScramServer>) {
-        match mechanism {
-            Mechanism::Plain => {
+    ) -> (Token, Option<Ongoing>) {
+        let lifetime = self.settings.session_lifetime(mechanism);
+        match (mechanism, ongoing) {
+            (Mechanism::Plain, _) => {
                 let result = plain::authenticate(token, |user| self.settings.plain_password(user));
                 let token = match result {
-                    Ok(user) => Token::Done(Vec::new(), user),
+                    Ok(user) => Token::Done(Vec::new(), user, lifetime),
                     Err(e) => Token::Failed(e.to_string()),
                 };
                 (token, None)
             }
-            Mechanism::Scram(m) => match scram {
-                None => {
-                    let mut server = ScramServer::new(m);
-                    match server.client_first(token, &nonce(), |user| credential(user, m)) {
-                        Ok(challenge) => (Token::Continue(challenge), Some(server)),
-                        Err(e) => (Token::Failed(e.to_string()), None),
-                    }
-                }
-                Some(mut server) => match server.client_final(token) {
+            (Mechanism::Scram(_), Some(Ongoing::Scram(mut server))) => {
+                match server.client_final(token) {
                     Ok(last) => {
                         let user = server.authenticated_user().unwrap_or_default().to_string();
-                        (Token::Done(last, user), None)
+                        (Token::Done(last, user, lifetime), None)
                     }
                     Err(e) => (Token::Failed(e.to_string()), None),
-                },
-            },
+                }
+            }
+            (Mechanism::Scram(m), _) => {
+                let mut server = ScramServer::new(m);
+                match server.client_first(token, &nonce(), |user| credential(user, m)) {
+                    Ok(challenge) => (Token::Continue(challenge), Some(Ongoing::Scram(server))),
+                    Err(e) => (Token::Failed(e.to_string()), None),
+                }
+            }
+            (Mechanism::OAuthBearer, ongoing) => {
+                let mut server = match ongoing {
+                    Some(Ongoing::OAuthBearer(server)) => server,
+                    _ => OAuthBearerServer::new(),
+                };
+                let Some(validator) = &self.settings.oauth else {
+                    // SaslSettings builds a validator whenever OAUTHBEARER is enabled.
+                    return (Token::Failed("no OAUTHBEARER validator".into()), None);
+                };
+                match server.evaluate(token, validator, now_ms) {
+                    Ok(oauthbearer::Outcome::Done(valid)) => {
+                        let max_reauth_ms =
+                            lifetime.map(|l| i64::try_from(l.as_millis()).unwrap_or(i64::MAX));
+                        let ms = valid.session_lifetime_ms(now_ms, max_reauth_ms);
+                        let lifetime = Some(Duration::from_millis(ms.unsigned_abs()));
+                        (Token::Done(Vec::new(), valid.principal, lifetime), None)
+                    }
+                    Ok(oauthbearer::Outcome::Challenge(challenge, reason)) => {
+                        // The client sees only the challenge; the log says why.
+                        tracing::info!(%reason, "OAUTHBEARER token refused");
+                        (
+                            Token::Continue(challenge.into_bytes()),
+                            Some(Ongoing::OAuthBearer(server)),
+                        )
+                    }
+                    Err(oauthbearer::Failure::Acknowledged(challenge)) => {
+                        (Token::Refused(challenge), None)
+                    }
+                    Err(oauthbearer::Failure::Refused(
+                        e @ oauthbearer::OAuthError::AuthzidMismatch { .. },
+                    )) => (Token::Refused(e.to_string()), None),
+                    Err(oauthbearer::Failure::Refused(e)) => (Token::Failed(e.to_string()), None),
+                }
+            }
         }
     }
+}
+
+/// One SaslAuthenticate's inputs beside the frame.
+struct Exchange {
+    mechanism: Mechanism,
+    handshake_version: i16,
+    ongoing: Option<Ongoing>,
+    now_ms: i64,
 }
 
 /// A response frame, or `None` when it cannot be encoded (a bug of ours; the caller closes).

@@ -380,6 +380,7 @@ async fn authenticate(
             };
             let step = auth.on_frame(
                 frame.clone(),
+                broker.now_ms(),
                 |user, mechanism| broker.scram_credential(user, mechanism),
                 scram_nonce,
             );

@@ -23,7 +23,8 @@
 //! - [`txn_share_ack`]: a TxnShareAcknowledge's order of work across the group and transaction
 //!   coordinators and the staging (KIP-1289 §3.2 steps 5–8), driven by the broker's handler
 //!   and the simulator;
-//! - [`sasl`]: the SASL mechanisms PLAIN and SCRAM-SHA-256/512, server and client side;
+//! - [`sasl`]: the SASL mechanisms PLAIN and SCRAM-SHA-256/512, server and client side, and
+//!   OAUTHBEARER (signed JWTs against a JSON Web Key Set), server side;
 //! - [`hash`]: Java's `String.hashCode` and Kafka's `Utils.abs`, for coordinator partitioning;
 //! - [`ids`]: the id types the machines share (producer id and epoch, reply token, topic id,
 //!   transaction partition), re-exported from their former modules.

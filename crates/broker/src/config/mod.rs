@@ -443,6 +443,10 @@ fn is_mechanism_jaas_key(key: &str) -> bool {
     mechanism_prefix(key, ".sasl.jaas.config").is_some()
 }
 
+/// `<mechanism>.sasl.server.callback.handler.class`: the class Kafka's SASL channel builder
+/// validates a mechanism's credentials with (read for OAUTHBEARER: which token validator).
+pub(crate) const MECHANISM_HANDLER_KEY: &str = "sasl.server.callback.handler.class";
+
 /// `<mechanism>.connections.max.reauth.ms`: the other key Kafka's SASL channel builder reads
 /// with a mechanism prefix inside a listener's prefix (its session lifetime per mechanism).
 pub(crate) const MECHANISM_REAUTH_KEY: &str = "connections.max.reauth.ms";
@@ -506,6 +510,14 @@ impl BrokerConfig {
         if let Some((listener, suffix)) = listeners::split_listener_key(key) {
             return self.set_per_listener(&listener, suffix, value);
         }
+        // A mechanism's callback handler, outside any listener's prefix: Kafka reads it for
+        // every listener that has no own.
+        if mechanism_prefix(key, &format!(".{MECHANISM_HANDLER_KEY}")).is_some() {
+            self.values
+                .insert(key.to_string(), value.trim().to_string());
+            self.explicit.insert(key.to_string());
+            return Ok(());
+        }
         let def = broker_config_def(key).ok_or_else(|| ConfigError::Unknown {
             name: key.to_string(),
         })?;
@@ -517,7 +529,8 @@ impl BrokerConfig {
     }
 
     /// Sets `listener.name.<listener>.<suffix>`: the suffix is a broker key (validated as
-    /// that key) or a SASL mechanism's own `<mechanism>.sasl.jaas.config` or
+    /// that key) or a SASL mechanism's own `<mechanism>.sasl.jaas.config`,
+    /// `<mechanism>.sasl.server.callback.handler.class` or
     /// `<mechanism>.connections.max.reauth.ms`, as Kafka allows.
     /// Stored under the lower-case listener name, as Kafka spells the prefix.
     fn set_per_listener(
@@ -544,6 +557,9 @@ impl BrokerConfig {
         let value = match broker_config_def(suffix) {
             Some(def) => def.validate(value).map_err(renamed)?,
             None if is_mechanism_jaas_key(suffix) => value.trim().to_string(),
+            None if mechanism_prefix(suffix, &format!(".{MECHANISM_HANDLER_KEY}")).is_some() => {
+                value.trim().to_string()
+            }
             // A mechanism's session lifetime, checked as the broker-wide key it overrides.
             None if mechanism_prefix(suffix, &reauth_suffix).is_some() => {
                 broker_config_def(MECHANISM_REAUTH_KEY)

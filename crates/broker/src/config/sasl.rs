@@ -6,26 +6,48 @@
 //! mechanism (`listener.name.<l>.<mechanism>.connections.max.reauth.ms`), as Kafka's SASL
 //! channel builder reads it.
 //!
+//! OAUTHBEARER's token validator: signed JWTs checked against the JSON Web Key Set that
+//! `sasl.oauthbearer.jwks.endpoint.url` names (a `file:` URL, read once at start-up) with
+//! `sasl.oauthbearer.expected.audience`, `.expected.issuer`, `.sub.claim.name`,
+//! `.scope.claim.name` and `.clock.skew.seconds`, each per listener too; or unsigned tokens,
+//! only when `listener.name.<l>.oauthbearer.sasl.server.callback.handler.class` (or
+//! `oauthbearer.sasl.server.callback.handler.class`) names Kafka's unsecured validator, its
+//! options from `listener.name.<l>.oauthbearer.sasl.jaas.config`. Neither is a start-up
+//! error: Kafka's default would accept unsigned tokens (decision 0028).
+//!
 //! SCRAM credentials are not configuration: they live in the metadata log
 //! (AlterUserScramCredentials). Passwords read here are never printed (`Debug` omits them).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use shoal_core::sasl::oauthbearer::{self, Expectations, Jwks, UnsecuredOptions, Validator};
+
 use super::{BrokerConfig, ConfigError};
-use super::{LISTENER_PREFIX, MECHANISM_REAUTH_KEY};
+use super::{LISTENER_PREFIX, MECHANISM_HANDLER_KEY, MECHANISM_REAUTH_KEY};
+
+/// Kafka's validator of signed tokens (and its deprecated name of Kafka 3.x).
+pub const SIGNED_VALIDATOR_CLASSES: [&str; 2] = [
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+];
+/// Kafka's validator of unsigned tokens, its default, which Shoal uses only when named.
+pub const UNSECURED_VALIDATOR_CLASS: &str =
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler";
 
 /// A mechanism a listener may enable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mechanism {
     Plain,
     Scram(shoal_core::sasl::scram::ScramMechanism),
+    OAuthBearer,
 }
 
 impl Mechanism {
     pub fn parse(name: &str) -> Option<Self> {
         match name {
             "PLAIN" => Some(Self::Plain),
+            oauthbearer::MECHANISM => Some(Self::OAuthBearer),
             other => shoal_core::sasl::scram::ScramMechanism::from_name(other).map(Self::Scram),
         }
     }
@@ -34,6 +56,7 @@ impl Mechanism {
         match self {
             Self::Plain => "PLAIN",
             Self::Scram(m) => m.name(),
+            Self::OAuthBearer => oauthbearer::MECHANISM,
         }
     }
 }
@@ -51,6 +74,8 @@ pub struct SaslSettings {
     pub receive_bytes_max: usize,
     /// Each mechanism's session lifetime (KIP-368), for the mechanisms that have one.
     session_lifetimes: Vec<(Mechanism, Duration)>,
+    /// How OAUTHBEARER tokens are checked, when that mechanism is enabled.
+    pub oauth: Option<Validator>,
 }
 
 impl std::fmt::Debug for SaslSettings {
@@ -61,6 +86,7 @@ impl std::fmt::Debug for SaslSettings {
             .field("failed_delay", &self.failed_delay)
             .field("receive_bytes_max", &self.receive_bytes_max)
             .field("session_lifetimes", &self.session_lifetimes)
+            .field("oauth", &self.oauth.as_ref().map(validator_kind))
             .finish()
     }
 }
@@ -70,8 +96,9 @@ impl SaslSettings {
     ///
     /// # Errors
     /// [`ConfigError::Invalid`]: no mechanism enabled, a mechanism Shoal does not serve
-    /// (GSSAPI, Kafka's default, or OAUTHBEARER), PLAIN without a JAAS configuration listing
-    /// users, or a JAAS configuration that does not parse.
+    /// (GSSAPI, Kafka's default), PLAIN without a JAAS configuration listing users, a JAAS
+    /// configuration that does not parse, or OAUTHBEARER without a validator
+    /// ([`oauth_validator`]'s errors).
     pub fn for_listener(config: &BrokerConfig, listener: &str) -> Result<Self, ConfigError> {
         let key = own_key(config, listener, "sasl.enabled.mechanisms");
         let value = config.listener_get(listener, "sasl.enabled.mechanisms");
@@ -88,7 +115,7 @@ impl SaslSettings {
                     value,
                     format!(
                         "listener {listener}: SASL mechanism {name} is not served \
-                         (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+                         (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)"
                     ),
                 )
             })?;
@@ -125,6 +152,11 @@ impl SaslSettings {
                 ));
             }
         }
+        let oauth = if mechanisms.contains(&Mechanism::OAuthBearer) {
+            Some(oauth_validator(config, listener)?)
+        } else {
+            None
+        };
         let delay_ms = config.listener_get(listener, "connection.failed.authentication.delay.ms");
         let receive = config.listener_get(listener, "sasl.server.max.receive.size");
         let session_lifetimes = mechanisms
@@ -137,6 +169,7 @@ impl SaslSettings {
             failed_delay: Duration::from_millis(delay_ms.parse().unwrap_or(100)),
             receive_bytes_max: receive.parse::<usize>().unwrap_or(524_288).max(64),
             session_lifetimes,
+            oauth,
         })
     }
 
@@ -158,6 +191,209 @@ impl SaslSettings {
     pub fn mechanism_names(&self) -> Vec<&'static str> {
         self.mechanisms.iter().map(|m| m.name()).collect()
     }
+}
+
+fn validator_kind(validator: &Validator) -> String {
+    match validator {
+        Validator::Signed { jwks, .. } => format!("signed JWTs, {} keys", jwks.len()),
+        Validator::Unsecured(_) => "unsecured JWTs".into(),
+    }
+}
+
+/// OAUTHBEARER's validator on `listener`: the class its
+/// `oauthbearer.sasl.server.callback.handler.class` names — Kafka's unsecured validator,
+/// Kafka's signed one, or none (signed) — and, for signed tokens, the key set and
+/// expectations of the `sasl.oauthbearer.*` keys.
+///
+/// # Errors
+/// [`ConfigError::Invalid`]: another class; signed tokens without
+/// `sasl.oauthbearer.jwks.endpoint.url`; a URL other than `file:` (https is not served yet);
+/// a file that cannot be read or is not a usable key set; a malformed JAAS entry or option
+/// of the unsecured validator.
+pub fn oauth_validator(config: &BrokerConfig, listener: &str) -> Result<Validator, ConfigError> {
+    let lower = listener.to_ascii_lowercase();
+    let handler_suffix = format!("oauthbearer.{MECHANISM_HANDLER_KEY}");
+    let handler_key = match config.get_opt(&format!("{LISTENER_PREFIX}{lower}.{handler_suffix}")) {
+        Some(_) => format!("{LISTENER_PREFIX}{lower}.{handler_suffix}"),
+        None => handler_suffix.clone(),
+    };
+    let handler = config.get_opt(&handler_key).unwrap_or("").trim();
+    let url_key = own_key(config, listener, "sasl.oauthbearer.jwks.endpoint.url");
+    let invalid = |key: &str, value: &str, reason: String| ConfigError::Invalid {
+        name: key.to_string(),
+        value: value.to_string(),
+        reason: format!("listener {listener}: {reason}"),
+    };
+    if handler == UNSECURED_VALIDATOR_CLASS {
+        return unsecured_options(config, listener).map(Validator::Unsecured);
+    }
+    if !handler.is_empty() && !SIGNED_VALIDATOR_CLASSES.contains(&handler) {
+        return Err(invalid(
+            &handler_key,
+            handler,
+            format!(
+                "OAUTHBEARER validates tokens with {} (signed JWTs) or, named explicitly, \
+                 {UNSECURED_VALIDATOR_CLASS}; no other class is served",
+                SIGNED_VALIDATOR_CLASSES[0]
+            ),
+        ));
+    }
+    let url = config
+        .listener_get(listener, "sasl.oauthbearer.jwks.endpoint.url")
+        .trim();
+    if url.is_empty() {
+        return Err(invalid(
+            &url_key,
+            url,
+            format!(
+                "OAUTHBEARER is enabled but sasl.oauthbearer.jwks.endpoint.url (per listener: \
+                 listener.name.{lower}.sasl.oauthbearer.jwks.endpoint.url) names no JSON Web \
+                 Key Set; unsigned tokens are accepted only when \
+                 listener.name.{lower}.{handler_suffix} is {UNSECURED_VALIDATOR_CLASS}"
+            ),
+        ));
+    }
+    let jwks = read_jwks(url).map_err(|reason| invalid(&url_key, url, reason))?;
+    let audience = config
+        .listener_get(listener, "sasl.oauthbearer.expected.audience")
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect();
+    let issuer = Some(
+        config
+            .listener_get(listener, "sasl.oauthbearer.expected.issuer")
+            .trim(),
+    )
+    .filter(|i| !i.is_empty())
+    .map(str::to_string);
+    let claim = |key: &str, default: &str| {
+        Some(config.listener_get(listener, key).trim())
+            .filter(|c| !c.is_empty())
+            .unwrap_or(default)
+            .to_string()
+    };
+    let skew = config.listener_get(listener, "sasl.oauthbearer.clock.skew.seconds");
+    Ok(Validator::Signed {
+        jwks,
+        expect: Expectations {
+            audience,
+            issuer,
+            sub_claim: claim("sasl.oauthbearer.sub.claim.name", "sub"),
+            scope_claim: claim("sasl.oauthbearer.scope.claim.name", "scope"),
+            clock_skew_s: skew.trim().parse::<i64>().unwrap_or(30).max(0),
+        },
+    })
+}
+
+/// The JSON Web Key Set a `file:` URL names.
+fn read_jwks(url: &str) -> Result<Jwks, String> {
+    let Some(rest) = url.strip_prefix("file:") else {
+        if url.starts_with("https:") || url.starts_with("http:") {
+            return Err(format!(
+                "fetching the JSON Web Key Set from {url} is not supported yet: give a file: \
+                 URL of a local copy"
+            ));
+        }
+        return Err("not a file: URL".into());
+    };
+    // file:///path, file://localhost/path and file:/path.
+    let path = match rest.strip_prefix("//") {
+        Some(authority_path) => {
+            let slash = authority_path
+                .find('/')
+                .ok_or("a file: URL without a path")?;
+            match &authority_path[..slash] {
+                "" | "localhost" => &authority_path[slash..],
+                host => return Err(format!("a file: URL on another host ({host})")),
+            }
+        }
+        None => rest,
+    };
+    let path = percent_decode(path)?;
+    let limit = oauthbearer::JWKS_BYTES_MAX as u64 + 1;
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(&path).map_err(|e| format!("cannot read {path}: {e}"))?,
+            limit,
+        ),
+        &mut text,
+    )
+    .map_err(|e| format!("cannot read {path}: {e}"))?;
+    Jwks::parse(&text).map_err(|e| format!("{path} is not a usable JSON Web Key Set: {e}"))
+}
+
+/// `%XX` escapes of a URL path.
+fn percent_decode(path: &str) -> Result<String, String> {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = path
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or("a bad %-escape in the file: URL")?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "the file: URL's path is not UTF-8".into())
+}
+
+/// The unsecured validator's options, from its JAAS entry (`OAuthBearerLoginModule required
+/// unsecuredValidatorPrincipalClaimName="..." ...;`); none given: Kafka's defaults.
+fn unsecured_options(
+    config: &BrokerConfig,
+    listener: &str,
+) -> Result<UnsecuredOptions, ConfigError> {
+    let jaas_key = format!(
+        "{LISTENER_PREFIX}{}.oauthbearer.sasl.jaas.config",
+        listener.to_ascii_lowercase()
+    );
+    let jaas = config.listener_get(listener, "oauthbearer.sasl.jaas.config");
+    let mut options = UnsecuredOptions::default();
+    if jaas.trim().is_empty() {
+        return Ok(options);
+    }
+    let invalid = |reason: String| ConfigError::Invalid {
+        name: jaas_key.clone(),
+        value: "(hidden)".into(),
+        reason,
+    };
+    let given = parse_jaas(jaas).map_err(invalid)?;
+    let text = |name: &str| given.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+    if let Some(claim) = text("unsecuredValidatorPrincipalClaimName") {
+        options.principal_claim = claim.to_string();
+    }
+    if let Some(claim) = text("unsecuredValidatorScopeClaimName") {
+        options.scope_claim = claim.to_string();
+    }
+    if let Some(scope) = text("unsecuredValidatorRequiredScope") {
+        options.required_scope = scope
+            .split(' ')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+    }
+    if let Some(skew) = text("unsecuredValidatorAllowableClockSkewMs") {
+        options.clock_skew_ms = skew
+            .parse::<i32>()
+            .ok()
+            .filter(|ms| *ms >= 0)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "unsecuredValidatorAllowableClockSkewMs {skew:?} is not a non-negative int"
+                ))
+            })?
+            .into();
+    }
+    Ok(options)
 }
 
 /// `connections.max.reauth.ms` for `mechanism` on `listener`: the listener's
@@ -357,6 +593,116 @@ mod tests {
                 .contains("listener.name.a.scram-sha-512.connections.max.reauth.ms"),
             "{error}"
         );
+    }
+
+    /// A key set of one P-256 key and an `oct` key left out. The coordinates are arbitrary
+    /// 32-byte strings: reading a key set checks their shape, verifying checks the point.
+    const JWKS: &str = r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k",
+        "x":"ax2ZSDgFoBtVrPvWxzJrfQ9yPAKQhESYVBGB5pA8R_M",
+        "y":"lKQfAUHCkD8Cq8xUFtEeG2XrKdUbDJLtuUbUMJhXbVQ"},
+        {"kty":"oct","k":"AA"}]}"#;
+
+    #[test]
+    fn oauthbearer_validates_signed_tokens_or_unsigned_ones_only_when_named() {
+        let dir = std::env::temp_dir().join(format!("shoal-jwks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("jwks.json");
+        std::fs::write(&path, JWKS).unwrap();
+        let url = format!("file://{}", path.display());
+        let handler = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class";
+        let signed = config(&[
+            ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+            (
+                "listener.name.sasl_plaintext.sasl.oauthbearer.jwks.endpoint.url",
+                &url,
+            ),
+            ("sasl.oauthbearer.expected.audience", "a, b"),
+            ("sasl.oauthbearer.clock.skew.seconds", "5"),
+            (
+                "listener.name.sasl_plaintext.sasl.oauthbearer.sub.claim.name",
+                "client_id",
+            ),
+        ]);
+        let settings = SaslSettings::for_listener(&signed, "SASL_PLAINTEXT").unwrap();
+        let Some(Validator::Signed { jwks, expect }) = &settings.oauth else {
+            panic!("signed tokens: {settings:?}");
+        };
+        assert_eq!(jwks.len(), 1);
+        assert_eq!(expect.audience, ["a", "b"]);
+        assert_eq!(expect.issuer, None);
+        assert_eq!(expect.clock_skew_s, 5);
+        assert_eq!(expect.sub_claim, "client_id");
+        assert_eq!(expect.scope_claim, "scope");
+        // Kafka's signed validator named: the same.
+        let mut named = signed.clone();
+        named.set(handler, SIGNED_VALIDATOR_CLASSES[0]).unwrap();
+        let settings = SaslSettings::for_listener(&named, "SASL_PLAINTEXT").unwrap();
+        assert!(matches!(settings.oauth, Some(Validator::Signed { .. })));
+        // Kafka's unsecured validator only when named, per listener or for all.
+        let unsecured = config(&[
+            ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+            (handler, UNSECURED_VALIDATOR_CLASS),
+            (
+                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+                 unsecuredValidatorPrincipalClaimName=\"who\" \
+                 unsecuredValidatorAllowableClockSkewMs=\"2000\";",
+            ),
+        ]);
+        let settings = SaslSettings::for_listener(&unsecured, "SASL_PLAINTEXT").unwrap();
+        let Some(Validator::Unsecured(options)) = &settings.oauth else {
+            panic!("unsecured tokens: {settings:?}");
+        };
+        assert_eq!(options.principal_claim, "who");
+        assert_eq!(options.clock_skew_ms, 2000);
+        let everywhere = config(&[
+            ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+            (
+                "oauthbearer.sasl.server.callback.handler.class",
+                UNSECURED_VALIDATOR_CLASS,
+            ),
+        ]);
+        let settings = SaslSettings::for_listener(&everywhere, "OTHER").unwrap();
+        assert!(matches!(settings.oauth, Some(Validator::Unsecured(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn oauthbearer_without_a_key_set_or_with_an_unserved_one_fails_start_up() {
+        let error = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("sasl.enabled.mechanisms", "OAUTHBEARER")];
+            all.extend_from_slice(pairs);
+            SaslSettings::for_listener(&config(&all), "SASL_PLAINTEXT")
+                .unwrap_err()
+                .to_string()
+        };
+        let none = error(&[]);
+        assert!(
+            none.contains("sasl.oauthbearer.jwks.endpoint.url"),
+            "{none}"
+        );
+        assert!(
+            none.contains("oauthbearer.sasl.server.callback.handler.class"),
+            "{none}"
+        );
+        let https = error(&[(
+            "sasl.oauthbearer.jwks.endpoint.url",
+            "https://idp.example/jwks",
+        )]);
+        assert!(https.contains("not supported yet"), "{https}");
+        let missing = error(&[(
+            "sasl.oauthbearer.jwks.endpoint.url",
+            "file:///nonexistent/shoal/jwks.json",
+        )]);
+        assert!(
+            missing.contains("cannot read /nonexistent/shoal/jwks.json"),
+            "{missing}"
+        );
+        let class = error(&[(
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class",
+            "com.example.MyValidator",
+        )]);
+        assert!(class.contains("no other class is served"), "{class}");
     }
 
     #[test]

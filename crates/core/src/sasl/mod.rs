@@ -1,12 +1,15 @@
-//! SASL mechanisms as pure functions and state machines: [`plain`] (RFC 4616) and [`scram`]
+//! SASL mechanisms as pure functions and state machines: [`plain`] (RFC 4616), [`scram`]
 //! (SCRAM-SHA-256/512, RFC 5802 and 7677), for the broker's authenticator and for Shoal's
-//! client. No I/O, no clock, no randomness: nonces come in as arguments.
+//! client, and [`oauthbearer`] (RFC 7628 with signed JWTs checked against a JSON Web Key
+//! Set), server side. No I/O, no clock, no randomness: nonces and the time come in as
+//! arguments.
 //!
-//! Must not: log or format a password, a salted password or a stored key (the credential
-//! types print nothing secret in `Debug`).
+//! Must not: log or format a password, a salted password, a stored key or a bearer token
+//! (the credential types print nothing secret in `Debug`).
 
+pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
 
 /// The SASL mechanisms Shoal serves, by their SASL names.
-pub const MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+pub const MECHANISMS: [&str; 4] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
