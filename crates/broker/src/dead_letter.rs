@@ -1,5 +1,6 @@
-//! Share-group dead-letter queues (KIP-1191): writing the dead-letter record of every record
-//! a share partition holds ARCHIVING, then archiving it.
+//! Share-group dead-letter queues (KIP-1191): the dead-letter records of the records a share
+//! partition holds ARCHIVING (written by the task in [`crate::archiving`], which then archives
+//! them), and those a transaction carries.
 //!
 //! A group whose `errors.deadletterqueue.topic.name` is set (at `share.version` 2 or above)
 //! has its rejected records, and those that reached `share.delivery.count.limit`, made
@@ -42,8 +43,7 @@
 //! partition lock across an await.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::Arc;
 
 use shoal_codec::batch::{BatchOptions, BatchWriter, Compression};
 use shoal_core::producer_state::ProducerId;
@@ -52,14 +52,12 @@ use shoal_core::share_partition::DeadLetterRange;
 use shoal_protocol::ErrorCode;
 use shoal_storage::batch::split_batches;
 use shoal_storage::{control_record_type, decode_records, ControlRecordType, RecordView};
-use tokio::sync::watch;
 use tracing::{error, warn};
 
 use crate::config::ConfigMap;
 use crate::group_configs::{DLQ_COPY_RECORD_ENABLE, DLQ_TOPIC_NAME};
 use crate::node::NodeState;
 use crate::producer_state::state_config;
-use crate::share::{self, ShareManager};
 use crate::topic_registry::{Partition, Topic};
 
 pub const HEADER_TOPIC: &str = "__dlq.errors.topic";
@@ -74,9 +72,6 @@ pub const TOPIC_GROUP_ENABLE: &str = "errors.deadletterqueue.group.enable";
 const AUTO_CREATE: &str = "errors.deadletterqueue.auto.create.topics.enable";
 const PREFIX: &str = "errors.deadletterqueue.topic.name.prefix";
 
-/// How often loaded share partitions are checked for ARCHIVING records at most (they are also
-/// checked as soon as a state write may have made some).
-const CHECK_INTERVAL: Duration = Duration::from_millis(100);
 /// Dead-letter records per appended batch at most.
 const RECORDS_PER_BATCH_MAX: usize = 500;
 /// Bytes read from a log per step (scans and source records).
@@ -86,7 +81,7 @@ const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
 
 /// Why a group's dead letters cannot be written: its records are archived without one.
 #[derive(Debug, thiserror::Error)]
-enum Unwritable {
+pub(crate) enum Unwritable {
     #[error(
         "Configured DLQ topic name in share group: {group} cannot start with __, topic: {topic}."
     )]
@@ -109,7 +104,7 @@ enum Unwritable {
 
 /// Why an attempt failed.
 #[derive(Debug)]
-enum Failure {
+pub(crate) enum Failure {
     /// Archive without a dead letter (logged).
     Unwritable(Unwritable),
     /// Try again later; the records stay ARCHIVING.
@@ -394,7 +389,7 @@ fn letters(
 
 /// Writes (durably) the dead letters of `ranges` of `key`; with `verify`, only those the
 /// dead-letter partition does not hold yet. Returns the records written.
-async fn write(
+pub(crate) async fn write(
     node: &NodeState,
     key: &SharePartitionKey,
     ranges: &[DeadLetterRange],
@@ -472,15 +467,12 @@ pub struct InTransaction {
     copy_record: bool,
 }
 
-/// The dead-letter partition a transaction can carry `key`'s dead letters to: the group has
-/// dead-letter queues (a dead-letter topic at `share.version` 2 or above) that Kafka's
-/// validation accepts, and this broker serves the partition. `None` otherwise: the REJECTs are
+/// The dead-letter partition a transaction can carry `key`'s dead letters to, for a group with
+/// dead-letter queues (the caller checks: a dead-letter topic at `share.version` 2 or above):
+/// its topic passes Kafka's validation, and this broker serves the partition. `None` otherwise: the REJECTs are
 /// then dead-lettered after the commit, through ARCHIVING, as without a transaction (an
 /// unusable topic is logged and counted there).
 pub async fn in_transaction(node: &NodeState, key: &SharePartitionKey) -> Option<InTransaction> {
-    if !share::partition_config(node, &key.group_id).dead_letter {
-        return None;
-    }
     let target = target(node, &key.group_id).await.ok()??;
     let count = i32::try_from(target.topic.partition_count()).unwrap_or(i32::MAX);
     let index = key.partition.rem_euclid(count.max(1));
@@ -579,93 +571,4 @@ pub async fn write_in_transaction(
         .map_err(|e| e.error_code())?;
     to.partition.wake();
     Ok(letters.len() as i64)
-}
-
-impl ShareManager {
-    /// Writes the dead letters of the ARCHIVING records of every loaded share partition and
-    /// archives them (see the module docs).
-    pub async fn write_dead_letters(&self, node: &NodeState) {
-        let mut any = false;
-        for (key, slot) in self.existing_slots() {
-            let mut state = slot.state.lock().await;
-            let Some(sp) = state.as_mut() else { continue };
-            if sp.violation().is_some() || sp.archiving_count() == 0 {
-                continue;
-            }
-            let ranges = sp.archiving();
-            let verify = self.dead_letter_unverified(&key);
-            match write(node, &key, &ranges, verify).await {
-                Ok(written) => {
-                    node.metrics.dead_letters_written(&key.group_id, written);
-                }
-                Err(Failure::Retry(code)) => {
-                    self.mark_dead_letter_unverified(&key);
-                    node.metrics.dead_letter_failed(&key.group_id);
-                    warn!(?key, ?code, "dead letters not written; retrying");
-                    continue;
-                }
-                Err(Failure::Unwritable(why)) => {
-                    node.metrics.dead_letter_failed(&key.group_id);
-                    error!(?key, error = %why, "failed to write to DLQ, archiving regardless");
-                }
-            }
-            let (first, last) = (ranges[0].first_offset, ranges[ranges.len() - 1].last_offset);
-            let archived = match sp.complete_archiving(first, last) {
-                Ok(write) => shoal_core::share_leader::changed(write),
-                Err(e) => {
-                    share::refusal_code(node, &key, &e);
-                    continue;
-                }
-            };
-            match self.persisted(node, &key, archived).await {
-                Ok(()) => {
-                    self.dead_letter_verified(&key);
-                    any = true;
-                }
-                Err(code) => {
-                    // Written but still ARCHIVING in the store: the next attempt must scan.
-                    self.mark_dead_letter_unverified(&key);
-                    warn!(
-                        ?key,
-                        ?code,
-                        "archiving after the dead letters not persisted"
-                    );
-                }
-            }
-        }
-        if any {
-            self.released.notify_waiters();
-        }
-    }
-}
-
-/// Writes dead letters until `stop` turns true (or the node or the manager is gone): every
-/// [`CHECK_INTERVAL`], and when a state write may have made records ARCHIVING.
-pub async fn run_dead_letters(
-    node: Weak<NodeState>,
-    share: Weak<ShareManager>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let Some(due) = share.upgrade().map(|s| s.dead_letters_due.clone()) else {
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(CHECK_INTERVAL) => {}
-            _ = due.notified() => {}
-            changed = stop.changed() => {
-                // A dropped sender (the server task ended or was aborted) stops it too.
-                if changed.is_err() {
-                    return;
-                }
-            }
-        }
-        if *stop.borrow() {
-            return;
-        }
-        let (Some(node), Some(share)) = (node.upgrade(), share.upgrade()) else {
-            return;
-        };
-        share.write_dead_letters(&node).await;
-    }
 }

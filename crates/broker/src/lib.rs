@@ -46,6 +46,7 @@
 //! connection), hold a partition lock across an await, or fsync under a partition lock.
 
 pub mod api_table;
+pub mod archiving;
 pub mod authenticator;
 pub mod authorization;
 pub mod broker;

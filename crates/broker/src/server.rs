@@ -320,7 +320,7 @@ fn start_background(
             Arc::downgrade(&broker.share),
             stop.clone(),
         )),
-        tokio::spawn(crate::dead_letter::run_dead_letters(
+        tokio::spawn(crate::archiving::run_dead_letters(
             Arc::downgrade(&broker.node),
             Arc::downgrade(&broker.share),
             stop.clone(),

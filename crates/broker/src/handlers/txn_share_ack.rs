@@ -216,7 +216,8 @@ async fn handle(
             Step::CheckPartitions => flow.partitions_checked(check_partitions(broker, &keys)),
             Step::Register(state_partitions) => {
                 for ((key, b), slot) in keys.iter().zip(&batches).zip(dead_letters.iter_mut()) {
-                    if has_reject(b) {
+                    let queues = crate::share::partition_config(broker, &key.group_id).dead_letter;
+                    if queues && has_reject(b) {
                         *slot = crate::dead_letter::in_transaction(broker, key).await;
                     }
                 }
