@@ -354,6 +354,23 @@ fn encode(
         .collect()
 }
 
+/// `key`'s topic (None once deleted) and its name (the topic id when deleted), for the headers.
+fn source_of(node: &NodeState, key: &SharePartitionKey) -> (Option<Arc<Topic>>, String) {
+    let topic_id = uuid::Uuid::from_bytes(key.topic_id.0);
+    let source = node.topic_by_id(topic_id);
+    let name = source
+        .as_ref()
+        .map_or_else(|| topic_id.to_string(), |t| t.name.clone());
+    (source, name)
+}
+
+/// The dead-letter partition of `source_partition`'s records: the source partition number
+/// modulo the dead-letter topic's partition count, as in Kafka.
+fn partition_for(dead_letter_topic: &Topic, source_partition: i32) -> i32 {
+    let count = i32::try_from(dead_letter_topic.partition_count()).unwrap_or(i32::MAX);
+    source_partition.rem_euclid(count.max(1))
+}
+
 /// The dead letters of `ranges` except the offsets in `skip`, with the original records
 /// (from `source`) when `copy_record`.
 fn letters(
@@ -398,13 +415,8 @@ pub(crate) async fn write(
     let Some(target) = target(node, &key.group_id).await? else {
         return Ok(0);
     };
-    let topic_id = uuid::Uuid::from_bytes(key.topic_id.0);
-    let source = node.topic_by_id(topic_id);
-    let source_name = source
-        .as_ref()
-        .map_or_else(|| topic_id.to_string(), |t| t.name.clone());
-    let count = i32::try_from(target.topic.partition_count()).unwrap_or(i32::MAX);
-    let index = key.partition.rem_euclid(count.max(1));
+    let (source, source_name) = source_of(node, key);
+    let index = partition_for(&target.topic, key.partition);
     let partition = target
         .topic
         .partition(index)
@@ -474,8 +486,7 @@ pub struct InTransaction {
 /// unusable topic is logged and counted there).
 pub async fn in_transaction(node: &NodeState, key: &SharePartitionKey) -> Option<InTransaction> {
     let target = target(node, &key.group_id).await.ok()??;
-    let count = i32::try_from(target.topic.partition_count()).unwrap_or(i32::MAX);
-    let index = key.partition.rem_euclid(count.max(1));
+    let index = partition_for(&target.topic, key.partition);
     let partition = node.led_partition(&target.topic, index).ok()?;
     Some(InTransaction {
         topic: target.topic.name.clone(),
@@ -504,11 +515,7 @@ pub async fn write_in_transaction(
     if ranges.is_empty() {
         return Ok(0);
     }
-    let topic_id = uuid::Uuid::from_bytes(key.topic_id.0);
-    let source = node.topic_by_id(topic_id);
-    let source_name = source
-        .as_ref()
-        .map_or_else(|| topic_id.to_string(), |t| t.name.clone());
+    let (source, source_name) = source_of(node, key);
     let ongoing = {
         let mut log = to.partition.lock();
         let producers = to
