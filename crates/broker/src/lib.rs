@@ -6,7 +6,8 @@
 //!   `max.connections` and per-address limits; [`connection`]: one client connection, requests
 //!   answered in order; [`authenticator`]: a SASL listener's authentication conversation;
 //!   [`tls`]: SSL and SASL_SSL listeners' TLS settings; [`transport`]: plain or TLS streams;
-//!   [`x500`]: a client certificate's subject, for its principal; [`outbound`]: response frames, record bytes sent from segment files
+//!   [`x500`]: a client certificate's subject, for its principal; [`principal_mapper`]: Kafka's
+//!   `ssl.principal.mapping.rules` from that subject to the principal's name; [`outbound`]: response frames, record bytes sent from segment files
 //!   with `sendfile`.
 //! - dispatch: [`dispatch`]: request → handler.
 //! - handlers: [`handlers`]: one module per API family; none writes to the socket. With them,
@@ -70,6 +71,7 @@ pub mod node;
 pub mod outbound;
 pub mod participants;
 pub mod peers;
+pub mod principal_mapper;
 pub mod producer_state;
 pub mod retention;
 pub mod seams;

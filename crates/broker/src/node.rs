@@ -1175,7 +1175,9 @@ impl NodeState {
 }
 
 /// `config` with `overrides` applied (overrides were validated when they were set).
-fn with_overrides(config: &BrokerConfig, overrides: &ConfigMap) -> BrokerConfig {
+/// `config` with the dynamic broker `overrides` set on it (a stored value that no longer
+/// validates is logged and left out).
+pub(crate) fn with_overrides(config: &BrokerConfig, overrides: &ConfigMap) -> BrokerConfig {
     let mut out = config.clone();
     for (k, v) in overrides.iter() {
         if let Err(e) = out.set(k, v) {

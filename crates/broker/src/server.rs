@@ -27,14 +27,14 @@ use crate::conn_limits::{ConnectionCounts, LimitsCache, Refused};
 use crate::connection;
 use crate::tls;
 use crate::transport::Stream;
-use tokio_rustls::TlsAcceptor;
 
 /// A bound socket and the listener it serves.
 pub struct BoundListener {
     pub listener: Arc<Listener>,
     pub socket: TcpListener,
-    /// For SSL and SASL_SSL listeners: the TLS handshake every connection starts with.
-    pub tls: Option<TlsAcceptor>,
+    /// For SSL and SASL_SSL listeners: the TLS handshake every connection starts with, and
+    /// its principal rules (reloaded by dynamic updates of the stores).
+    pub tls: Option<Arc<tls::ListenerTls>>,
 }
 
 impl std::fmt::Debug for BoundListener {
@@ -134,7 +134,10 @@ pub async fn run_listeners(
                 let broker = broker.clone();
                 let stop = stop_rx.clone();
                 let listener = listeners[which].listener.clone();
-                let tls = listeners[which].tls.clone();
+                let tls = listeners[which]
+                    .tls
+                    .as_ref()
+                    .map(|tls| tls.current(&broker.current_config()));
                 tasks.spawn(async move {
                     let _ = stream.set_nodelay(true);
                     if let Some((stream, principal)) = secure(stream, tls, peer).await {
@@ -159,20 +162,24 @@ pub async fn run_listeners(
 }
 
 /// The connection's stream and principal: plain and `User:ANONYMOUS`, or after a TLS
-/// handshake that completed within [`tls::HANDSHAKE_TIMEOUT`], with the client certificate's
-/// subject as principal when one was given ([`tls::principal`]). `None` (logged) when the
-/// handshake fails: a plaintext client on a TLS port, a certificate refused, garbage.
+/// handshake that completed within [`tls::HANDSHAKE_TIMEOUT`], with the principal the
+/// listener's mapping rules give the client certificate's subject when one was given
+/// ([`tls::Built::principal`]). `None` (logged) when the handshake fails — a plaintext client
+/// on a TLS port, a certificate refused, garbage — or when no mapping rule applies.
 async fn secure(
     stream: TcpStream,
-    tls: Option<TlsAcceptor>,
+    tls: Option<Arc<tls::Built>>,
     peer: SocketAddr,
 ) -> Option<(Stream, String)> {
-    let Some(acceptor) = tls else {
+    let Some(tls) = tls else {
         return Some((Stream::Plain(stream), tls::ANONYMOUS.to_string()));
     };
-    match tokio::time::timeout(tls::HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+    match tokio::time::timeout(tls::HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)).await {
         Ok(Ok(stream)) => {
-            let principal = tls::principal(stream.get_ref().1.peer_certificates());
+            let Some(principal) = tls.principal(stream.get_ref().1.peer_certificates()) else {
+                info!(%peer, "no ssl.principal.mapping.rules rule applies to the client certificate's subject");
+                return None;
+            };
             Some((Stream::Tls(Box::new(stream)), principal))
         }
         Ok(Err(e)) => {
@@ -215,7 +222,7 @@ async fn accept_any(
 ///
 /// # Errors
 /// A host that does not resolve, an address that cannot be bound, or for SSL and SASL_SSL a
-/// TLS key or trust store that cannot be used ([`tls::acceptor`]); each message names the
+/// TLS key or trust store that cannot be used ([`tls::build`]); each message names the
 /// listener.
 pub async fn bind_listeners(
     broker_config: &BrokerConfig,
@@ -224,7 +231,10 @@ pub async fn bind_listeners(
     let mut bound = Vec::with_capacity(configs.len());
     for config in configs {
         let tls = if config.protocol.uses_tls() {
-            Some(tls::acceptor(broker_config, &config.name)?)
+            Some(Arc::new(tls::ListenerTls::new(
+                broker_config,
+                &config.name,
+            )?))
         } else {
             None
         };

@@ -1,7 +1,9 @@
 //! SSL and SASL_SSL listeners with certificates made at test time (rcgen): requests and fetched
-//! record bytes over TLS, client certificates when `ssl.client.auth` asks for them, SASL inside
-//! TLS, and the clean failures — a plaintext client on the TLS port, a client without the
-//! certificate a listener requires, key stores that cannot be used — with the broker unharmed.
+//! record bytes over TLS, client certificates when `ssl.client.auth` asks for them (Shoal's own
+//! client with librdkafka's and Java's keys), SASL inside TLS, PKCS#12 stores and encrypted
+//! PEM keys, a key store reloaded by IncrementalAlterConfigs for new connections only, and the
+//! clean failures — a plaintext client on the TLS port, a client without the certificate a
+//! listener requires, key stores that cannot be used or updated — with the broker unharmed.
 
 mod common;
 
@@ -35,6 +37,58 @@ struct Pki {
     server_key: String,
     client_chain: String,
     client_key: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Pki {
+    /// A new certificate signed by the CA, with its key: (chain PEM, key PEM, DER).
+    fn leaf(&self, names: Vec<String>, cn: &str) -> (String, String, Vec<u8>) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(names).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem(), cert.der().to_vec())
+    }
+}
+
+/// A PKCS#12 store of `chain`'s first certificate and `key` (PEM) under `password`.
+fn pkcs12(chain: &str, key: &str, password: &str) -> Vec<u8> {
+    let cert = CertificateDer::pem_slice_iter(chain.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+    let mut store = p12_keystore::KeyStore::new();
+    store.add_entry(
+        "entry",
+        p12_keystore::KeyStoreEntry::PrivateKeyChain(p12_keystore::PrivateKeyChain::new(
+            b"id".to_vec(),
+            p12_keystore::PrivateKey::from_der(key.secret_der()).unwrap(),
+            [p12_keystore::Certificate::from_der(&cert).unwrap()],
+        )),
+    );
+    store.writer(password).write().unwrap()
+}
+
+/// `key` (PEM, PKCS#8) encrypted with `password`, as `ENCRYPTED PRIVATE KEY` PEM.
+fn encrypted_pem(key: &str, password: &str) -> String {
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+    let params = pkcs8::pkcs5::pbes2::Parameters::generate_pbkdf2_sha256_aes256cbc(
+        2048,
+        b"sixteen-byte-slt",
+        [9; 16],
+    )
+    .unwrap();
+    let encrypted = pkcs8::PrivateKeyInfoRef::try_from(key.secret_der())
+        .unwrap()
+        .encrypt_with_params(params, password)
+        .unwrap();
+    pkcs8::der::pem::encode_string(
+        "ENCRYPTED PRIVATE KEY",
+        pkcs8::der::pem::LineEnding::LF,
+        encrypted.as_bytes(),
+    )
+    .unwrap()
 }
 
 fn pki() -> Pki {
@@ -61,6 +115,7 @@ fn pki() -> Pki {
         server_key,
         client_chain,
         client_key,
+        issuer,
     }
 }
 
@@ -341,7 +396,7 @@ async fn unusable_key_stores_are_start_up_errors() {
                 ("ssl.keystore.certificate.chain", &pki.server_chain),
                 ("ssl.keystore.key", &pki.server_chain),
             ],
-            "holds no unencrypted private key",
+            "holds no private key",
         ),
         (
             vec![
@@ -363,9 +418,9 @@ async fn unusable_key_stores_are_start_up_errors() {
             vec![
                 ("ssl.keystore.type", "PEM"),
                 ("ssl.keystore.location", &key_file),
-                ("ssl.principal.mapping.rules", "RULE:^CN=(.*)$/$1/"),
+                ("ssl.principal.mapping.rules", "RULE:^CN=(.*)$/$1/X"),
             ],
-            "ssl.principal.mapping.rules other than DEFAULT",
+            "ssl.principal.mapping.rules: invalid rule",
         ),
     ];
     for (settings, expected) in cases {
@@ -522,4 +577,309 @@ fn client_certificate_principals_are_kafkas_rfc_2253_names() {
         "User:CN=client,OU=eng,O=Example\\, Inc.,C=US"
     );
     assert_eq!(shoal_broker::tls::principal(None), "User:ANONYMOUS");
+}
+
+/// Shoal's client presents a certificate with librdkafka's keys (PEM certificate and an
+/// encrypted key) and Java's (PKCS12 key and trust stores, no host name check) to a listener
+/// that requires one; without a certificate it is refused.
+#[tokio::test]
+async fn shoal_client_presents_a_client_certificate_when_required() {
+    use shoal_client::admin::topics::Internal;
+    use shoal_client::admin::Admin;
+    use shoal_client::config::ClientConfig;
+
+    tokio::time::timeout(TIMEOUT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = pki();
+        let (broker, addrs) = start(
+            dir.path(),
+            &pki,
+            &[("listener.name.ssl.ssl.client.auth", "required")],
+        )
+        .await;
+        let mut plain = broker.connect().await;
+        create_topic(&mut plain, "mutual", 1).await;
+        let file = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path.to_str().unwrap().to_string()
+        };
+        let ca = file("ca.pem", pki.ca.as_bytes());
+        let cert = file("client.crt", pki.client_chain.as_bytes());
+        let key = file(
+            "client.key",
+            encrypted_pem(&pki.client_key, "key-pw").as_bytes(),
+        );
+        let store = file(
+            "client.p12",
+            &pkcs12(&pki.client_chain, &pki.client_key, "store-pw"),
+        );
+        let mut trust = p12_keystore::KeyStore::new();
+        let ca_der = CertificateDer::pem_slice_iter(pki.ca.as_bytes())
+            .next()
+            .unwrap()
+            .unwrap();
+        trust.add_entry(
+            "ca",
+            p12_keystore::KeyStoreEntry::Certificate(
+                p12_keystore::Certificate::from_der(&ca_der).unwrap(),
+            ),
+        );
+        let trust = file("trust.p12", &trust.writer("trust-pw").write().unwrap());
+        let list = |settings: Vec<(&str, &str)>| {
+            let mut props = vec![
+                ("bootstrap.servers".to_string(), addrs[1].to_string()),
+                ("security.protocol".into(), "SSL".into()),
+                ("retries".into(), "0".into()),
+                ("socket.connection.setup.timeout.ms".into(), "5000".into()),
+            ];
+            props.extend(settings.into_iter().map(|(k, v)| (k.into(), v.into())));
+            async move {
+                let admin = Admin::connect(ClientConfig::from_properties(props)?).await?;
+                admin.list_topics(Internal::Exclude).await
+            }
+        };
+        let librdkafka = vec![
+            ("ssl.ca.location", ca.as_str()),
+            ("ssl.certificate.location", cert.as_str()),
+            ("ssl.key.location", key.as_str()),
+            ("ssl.key.password", "key-pw"),
+        ];
+        let java = vec![
+            ("ssl.truststore.type", "PKCS12"),
+            ("ssl.truststore.location", trust.as_str()),
+            ("ssl.truststore.password", "trust-pw"),
+            ("ssl.keystore.type", "PKCS12"),
+            ("ssl.keystore.location", store.as_str()),
+            ("ssl.keystore.password", "store-pw"),
+            ("ssl.endpoint.identification.algorithm", ""),
+        ];
+        for settings in [librdkafka, java] {
+            let topics = list(settings.clone()).await.unwrap();
+            assert_eq!(topics[0].name, "mutual", "{settings:?}");
+        }
+        let refused = list(vec![("ssl.ca.location", ca.as_str())]).await;
+        assert!(refused.is_err(), "no certificate was accepted");
+        broker.stop().await;
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// Binds one SSL listener with `settings`; the start-up error, if any.
+async fn bind(settings: Vec<(&str, &str)>) -> Result<(), String> {
+    let mut config = shoal_broker::BrokerConfig::default();
+    config.set("listeners", "SSL://127.0.0.1:0").unwrap();
+    for (k, v) in &settings {
+        config.set(k, v).unwrap();
+    }
+    let listeners = shoal_broker::config::listeners::parse_listeners(&config).unwrap();
+    shoal_broker::server::bind_listeners(&config, &listeners)
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// PKCS#12 key and trust stores and encrypted PEM keys load with their passwords; a wrong
+/// password and a JKS store are start-up errors naming the key, never a panic.
+#[tokio::test]
+async fn pkcs12_stores_and_encrypted_keys_open_with_their_passwords_only() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let store = file(
+        "server.p12",
+        &pkcs12(&pki.server_chain, &pki.server_key, "pw"),
+    );
+    let encrypted = file(
+        "server-enc.pem",
+        format!(
+            "{}{}",
+            encrypted_pem(&pki.server_key, "key-pw"),
+            pki.server_chain
+        )
+        .as_bytes(),
+    );
+    let p12 = |password: &'static str| {
+        vec![
+            ("ssl.keystore.type", "PKCS12"),
+            ("ssl.keystore.location", store.as_str()),
+            ("ssl.keystore.password", password),
+        ]
+    };
+    let pem = |password: &'static str| {
+        vec![
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.location", encrypted.as_str()),
+            ("ssl.key.password", password),
+        ]
+    };
+    bind(p12("pw")).await.unwrap();
+    bind(pem("key-pw")).await.unwrap();
+    let error = bind(p12("nope")).await.unwrap_err();
+    assert!(
+        error.contains("ssl.keystore.password") && error.contains("wrong password"),
+        "{error}"
+    );
+    let error = bind(pem("nope")).await.unwrap_err();
+    assert!(
+        error.contains("ssl.key.password") && error.contains("wrong password"),
+        "{error}"
+    );
+    let error = bind(vec![
+        ("ssl.keystore.type", "PEM"),
+        ("ssl.keystore.location", encrypted.as_str()),
+    ])
+    .await
+    .unwrap_err();
+    assert!(error.contains("no password was given"), "{error}");
+    let mut required = p12("pw");
+    required.extend([
+        ("ssl.client.auth", "required"),
+        ("ssl.truststore.type", "JKS"),
+        ("ssl.truststore.location", store.as_str()),
+    ]);
+    let error = bind(required).await.unwrap_err();
+    assert!(
+        error.contains("ssl.truststore.type JKS is not supported"),
+        "{error}"
+    );
+}
+
+/// A dynamic per-broker update of `listener.name.ssl.ssl.keystore.location` is checked, then
+/// serves new connections while one opened before goes on; a store that does not load, or a
+/// certificate for another subject, is INVALID_REQUEST and the stores in use stay.
+#[tokio::test]
+async fn a_key_store_update_serves_new_connections_and_bad_ones_are_refused() {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+
+    tokio::time::timeout(TIMEOUT, async {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = pki();
+        let file = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path.to_str().unwrap().to_string()
+        };
+        let names = || vec!["127.0.0.1".to_string(), "localhost".to_string()];
+        let first = file(
+            "first.pem",
+            format!("{}{}", pki.server_key, pki.server_chain).as_bytes(),
+        );
+        let (chain, key, second_der) = pki.leaf(names(), "broker");
+        let second = file("second.pem", format!("{key}{chain}").as_bytes());
+        let (chain, key, _) = pki.leaf(names(), "someone else");
+        let other = file("other.pem", format!("{key}{chain}").as_bytes());
+        let garbage = file("garbage.pem", b"no key here");
+        let (broker, addrs) = TestBroker::start_listeners(
+            dir.path(),
+            &[
+                ("listeners", "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"),
+                ("listener.name.ssl.ssl.keystore.type", "PEM"),
+                ("listener.name.ssl.ssl.keystore.location", first.as_str()),
+            ],
+        )
+        .await;
+        let mut plain = broker.connect().await;
+        let served = |tls: &tokio_rustls::client::TlsStream<TcpStream>| {
+            tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+        };
+        let first_der = CertificateDer::pem_slice_iter(pki.server_chain.as_bytes())
+            .next()
+            .unwrap()
+            .unwrap()
+            .to_vec();
+        let mut old = tls_connect(addrs[1], &pki, false).await.unwrap();
+        assert_eq!(served(&old), first_der);
+        let mut alter = async |location: &str| {
+            let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(StrBytes::from_static_str("1"))
+                    .with_configs(vec![AlterableConfig::default()
+                        .with_name(StrBytes::from_static_str(
+                            "listener.name.ssl.ssl.keystore.location",
+                        ))
+                        .with_config_operation(0)
+                        .with_value(Some(StrBytes::from_string(location.to_string())))]),
+            ]);
+            let response = plain.request(1, &request).await.unwrap();
+            (
+                response.responses[0].error_code,
+                response.responses[0]
+                    .error_message
+                    .as_ref()
+                    .map(|m| m.to_string())
+                    .unwrap_or_default(),
+            )
+        };
+        for (location, expected) in [
+            (garbage.as_str(), "holds no certificate"),
+            (other.as_str(), "DistinguishedName does not match"),
+        ] {
+            let (code, message) = alter(location).await;
+            assert_eq!(code, 42, "{location}: {message}");
+            assert!(message.contains(expected), "{message}");
+            let tls = tls_connect(addrs[1], &pki, false).await.unwrap();
+            assert_eq!(served(&tls), first_der);
+        }
+        assert_eq!(alter(&second).await.0, 0);
+        let new = tls_connect(addrs[1], &pki, false).await.unwrap();
+        assert_eq!(served(&new), second_der);
+        let metadata = call(&mut old, 12, &MetadataRequest::default().with_topics(None))
+            .await
+            .unwrap();
+        assert_eq!(metadata.brokers.len(), 1);
+        broker.stop().await;
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// `ssl.principal.mapping.rules` name the principal of a client certificate; a subject no
+/// rule applies to has none.
+#[test]
+fn mapping_rules_name_the_principal_of_a_client_certificate() {
+    let pki = pki();
+    let mut config = shoal_broker::BrokerConfig::default();
+    config.set("listeners", "SSL://127.0.0.1:0").unwrap();
+    config.set("ssl.keystore.type", "PEM").unwrap();
+    config
+        .set("ssl.keystore.certificate.chain", &pki.server_chain)
+        .unwrap();
+    config.set("ssl.keystore.key", &pki.server_key).unwrap();
+    let der = |chain: &str| {
+        CertificateDer::pem_slice_iter(chain.as_bytes())
+            .next()
+            .unwrap()
+            .unwrap()
+    };
+    let client = [der(&pki.client_chain)];
+    config
+        .set("ssl.principal.mapping.rules", "RULE:^CN=(.*)$/$1-user/U")
+        .unwrap();
+    let built = shoal_broker::tls::build(&config, "SSL").unwrap();
+    assert_eq!(
+        built.principal(Some(&client)).as_deref(),
+        Some("User:CLIENT-USER")
+    );
+    assert_eq!(built.principal(None).as_deref(), Some("User:ANONYMOUS"));
+    let (chain, _, _) = pki.leaf(vec![], "x");
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "no common name");
+    let lone = params.self_signed(&KeyPair::generate().unwrap()).unwrap();
+    assert_eq!(built.principal(Some(&[lone.der().clone()])), None);
+    assert_eq!(
+        built.principal(Some(&[der(&chain)])).as_deref(),
+        Some("User:X-USER")
+    );
 }

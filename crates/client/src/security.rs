@@ -1,8 +1,22 @@
 //! Secured connections: Kafka's `security.protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT,
-//! SASL_SSL), TLS with rustls trusting the CA certificates of `ssl.ca.location` (librdkafka's
-//! key), and SASL PLAIN or SCRAM-SHA-256/512 with `sasl.mechanism`, `sasl.username` and
-//! `sasl.password` (librdkafka's spelling), run on every new connection right after ApiVersions,
-//! as Kafka's clients do.
+//! SASL_SSL), TLS with rustls, and SASL PLAIN or SCRAM-SHA-256/512 with `sasl.mechanism`,
+//! `sasl.username` and `sasl.password` (librdkafka's spelling), run on every new connection
+//! right after ApiVersions, as Kafka's clients do.
+//!
+//! TLS takes both librdkafka's and the Java client's keys:
+//! - trust: librdkafka's `ssl.ca.location` (PEM), or Java's `ssl.truststore.type` (PEM or
+//!   PKCS12), `ssl.truststore.location` and `ssl.truststore.password`; neither: the system's
+//!   CA bundle;
+//! - a client certificate (mutual TLS): librdkafka's `ssl.certificate.location` and
+//!   `ssl.key.location` (PEM), or `ssl.keystore.location` with `ssl.keystore.password` —
+//!   PKCS#12 as librdkafka reads it and as Java's `ssl.keystore.type=PKCS12` names it (with
+//!   `ssl.keystore.type=PEM`, a PEM file holding key and chain); an encrypted PEM key (PKCS#8)
+//!   opens with `ssl.key.password`. JKS stores are a configuration error: they cannot be read;
+//! - `ssl.endpoint.identification.algorithm`: `https` (the default) checks the broker's host
+//!   name against its certificate; empty (or librdkafka's `none`) checks the chain only.
+//!
+//! Store decoding is `shoal_core::tls_store`'s. Store and key files are read when a
+//! connection is opened, so a bad one is an [`Error::Config`] naming the key at fault.
 //!
 //! Re-authentication (KIP-368): when the broker's last SaslAuthenticate answer gives the
 //! session a lifetime (`SessionLifetimeMs` > 0, set by its `connections.max.reauth.ms`), the
@@ -11,8 +25,8 @@
 //! ([`reauthentication_delay`]); [`crate::broker`] decides when and keeps other requests off
 //! the socket meanwhile.
 //!
-//! The SCRAM exchange itself is `shoal_core::sasl::scram`'s sans-IO client. The password is
-//! never printed: [`Security`]'s `Debug` hides it.
+//! The SCRAM exchange itself is `shoal_core::sasl::scram`'s sans-IO client. Passwords are
+//! never printed: [`Security`]'s `Debug` hides them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +34,9 @@ use std::time::Duration;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::StrBytes;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use shoal_core::sasl::scram::{ScramClient, ScramMechanism};
+use shoal_core::tls_store;
 use shoal_protocol::messages::ApiKey;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -98,17 +113,53 @@ pub struct Security {
     mechanism: Option<SaslMechanism>,
     username: Option<String>,
     password: Option<String>,
+    tls: TlsSettings,
+}
+
+/// The TLS keys, as librdkafka and the Java client spell them (both are read; a setting of
+/// either names the same thing).
+#[derive(Clone, PartialEq, Eq, Default)]
+struct TlsSettings {
+    /// librdkafka's `ssl.ca.location`: PEM CA certificates.
     ca_location: Option<String>,
+    /// Java's `ssl.truststore.*`: PEM or PKCS12 CA certificates.
+    truststore_type: Option<String>,
+    truststore_location: Option<String>,
+    truststore_password: Option<String>,
+    /// librdkafka's PEM client certificate chain and key.
+    certificate_location: Option<String>,
+    key_location: Option<String>,
+    /// The private key's password: an encrypted PEM key's (both clients).
+    key_password: Option<String>,
+    /// `ssl.keystore.*`: librdkafka's PKCS#12 file, Java's store of the given type.
+    keystore_type: Option<String>,
+    keystore_location: Option<String>,
+    keystore_password: Option<String>,
+    /// `ssl.endpoint.identification.algorithm`: `https` (the default) checks the broker's
+    /// host name against its certificate; empty or `none` does not.
+    check_host_name: Option<bool>,
 }
 
 impl std::fmt::Debug for Security {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |p: &Option<String>| p.as_ref().map(|_| "[hidden]");
+        let tls = &self.tls;
         f.debug_struct("Security")
             .field("protocol", &self.protocol)
             .field("mechanism", &self.mechanism)
             .field("username", &self.username)
-            .field("password", &self.password.as_ref().map(|_| "[hidden]"))
-            .field("ca_location", &self.ca_location)
+            .field("password", &hidden(&self.password))
+            .field("ca_location", &tls.ca_location)
+            .field("truststore_type", &tls.truststore_type)
+            .field("truststore_location", &tls.truststore_location)
+            .field("truststore_password", &hidden(&tls.truststore_password))
+            .field("certificate_location", &tls.certificate_location)
+            .field("key_location", &tls.key_location)
+            .field("key_password", &hidden(&tls.key_password))
+            .field("keystore_type", &tls.keystore_type)
+            .field("keystore_location", &tls.keystore_location)
+            .field("keystore_password", &hidden(&tls.keystore_password))
+            .field("check_host_name", &tls.check_host_name)
             .finish()
     }
 }
@@ -140,7 +191,25 @@ impl Security {
             }
             "sasl.username" => self.username = Some(value.to_owned()),
             "sasl.password" => self.password = Some(value.to_owned()),
-            "ssl.ca.location" => self.ca_location = Some(value.to_owned()),
+            "ssl.ca.location" => self.tls.ca_location = Some(value.to_owned()),
+            "ssl.truststore.type" => self.tls.truststore_type = Some(store_type(key, value)?),
+            "ssl.truststore.location" => self.tls.truststore_location = Some(value.to_owned()),
+            "ssl.truststore.password" => self.tls.truststore_password = Some(value.to_owned()),
+            "ssl.certificate.location" => {
+                self.tls.certificate_location = Some(value.to_owned());
+            }
+            "ssl.key.location" => self.tls.key_location = Some(value.to_owned()),
+            "ssl.key.password" => self.tls.key_password = Some(value.to_owned()),
+            "ssl.keystore.type" => self.tls.keystore_type = Some(store_type(key, value)?),
+            "ssl.keystore.location" => self.tls.keystore_location = Some(value.to_owned()),
+            "ssl.keystore.password" => self.tls.keystore_password = Some(value.to_owned()),
+            "ssl.endpoint.identification.algorithm" => {
+                self.tls.check_host_name = Some(match value.trim().to_ascii_lowercase().as_str() {
+                    "https" => true,
+                    "" | "none" => false,
+                    _ => return Err(config_error(key, "https, or empty (or none) for no check")),
+                });
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -176,37 +245,41 @@ impl Security {
         Ok((Box::new(read), Box::new(write)))
     }
 
+    /// The TLS connector of these settings: the trust store, the client certificate when one
+    /// is configured, the host name check.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the key whose store or file cannot be used.
     fn connector(&self) -> Result<TlsConnector, Error> {
-        let pem = match &self.ca_location {
-            Some(path) => std::fs::read(path)
-                .map_err(|e| config_error("ssl.ca.location", format!("{path}: {e}")))?,
-            None => SYSTEM_CA_BUNDLES
-                .iter()
-                .find_map(|path| std::fs::read(path).ok())
-                .ok_or_else(|| {
-                    config_error("ssl.ca.location", "not set, and no system CA bundle")
-                })?,
-        };
-        let mut roots = RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(&pem) {
-            let cert = cert.map_err(|e| config_error("ssl.ca.location", e.to_string()))?;
-            // A bundle may hold certificates webpki cannot use; the rest still count.
-            let _ = roots.add(cert);
-        }
-        if roots.is_empty() {
-            return Err(config_error(
-                "ssl.ca.location",
-                "holds no usable CA certificate",
-            ));
-        }
+        let roots = self.tls.roots()?;
         // ring rather than aws-lc-rs: no cmake needed to build (see the broker's tls module).
         #[allow(deprecated)]
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = ClientConfig::builder_with_provider(provider)
+        let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| config_error("security.protocol", e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .map_err(|e| config_error("security.protocol", e.to_string()))?;
+        let builder = if self.tls.check_host_name.unwrap_or(true) {
+            builder.with_root_certificates(roots)
+        } else {
+            let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .map_err(|e| config_error("ssl.ca.location", e.to_string()))?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(NoHostNameCheck(inner)))
+        };
+        let config = match self.tls.client_certificate()? {
+            Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(|e| {
+                config_error(
+                    self.tls.key_store_key(),
+                    format!("the client certificate and key: {e}"),
+                )
+            })?,
+            None => builder.with_no_client_auth(),
+        };
         Ok(TlsConnector::from(Arc::new(config)))
     }
 
@@ -265,6 +338,199 @@ impl Security {
             }
         };
         Ok(last.1)
+    }
+}
+
+/// `ssl.keystore.type` / `ssl.truststore.type`: PEM or PKCS12 (JKS cannot be read).
+fn store_type(key: &str, value: &str) -> Result<String, Error> {
+    match value.trim().to_ascii_uppercase().as_str() {
+        v @ ("PEM" | "PKCS12") => Ok(v.to_owned()),
+        "JKS" => Err(config_error(
+            key,
+            "JKS is not supported; convert the store to PKCS12 (keytool -importkeystore \
+             -deststoretype PKCS12) or use PEM",
+        )),
+        _ => Err(config_error(key, "PEM or PKCS12")),
+    }
+}
+
+fn read(key: &str, path: &str) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|e| config_error(key, format!("{path}: {e}")))
+}
+
+fn pem_certificates(key: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, Error> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| config_error(key, e.to_string()))?;
+    if certs.is_empty() {
+        return Err(config_error(key, "holds no certificate"));
+    }
+    Ok(certs)
+}
+
+/// A private key from PEM: plain, or PKCS#8-encrypted with `ssl.key.password`.
+fn pem_private_key(
+    key: &str,
+    pem: &[u8],
+    password: Option<&str>,
+) -> Result<PrivateKeyDer<'static>, Error> {
+    if tls_store::pem_has_encrypted_key(pem) {
+        let der = tls_store::decrypt_pem_key(pem, password)
+            .map_err(|e| config_error("ssl.key.password", format!("{key}: {e}")))?;
+        return Ok(PrivateKeyDer::Pkcs8(der.into()));
+    }
+    PrivateKeyDer::from_pem_slice(pem).map_err(|_| config_error(key, "holds no private key"))
+}
+
+impl TlsSettings {
+    /// The CA certificates: Java's trust store, else librdkafka's `ssl.ca.location`, else the
+    /// system's bundle.
+    fn roots(&self) -> Result<RootCertStore, Error> {
+        let (key, certs) = if let Some(path) = &self.truststore_location {
+            let key = "ssl.truststore.location";
+            let bytes = read(key, path)?;
+            // Java's default type is JKS, which cannot be read; an unset type means PEM
+            // unless the file is not PEM text.
+            let pkcs12 = match self.truststore_type.as_deref() {
+                Some(t) => t == "PKCS12",
+                None => !bytes.starts_with(b"-----"),
+            };
+            let certs = if pkcs12 {
+                let password = self.truststore_password.as_deref().unwrap_or("");
+                tls_store::pkcs12_trust_store(&bytes, password)
+                    .map_err(|e| config_error(key, format!("PKCS12 {path}: {e}")))?
+                    .into_iter()
+                    .map(CertificateDer::from)
+                    .collect()
+            } else {
+                pem_certificates(key, &bytes)?
+            };
+            (key, certs)
+        } else {
+            let key = "ssl.ca.location";
+            let pem = match &self.ca_location {
+                Some(path) => read(key, path)?,
+                None => SYSTEM_CA_BUNDLES
+                    .iter()
+                    .find_map(|path| std::fs::read(path).ok())
+                    .ok_or_else(|| config_error(key, "not set, and no system CA bundle"))?,
+            };
+            (key, pem_certificates(key, &pem)?)
+        };
+        let mut roots = RootCertStore::empty();
+        for cert in certs {
+            // A bundle may hold certificates webpki cannot use; the rest still count.
+            let _ = roots.add(cert);
+        }
+        if roots.is_empty() {
+            return Err(config_error(key, "holds no usable CA certificate"));
+        }
+        Ok(roots)
+    }
+
+    /// The key that names the client certificate in errors.
+    fn key_store_key(&self) -> &'static str {
+        if self.keystore_location.is_some() {
+            "ssl.keystore.location"
+        } else {
+            "ssl.certificate.location"
+        }
+    }
+
+    /// The client certificate chain and key, when one is configured: `ssl.keystore.location`
+    /// (PKCS12 unless `ssl.keystore.type=PEM`, librdkafka's meaning and Java's PKCS12), or
+    /// librdkafka's `ssl.certificate.location` with `ssl.key.location`.
+    #[allow(clippy::type_complexity)]
+    fn client_certificate(
+        &self,
+    ) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, Error> {
+        let key_password = self.key_password.as_deref();
+        if let Some(path) = &self.keystore_location {
+            let key = "ssl.keystore.location";
+            let bytes = read(key, path)?;
+            if self.keystore_type.as_deref() == Some("PEM") {
+                let certs = pem_certificates(key, &bytes)?;
+                return Ok(Some((certs, pem_private_key(key, &bytes, key_password)?)));
+            }
+            let password = self.keystore_password.as_deref().unwrap_or("");
+            let store = tls_store::pkcs12_key_store(&bytes, password).map_err(|e| {
+                config_error(
+                    key,
+                    format!("PKCS12 {path} with ssl.keystore.password: {e}"),
+                )
+            })?;
+            let certs = store.chain.into_iter().map(CertificateDer::from).collect();
+            return Ok(Some((certs, PrivateKeyDer::Pkcs8(store.key.into()))));
+        }
+        match (&self.certificate_location, &self.key_location) {
+            (None, None) => Ok(None),
+            (Some(cert), Some(key_path)) => {
+                let certs = pem_certificates(
+                    "ssl.certificate.location",
+                    &read("ssl.certificate.location", cert)?,
+                )?;
+                let pem = read("ssl.key.location", key_path)?;
+                let key = pem_private_key("ssl.key.location", &pem, key_password)?;
+                Ok(Some((certs, key)))
+            }
+            (Some(_), None) => Err(config_error(
+                "ssl.key.location",
+                "required with ssl.certificate.location",
+            )),
+            (None, Some(_)) => Err(config_error(
+                "ssl.certificate.location",
+                "required with ssl.key.location",
+            )),
+        }
+    }
+}
+
+/// Checks the broker's certificate chain against the trust store but not its host name
+/// (`ssl.endpoint.identification.algorithm` empty), as librdkafka and Java then do.
+#[derive(Debug)]
+struct NoHostNameCheck(Arc<rustls::client::WebPkiServerVerifier>);
+
+impl rustls::client::danger::ServerCertVerifier for NoHostNameCheck {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use rustls::CertificateError;
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
     }
 }
 
@@ -368,11 +634,220 @@ mod tests {
         );
         assert!(!format!("{security:?}").contains("s3cret"));
         assert!(!security.set("acks", "all").unwrap());
-        for (key, value) in [("security.protocol", "TLS"), ("sasl.mechanism", "GSSAPI")] {
+        for (key, value) in [
+            ("security.protocol", "TLS"),
+            ("sasl.mechanism", "GSSAPI"),
+            ("ssl.keystore.type", "JKS"),
+            ("ssl.truststore.type", "BCFKS"),
+            ("ssl.endpoint.identification.algorithm", "ldaps"),
+        ] {
             assert!(
                 matches!(security.set(key, value), Err(Error::Config { .. })),
                 "{key}"
             );
+        }
+    }
+
+    /// A CA, and a client certificate signed by it (its key PKCS#8 DER).
+    struct Pki {
+        ca_pem: String,
+        leaf_pem: String,
+        leaf_der: Vec<u8>,
+        ca_der: Vec<u8>,
+        key_der: Vec<u8>,
+        key_pem: String,
+    }
+
+    fn pki() -> Pki {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec!["client".to_string()]).unwrap();
+        let leaf = params.signed_by(&key, &issuer).unwrap();
+        Pki {
+            ca_pem: ca.pem(),
+            leaf_pem: leaf.pem(),
+            leaf_der: leaf.der().to_vec(),
+            ca_der: ca.der().to_vec(),
+            key_der: key.serialize_der(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+
+    fn with(pairs: &[(&str, &str)]) -> Result<Security, Error> {
+        let mut security = Security::default();
+        security.set("security.protocol", "SSL")?;
+        for (key, value) in pairs {
+            assert!(security.set(key, value)?, "{key}");
+        }
+        Ok(security)
+    }
+
+    fn key_of(result: Result<TlsConnector, Error>) -> String {
+        match result {
+            Err(Error::Config { key, .. }) => key,
+            Err(other) => panic!("not a config error: {other}"),
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    #[test]
+    fn librdkafka_and_java_keys_give_a_client_certificate_or_name_the_key_at_fault() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = pki();
+        let path = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p.to_str().unwrap().to_owned()
+        };
+        let ca_path = path("ca.pem", pki.ca_pem.as_bytes());
+        let cert_path = path("client.crt", pki.leaf_pem.as_bytes());
+        let key_path = path("client.key", pki.key_pem.as_bytes());
+        let (ca, cert, key) = (ca_path.as_str(), cert_path.as_str(), key_path.as_str());
+        let params = pkcs8::pkcs5::pbes2::Parameters::generate_pbkdf2_sha256_aes256cbc(
+            2048,
+            b"salt-of-16-bytes",
+            [3; 16],
+        )
+        .unwrap();
+        let encrypted = pkcs8::PrivateKeyInfoRef::try_from(pki.key_der.as_slice())
+            .unwrap()
+            .encrypt_with_params(params, "kp")
+            .unwrap();
+        let encrypted_pem = pkcs8::der::pem::encode_string(
+            "ENCRYPTED PRIVATE KEY",
+            pkcs8::der::pem::LineEnding::LF,
+            encrypted.as_bytes(),
+        )
+        .unwrap();
+        let encrypted_key_path = path("client-enc.key", encrypted_pem.as_bytes());
+        let encrypted_key = encrypted_key_path.as_str();
+        let mut store = p12_keystore::KeyStore::new();
+        store.add_entry(
+            "client",
+            p12_keystore::KeyStoreEntry::PrivateKeyChain(p12_keystore::PrivateKeyChain::new(
+                b"k".to_vec(),
+                p12_keystore::PrivateKey::from_der(&pki.key_der).unwrap(),
+                [
+                    p12_keystore::Certificate::from_der(&pki.leaf_der).unwrap(),
+                    p12_keystore::Certificate::from_der(&pki.ca_der).unwrap(),
+                ],
+            )),
+        );
+        let p12_path = path("client.p12", &store.writer("sp").write().unwrap());
+        let p12 = p12_path.as_str();
+        let mut trust = p12_keystore::KeyStore::new();
+        trust.add_entry(
+            "ca",
+            p12_keystore::KeyStoreEntry::Certificate(
+                p12_keystore::Certificate::from_der(&pki.ca_der).unwrap(),
+            ),
+        );
+        let trust_p12_path = path("trust.p12", &trust.writer("tp").write().unwrap());
+        let trust_p12 = trust_p12_path.as_str();
+
+        let has_certificate = |s: &Security| s.tls.client_certificate().unwrap().is_some();
+        // librdkafka: PEM certificate and key, plain or encrypted; a PKCS#12 key store.
+        let s = with(&[
+            ("ssl.ca.location", ca),
+            ("ssl.certificate.location", cert),
+            ("ssl.key.location", key),
+        ])
+        .unwrap();
+        assert!(s.connector().is_ok() && has_certificate(&s));
+        let s = with(&[
+            ("ssl.ca.location", ca),
+            ("ssl.certificate.location", cert),
+            ("ssl.key.location", encrypted_key),
+            ("ssl.key.password", "kp"),
+        ])
+        .unwrap();
+        assert!(s.connector().is_ok() && has_certificate(&s));
+        assert!(!format!("{s:?}").contains("\"kp\""));
+        let s = with(&[
+            ("ssl.ca.location", ca),
+            ("ssl.keystore.location", p12),
+            ("ssl.keystore.password", "sp"),
+        ])
+        .unwrap();
+        assert!(s.connector().is_ok() && has_certificate(&s));
+        // Java: typed key and trust stores, PKCS12 and PEM.
+        let s = with(&[
+            ("ssl.truststore.type", "PKCS12"),
+            ("ssl.truststore.location", trust_p12),
+            ("ssl.truststore.password", "tp"),
+            ("ssl.keystore.type", "PKCS12"),
+            ("ssl.keystore.location", p12),
+            ("ssl.keystore.password", "sp"),
+            ("ssl.endpoint.identification.algorithm", ""),
+        ])
+        .unwrap();
+        assert!(s.connector().is_ok() && has_certificate(&s));
+        let s = with(&[
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.truststore.location", ca),
+        ])
+        .unwrap();
+        assert!(s.connector().is_ok() && !has_certificate(&s));
+
+        // Each mistake names its key.
+        let ca_pair = ("ssl.ca.location", ca);
+        for (pairs, at_fault) in [
+            (
+                vec![ca_pair, ("ssl.certificate.location", cert)],
+                "ssl.key.location",
+            ),
+            (
+                vec![ca_pair, ("ssl.key.location", key)],
+                "ssl.certificate.location",
+            ),
+            (
+                vec![
+                    ca_pair,
+                    ("ssl.certificate.location", cert),
+                    ("ssl.key.location", encrypted_key),
+                ],
+                "ssl.key.password",
+            ),
+            (
+                vec![
+                    ca_pair,
+                    ("ssl.certificate.location", cert),
+                    ("ssl.key.location", encrypted_key),
+                    ("ssl.key.password", "wrong"),
+                ],
+                "ssl.key.password",
+            ),
+            (
+                vec![
+                    ca_pair,
+                    ("ssl.keystore.location", p12),
+                    ("ssl.keystore.password", "wrong"),
+                ],
+                "ssl.keystore.location",
+            ),
+            (
+                vec![ca_pair, ("ssl.keystore.location", ca)],
+                "ssl.keystore.location",
+            ),
+            (
+                vec![
+                    ("ssl.truststore.location", trust_p12),
+                    ("ssl.truststore.password", "wrong"),
+                ],
+                "ssl.truststore.location",
+            ),
+            (
+                vec![("ssl.ca.location", "/no/such/ca.pem")],
+                "ssl.ca.location",
+            ),
+            (vec![("ssl.ca.location", key)], "ssl.ca.location"),
+        ] {
+            let s = with(&pairs).unwrap();
+            assert_eq!(key_of(s.connector()), at_fault, "{pairs:?}");
         }
     }
 }

@@ -25,6 +25,8 @@
 //!   and the simulator;
 //! - [`sasl`]: the SASL mechanisms PLAIN and SCRAM-SHA-256/512, server and client side, and
 //!   OAUTHBEARER (signed JWTs against a JSON Web Key Set), server side;
+//! - [`tls_store`]: PKCS#12 key and trust stores and encrypted PKCS#8 keys decoded from bytes,
+//!   for the broker's TLS listeners and the client (pure decoding: callers read the files);
 //! - [`hash`]: Java's `String.hashCode` and Kafka's `Utils.abs`, for coordinator partitioning;
 //! - [`ids`]: the id types the machines share (producer id and epoch, reply token, topic id,
 //!   transaction partition), re-exported from their former modules.
@@ -49,5 +51,6 @@ pub mod share_coordinator;
 pub mod share_leader;
 pub mod share_partition;
 pub mod share_session;
+pub mod tls_store;
 pub mod txn_coordinator;
 pub mod txn_share_ack;

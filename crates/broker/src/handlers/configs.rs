@@ -3,7 +3,11 @@
 //! Topic overrides are validated against Kafka's topic keys (unknown key or bad value:
 //! INVALID_CONFIG) and persisted in the metadata log. Broker resources accept the keys Kafka
 //! updates dynamically (per-broker ones only with the node id as resource name); altering a
-//! read-only key or giving a bad value is INVALID_REQUEST, as in Kafka. Shoal keeps one set of
+//! read-only key or giving a bad value is INVALID_REQUEST, as in Kafka. The TLS store keys
+//! (`ssl.keystore.*`, `ssl.truststore.*`, `ssl.key.password`, also as
+//! `listener.name.<l>.ssl.…`) are loaded before they are stored: stores that do not load, or a
+//! certificate whose subject changes, are INVALID_REQUEST and the stores in use stay
+//! ([`crate::tls`] swaps them for new connections once stored). Shoal keeps one set of
 //! dynamic broker values, reported as DYNAMIC_DEFAULT_BROKER_CONFIG whichever resource name set
 //! them (decision 0007); describing the name "" (the cluster default) lists only those values.
 //! APPEND and SUBTRACT apply to LIST keys only (INVALID_CONFIG otherwise). Group resources take the keys of [`crate::group_configs`] through
@@ -23,11 +27,13 @@ use shoal_protocol::ErrorCode;
 
 use super::str_bytes;
 use crate::broker::{AdminError, Broker};
+use crate::config::listeners::{parse_listeners, split_listener_key};
 use crate::config::{
     broker_config_def, check_topic_values, topic_config_def, ConfigDef, ConfigMap, Type, Update,
     BROKER_CONFIGS, TOPIC_CONFIGS,
 };
 use crate::group_configs::{self, group_config_def, GROUP_CONFIGS};
+use crate::tls;
 
 /// ConfigResource types.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -395,8 +401,12 @@ fn known_topic_key(key: &str) -> Result<(), AdminError> {
 /// keys on the cluster default (empty resource name). Unknown keys are INVALID_CONFIG
 /// (decision 0007: Kafka would store them).
 fn check_broker_key(key: &str, cluster_default: bool) -> Result<&'static ConfigDef, AdminError> {
-    let def = broker_config_def(key)
-        .ok_or_else(|| invalid(format!("Unknown broker config name: {key}")))?;
+    let def = match split_listener_key(key) {
+        // A listener's own TLS stores, which Kafka reloads (`listener.name.<l>.ssl.…`).
+        Some((_, suffix)) if tls::RELOADABLE_KEYS.contains(&suffix) => broker_config_def(suffix),
+        _ => broker_config_def(key),
+    }
+    .ok_or_else(|| invalid(format!("Unknown broker config name: {key}")))?;
     match def.update {
         Update::ReadOnly => Err(AdminError::new(
             ErrorCode::INVALID_REQUEST,
@@ -410,6 +420,24 @@ fn check_broker_key(key: &str, cluster_default: bool) -> Result<&'static ConfigD
         )),
         _ => Ok(def),
     }
+}
+
+/// A dynamic update of TLS store keys must give stores every TLS listener can load (and keep
+/// its certificate's subject), or it is refused with INVALID_REQUEST and the stores in use
+/// stay, as Kafka validates an update of its SSL factories before it applies it.
+fn check_tls_update(broker: &Broker, updated: &ConfigMap) -> Result<(), AdminError> {
+    let current = broker.current_config();
+    let candidate = crate::node::with_overrides(&broker.config, updated);
+    let refused = |message: String| AdminError::new(ErrorCode::INVALID_REQUEST, message);
+    let listeners = parse_listeners(&current).map_err(|e| refused(e.to_string()))?;
+    for listener in listeners.iter().filter(|l| l.protocol.uses_tls()) {
+        tls::check_update(&current, &candidate, &listener.name).map_err(|e| {
+            refused(format!(
+                "Validation of dynamic config update of SSLFactory failed: {e:#}"
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 fn validate_topic_key(key: &str, value: &str) -> Result<String, AdminError> {
@@ -476,6 +504,7 @@ async fn alter_resource(
                 &value("max.connections.per.ip.overrides"),
             )
             .map_err(|e| AdminError::new(ErrorCode::INVALID_REQUEST, e))?;
+            check_tls_update(broker, &updated)?;
             if validate_only {
                 return Ok(());
             }
