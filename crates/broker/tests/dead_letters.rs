@@ -444,3 +444,39 @@ async fn a_lost_dead_letter_marker_is_written_again() {
 async fn a_crash_after_prepare_commit_is_finished_with_each_dead_letter_once() {
     crash_after_the_commit(true).await;
 }
+
+/// A zombie: a new instance of the transactional id fences the producer that staged REJECTs
+/// with their dead letters. Its transaction is aborted (the carried dead letters never become
+/// visible, the records are available again) and its later REJECT is refused with
+/// PRODUCER_FENCED before any dead letter is written.
+#[tokio::test]
+async fn a_fenced_zombie_never_makes_a_dead_letter_visible() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, mut conn, topic_id, a) = transactional_setup(dir.path(), SETTINGS).await;
+    stage(&mut conn, &a, topic_id, 0, 4, REJECT).await;
+    let (pid, epoch) = common::txn_share::init(&mut conn, 60_000).await;
+    assert_eq!(pid, a.pid);
+    assert!(epoch > a.epoch);
+    wait_resolved(&broker).await;
+    common::txn::wait_lso(&mut conn, DLQ, 0, 6).await;
+    assert_eq!(committed_dead_letters(dir.path()), Vec::<i64>::new());
+    assert_eq!(persisted_start(&broker, topic_id, 0).await.0, 0);
+    let r = common::txn_share::txn_ack(
+        &mut conn,
+        &a,
+        topic_id,
+        vec![(0, vec![ack_batch(5, 9, vec![REJECT])])],
+    )
+    .await;
+    let fenced = shoal_protocol::ErrorCode::PRODUCER_FENCED.code();
+    assert_eq!(common::txn_share::codes(&r), (fenced, vec![fenced]));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        written(dir.path()),
+        carried(),
+        "nothing written for the zombie"
+    );
+    assert_eq!(committed_dead_letters(dir.path()), Vec::<i64>::new());
+    drop(conn);
+    broker.stop().await;
+}
