@@ -401,7 +401,8 @@ def test_example_pipelines_block(tmp_path):
     """The produce example writes 1000 records to `orders`; the exactly-once pipeline commits
     all 1000 transformed (`processed:` + value) to `orders-processed`; the checkpointed source
     acknowledges all 1000; the dead-letter example (every 1 KiB value is a dead letter)
-    commits all 1000 to `orders-dlq` and none to `orders-doubled`. TxnShareAcknowledge is
+    rejects all 1000, the broker's dead letters of them committed to `dlq.orders`, and
+    writes none to `orders-doubled`. TxnShareAcknowledge is
     Shoal's (Kafka 4.4 has none), so this runs against Shoal only."""
     from iutil import consume_confluent
     commands = _commands(_entry_body(("sh", "cargo run --release -p shoal-client --example exactly_once_pipeline", "")))
@@ -430,8 +431,11 @@ def test_example_pipelines_block(tmp_path):
         processed = consume_confluent(s, "orders-processed", 1, 1000, extra=committed)
         assert len(processed) == 1000
         assert all(r["value"].startswith(b"processed:") for r in processed)
-        dead = consume_confluent(s, "orders-dlq", 1, 1000, extra=committed)
-        assert len(dead) == 1000
+        dead = consume_confluent(s, "dlq.orders", 1, 1000, extra=committed)
+        # each `orders` record once (the produce example writes partition 0 of one)
+        sources = sorted((dict(r["headers"])["__dlq.errors.topic"],
+                          int(dict(r["headers"])["__dlq.errors.offset"])) for r in dead)
+        assert sources == [(b"orders", o) for o in range(1000)], sources[:5]
         assert consume_confluent(s, "orders-doubled", 1, 1, timeout=3, extra=committed) == []
     finally:
         s.kill()

@@ -1,32 +1,41 @@
-//! A dead-letter queue that is exactly-once (KIP-1289): reads INPUT as a member of share group
-//! GROUP (explicit acknowledgement) and checks each record's value. A value that is a decimal
-//! integer is transformed (its double, as a decimal, key and headers kept), written to OUTPUT
-//! and ACCEPTed; any other value is written unchanged to DEAD_LETTER, with headers saying where
-//! it came from and why, and REJECTed (archived: never delivered again). Outputs, dead letters
-//! and both kinds of acknowledgement commit in one transaction of up to N records
-//! (`--records-per-txn`, default 100; earlier when a poll comes back empty), so a bad record is
-//! in the dead-letter topic exactly when it is rejected. It runs until killed, printing one
-//! line per commit to stderr: `committed R records (A accepted, D dead-lettered) in
-//! transaction T`.
+//! A dead-letter queue that is exactly-once (KIP-1289 with Kafka 4.4's share-group dead-letter
+//! queues, KIP-1191): reads INPUT as a member of share group GROUP (explicit acknowledgement)
+//! and checks each record's value. A value that is a decimal integer is transformed (its
+//! double, as a decimal, key and headers kept), written to OUTPUT and ACCEPTed; any other value
+//! is REJECTed, and the broker writes its dead letter to DEAD_LETTER — the original key and
+//! value with Kafka's `__dlq.errors.*` headers saying where it came from — inside the same
+//! transaction as the outputs and the acknowledgements (TxnShareAcknowledge). A transaction
+//! holds up to N records (`--records-per-txn`, default 100; earlier when a poll comes back
+//! empty), so a bad record is in the dead-letter topic, to read_committed readers, exactly when
+//! its rejection commits: never for an aborted transaction, never twice. It runs until killed,
+//! printing one line per commit to stderr: `committed R records (A accepted, D dead-lettered)
+//! in transaction T`.
 //!
 //! ```text
 //! cargo run --release -p shoal-client --example atomic_dead_letter -- \
 //!     --bootstrap 127.0.0.1:9092 --input amounts --output amounts-doubled \
-//!     --dead-letter amounts-dlq --group amount-workers --transactional-id amount-worker-1 \
+//!     --dead-letter dlq.amounts --group amount-workers --transactional-id amount-worker-1 \
 //!     [--records-per-txn 100]
 //! ```
 //!
-//! As `exactly_once_pipeline`, it sets the group's `share.auto.offset.reset` to `earliest`
-//! first; abortable errors abort the transaction and go on, others exit non-zero.
+//! First it creates DEAD_LETTER if missing (the broker's default partition count) and enables
+//! it for dead letters (topic config `errors.deadletterqueue.group.enable=true`), then sets the
+//! group's `errors.deadletterqueue.topic.name` to it, `errors.deadletterqueue.copy.record.enable`
+//! to `true` and, as `exactly_once_pipeline`, `share.auto.offset.reset` to `earliest`. The
+//! name must start with the broker's `errors.deadletterqueue.topic.name.prefix` (`dlq.` unless
+//! configured otherwise) or the broker writes no dead letter, as Kafka does. Abortable errors
+//! abort the transaction and go on (the records come back), others exit non-zero.
 
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
+use shoal_client::admin::{AlterConfigOp, ConfigResource, Mode, NewTopic};
 use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
 use shoal_client::share_consumer::{
     AcknowledgeType, ShareAcknowledgements, ShareGroupMetadata, ShareRecord,
 };
-use shoal_client::{Error, ErrorClass};
+use shoal_client::{Admin, ClientConfig, Error, ErrorClass};
+use shoal_protocol::ErrorCode;
 
 mod support;
 
@@ -38,43 +47,74 @@ static ALLOC: shoal_protocol::alloc::ReserveLazily = shoal_protocol::alloc::Rese
 const USAGE: &str = "usage: atomic_dead_letter --bootstrap B --input IN --output OUT \
                      --dead-letter DLQ --group G --transactional-id TID [--records-per-txn N]";
 
-/// Where a record goes.
-enum Verdict {
-    Output(ProducerRecord),
-    DeadLetter(ProducerRecord),
-}
+/// The topic config that lets share groups write dead letters to a topic.
+const GROUP_ENABLE: &str = "errors.deadletterqueue.group.enable";
 
-/// The check and the transformation: a decimal integer doubles; anything else is a dead letter.
-fn judge(r: &ShareRecord, output: &str, dead_letter: &str) -> Verdict {
+/// The check and the transformation: a decimal integer doubles (the output record); anything
+/// else is a dead letter (`None`: rejected, and the broker writes it).
+fn judge(r: &ShareRecord, output: &str) -> Option<ProducerRecord> {
     let value = r.value.as_deref().unwrap_or_default();
-    let number = std::str::from_utf8(value)
+    let doubled = std::str::from_utf8(value)
         .ok()
         .and_then(|v| v.trim().parse::<i64>().ok())
-        .and_then(|n| n.checked_mul(2));
-    let base = ProducerRecord {
+        .and_then(|n| n.checked_mul(2))?;
+    Some(ProducerRecord {
+        topic: output.to_owned(),
         key: r.key.clone(),
+        value: Some(doubled.to_string().into()),
         headers: r.headers.clone(),
         ..ProducerRecord::default()
-    };
-    match number {
-        Some(doubled) => Verdict::Output(ProducerRecord {
-            topic: output.to_owned(),
-            value: Some(doubled.to_string().into()),
-            ..base
-        }),
-        None => Verdict::DeadLetter(
-            ProducerRecord {
-                topic: dead_letter.to_owned(),
-                value: r.value.clone(),
-                ..base
+    })
+}
+
+/// Makes `dead_letter` a dead-letter topic (created when missing, enabled for share groups)
+/// and `group`'s dead-letter queue, copying the rejected records' keys and values.
+async fn configure_dead_letters(
+    bootstrap: &str,
+    group: &str,
+    dead_letter: &str,
+) -> anyhow::Result<()> {
+    let admin = Admin::connect(ClientConfig::from_properties([(
+        "bootstrap.servers",
+        bootstrap,
+    )])?)
+    .await?;
+    let enabled = async {
+        let topic = NewTopic::new(dead_letter).config(GROUP_ENABLE, "true");
+        for (_, created) in admin.create_topics(&[topic], Mode::Apply).await? {
+            match created {
+                Err(e) if e.code() == ErrorCode::TOPIC_ALREADY_EXISTS => {}
+                other => {
+                    other.with_context(|| format!("creating {dead_letter}"))?;
+                }
             }
-            .with_header(
-                "dlq.source",
-                format!("{}-{}@{}", r.topic, r.partition, r.offset),
-            )
-            .with_header("dlq.reason", "value is not a decimal integer"),
-        ),
+        }
+        // An existing topic may not be enabled yet.
+        let enable = vec![AlterConfigOp::Set {
+            name: GROUP_ENABLE.into(),
+            value: "true".into(),
+        }];
+        let set = admin
+            .incremental_alter_configs(&[(ConfigResource::topic(dead_letter), enable)], Mode::Apply)
+            .await?;
+        for (_, result) in set {
+            result.with_context(|| format!("{GROUP_ENABLE} on {dead_letter}"))?;
+        }
+        anyhow::Ok(())
     }
+    .await;
+    admin.close().await;
+    enabled?;
+    support::set_group_configs(
+        bootstrap,
+        group,
+        &[
+            ("share.auto.offset.reset", "earliest"),
+            ("errors.deadletterqueue.topic.name", dead_letter),
+            ("errors.deadletterqueue.copy.record.enable", "true"),
+        ],
+    )
+    .await
 }
 
 /// The open transaction.
@@ -96,7 +136,7 @@ async fn main() -> anyhow::Result<()> {
     let transactional_id = flags.required("transactional-id")?;
     let records_per_txn = flags.number("records-per-txn", 100)? as usize;
 
-    support::start_at_earliest(&bootstrap, &group).await?;
+    configure_dead_letters(&bootstrap, &group, &dead_letter).await?;
     let producer = Producer::new(ProducerConfig::from_properties([
         ("bootstrap.servers", bootstrap.as_str()),
         ("client.id", CLIENT_ID),
@@ -147,18 +187,15 @@ async fn main() -> anyhow::Result<()> {
                     })
                 }
             };
-            let (record, ack) = match judge(r, &output, &dead_letter) {
-                Verdict::Output(out) => {
-                    txn.accepted += 1;
-                    (out, AcknowledgeType::Accept)
-                }
-                Verdict::DeadLetter(dead) => {
-                    txn.rejected += 1;
-                    (dead, AcknowledgeType::Reject)
-                }
+            let Some(out) = judge(r, &output) else {
+                // The broker writes the dead letter when these acknowledgements are staged.
+                txn.rejected += 1;
+                consumer.acknowledge(r, AcknowledgeType::Reject)?;
+                continue;
             };
-            let sent = producer.send(record).await;
-            consumer.acknowledge(r, ack)?;
+            txn.accepted += 1;
+            let sent = producer.send(out).await;
+            consumer.acknowledge(r, AcknowledgeType::Accept)?;
             if let Err(e) = sent {
                 // Drained and dropped: sent by no one, the records come back.
                 consumer.acknowledgements_for_transaction()?;

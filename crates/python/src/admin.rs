@@ -75,6 +75,27 @@ impl AdminClient {
     fn client(&self, py: Python<'_>) -> PyResult<Admin> {
         without_gil(py, || lock(&self.client).clone()).ok_or_else(|| to_py(py, Error::Closed))
     }
+
+    /// IncrementalAlterConfigs SET of `configs` on `resource`, all or none.
+    fn set_configs(
+        &self,
+        py: Python<'_>,
+        resource: ConfigResource,
+        configs: BTreeMap<String, String>,
+    ) -> PyResult<()> {
+        let admin = self.client(py)?;
+        let ops = configs
+            .into_iter()
+            .map(|(name, value)| AlterConfigOp::Set { name, value })
+            .collect();
+        let changes = [(resource, ops)];
+        let results =
+            block(py, admin.incremental_alter_configs(&changes, Mode::Apply)).py_err(py)?;
+        for (_, result) in results {
+            result.py_err(py)?;
+        }
+        Ok(())
+    }
 }
 
 /// A `concurrent.futures.Future` already holding `outcome` (confluent-kafka's admin calls
@@ -130,18 +151,19 @@ impl AdminClient {
         group_id: String,
         configs: BTreeMap<String, String>,
     ) -> PyResult<()> {
-        let admin = self.client(py)?;
-        let ops = configs
-            .into_iter()
-            .map(|(name, value)| AlterConfigOp::Set { name, value })
-            .collect();
-        let changes = [(ConfigResource::group(group_id), ops)];
-        let results =
-            block(py, admin.incremental_alter_configs(&changes, Mode::Apply)).py_err(py)?;
-        for (_, result) in results {
-            result.py_err(py)?;
-        }
-        Ok(())
+        self.set_configs(py, ConfigResource::group(group_id), configs)
+    }
+
+    /// Sets a topic's configs (IncrementalAlterConfigs SET on the TOPIC resource), e.g.
+    /// `{"errors.deadletterqueue.group.enable": "true"}`; the same shorthand. Raises the
+    /// error.
+    fn set_topic_configs(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        configs: BTreeMap<String, String>,
+    ) -> PyResult<()> {
+        self.set_configs(py, ConfigResource::topic(topic), configs)
     }
 
     /// Closes the connections; later calls raise FatalError named `_CLOSED`.

@@ -79,6 +79,6 @@ def test_readme_python_block(broker):
     assert dead_lettered(lines) == 1000, lines
     assert all("(0 accepted," in line for line in lines
                if line.startswith("committed ")), lines
-    assert sorted(committed_values(broker, "orders-dlq", 1000)) == sorted(
+    assert sorted(committed_values(broker, "dlq.orders", 1000)) == sorted(
         f"order {i}" for i in range(1000))
     assert committed_values(broker, "orders-doubled", 0, timeout=3) == []

@@ -73,27 +73,37 @@ impl Flags {
 /// Sets `group`'s `share.auto.offset.reset` to `earliest` (share groups start at the end of
 /// their topics by default), so that a new group reads what is already queued.
 pub async fn start_at_earliest(bootstrap: &str, group: &str) -> anyhow::Result<()> {
+    set_group_configs(bootstrap, group, &[("share.auto.offset.reset", "earliest")]).await
+}
+
+/// Sets `configs` on group `group` (IncrementalAlterConfigs, SET), all or none.
+pub async fn set_group_configs(
+    bootstrap: &str,
+    group: &str,
+    configs: &[(&str, &str)],
+) -> anyhow::Result<()> {
     let admin = Admin::connect(ClientConfig::from_properties([(
         "bootstrap.servers",
         bootstrap,
     )])?)
     .await?;
+    let ops = configs
+        .iter()
+        .map(|(name, value)| AlterConfigOp::Set {
+            name: (*name).to_owned(),
+            value: (*value).to_owned(),
+        })
+        .collect();
     let set = admin
         .incremental_alter_configs(
-            &[(
-                ConfigResource::group(group.to_owned()),
-                vec![AlterConfigOp::Set {
-                    name: "share.auto.offset.reset".into(),
-                    value: "earliest".into(),
-                }],
-            )],
+            &[(ConfigResource::group(group.to_owned()), ops)],
             Mode::Apply,
         )
-        .await?;
-    for (_, result) in set {
-        result.context("share.auto.offset.reset")?;
-    }
+        .await;
     admin.close().await;
+    for (_, result) in set? {
+        result.with_context(|| format!("group {group}'s configs"))?;
+    }
     Ok(())
 }
 
