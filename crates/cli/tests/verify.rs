@@ -1,8 +1,9 @@
 //! `shoal verify` from the test suite: the CI-sized exactly-once proofs pass (20 000 records,
 //! 10 SIGKILLs of workers and the broker, exactly_once_pipeline workers; and the checkpointed
-//! pipeline of prepared transactions, with crashes at chosen steps), and deliberately broken
-//! workers (one that never acknowledges; one that aborts what its checkpoint recorded) make
-//! it report violations and fail. The crash schedule's seed is random unless `SHOAL_VERIFY_SEED` sets it; verify
+//! pipeline of prepared transactions, with crashes at chosen steps; and the dead-letter
+//! pipeline, poison inputs dead-lettered in their transactions), and deliberately broken
+//! workers (one that never acknowledges; one that aborts what its checkpoint recorded) and a
+//! broker that writes no dead letter make it report violations and fail. The crash schedule's seed is random unless `SHOAL_VERIFY_SEED` sets it; verify
 //! prints it, so a failure is replayed with `SHOAL_VERIFY_SEED=<seed>`.
 
 use std::path::PathBuf;
@@ -12,7 +13,11 @@ use std::time::{Duration, Instant};
 /// Builds the worker examples (beside the shoal binary, where verify looks by default).
 fn build_workers() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let examples = ["exactly_once_pipeline", "checkpointed_source"];
+    let examples = [
+        "exactly_once_pipeline",
+        "checkpointed_source",
+        "atomic_dead_letter",
+    ];
     let status = Command::new(cargo)
         .args(["build", "--quiet", "-p", "shoal-client"])
         .args(examples.iter().flat_map(|e| ["--example", e]))
@@ -113,6 +118,40 @@ fn verify_proves_checkpointed_exactly_once_through_crashes_at_chosen_steps() {
     assert!(out.contains("OK: "), "{out}");
 }
 
+#[test]
+fn verify_proves_dead_letters_exactly_once_through_ten_crashes() {
+    let (ok, out) = verify(
+        &[
+            "--pipeline",
+            "dead-letter",
+            "--records",
+            "20000",
+            "--crashes",
+            "10",
+            "--workers",
+            "3",
+        ],
+        Duration::from_secs(300),
+    );
+    println!("{out}");
+    assert!(ok, "shoal verify failed:\n{out}");
+    assert!(out.contains(" 0 duplicated, 0 missing, 0 stray"), "{out}");
+    assert!(
+        out.contains("2000 of 2000 poison inputs, 0 duplicated, "),
+        "{out}"
+    );
+    assert!(
+        out.contains(" other inputs at the delivery-count limit, 0 stray"),
+        "{out}"
+    );
+    assert!(out.contains("crashes survived: 10 "), "{out}");
+    assert!(
+        out.contains("TX_PENDING records (broker metrics): 0"),
+        "{out}"
+    );
+    assert!(out.contains("OK: "), "{out}");
+}
+
 /// Removes the run directory a failed run keeps (logs, data) for a user; the test needs none.
 fn remove_run_dir(out: &str) {
     if let Some(dir) = out
@@ -150,6 +189,37 @@ fn verify_fails_on_a_checkpointed_worker_that_aborts_what_its_checkpoint_recorde
     assert!(out.contains("checkpointed 1"), "{out}");
     assert!(
         out.contains("a checkpoint and its transaction disagree"),
+        "{out}"
+    );
+    assert!(!out.contains("OK: "), "{out}");
+    remove_run_dir(&out);
+}
+
+#[test]
+fn verify_fails_when_the_broker_writes_no_dead_letters() {
+    // The broker's prefix refuses `dlq.verify`: the poison records are archived without a
+    // dead letter (as Kafka does), which the dead-letter checks must catch.
+    let (ok, out) = verify(
+        &[
+            "--pipeline",
+            "dead-letter",
+            "--records",
+            "2000",
+            "--crashes",
+            "1",
+            "--workers",
+            "2",
+            "--settle-secs",
+            "20",
+            "--broker-set",
+            "errors.deadletterqueue.topic.name.prefix=other.",
+        ],
+        Duration::from_secs(120),
+    );
+    println!("{out}");
+    assert!(!ok, "verify accepted missing dead letters:\n{out}");
+    assert!(
+        out.contains("VIOLATION: 200 poison inputs have no committed dead letter"),
         "{out}"
     );
     assert!(!out.contains("OK: "), "{out}");

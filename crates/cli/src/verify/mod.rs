@@ -28,6 +28,14 @@
 //! completion; `--crash-phases` narrows them), and one more check runs: the record counts of
 //! the workers' last checkpoints add up to N exactly (`pipeline`).
 //!
+//! With `--pipeline dead-letter` the workers are the `atomic_dead_letter` example: the inputs
+//! are decimal integers, every tenth one poison (`poison-<i>`); a worker doubles the others and
+//! REJECTs the poison, and the broker writes each rejected record's dead letter to
+//! `dlq.verify` inside the rejection's transaction (KIP-1191 with KIP-1289). Checked besides:
+//! every poison input is in `dlq.verify` exactly once (read_committed, by its copied key) and
+//! never in the output; no other input is there, unless it reached the delivery-count limit
+//! through crashes and so has no output.
+//!
 //! It prints the counts and the crashes survived, and fails (exit 1) on any violation. The
 //! broker's and workers' logs are kept in the run directory, which is printed (and removed
 //! after a run without violation unless `SHOAL_VERIFY_KEEP` is set). The broker logs at info
@@ -42,7 +50,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use pipeline::{Pipeline, CRASH_AT, PHASES};
+use pipeline::{Pipeline, CRASH_AT, DEAD_LETTER, PHASES};
 use shoal_client::admin::{NewTopic, OffsetSpec};
 use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
 use shoal_client::{Admin, ClientConfig, Cluster};
@@ -52,8 +60,8 @@ mod pipeline;
 const INPUT: &str = "verify-input";
 const OUTPUT: &str = "verify-output";
 const GROUP: &str = "verify-group";
-/// What the pipeline puts before each input value.
-const PREFIX: &str = "processed:";
+/// The delivery-count limit the broker is given: room for redeliveries after crashes.
+const DELIVERY_COUNT_LIMIT: u32 = 10;
 
 #[derive(clap::Args, Debug)]
 pub struct VerifyArgs {
@@ -75,9 +83,10 @@ pub struct VerifyArgs {
     /// Largest pause before a crash, in milliseconds (the pause is uniform from a tenth of it).
     #[arg(long, default_value_t = 1_500)]
     pub crash_interval_ms_max: u64,
-    /// The pipeline the workers run: `per-poll` (`exactly_once_pipeline`) or `checkpointed`
+    /// The pipeline the workers run: `per-poll` (`exactly_once_pipeline`), `checkpointed`
     /// (`checkpointed_source`: a prepared transaction per checkpoint, KIP-939; half the worker
-    /// crashes at chosen steps, and the checkpointed state checked).
+    /// crashes at chosen steps, and the checkpointed state checked) or `dead-letter`
+    /// (`atomic_dead_letter`: every tenth input poison, dead-lettered in the transaction).
     #[arg(long, value_enum, default_value_t = Pipeline::PerPoll)]
     pub pipeline: Pipeline,
     /// Records per transaction of the per-poll workers.
@@ -187,7 +196,10 @@ impl BrokerProcess {
             // Faster redelivery of a killed worker's records, and room for redeliveries.
             .args(["--set", "group.share.min.record.lock.duration.ms=1000"])
             .args(["--set", "group.share.record.lock.duration.ms=10000"])
-            .args(["--set", "group.share.delivery.count.limit=10"])
+            .args([
+                "--set".to_owned(),
+                format!("group.share.delivery.count.limit={DELIVERY_COUNT_LIMIT}"),
+            ])
             .args(["--set", "group.initial.rebalance.delay.ms=0"])
             .args(self.set.iter().flat_map(|kv| ["--set", kv.as_str()]))
             // The broker's loads, marker rewrites and reloads are info: a failed run's
@@ -499,10 +511,17 @@ fn check_checkpoints(run_dir: &std::path::Path, args: &VerifyArgs) -> anyhow::Re
 /// Creates the topics and writes the numbered input records.
 async fn fill(addr: SocketAddr, args: &VerifyArgs) -> anyhow::Result<()> {
     let admin = Admin::connect(client_config(addr)?).await?;
-    let topics = [
+    let mut topics = vec![
         NewTopic::new(INPUT).partitions(args.partitions),
         NewTopic::new(OUTPUT).partitions(args.partitions),
     ];
+    if args.pipeline == Pipeline::DeadLetter {
+        topics.push(
+            NewTopic::new(DEAD_LETTER)
+                .partitions(args.partitions)
+                .config("errors.deadletterqueue.group.enable", "true"),
+        );
+    }
     for (topic, result) in admin
         .create_topics(&topics, shoal_client::admin::Mode::Apply)
         .await?
@@ -518,7 +537,8 @@ async fn fill(addr: SocketAddr, args: &VerifyArgs) -> anyhow::Result<()> {
     .await?;
     let mut deliveries = Vec::new();
     for i in 0..args.records {
-        let record = ProducerRecord::new(INPUT, format!("record-{i}")).with_key(format!("k{i}"));
+        let record =
+            ProducerRecord::new(INPUT, args.pipeline.input_value(i)).with_key(format!("k{i}"));
         deliveries.push(producer.send(record).await?);
         if deliveries.len() >= 1_000 {
             for d in deliveries.drain(..) {
@@ -713,6 +733,12 @@ async fn check(
             args.settle_secs
         ));
     }
+    // Dead letters (the dead-letter pipeline): read_committed, every partition.
+    let dead = if args.pipeline == Pipeline::DeadLetter {
+        Some(dead_letters(broker.addr, args).await?)
+    } else {
+        None
+    };
     // Output: read_committed, every partition.
     let cluster = Cluster::connect(client_config(broker.addr)?).await?;
     let mut seen: BTreeMap<u64, u32> = BTreeMap::new();
@@ -722,13 +748,7 @@ async fn check(
         for r in read.records {
             committed += 1;
             let value = r.value.as_deref().unwrap_or_default();
-            let number = std::str::from_utf8(value)
-                .ok()
-                .and_then(|v| v.strip_prefix(PREFIX))
-                .and_then(|v| v.strip_prefix("record-"))
-                .and_then(|v| v.parse::<u64>().ok())
-                .filter(|i| *i < args.records);
-            match number {
+            match args.pipeline.output_of(value).filter(|i| *i < args.records) {
                 Some(i) => *seen.entry(i).or_default() += 1,
                 None => stray.push(format!("{OUTPUT}-{p}@{}", r.offset)),
             }
@@ -740,8 +760,16 @@ async fn check(
         .filter(|(_, n)| **n > 1)
         .map(|(i, _)| *i)
         .collect();
+    // An input with no output is missing unless it is poison or was dead-lettered at the
+    // delivery-count limit (checked below).
+    let dead_lettered = |i: &u64| dead.as_ref().is_some_and(|d| d.contains_key(i));
     let missing: Vec<u64> = (0..args.records)
-        .filter(|i| !seen.contains_key(i))
+        .filter(|i| !seen.contains_key(i) && !args.pipeline.poison(*i) && !dead_lettered(i))
+        .collect();
+    let poisoned: Vec<u64> = seen
+        .keys()
+        .copied()
+        .filter(|i| args.pipeline.poison(*i))
         .collect();
     println!(
         "output (read_committed): {committed} committed records, {} distinct inputs, {} \
@@ -753,16 +781,23 @@ async fn check(
     );
     if !duplicated.is_empty() {
         violations.push(format!(
-            "{} inputs have more than one committed output, e.g. record-{:?}",
+            "{} inputs have more than one committed output, e.g. input {:?}",
             duplicated.len(),
             &duplicated[..duplicated.len().min(5)]
         ));
     }
     if !missing.is_empty() {
         violations.push(format!(
-            "{} inputs have no committed output, e.g. record-{:?}",
+            "{} inputs have no committed output, e.g. input {:?}",
             missing.len(),
             &missing[..missing.len().min(5)]
+        ));
+    }
+    if !poisoned.is_empty() {
+        violations.push(format!(
+            "{} poison inputs have a committed output, e.g. input {:?}",
+            poisoned.len(),
+            &poisoned[..poisoned.len().min(5)]
         ));
     }
     if !stray.is_empty() {
@@ -771,6 +806,9 @@ async fn check(
             stray.len(),
             &stray[..stray.len().min(5)]
         ));
+    }
+    if let Some(dead) = &dead {
+        violations.extend(check_dead_letters(dead, &seen, args));
     }
     // The share group: every record terminal.
     let state = group_state(broker.addr, args.partitions).await?;
@@ -793,6 +831,120 @@ async fn check(
         violations.push(format!("{pending} records still TX_PENDING"));
     }
     Ok(violations)
+}
+
+/// One input's committed dead letters: how many, and the highest delivery count among them
+/// (`__dlq.errors.delivery.count`).
+#[derive(Debug, Default, Clone, Copy)]
+struct DeadLetters {
+    count: u32,
+    delivery_count: u32,
+}
+
+/// The committed dead letters in `dlq.verify`, by input (the copied key `k<i>`), and those
+/// that name no input (as `u64::MAX`).
+async fn dead_letters(
+    addr: SocketAddr,
+    args: &VerifyArgs,
+) -> anyhow::Result<BTreeMap<u64, DeadLetters>> {
+    let cluster = Cluster::connect(client_config(addr)?).await?;
+    let mut out: BTreeMap<u64, DeadLetters> = BTreeMap::new();
+    let mut read = Ok(());
+    for p in 0..args.partitions {
+        match shoal_client::log_reader::read_partition(&cluster, DEAD_LETTER, p, true).await {
+            Ok(records) => {
+                for r in records.records {
+                    let input = (r.key.as_deref())
+                        .and_then(|k| std::str::from_utf8(k).ok())
+                        .and_then(|k| k.strip_prefix('k'))
+                        .and_then(|i| i.parse::<u64>().ok())
+                        .filter(|i| *i < args.records)
+                        .unwrap_or(u64::MAX);
+                    let delivery_count = r
+                        .headers
+                        .get(&b"__dlq.errors.delivery.count"[..])
+                        .and_then(|v| v.as_deref())
+                        .and_then(|v| std::str::from_utf8(v).ok())
+                        .and_then(|v| v.parse::<u32>().ok())
+                        .unwrap_or(0);
+                    let entry = out.entry(input).or_default();
+                    entry.count += 1;
+                    entry.delivery_count = entry.delivery_count.max(delivery_count);
+                }
+            }
+            Err(e) => {
+                read = Err(e);
+                break;
+            }
+        }
+    }
+    cluster.close().await;
+    read?;
+    Ok(out)
+}
+
+/// The dead-letter checks of the module docs.
+fn check_dead_letters(
+    dead: &BTreeMap<u64, DeadLetters>,
+    outputs: &BTreeMap<u64, u32>,
+    args: &VerifyArgs,
+) -> Vec<String> {
+    let mut violations = Vec::new();
+    let poison: Vec<u64> = (0..args.records)
+        .filter(|i| args.pipeline.poison(*i))
+        .collect();
+    let missing: Vec<u64> = poison
+        .iter()
+        .copied()
+        .filter(|i| !dead.contains_key(i))
+        .collect();
+    let duplicated: Vec<u64> = (dead.iter())
+        .filter(|(i, d)| **i != u64::MAX && d.count > 1)
+        .map(|(i, _)| *i)
+        .collect();
+    // A good input is dead-lettered only at the limit, and then has no output.
+    let wrongly: Vec<u64> = (dead.iter())
+        .filter(|(i, d)| {
+            **i != u64::MAX
+                && !args.pipeline.poison(**i)
+                && (d.delivery_count < DELIVERY_COUNT_LIMIT || outputs.contains_key(i))
+        })
+        .map(|(i, _)| *i)
+        .collect();
+    let at_limit = (dead.iter())
+        .filter(|(i, _)| **i != u64::MAX && !args.pipeline.poison(**i))
+        .count();
+    let stray = dead.get(&u64::MAX).map_or(0, |d| d.count);
+    println!(
+        "dead letters ({DEAD_LETTER}, read_committed): {} of {} poison inputs, {} duplicated, \
+         {at_limit} other inputs at the delivery-count limit, {stray} stray",
+        poison.len() - missing.len(),
+        poison.len(),
+        duplicated.len()
+    );
+    for (what, inputs) in [
+        ("poison inputs have no committed dead letter", &missing),
+        (
+            "inputs have more than one committed dead letter",
+            &duplicated,
+        ),
+        (
+            "good inputs were dead-lettered below the delivery-count limit or also output",
+            &wrongly,
+        ),
+    ] {
+        if !inputs.is_empty() {
+            violations.push(format!(
+                "{} {what}, e.g. input {:?}",
+                inputs.len(),
+                &inputs[..inputs.len().min(5)]
+            ));
+        }
+    }
+    if stray != 0 {
+        violations.push(format!("{stray} committed dead letters name no input"));
+    }
+    violations
 }
 
 /// The sum of the broker's `shoal_share_partition_txn_pending_records` gauges.
