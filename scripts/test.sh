@@ -22,11 +22,14 @@ case "$tier" in
   *) echo "usage: scripts/test.sh [fast]" >&2; exit 2 ;;
 esac
 # The full tier builds everything once from a clean tree (CI): no incremental caches, and line
-# tables only for the test binaries (backtraces keep their lines) — less to write and link.
-# The fast tier keeps the developer's own settings, so it reuses their build.
+# tables only for the test binaries and the release binaries the interop suite, the simulator
+# and the Python package use (backtraces keep their lines; profiling builds keep the
+# workspace's `debug = 1`) — less to write and link. The fast tier keeps the developer's own
+# settings, so it reuses their build.
 if [ "$tier" = full ]; then
   export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
   export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
+  export CARGO_PROFILE_RELEASE_DEBUG="${CARGO_PROFILE_RELEASE_DEBUG:-line-tables-only}"
 fi
 started=$SECONDS
 last=$SECONDS
@@ -56,24 +59,24 @@ if [ "$tier" = fast ]; then
   exit 0
 fi
 
-step "cargo build --release (the broker the interop suite starts)"
-cargo build --release --locked -p shoal-cli
+step "cargo build --release (the broker the interop suite starts, and the simulator)"
+cargo build --release --locked -p shoal-cli -p shoal-sim
 
 step "simulator: ${SHOAL_SIM_SEEDS:-2000} fixed seeds in release (crates/sim)"
-cargo run --release --locked -p shoal-sim -- --seeds "0..${SHOAL_SIM_SEEDS:-2000}" --steps 1500
+"${CARGO_TARGET_DIR:-target}/release/shoal-sim" --seeds "0..${SHOAL_SIM_SEEDS:-2000}" --steps 1500
 
 step "build the krafka interop driver (tests/interop/krafka: its own workspace and lockfile)"
 cargo fmt --manifest-path tests/interop/krafka/Cargo.toml -- --check
 cargo build --locked --manifest-path tests/interop/krafka/Cargo.toml
 
 step "interop: confluent-kafka, kafka-python, Java and krafka clients against Shoal"
-tests/interop/run.sh
+tests/interop/run.sh --durations=15
 
 step "Python package shoal-queues (crates/python: its own workspace and lockfile)"
 cargo fmt --manifest-path crates/python/Cargo.toml -- --check
 cargo clippy --locked --manifest-path crates/python/Cargo.toml -- -D warnings
 # built with pip (maturin from PyPI) into the interop venv, its tests against Shoal
-crates/python/tests/run.sh
+crates/python/tests/run.sh --durations=10
 
 if [ "${SHOAL_TEST_KAFKA:-0}" = 1 ]; then
   step "interop: the same suite against Apache Kafka"
