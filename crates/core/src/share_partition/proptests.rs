@@ -749,7 +749,7 @@ enum Op {
 fn stage_type() -> impl Strategy<Value = i8> {
     prop_oneof![
         12 => Just(1i8),
-        4 => Just(3i8),
+        8 => Just(3i8),
         2 => Just(0i8),
         1 => Just(2i8),
         1 => Just(4i8),
@@ -2380,7 +2380,7 @@ proptest! {
         locks in prop_oneof![Just(6i64), Just(15i64), Just(60i64)],
         per_snapshot in prop_oneof![Just(0u32), Just(2u32), Just(500u32)],
         ops in proptest::collection::vec(op(), 1..150),
-        dead_letter in any::<bool>(),
+        dead_letter in prop_oneof![1 => Just(false), 2 => Just(true)],
         commits in proptest::collection::vec(any::<bool>(), STAGERS),
     ) {
         let cfg = SharePartitionConfig {
