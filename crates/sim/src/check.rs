@@ -659,17 +659,21 @@ impl Model {
                 let dead = letters.get(&x).map_or(0, Vec::len);
                 let at_limit = self.max_delivery.get(&x).copied().unwrap_or(0) >= limit;
                 let poison = layout.poison.is(p, offset);
+                let state = seen(sp, offset);
+                let archived = matches!(state, Seen::Done | Seen::State(RecordState::Archived, _));
                 let dead_ok = match (layout.share.dead_letter, poison) {
                     (false, _) => dead == 0,
                     (true, true) => dead == 1 && outs == 0,
-                    (true, false) => dead == 0 || (dead == 1 && at_limit),
+                    // Never rejected: archived without an output only at the delivery limit,
+                    // and then dead-lettered.
+                    (true, false) if archived && outs == 0 => dead == 1 && at_limit,
+                    (true, false) => dead == 0,
                 };
                 if !dead_ok {
                     return Err(format!(
                         "at quiescence {INPUT}-{p}@{offset} (poison: {poison}, at the delivery limit: {at_limit}) has {dead} visible dead letters and {outs} committed outputs"
                     ));
                 }
-                let state = seen(sp, offset);
                 let archived_reason = self.rejected.contains(&x)
                     || self.rejected_in_txn.contains(&x)
                     || self.max_delivery.get(&x).copied().unwrap_or(0)
