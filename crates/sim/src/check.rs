@@ -34,8 +34,9 @@
 //! - **at quiescence**: every input record has exactly one committed output and is
 //!   acknowledged, or has none and is archived for a reason the model saw (a committed REJECT,
 //!   a plain consumer's REJECT, the delivery limit), or is still available; with a dead-letter
-//!   queue, every poison input has exactly one visible dead letter, and every other input none,
-//!   or one if it reached the delivery limit.
+//!   queue, every poison input has exactly one visible dead letter and no output, and every
+//!   other input none, except one archived without an output (which for an input never
+//!   rejected means at the delivery limit): exactly one.
 
 use std::collections::{BTreeMap, BTreeSet};
 
