@@ -32,10 +32,13 @@ pub enum Fault {
     /// An InitProducerId with `KeepPreparedTxn` (KIP-939) aborts the prepared transaction as
     /// one without it does, instead of keeping it for the new incarnation to complete.
     KeepPreparedAborts,
+    /// The COMMIT of a REJECT whose transaction carried its dead letter (decision 0022
+    /// point 6) makes the record ARCHIVING, as if it had none: a second dead letter follows.
+    CommitArchivesCarried,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 8] = [
         Fault::ExactEpochMarker,
         Fault::LockExpiresTxPending,
         Fault::MarkerIgnoresProducer,
@@ -43,6 +46,7 @@ impl Fault {
         Fault::StageBeforePersist,
         Fault::MarkerBeforeAppend,
         Fault::KeepPreparedAborts,
+        Fault::CommitArchivesCarried,
     ];
 
     fn bit(self) -> u8 {
@@ -54,6 +58,7 @@ impl Fault {
             Fault::StageBeforePersist => 16,
             Fault::MarkerBeforeAppend => 32,
             Fault::KeepPreparedAborts => 64,
+            Fault::CommitArchivesCarried => 128,
         }
     }
 }

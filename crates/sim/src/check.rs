@@ -24,9 +24,19 @@
 //! - **a registered decision stands**: the outputs of a transaction whose token a
 //!   two-phase-commit worker registered (decided to commit) are committed, never aborted,
 //!   whatever crashed in between;
+//! - **dead letters** (with a dead-letter queue, KIP-1191): at most one visible per input
+//!   (read_committed: outside a transaction, or committed with one), never beside a committed
+//!   output, never for an input a consumer may still get (so none of an aborted transaction)
+//!   nor for a good input before its delivery limit; the input is ARCHIVED, ARCHIVING only
+//!   while the broker will scan before writing again, or TX_PENDING in the transaction that
+//!   committed the dead letter while its markers are being written; a transaction that
+//!   carried the dead letter archives at its COMMIT (never ARCHIVING);
 //! - **at quiescence**: every input record has exactly one committed output and is
 //!   acknowledged, or has none and is archived for a reason the model saw (a committed REJECT,
-//!   a plain consumer's REJECT, the delivery limit), or is still available.
+//!   a plain consumer's REJECT, the delivery limit), or is still available; with a dead-letter
+//!   queue, every poison input has exactly one visible dead letter and no output, and every
+//!   other input none, except one archived without an output (which for an input never
+//!   rejected means at the delivery limit): exactly one.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,7 +44,8 @@ use shoal_core::share_partition::{AcknowledgeType, RecordState, SharePartition};
 use shoal_core::txn_coordinator::TransactionState;
 
 use crate::broker::{
-    expand_store, expand_write, share_key, Broker, Layout, Observed, INPUT, OUTPUT, SHARE_STATE,
+    dead_letter_log, expand_store, expand_write, share_key, Broker, Layout, Observed, INPUT,
+    OUTPUT, SHARE_STATE,
 };
 use crate::client::parse_output_key;
 use crate::disk::{log_name, Body, Disk};
@@ -100,8 +111,9 @@ pub fn seen(sp: Option<&SharePartition>, offset: i64) -> Seen {
     Seen::State(RecordState::Available, None)
 }
 
-/// Every TX_PENDING offset of the live share partitions, with its staging.
-pub fn tx_pending(broker: &Broker) -> BTreeMap<Offset, (i64, i16)> {
+/// Every TX_PENDING offset of the live share partitions, with its staging: producer id,
+/// epoch, and whether the transaction carries its dead letter.
+pub fn tx_pending(broker: &Broker) -> BTreeMap<Offset, (i64, i16, bool)> {
     let mut out = BTreeMap::new();
     for (key, sp) in broker.share_partitions() {
         for r in sp.ranges() {
@@ -110,7 +122,10 @@ pub fn tx_pending(broker: &Broker) -> BTreeMap<Offset, (i64, i16)> {
             }
             let Some(t) = r.staged_txn else { continue };
             for o in r.first_offset..=r.last_offset {
-                out.insert((key.partition, o), (t.producer_id, t.producer_epoch));
+                out.insert(
+                    (key.partition, o),
+                    (t.producer_id, t.producer_epoch, t.dead_lettered),
+                );
             }
         }
     }
@@ -138,6 +153,36 @@ pub fn visible_outputs(disk: &Disk, layout: &Layout) -> BTreeMap<Offset, Vec<(i6
                                 .or_default()
                                 .push((b.producer_id, name.clone()));
                         }
+                    }
+                }
+            }
+        }
+    }
+    visible
+}
+
+/// Dead letters visible to read_committed, by the input they stand for: the producer of
+/// each (-1 for one written outside a transaction).
+pub fn visible_dead_letters(disk: &Disk) -> BTreeMap<Offset, Vec<i64>> {
+    let mut visible: BTreeMap<Offset, Vec<i64>> = BTreeMap::new();
+    let mut open: BTreeMap<i64, Vec<Offset>> = BTreeMap::new();
+    for b in disk.log(&dead_letter_log()).batches() {
+        match &b.body {
+            Body::Data(records) => {
+                let inputs = records.iter().filter_map(|r| parse_output_key(&r.key));
+                if b.transactional {
+                    open.entry(b.producer_id).or_default().extend(inputs);
+                } else {
+                    for x in inputs {
+                        visible.entry(x).or_default().push(-1);
+                    }
+                }
+            }
+            Body::Control { commit, .. } => {
+                let inputs = open.remove(&b.producer_id).unwrap_or_default();
+                if *commit {
+                    for x in inputs {
+                        visible.entry(x).or_default().push(b.producer_id);
                     }
                 }
             }
@@ -340,11 +385,11 @@ impl Model {
 
     /// TX_PENDING records that changed in this step changed by their own transaction's marker.
     pub fn check_tx_pending_moves(
-        before: &BTreeMap<Offset, (i64, i16)>,
+        before: &BTreeMap<Offset, (i64, i16, bool)>,
         broker: &Broker,
         observed: &[Observed],
     ) -> Result<(), String> {
-        for (&(p, offset), &(pid, epoch)) in before {
+        for (&(p, offset), &(pid, epoch, carried)) in before {
             let sp = broker.share_partitions().get(&share_key(p));
             let now = seen(sp, offset);
             if matches!(now, Seen::State(RecordState::TxPending, Some(s)) if s == (pid, epoch)) {
@@ -368,13 +413,20 @@ impl Model {
             };
             let allowed = match now {
                 Seen::Done | Seen::Unknown => true,
-                Seen::State(s, _) => {
-                    if commit {
-                        matches!(s, RecordState::Acknowledged | RecordState::Archived)
-                    } else {
-                        matches!(s, RecordState::Available | RecordState::Archived)
-                    }
-                }
+                // A transaction that carried the dead letter archives at once; otherwise a
+                // REJECT (or an ABORT at the delivery limit) goes to ARCHIVING first when the
+                // group has a dead-letter queue.
+                Seen::State(s, _) => match (commit, carried) {
+                    (true, true) => s == RecordState::Archived,
+                    (true, false) => matches!(
+                        s,
+                        RecordState::Acknowledged | RecordState::Archived | RecordState::Archiving
+                    ),
+                    (false, _) => matches!(
+                        s,
+                        RecordState::Available | RecordState::Archived | RecordState::Archiving
+                    ),
+                },
             };
             if !allowed {
                 return Err(format!(
@@ -462,6 +514,7 @@ impl Model {
                 }
             }
         }
+        self.check_dead_letters(broker, disk, &visible)?;
         for (key, sp) in broker.share_partitions() {
             for r in sp.ranges() {
                 if r.state != RecordState::Acknowledged {
@@ -483,6 +536,57 @@ impl Model {
                         ));
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Dead letters: at most one per input, none beside a committed output, none for an input
+    /// a consumer may still get (so none of an aborted transaction), none for a good input
+    /// before its delivery limit; each on an input ARCHIVED (or below the start offset),
+    /// ARCHIVING only while the broker will scan before it writes (else it would write a
+    /// second), or TX_PENDING in the transaction that committed it (its markers are being
+    /// written).
+    fn check_dead_letters(
+        &self,
+        broker: &Broker,
+        disk: &Disk,
+        outputs: &BTreeMap<Offset, Vec<(i64, String)>>,
+    ) -> Result<(), String> {
+        let layout = broker.layout();
+        for (&(p, offset), letters) in &visible_dead_letters(disk) {
+            let x = (p, offset);
+            if letters.len() > 1 {
+                return Err(format!(
+                    "{INPUT}-{p}@{offset} has {} visible dead letters (producers {letters:?})",
+                    letters.len()
+                ));
+            }
+            if let Some(outs) = outputs.get(&x) {
+                return Err(format!(
+                    "{INPUT}-{p}@{offset} has a visible dead letter and a committed output {outs:?}"
+                ));
+            }
+            let max = self.max_delivery.get(&x).copied().unwrap_or(0);
+            if !layout.poison.is(p, offset) && max < layout.share.delivery_count_limit {
+                return Err(format!(
+                    "{INPUT}-{p}@{offset}, not poison, has a visible dead letter after {max} deliveries (limit {})",
+                    layout.share.delivery_count_limit
+                ));
+            }
+            let key = share_key(p);
+            let state = seen(broker.share_partitions().get(&key), offset);
+            let ok = match state {
+                Seen::Done | Seen::Unknown | Seen::State(RecordState::Archived, _) => true,
+                Seen::State(RecordState::Archiving, _) => broker.dead_letter_unverified(&key),
+                Seen::State(RecordState::TxPending, Some((pid, _))) => letters[0] == pid,
+                _ => false,
+            };
+            if !ok {
+                return Err(format!(
+                    "{INPUT}-{p}@{offset} has a visible dead letter (producer {}) but is {state:?}",
+                    letters[0]
+                ));
             }
         }
         Ok(())
@@ -540,13 +644,37 @@ impl Model {
         let layout = broker.layout();
         self.check_decisions(disk, layout)?;
         let visible = visible_outputs(disk, layout);
+        let letters = visible_dead_letters(disk);
+        if !layout.share.dead_letter && !letters.is_empty() {
+            return Err(format!(
+                "dead letters without a dead-letter queue: {letters:?}"
+            ));
+        }
+        let limit = layout.share.delivery_count_limit;
         for p in 0..layout.input_partitions {
             let end = disk.log(&log_name(INPUT, p)).end_offset();
             let sp = broker.share_partitions().get(&share_key(p));
             for offset in 0..end {
                 let x = (p, offset);
                 let outs = visible.get(&x).map_or(0, Vec::len);
+                let dead = letters.get(&x).map_or(0, Vec::len);
+                let at_limit = self.max_delivery.get(&x).copied().unwrap_or(0) >= limit;
+                let poison = layout.poison.is(p, offset);
                 let state = seen(sp, offset);
+                let archived = matches!(state, Seen::Done | Seen::State(RecordState::Archived, _));
+                let dead_ok = match (layout.share.dead_letter, poison) {
+                    (false, _) => dead == 0,
+                    (true, true) => dead == 1 && outs == 0,
+                    // Never rejected: archived without an output only at the delivery limit,
+                    // and then dead-lettered.
+                    (true, false) if archived && outs == 0 => dead == 1 && at_limit,
+                    (true, false) => dead == 0,
+                };
+                if !dead_ok {
+                    return Err(format!(
+                        "at quiescence {INPUT}-{p}@{offset} (poison: {poison}, at the delivery limit: {at_limit}) has {dead} visible dead letters and {outs} committed outputs"
+                    ));
+                }
                 let archived_reason = self.rejected.contains(&x)
                     || self.rejected_in_txn.contains(&x)
                     || self.max_delivery.get(&x).copied().unwrap_or(0)

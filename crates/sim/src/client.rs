@@ -20,7 +20,12 @@
 //! the broker does; its copy of the store is stale), so the successor keeps it again.
 //!
 //! A plain consumer acquires and then releases, rejects or forgets records (never accepts: its
-//! acknowledgements have no output). The world turns clients into zombies (a paused copy
+//! acknowledgements have no output).
+//!
+//! With a dead-letter queue (KIP-1191) some inputs are poison ([`Poison`]): a worker rejects
+//! exactly those (its other inputs it accepts), and a plain consumer rejects only those (it
+//! releases the others instead), so a good input reaches the dead-letter queue only through
+//! the delivery limit. The world turns clients into zombies (a paused copy
 //! that resumes after its successor fenced it), pauses them past their session, and kills
 //! and restarts them.
 
@@ -28,7 +33,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use shoal_core::share_partition::{AckBatch, AcknowledgeType};
 
-use crate::broker::GROUP;
+use crate::broker::{Poison, GROUP};
 use crate::proto::{codes, Delivered, Req, Resp};
 use crate::rng::Rng;
 
@@ -100,6 +105,8 @@ pub struct Client {
     /// Earliest time of the next request (idle back-off).
     not_before_ms: i64,
     output_partitions: i32,
+    /// The inputs this client cannot process (with a dead-letter queue only).
+    poison: Poison,
     heartbeat_interval_ms: i64,
     rng: Rng,
     /// Transactions committed (answered NONE).
@@ -124,7 +131,7 @@ impl Client {
         index: usize,
         role: Role,
         two_phase: bool,
-        output_partitions: i32,
+        (output_partitions, poison): (i32, Poison),
         heartbeat_interval_ms: i64,
         rng: Rng,
     ) -> Client {
@@ -157,6 +164,7 @@ impl Client {
             heartbeat_full: false,
             not_before_ms: 0,
             output_partitions,
+            poison,
             heartbeat_interval_ms,
             rng,
             commits: 0,
@@ -564,6 +572,12 @@ impl Client {
                 for d in &self.held {
                     let ack = match self.rng.below(10) {
                         0..=5 => AcknowledgeType::Release,
+                        // With a dead-letter queue, only poison is rejected.
+                        6..=7
+                            if self.poison.enabled() && !self.poison.is(d.partition, d.offset) =>
+                        {
+                            AcknowledgeType::Release
+                        }
                         6..=7 => AcknowledgeType::Reject,
                         _ => continue,
                     };
@@ -588,6 +602,12 @@ impl Client {
                 sorted.sort_by_key(|d| (d.partition, d.offset));
                 for d in &sorted {
                     let accept = !self.rng.chance(100);
+                    // With a dead-letter queue, exactly the poison is rejected.
+                    let accept = if self.poison.enabled() {
+                        !self.poison.is(d.partition, d.offset)
+                    } else {
+                        accept
+                    };
                     let ack = if accept {
                         AcknowledgeType::Accept
                     } else {

@@ -9,7 +9,10 @@
 //!   work the broker ships (`shoal_core::coordinator::Passes`).
 //! - [`client`]: model clients: exactly-once pipeline workers with transactional
 //!   acknowledgements, plain share consumers in explicit mode; the world makes zombies of
-//!   them, pauses them past their session, kills and restarts them.
+//!   them, pauses them past their session, kills and restarts them. About half the seeds give
+//!   the share group a dead-letter queue (KIP-1191) and make some inputs poison
+//!   ([`broker::Poison`]): workers reject exactly those, in their transactions, whose dead
+//!   letters the transactions carry.
 //! - [`world`]: the event queue, a network that delays, drops, duplicates and reorders, broker
 //!   crashes that lose an unflushed suffix of each log, the quiet phase, and [`world::run`].
 //! - [`check`]: the reference model and the invariants.

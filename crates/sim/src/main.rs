@@ -15,9 +15,11 @@ const USAGE: &str =
   --steps N     steps with faults before the quiet phase (default 3000)
   --bug NAME    re-introduce a known bug: exact-epoch-marker, lock-expires-tx-pending,
                 stage-before-persist, marker-ignores-producer, reply-before-durable,
-                marker-before-append, keep-prepared-aborts
+                marker-before-append, keep-prepared-aborts, commit-archives-carried
   --trace       print the whole trace of a single run
   --two-phase   make about half the workers two-phase-commit (KIP-939) ones
+  --no-dead-letters  never give the share group a dead-letter queue (by default about half
+                the seeds have one, and poison inputs)
   --keep-going  with --seeds: run every seed, count the failing ones (no traces)
   --no-replay-check  skip the replay-equals-live comparison (to see what else catches a bug)";
 
@@ -30,6 +32,7 @@ fn main() -> ExitCode {
     let mut keep_going = false;
     let mut replay_check = true;
     let mut two_phase = false;
+    let mut dead_letters = true;
     let mut i = 0;
     while i < args.len() {
         let value = args.get(i + 1).cloned().unwrap_or_default();
@@ -70,6 +73,11 @@ fn main() -> ExitCode {
                 i += 1;
                 continue;
             }
+            "--no-dead-letters" => {
+                dead_letters = false;
+                i += 1;
+                continue;
+            }
             "--keep-going" => {
                 keep_going = true;
                 i += 1;
@@ -91,6 +99,7 @@ fn main() -> ExitCode {
             trace: trace && count == 1,
             replay_check,
             two_phase,
+            dead_letters,
         };
         let outcome = run(&config);
         total_steps += outcome.steps;
@@ -136,8 +145,14 @@ fn main() -> ExitCode {
         }
         if count == 1 {
             println!(
-                "seed {seed}: ok, {} steps, {} input records, {} commits, {} aborts, {} broker crashes",
-                outcome.steps, outcome.inputs, outcome.commits, outcome.aborts, outcome.crashes
+                "seed {seed}: ok, {} steps, {} input records, {} commits, {} aborts, {} broker crashes, dead letters {} after ARCHIVING + {} committed with their transaction",
+                outcome.steps,
+                outcome.inputs,
+                outcome.commits,
+                outcome.aborts,
+                outcome.crashes,
+                outcome.dead_letters.0,
+                outcome.dead_letters.1
             );
         }
     }

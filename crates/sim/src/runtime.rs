@@ -106,28 +106,48 @@ fn append_batch(
         Framing::Transactional {
             producer_id,
             producer_epoch,
-        } => {
-            let ps = producer_state(producers, name);
-            let current = ps.entry(ProducerId(producer_id)).map(|e| e.epoch().0);
-            if current.is_some_and(|epoch| epoch > producer_epoch) {
-                return Err(format!(
-                    "transactional batch of producer {producer_id} at epoch {producer_epoch} fenced on {name}"
-                ));
-            }
-            let batch = Batch {
-                base_offset: 0,
-                producer_id,
-                producer_epoch,
-                base_sequence: -1,
-                transactional: true,
-                body: Body::Data(records),
-            };
-            let info = batch_info(&batch);
-            let offset = disk.append(name, batch);
-            ps.on_append(&info, offset);
-            Ok(offset)
-        }
+        } => append_for_producer(
+            disk,
+            producers,
+            name,
+            (producer_id, producer_epoch),
+            records,
+        ),
     }
+}
+
+/// Appends `records` to log `name` as a transactional batch of the producer without a
+/// sequence, recorded in the log's producer state (as `shoal_broker::markers::
+/// append_for_producer`); returns its base offset. Not flushed.
+///
+/// # Errors
+/// A newer epoch of the producer already wrote there (its transaction here is over).
+pub fn append_for_producer(
+    disk: &mut Disk,
+    producers: &mut Producers,
+    name: &str,
+    (producer_id, producer_epoch): (i64, i16),
+    records: Vec<Record>,
+) -> Result<i64, String> {
+    let ps = producer_state(producers, name);
+    let current = ps.entry(ProducerId(producer_id)).map(|e| e.epoch().0);
+    if current.is_some_and(|epoch| epoch > producer_epoch) {
+        return Err(format!(
+            "transactional batch of producer {producer_id} at epoch {producer_epoch} fenced on {name}"
+        ));
+    }
+    let batch = Batch {
+        base_offset: 0,
+        producer_id,
+        producer_epoch,
+        base_sequence: -1,
+        transactional: true,
+        body: Body::Data(records),
+    };
+    let info = batch_info(&batch);
+    let offset = disk.append(name, batch);
+    ps.on_append(&info, offset);
+    Ok(offset)
 }
 
 /// Replays `topic` (`partitions` logs) into `shard`: records with their batch's framing,

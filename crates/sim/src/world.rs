@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use shoal_core::faults::{self, Fault};
 use shoal_core::share_partition::SharePartitionConfig;
 
-use crate::broker::{Broker, Layout, Observed, INPUT};
+use crate::broker::{Broker, Layout, Observed, Poison, INPUT};
 use crate::check::{tx_pending, Model};
 use crate::client::{Client, Role};
 use crate::disk::{log_name, Batch, Disk, Record};
@@ -34,10 +34,12 @@ pub struct Bugs {
     pub marker_before_append: bool,
     /// An InitProducerId with `KeepPreparedTxn` aborts the prepared transaction.
     pub keep_prepared_aborts: bool,
+    /// The COMMIT of a REJECT that carried its dead letter makes it ARCHIVING (a second one).
+    pub commit_archives_carried: bool,
 }
 
 impl Bugs {
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "exact-epoch-marker",
         "lock-expires-tx-pending",
         "stage-before-persist",
@@ -45,6 +47,7 @@ impl Bugs {
         "reply-before-durable",
         "marker-before-append",
         "keep-prepared-aborts",
+        "commit-archives-carried",
     ];
 
     pub fn named(name: &str) -> Option<Bugs> {
@@ -57,6 +60,7 @@ impl Bugs {
             "reply-before-durable" => b.reply_before_durable = true,
             "marker-before-append" => b.marker_before_append = true,
             "keep-prepared-aborts" => b.keep_prepared_aborts = true,
+            "commit-archives-carried" => b.commit_archives_carried = true,
             _ => return None,
         }
         Some(b)
@@ -71,6 +75,7 @@ impl Bugs {
         faults::set(Fault::StageBeforePersist, self.stage_before_persist);
         faults::set(Fault::MarkerBeforeAppend, self.marker_before_append);
         faults::set(Fault::KeepPreparedAborts, self.keep_prepared_aborts);
+        faults::set(Fault::CommitArchivesCarried, self.commit_archives_carried);
     }
 }
 
@@ -88,6 +93,10 @@ pub struct RunConfig {
     /// Make about half the workers two-phase-commit ones (KIP-939, see [`crate::client`]).
     /// Off, the run draws exactly what it drew before two-phase commit was modelled.
     pub two_phase: bool,
+    /// Give about half the runs' share group a dead-letter queue (KIP-1191) and poison
+    /// inputs (see [`crate::broker::Poison`]). Its choices come from a generator of their own,
+    /// so a run without one draws exactly what it drew before dead letters were modelled.
+    pub dead_letters: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -107,6 +116,9 @@ pub struct Outcome {
     pub commits: u64,
     pub aborts: u64,
     pub inputs: i64,
+    /// Dead letters visible at the end: (written after ARCHIVING, committed with a
+    /// transaction).
+    pub dead_letters: (usize, usize),
 }
 
 #[derive(Clone, Debug)]
@@ -158,6 +170,16 @@ pub struct World {
 impl World {
     pub fn new(config: &RunConfig) -> World {
         let mut rng = Rng::new(config.seed);
+        let mut dlq_rng = Rng::new(config.seed ^ 0xD1A9_0000_0000_0000);
+        let dead_letter = config.dead_letters && dlq_rng.chance(500);
+        let poison = if dead_letter {
+            Poison {
+                per_mille: dlq_rng.range(50, 250) as u32,
+                salt: dlq_rng.next_u64(),
+            }
+        } else {
+            Poison::default()
+        };
         let layout = Layout {
             input_partitions: rng.range(1, 2) as i32,
             output_partitions: rng.range(1, 2) as i32,
@@ -166,12 +188,13 @@ impl World {
                 record_lock_duration_ms: rng.range(150, 1500),
                 delivery_count_limit: rng.range(3, 6) as i16,
                 record_locks_max: rng.range(8, 200),
-                dead_letter: false,
+                dead_letter,
             },
             snapshot_every: rng.range(0, 4) as u32,
             session_timeout_ms: rng.range(300, 2000) as i32,
             txn_timeout_ms: rng.range(500, 5000) as i32,
             fetch_batches: rng.range(1, 4) as usize,
+            poison,
         };
         let mut disk = Disk::default();
         disk.next_producer_id = 1000;
@@ -219,7 +242,7 @@ impl World {
                 i,
                 role,
                 two_phase,
-                layout.output_partitions,
+                (layout.output_partitions, layout.poison),
                 heartbeat,
                 rng.fork(),
             ));
@@ -733,6 +756,16 @@ pub fn run(config: &RunConfig) -> Outcome {
         }
     }
     faults::clear();
+    let dead_letters = crate::check::visible_dead_letters(&w.disk)
+        .values()
+        .flatten()
+        .fold((0, 0), |(plain, carried), &pid| {
+            if pid < 0 {
+                (plain + 1, carried)
+            } else {
+                (plain, carried + 1)
+            }
+        });
     let (commits, aborts) = w
         .clients
         .iter()
@@ -746,5 +779,6 @@ pub fn run(config: &RunConfig) -> Outcome {
         commits,
         aborts,
         inputs: w.inputs,
+        dead_letters,
     }
 }

@@ -14,6 +14,7 @@ fn config(seed: u64, bugs: Bugs) -> RunConfig {
         trace: false,
         replay_check: true,
         two_phase: false,
+        dead_letters: true,
     }
 }
 
@@ -27,6 +28,7 @@ fn config_steps(seed: u64, bugs: Bugs, steps: u64) -> RunConfig {
 #[test]
 fn fixed_seeds_hold_every_invariant() {
     let (mut commits, mut aborts, mut crashes) = (0, 0, 0);
+    let (mut after_archiving, mut carried) = (0, 0);
     for seed in 0..60 {
         let outcome = run(&config(seed, Bugs::default()));
         if let Some(f) = &outcome.failure {
@@ -38,11 +40,39 @@ fn fixed_seeds_hold_every_invariant() {
         commits += outcome.commits;
         aborts += outcome.aborts;
         crashes += outcome.crashes;
+        after_archiving += outcome.dead_letters.0;
+        carried += outcome.dead_letters.1;
     }
     // The seeds did the work they are meant to stress.
     assert!(commits > 500, "only {commits} commits");
     assert!(aborts > 50, "only {aborts} aborts");
     assert!(crashes > 60, "only {crashes} broker crashes");
+    // Both ways to a dead letter (decision 0022): written after ARCHIVING, and committed
+    // with the transaction that rejected the record.
+    assert!(
+        after_archiving > 30,
+        "only {after_archiving} dead letters after ARCHIVING"
+    );
+    assert!(
+        carried > 30,
+        "only {carried} dead letters committed in a transaction"
+    );
+}
+
+/// A COMMIT that makes a REJECT whose transaction carried its dead letter ARCHIVING (so a
+/// second dead letter follows) is caught, as the record's resolution and, without that check,
+/// as the duplicate a dead-letter reader would see (seed 0, step 56).
+#[test]
+fn a_second_dead_letter_after_a_carried_one_is_caught() {
+    let bugs = Bugs::named("commit-archives-carried").expect("a known bug");
+    let (seed, message) = (0..40)
+        .find_map(|seed| run(&config(seed, bugs)).failure.map(|f| (seed, f.message)))
+        .expect("commit-archives-carried not caught in 40 seeds");
+    assert!(
+        message.contains("COMMIT marker to State(Archiving"),
+        "seed {seed}: {message}"
+    );
+    println!("commit-archives-carried: caught by seed {seed}: {message}");
 }
 
 #[test]

@@ -267,7 +267,12 @@ pub fn resolve_staged_batches(
                 (true, 1) => 2,
                 (true, 0) => ARCHIVED_STATE_ID,
                 // The transaction carried the REJECT's dead letters.
-                (true, _) if t.dead_lettered => ARCHIVED_STATE_ID,
+                (true, _)
+                    if t.dead_lettered
+                        && !crate::faults::active(crate::faults::Fault::CommitArchivesCarried) =>
+                {
+                    ARCHIVED_STATE_ID
+                }
                 (true, _) => dead,
                 (false, _) if count >= policy.delivery_count_limit => dead,
                 (false, _) => 0,

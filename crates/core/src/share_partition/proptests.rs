@@ -11,7 +11,26 @@
 //! the bumped epoch, then the zombie's stage attempts, which the broker refuses with
 //! PRODUCER_FENCED before the share partition: at core level `stage` takes any epoch), and
 //! markers that reach only the persisted state while the share partition is not loaded
-//! (`ShareStateStore::resolve_marker`, then `SharePartition::from_persisted`).
+//! (`ShareStateStore::resolve_marker`, then `SharePartition::from_persisted`), and dead-letter
+//! queues (KIP-1191, decision 0022): ARCHIVING records, their dead letters written (and a
+//! crash between the dead letters and ARCHIVED), stagings whose transaction carries the dead
+//! letters of its REJECTs (`dead_lettered`), and the end of every transaction at the end of
+//! the run.
+//!
+//! The dead-letter partition is modelled as a read_committed reader sees it (`Letters`): a
+//! carried dead letter is written, per REJECTed offset, from the staged machine
+//! (`dead_letters_of`) inside the transaction and becomes visible with its COMMIT marker
+//! (never with an ABORT); an ARCHIVING record's is written outside any transaction before
+//! `complete_archiving`, blindly unless the share partition was loaded with ARCHIVING
+//! records (then the broker's dedupe scan finds what is already there). Checked after every
+//! step, before the rest: at most one dead letter per offset; only for offsets archived by a
+//! REJECT or the delivery limit (none for an ACCEPTed record, none of an aborted
+//! transaction); every offset with one is ARCHIVED, or ARCHIVING only while the next attempt
+//! will scan (else it would write a second); nothing stays ARCHIVING once its dead letter is
+//! written. At the end of the run (every transaction ended, every ARCHIVING record's dead
+//! letter written): every offset archived by a REJECT or the delivery limit has exactly one
+//! dead letter, unless its data left the log first. ARCHIVING records are never acquired
+//! (checked with every acquisition) and the replayed state keeps each staging's flag.
 //!
 //! Every step is checked in this order, so that a broken rule is reported by the guard that
 //! names it:
@@ -404,7 +423,7 @@ impl Model {
         txn: (i64, i16),
         batches: &[AckBatch],
         now: i64,
-        limit: i16,
+        (limit, dead_lettered): (i16, bool),
     ) -> Result<(), i16> {
         let mut previous: Option<i64> = None;
         for b in batches {
@@ -452,7 +471,7 @@ impl Model {
                         producer_id: txn.0,
                         producer_epoch: txn.1,
                         ack_type: ty,
-                        dead_lettered: false,
+                        dead_lettered: dead_lettered && ty == 3,
                     }),
                     ..Rec::unowned(RecordState::TxPending, r.count)
                 };
@@ -476,6 +495,8 @@ impl Model {
             let state = match (commit, t.ack_type) {
                 (true, 1) => RecordState::Acknowledged,
                 (true, 0) => RecordState::Archived,
+                // The transaction carried the dead letter: committed with it.
+                (true, _) if t.dead_lettered => RecordState::Archived,
                 (true, _) => dead,
                 (false, _) if r.count >= limit => dead,
                 (false, _) => RecordState::Available,
@@ -639,12 +660,14 @@ enum Op {
         types: Vec<i8>,
         per_offset: bool,
         producer: usize,
+        carry: bool,
     },
     /// Stages everything `who` holds, one batch per range.
     StageAll {
         who: usize,
         ty: i8,
         producer: usize,
+        carry: bool,
     },
     StageRange {
         who: usize,
@@ -652,6 +675,7 @@ enum Op {
         len: i64,
         types: Vec<i8>,
         producer: usize,
+        carry: bool,
     },
     /// Several batches of `who`'s held ranges in one staging, plus a `spoiler` that must
     /// make the whole request fail with nothing staged: 0 none, 1 a range another member
@@ -663,6 +687,7 @@ enum Op {
         ty: i8,
         spoiler: u8,
         producer: usize,
+        carry: bool,
     },
     StageMalformed {
         who: usize,
@@ -704,6 +729,13 @@ enum Op {
         cut: (i64, i64),
         arbitrary: Option<(i64, i64)>,
     },
+    /// The broker wrote the dead-letter records of (part of) an ARCHIVING run and crashed
+    /// before persisting ARCHIVED: the share partition is loaded again with them ARCHIVING,
+    /// so the next attempt must find the dead letters already written (decision 0022 point 3).
+    DeadLetterCrash {
+        pick: usize,
+        cut: (i64, i64),
+    },
     /// `producer`'s epoch moves on: a TV2 transaction ended with nothing staged here
     /// (`fence` false), or InitProducerId of a new instance fences a zombie (`fence`): the
     /// coordinator bumps the epoch, writes ABORT with it, and the new instance gets the next
@@ -717,7 +749,7 @@ enum Op {
 fn stage_type() -> impl Strategy<Value = i8> {
     prop_oneof![
         12 => Just(1i8),
-        4 => Just(3i8),
+        8 => Just(3i8),
         2 => Just(0i8),
         1 => Just(2i8),
         1 => Just(4i8),
@@ -765,17 +797,18 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..8i64).prop_map(|delta| Op::LogStart { delta }),
         1 => Just(Op::Restart),
         5 => (who.clone(), holder, any::<usize>(), cut.clone(),
-              proptest::collection::vec(stage_type(), 1..6), any::<bool>(), stager.clone())
-            .prop_map(|(who, holder, pick, cut, types, per_offset, producer)| Op::StageHeld {
-                who, holder: holder.unwrap_or(who), pick, cut, types, per_offset, producer,
+              proptest::collection::vec(stage_type(), 1..6), any::<bool>(), stager.clone(), any::<bool>())
+            .prop_map(|(who, holder, pick, cut, types, per_offset, producer, carry)| Op::StageHeld {
+                who, holder: holder.unwrap_or(who), pick, cut, types, per_offset, producer, carry,
             }),
-        2 => (who.clone(), stage_type(), stager.clone()).prop_map(|(who, ty, producer)| Op::StageAll { who, ty, producer }),
-        1 => (who.clone(), 0..120i64, 1..8i64, proptest::collection::vec(stage_type(), 1..9), stager.clone())
-            .prop_map(|(who, first, len, types, producer)| Op::StageRange { who, first, len, types, producer }),
-        3 => (who.clone(), proptest::collection::vec((any::<usize>(), cut), 1..4),
+        2 => (who.clone(), stage_type(), stager.clone(), any::<bool>())
+            .prop_map(|(who, ty, producer, carry)| Op::StageAll { who, ty, producer, carry }),
+        1 => (who.clone(), 0..120i64, 1..8i64, proptest::collection::vec(stage_type(), 1..9), stager.clone(), any::<bool>())
+            .prop_map(|(who, first, len, types, producer, carry)| Op::StageRange { who, first, len, types, producer, carry }),
+        3 => (who.clone(), proptest::collection::vec((any::<usize>(), cut.clone()), 1..4),
               prop_oneof![Just(1i8), Just(3i8), Just(0i8)],
-              prop_oneof![3 => Just(0u8), 2 => 1..6u8], stager.clone())
-            .prop_map(|(who, picks, ty, spoiler, producer)| Op::StageMulti { who, picks, ty, spoiler, producer }),
+              prop_oneof![3 => Just(0u8), 2 => 1..6u8], stager.clone(), any::<bool>())
+            .prop_map(|(who, picks, ty, spoiler, producer, carry)| Op::StageMulti { who, picks, ty, spoiler, producer, carry }),
         1 => (who.clone(), 0..6u8, stager.clone()).prop_map(|(who, kind, producer)| Op::StageMalformed { who, kind, producer }),
         1 => (who.clone(), any::<usize>(), stage_type(), stager.clone())
             .prop_map(|(who, pick, ty, producer)| Op::StagePending { who, pick, ty, producer }),
@@ -787,6 +820,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (stager, any::<bool>()).prop_map(|(producer, fence)| Op::Bump { producer, fence }),
         4 => (any::<usize>(), (0..3i64, 0..3i64), prop_oneof![4 => Just(None), 1 => (0..120i64, 1..8i64).prop_map(Some)])
             .prop_map(|(pick, cut, arbitrary)| Op::CompleteArchiving { pick, cut, arbitrary }),
+        1 => (any::<usize>(), cut).prop_map(|(pick, cut)| Op::DeadLetterCrash { pick, cut }),
     ]
 }
 
@@ -831,6 +865,54 @@ struct AcqCheck {
 
 type Deferred = Box<dyn FnOnce(&World)>;
 
+/// The dead-letter partition as a read_committed reader sees it, and what is owed to it.
+#[derive(Debug, Default)]
+struct Letters {
+    /// Visible dead letters per source offset: committed with their transaction, or written
+    /// after the records became ARCHIVING.
+    visible: BTreeMap<i64, u32>,
+    /// Dead letters written inside a transaction not yet ended: (producer id, epoch, offset).
+    open: Vec<(i64, i16, i64)>,
+    /// The share partition was loaded with ARCHIVING records (decision 0022 point 3): the next
+    /// attempt scans the dead-letter partition and writes only what it does not find. Without
+    /// it the broker writes blindly, so no ARCHIVING record may have a dead letter then.
+    unverified: bool,
+    /// Offsets archived by a REJECT or the delivery limit: they entered ARCHIVING, or a COMMIT
+    /// archived them with the dead letter their transaction carried. Each must end with
+    /// exactly one dead letter.
+    owed: BTreeSet<i64>,
+    /// Offsets that left the log (a moved log start) while ARCHIVING or TX_PENDING: their
+    /// dead letter may or may not exist, but never twice.
+    gone: BTreeSet<i64>,
+}
+
+impl Letters {
+    /// One dead letter for `offset` written outside any transaction (after ARCHIVING), unless
+    /// the dedupe scan finds one already.
+    fn write(&mut self, offset: i64) {
+        let found = self.visible.get(&offset).is_some_and(|&n| n > 0);
+        if !(self.unverified && found) {
+            *self.visible.entry(offset).or_insert(0) += 1;
+        }
+    }
+
+    /// `producer_id`'s marker at `epoch` reaches the dead-letter partition too: it ends the
+    /// transaction its dead letters were written in.
+    fn resolve(&mut self, producer_id: i64, epoch: i16, commit: bool) {
+        let mut kept = Vec::new();
+        for (pid, e, offset) in std::mem::take(&mut self.open) {
+            if pid == producer_id && e <= epoch {
+                if commit {
+                    *self.visible.entry(offset).or_insert(0) += 1;
+                }
+            } else {
+                kept.push((pid, e, offset));
+            }
+        }
+        self.open = kept;
+    }
+}
+
 struct World {
     cfg: SharePartitionConfig,
     store_cfg: ShareCoordinatorConfig,
@@ -847,6 +929,7 @@ struct World {
     fenced: [i16; 3],
     /// (producer index, epoch, commit) of the last marker.
     last_marker: Option<(usize, i16, bool)>,
+    letters: Letters,
     effect: Effect,
     /// Model comparisons of the current step, run after its invariants: so that a broken
     /// rule is reported by the invariant that guards it.
@@ -875,6 +958,7 @@ impl World {
             epochs: [FIRST_EPOCH; 3],
             fenced: [FIRST_EPOCH; 3],
             last_marker: None,
+            letters: Letters::default(),
             effect: Effect::default(),
             deferred: Vec::new(),
         };
@@ -1100,6 +1184,8 @@ impl World {
         let stats = self.sp.txn_stats();
         self.step_inner(op);
         let after = Model::from_machine(&self.sp);
+        self.track_letters(&before, &after, self.log.start > log_start_before);
+        self.check_letters(op, &after);
         let counted = self.check_transition(op, &before, &after, self.log.start > log_start_before);
         if !self.effect.reloaded {
             let now = self.sp.txn_stats();
@@ -1118,6 +1204,159 @@ impl World {
             check(self);
         }
         self.check_model();
+    }
+
+    /// What a step owes the dead-letter partition: offsets that entered ARCHIVING, or that a
+    /// COMMIT archived with the dead letter its transaction carried; and offsets that left the
+    /// log while ARCHIVING or TX_PENDING.
+    fn track_letters(&mut self, before: &Model, after: &Model, log_start_moved: bool) {
+        let offsets: BTreeSet<i64> = before
+            .recs
+            .keys()
+            .chain(after.recs.keys())
+            .copied()
+            .collect();
+        for o in offsets {
+            let (b, a) = (before.recs.get(&o), after.recs.get(&o));
+            if b == a {
+                continue;
+            }
+            let dropped = a.is_none() && log_start_moved && o < self.log.start;
+            if dropped {
+                if b.is_some_and(|b| {
+                    matches!(b.state, RecordState::Archiving | RecordState::TxPending)
+                }) {
+                    self.letters.gone.insert(o);
+                }
+                continue;
+            }
+            if a.is_some_and(|a| a.state == RecordState::Archiving) {
+                self.letters.owed.insert(o);
+            }
+            let carried = b.is_some_and(|b| {
+                b.state == RecordState::TxPending && b.txn.is_some_and(|t| t.dead_lettered)
+            });
+            let archived = match a {
+                Some(a) => a.state == RecordState::Archived,
+                None => o < after.start,
+            };
+            if carried && archived {
+                self.letters.owed.insert(o);
+            }
+        }
+    }
+
+    /// The dead-letter partition after a step: at most one dead letter per offset, only for
+    /// offsets archived by a REJECT or the delivery limit (so none of an aborted transaction,
+    /// none for an ACCEPTed record), each on a record that is ARCHIVED, or ARCHIVING only
+    /// while the broker will look before it writes (else it would write it again); and no
+    /// record left ARCHIVING once its dead letter was written.
+    fn check_letters(&self, op: &Op, after: &Model) {
+        for (&o, &n) in &self.letters.visible {
+            assert!(n <= 1, "offset {o} has {n} dead letters after {op:?}");
+            assert!(
+                self.letters.owed.contains(&o) || self.letters.gone.contains(&o),
+                "offset {o} has a dead letter but was never archived by a REJECT or the \
+                 delivery limit ({op:?})"
+            );
+            let Some(r) = after.recs.get(&o) else {
+                continue;
+            };
+            match r.state {
+                RecordState::Archived => {}
+                RecordState::Archiving => assert!(
+                    self.letters.unverified,
+                    "ARCHIVING {o} already has its dead letter and nothing will look for it \
+                     before writing another ({op:?})"
+                ),
+                s => panic!("offset {o} has a visible dead letter but is {s:?} ({op:?}): {r:?}"),
+            }
+        }
+        if let Some((first, last)) = self.effect.completed {
+            for (o, r) in after.recs.range(first..=last) {
+                assert!(
+                    r.state != RecordState::Archiving,
+                    "{o} stayed ARCHIVING after its dead letter was written ({op:?})"
+                );
+            }
+        }
+    }
+
+    /// The end of a run: every transaction ends (`commits`, per staging producer), every
+    /// ARCHIVING record gets its dead letter; then each offset archived by a REJECT or the
+    /// delivery limit has exactly one dead letter.
+    fn drain(&mut self, commits: &[bool]) {
+        for (producer, &commit) in commits.iter().enumerate().take(STAGERS) {
+            self.step(&Op::Marker {
+                producer,
+                commit,
+                kind: MarkerKind::Tv2End,
+            });
+        }
+        self.step(&Op::CompleteArchiving {
+            pick: 0,
+            cut: (0, 0),
+            arbitrary: Some((0, i64::from(u32::MAX))),
+        });
+        assert_eq!(self.sp.tx_pending_count(), 0, "every transaction ended");
+        assert!(self.letters.open.is_empty(), "{:?}", self.letters.open);
+        for &o in self.letters.owed.difference(&self.letters.gone) {
+            let n = self.letters.visible.get(&o).copied().unwrap_or(0);
+            assert_eq!(
+                n, 1,
+                "offset {o}, archived by a REJECT or the delivery limit, has {n} dead letters"
+            );
+        }
+    }
+
+    /// The dead letters of the ARCHIVING records in `[first, last]` are written (before
+    /// ARCHIVED is persisted, or a crash).
+    fn write_dead_letters(&mut self, first: i64, last: i64) {
+        for r in self.sp.archiving() {
+            for o in r.first_offset.max(first)..=r.last_offset.min(last) {
+                self.letters.write(o);
+            }
+        }
+    }
+
+    /// A staging that carries its dead letters: the broker writes one per REJECTed offset,
+    /// from the staged machine ([`SharePartition::dead_letters_of`]), in the transaction.
+    fn carry_dead_letters(&mut self, (producer_id, epoch): (i64, i16), batches: &[AckBatch]) {
+        let limit = self.cfg.delivery_count_limit;
+        let mut rejected = BTreeSet::new();
+        for b in batches {
+            for o in b.first_offset..=b.last_offset {
+                let i = usize::try_from(o - b.first_offset).expect("offset in batch");
+                let ty = if b.ack_types.len() == 1 {
+                    b.ack_types[0]
+                } else {
+                    b.ack_types[i]
+                };
+                if ty == AcknowledgeType::Reject.id() {
+                    rejected.insert(o);
+                }
+            }
+        }
+        let staged = Model::from_machine(&self.sp);
+        let mut letters = BTreeSet::new();
+        for r in self.sp.dead_letters_of(batches) {
+            for o in r.first_offset..=r.last_offset {
+                let rec = staged
+                    .recs
+                    .get(&o)
+                    .expect("a dead letter of a tracked record");
+                assert!(
+                    rec.state == RecordState::TxPending
+                        && rec.txn.is_some_and(|t| t.dead_lettered)
+                        && rec.count == r.delivery_count
+                        && r.cause == DeadLetterCause::of(rec.count, limit),
+                    "dead letter {r:?} of {o}, which is {rec:?}"
+                );
+                assert!(letters.insert(o), "two dead letters of {o} in one staging");
+                self.letters.open.push((producer_id, epoch, o));
+            }
+        }
+        assert_eq!(letters, rejected, "one dead letter per REJECTed offset");
     }
 
     /// The rules of a state change, on the machine's states before and after a step. Returns
@@ -1174,6 +1413,7 @@ impl World {
                 let expected = match (commit, t.ack_type) {
                     (true, 1) => RecordState::Acknowledged,
                     (true, 0) => RecordState::Archived,
+                    (true, _) if t.dead_lettered => RecordState::Archived,
                     (true, _) => dead,
                     (false, _) if b.count >= limit => dead,
                     (false, _) => RecordState::Available,
@@ -1297,7 +1537,12 @@ impl World {
                 Op::AckHeld { types, .. } | Op::AckRange { types, .. } => types.contains(&0),
                 Op::AckAll { ty, .. } => *ty == 0,
                 Op::Marker { .. } | Op::MarkerUnloaded { .. } | Op::Bump { .. } => {
-                    b.and_then(|b| b.txn).is_some_and(|t| t.ack_type == 0)
+                    b.and_then(|b| b.txn).is_some_and(|t| {
+                        let committed = self.effect.markers.iter().any(|&(pid, epoch, commit)| {
+                            commit && t.producer_id == pid && t.producer_epoch <= epoch
+                        });
+                        t.ack_type == 0 || (t.dead_lettered && committed)
+                    })
                 }
                 _ => false,
             };
@@ -1492,20 +1737,28 @@ impl World {
                 types,
                 per_offset,
                 producer,
+                carry,
             } => {
                 if let Some((first, last)) = self.held(*holder, *pick, *cut) {
                     let batch = Self::typed(first, last, types, *per_offset);
-                    self.broker_stage(*who, *producer, self.epochs[*producer], vec![batch]);
+                    let epoch = self.epochs[*producer];
+                    self.broker_stage(*who, (*producer, epoch), vec![batch], *carry);
                 }
             }
-            Op::StageAll { who, ty, producer } => {
+            Op::StageAll {
+                who,
+                ty,
+                producer,
+                carry,
+            } => {
                 let batches = self
                     .sp
                     .acquired_by(&member(*who))
                     .iter()
                     .map(|r| AckBatch::new(r.first_offset, r.last_offset, vec![*ty]))
                     .collect();
-                self.broker_stage(*who, *producer, self.epochs[*producer], batches);
+                let epoch = self.epochs[*producer];
+                self.broker_stage(*who, (*producer, epoch), batches, *carry);
             }
             Op::StageRange {
                 who,
@@ -1513,9 +1766,11 @@ impl World {
                 len,
                 types,
                 producer,
+                carry,
             } => {
                 let batch = Self::typed(*first, first + len - 1, types, types.len() > 1);
-                self.broker_stage(*who, *producer, self.epochs[*producer], vec![batch]);
+                let epoch = self.epochs[*producer];
+                self.broker_stage(*who, (*producer, epoch), vec![batch], *carry);
             }
             Op::StageMulti {
                 who,
@@ -1523,9 +1778,11 @@ impl World {
                 ty,
                 spoiler,
                 producer,
+                carry,
             } => {
                 let batches = self.multi_batches(*who, picks, *ty, *spoiler);
-                self.broker_stage(*who, *producer, self.epochs[*producer], batches);
+                let epoch = self.epochs[*producer];
+                self.broker_stage(*who, (*producer, epoch), batches, *carry);
             }
             Op::StageMalformed {
                 who,
@@ -1547,7 +1804,8 @@ impl World {
                     ],
                     _ => vec![AckBatch::new(f, l, vec![-1])],
                 };
-                let refused = self.broker_stage(*who, *producer, self.epochs[*producer], batches);
+                let epoch = self.epochs[*producer];
+                let refused = self.broker_stage(*who, (*producer, epoch), batches, true);
                 let expected = if *kind < 5 {
                     INVALID_REQUEST
                 } else {
@@ -1566,8 +1824,8 @@ impl World {
             } => {
                 if let Some((first, last)) = self.pending(*pick) {
                     let batch = AckBatch::new(first, last, vec![*ty]);
-                    let refused =
-                        self.broker_stage(*who, *producer, self.epochs[*producer], vec![batch]);
+                    let epoch = self.epochs[*producer];
+                    let refused = self.broker_stage(*who, (*producer, epoch), vec![batch], true);
                     self.defer(move |_| {
                         assert_eq!(
                             refused,
@@ -1588,7 +1846,7 @@ impl World {
                     .iter()
                     .map(|r| AckBatch::new(r.first_offset, r.last_offset, vec![1]))
                     .collect();
-                let refused = self.broker_stage(*who, *producer, epoch, batches);
+                let refused = self.broker_stage(*who, (*producer, epoch), batches, true);
                 assert_eq!(refused, Some(PRODUCER_FENCED), "a zombie's staging");
             }
             Op::Marker {
@@ -1617,10 +1875,21 @@ impl World {
                     None => self.archiving(*pick, *cut),
                 };
                 if let Some((first, last)) = range {
+                    self.write_dead_letters(first, last);
                     self.model.complete_archiving(first, last);
                     self.effect.completed = Some((first, last));
                     let write = self.sp.complete_archiving(first, last).expect("running");
                     self.persist(write);
+                    if self.sp.archiving_count() == 0 {
+                        self.letters.unverified = false;
+                    }
+                }
+            }
+            Op::DeadLetterCrash { pick, cut } => {
+                if let Some((first, last)) = self.archiving(*pick, *cut) {
+                    self.write_dead_letters(first, last);
+                    self.model.restart();
+                    self.reload();
                 }
             }
             Op::Bump { producer, fence } => {
@@ -1700,36 +1969,51 @@ impl World {
     /// reaches nothing; otherwise the share partition stages. At core level `stage` takes
     /// whatever epoch it is given, so the test passes only what the broker lets through.
     /// Returns the error code, if refused.
+    ///
+    /// `carry`: the transaction carries the dead letters of its REJECTs, as the broker asks
+    /// only of a group with a dead-letter queue (so with one only).
     fn broker_stage(
         &mut self,
         who: usize,
-        producer: usize,
-        epoch: i16,
+        (producer, epoch): (usize, i16),
         batches: Vec<AckBatch>,
+        carry: bool,
     ) -> Option<i16> {
         if epoch < self.epochs[producer] {
             self.effect.refused = true;
             return Some(PRODUCER_FENCED);
         }
-        self.stage(who, producer, epoch, batches)
+        self.stage(
+            who,
+            (producer, epoch),
+            batches,
+            carry && self.cfg.dead_letter,
+        )
     }
 
     fn stage(
         &mut self,
         who: usize,
-        producer: usize,
-        epoch: i16,
+        (producer, epoch): (usize, i16),
         batches: Vec<AckBatch>,
+        dead_lettered: bool,
     ) -> Option<i16> {
         let txn = (PRODUCERS[producer], epoch);
         let mut expected = self.model.clone();
         let limit = self.cfg.delivery_count_limit;
-        let predicted = expected.stage(who, txn, &batches, self.now, limit);
-        let got = self.sp.stage(self.now, &member(who), txn, &batches, false);
+        let predicted = expected.stage(who, txn, &batches, self.now, (limit, dead_lettered));
+        let got = self
+            .sp
+            .stage(self.now, &member(who), txn, &batches, dead_lettered);
         let got = match got {
             Ok(write) => {
                 self.effect.staged = Some((who, txn.0, txn.1));
                 self.effect.staged_batches = batches.clone();
+                if dead_lettered {
+                    // The broker writes the transaction's dead letters before it persists
+                    // the staging, from the staged machine.
+                    self.carry_dead_letters(txn, &batches);
+                }
                 let written = write.is_some();
                 self.persist(write);
                 Ok(written)
@@ -1757,6 +2041,7 @@ impl World {
         let producer_id = PRODUCERS[producer];
         self.effect.markers.push((producer_id, epoch, commit));
         self.last_marker = Some((producer, epoch, commit));
+        self.letters.resolve(producer_id, epoch, commit);
         let limit = self.cfg.delivery_count_limit;
         let policy = self.policy();
         let resolved = self.model.marker(producer_id, epoch, commit, limit);
@@ -1846,6 +2131,7 @@ impl World {
         let producer_id = PRODUCERS[producer];
         self.effect.markers.push((producer_id, epoch, commit));
         self.last_marker = Some((producer, epoch, commit));
+        self.letters.resolve(producer_id, epoch, commit);
         let limit = self.cfg.delivery_count_limit;
         let policy = self.policy();
         // Unloaded: the share partition's memory (its acquisitions) is gone.
@@ -2063,6 +2349,8 @@ impl World {
         let (read, record) = fresh.read(&self.key, 0, self.now).expect("read");
         assert_eq!(record, None, "same leader epoch");
         let (sp, write) = SharePartition::from_persisted(self.cfg.clone(), &read).expect("load");
+        // Loaded with ARCHIVING records: the broker verifies before it writes.
+        self.letters.unverified = sp.archiving_count() > 0;
         self.sp = sp;
         self.store = fresh;
         self.effect.reloaded = true;
@@ -2092,7 +2380,8 @@ proptest! {
         locks in prop_oneof![Just(6i64), Just(15i64), Just(60i64)],
         per_snapshot in prop_oneof![Just(0u32), Just(2u32), Just(500u32)],
         ops in proptest::collection::vec(op(), 1..150),
-        dead_letter in any::<bool>(),
+        dead_letter in prop_oneof![1 => Just(false), 2 => Just(true)],
+        commits in proptest::collection::vec(any::<bool>(), STAGERS),
     ) {
         let cfg = SharePartitionConfig {
             record_lock_duration_ms: LOCK,
@@ -2106,5 +2395,6 @@ proptest! {
         for op in &ops {
             world.step(op);
         }
+        world.drain(&commits);
     }
 }

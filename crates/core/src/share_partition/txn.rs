@@ -5,7 +5,10 @@
 //! nothing, cancelling their locks and remembering the staging (producer id and epoch, ack
 //! type, member, time). [`SharePartition::apply_marker`] resolves what a producer staged when
 //! its COMMIT or ABORT marker arrives: COMMIT → ACKNOWLEDGED (ACCEPT) or ARCHIVED (REJECT,
-//! GAP); ABORT → AVAILABLE with the delivery count kept (ARCHIVED at the delivery limit).
+//! GAP); ABORT → AVAILABLE with the delivery count kept (ARCHIVED at the delivery limit). With
+//! a dead-letter queue a REJECT's COMMIT and an ABORT at the limit give ARCHIVING instead
+//! (`dead_letter.rs`), except a COMMIT of a REJECT whose transaction carried its dead letter
+//! (`dead_lettered`, decision 0022 point 6): ARCHIVED at once.
 //! Markers match on the producer id and resolve stagings whose epoch is at or below the
 //! marker's (transaction version 2 bumps the epoch when it ends a transaction); an older-epoch
 //! marker, or one for records no longer TX_PENDING, changes nothing.
@@ -245,7 +248,11 @@ impl SharePartition {
                     (true, AcknowledgeType::Accept) => RecordState::Acknowledged,
                     (true, AcknowledgeType::Gap) => RecordState::Archived,
                     // The transaction carried its dead letters: the marker made them visible.
-                    (true, _) if t.dead_lettered => RecordState::Archived,
+                    (true, _)
+                        if t.dead_lettered && !faults::active(Fault::CommitArchivesCarried) =>
+                    {
+                        RecordState::Archived
+                    }
                     (true, _) => dead,
                     (false, _) if count >= limit => dead,
                     (false, _) => RecordState::Available,

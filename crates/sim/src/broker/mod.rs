@@ -23,15 +23,20 @@
 //! answers once the marker is durable, and only then applied to the live share partitions;
 //! elsewhere without waiting for their fsync, the Complete record preceded by the Markers
 //! record listing the markers not yet durable; a start replays every log, rewrites the lost
-//! markers, and resumes PrepareCommit/PrepareAbort transactions.
+//! markers, and resumes PrepareCommit/PrepareAbort transactions. With a dead-letter queue
+//! (`dead_letters.rs`), a TxnShareAcknowledge that rejects records also registers the
+//! dead-letter partition and writes, fsynced, the dead letters its transaction carries before
+//! the stagings are persisted; each tick writes the ARCHIVING records' dead letters, fsynced,
+//! before it persists them ARCHIVED.
 //!
 //! Differences from the broker, on purpose: everything a request does happens in one step
 //! (a crash lands between steps, which, with answers lost in the crash, covers a crash
 //! after an fsync and before the answer), and each coordinator call is one pass; share
 //! partitions load eagerly at start instead of on first fetch; there is one input topic, one
-//! output topic and no configs.
+//! output topic, one dead-letter partition (when the seed gives the group a
+//! dead-letter queue; `dead_letters.rs`) and no configs.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use shoal_core::coordinator::{CoordinatorShard, Emitted, Queued, TxnMarker};
 use shoal_core::group_coordinator::share::{
@@ -69,7 +74,10 @@ use crate::proto::{codes, Addr, Delivered, Req, Resp};
 use crate::runtime::{self, batch_info, AppendedMarker, Coordinator, Producers};
 
 mod coordinators;
+mod dead_letters;
 mod requests;
+
+pub use dead_letters::{dead_letter_log, DLQ};
 
 pub const INPUT: &str = "in";
 pub const OUTPUT: &str = "out";
@@ -92,6 +100,33 @@ pub struct Layout {
     pub txn_timeout_ms: i32,
     /// Log batches one ShareFetch reads at most.
     pub fetch_batches: usize,
+    /// The input records workers reject (only with a dead-letter queue,
+    /// `share.dead_letter`).
+    pub poison: Poison,
+}
+
+/// Which input records are poison: what a worker cannot process, so rejects (in its
+/// transaction), and a plain consumer is the only one to reject. A share of `per_mille` of
+/// them, by a hash of the record's partition and offset salted per run; none at 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Poison {
+    pub per_mille: u32,
+    pub salt: u64,
+}
+
+impl Poison {
+    pub fn enabled(&self) -> bool {
+        self.per_mille > 0
+    }
+
+    /// Whether input `partition`@`offset` is poison.
+    pub fn is(&self, partition: i32, offset: i64) -> bool {
+        if !self.enabled() {
+            return false;
+        }
+        let mixed = self.salt ^ (u64::from(partition as u32) << 40) ^ (offset as u64);
+        crate::rng::Rng::new(mixed).chance(self.per_mille)
+    }
 }
 
 /// What the broker did that the checker needs to see (it reads the disk for the rest).
@@ -183,6 +218,9 @@ pub struct Broker {
     next_add: u64,
     /// Replies to the broker's own calls of the transaction coordinator.
     txn_calls: Vec<(CallId, TxnReply)>,
+    /// Share partitions whose dead-letter partition must be scanned before their ARCHIVING
+    /// records' dead letters are written (loaded with some, or an attempt failed part way).
+    dead_letter_unverified: BTreeSet<SharePartitionKey>,
     /// Answers to send.
     pub outbox: Vec<(Addr, u64, Resp)>,
     pub observed: Vec<Observed>,
@@ -225,7 +263,11 @@ fn state_shard(layout: &Layout) -> ShareStateShard {
         DeliveryLimits {
             default: layout.share.delivery_count_limit,
             groups: BTreeMap::new(),
-            dead_letter_groups: Default::default(),
+            dead_letter_groups: if layout.share.dead_letter {
+                [GROUP.to_string()].into()
+            } else {
+                Default::default()
+            },
         },
     )
     .expect("snapshot interval within 0..=500")
@@ -287,6 +329,7 @@ impl Broker {
             adds: Vec::new(),
             next_add: 0,
             txn_calls: Vec::new(),
+            dead_letter_unverified: BTreeSet::new(),
             outbox: Vec::new(),
             observed: Vec::new(),
             notes,
@@ -376,6 +419,13 @@ impl Broker {
                 b.notes.push(format!("load of {key:?} refused: {c}"));
             }
         }
+        // Loaded with ARCHIVING records: their dead letters may be written already.
+        b.dead_letter_unverified = b
+            .sps
+            .iter()
+            .filter(|(_, sp)| sp.archiving_count() > 0)
+            .map(|(k, _)| k.clone())
+            .collect();
         shard.loaded(now, &mut resumed);
         b.txn.replace(shard);
         match b.txn.resume(disk, &mut b.producers, resumed) {
@@ -406,12 +456,19 @@ impl Broker {
         self.groups.shard().share()
     }
 
+    /// Whether `key`'s dead-letter partition is scanned before its ARCHIVING records' dead
+    /// letters are written.
+    pub fn dead_letter_unverified(&self, key: &SharePartitionKey) -> bool {
+        self.dead_letter_unverified.contains(key)
+    }
+
     pub fn has_marker_work(&self) -> bool {
         !self.tasks.is_empty()
     }
 
     /// Timers: transaction timeouts, the share-state coordinator's timer pass (the broker's
-    /// runtime runs one at least every half second), session expiry, lock expiry.
+    /// runtime runs one at least every half second), session expiry, lock expiry, and the
+    /// dead letters of ARCHIVING records (`dead_letters.rs`).
     pub fn tick(&mut self, disk: &mut Disk, now: i64) {
         self.txn_pass(disk, now, Vec::new());
         self.resume_requests(disk, now);
@@ -432,6 +489,7 @@ impl Broker {
                 let _ = self.persisted(disk, &key, share_leader::changed(write), now);
             }
         }
+        self.write_dead_letters(disk, now);
     }
 
     /// Handles one request; the answer (if any now) goes to the outbox.
@@ -542,7 +600,7 @@ impl Broker {
 
 /// The persisted view of a share partition, offset by offset: (start offset, offset →
 /// (state id, delivery count, staging)). ACQUIRED records appear as they are persisted.
-pub type Expanded = (i64, BTreeMap<i64, (i8, i16, Option<(i64, i16, i8)>)>);
+pub type Expanded = (i64, BTreeMap<i64, (i8, i16, Option<(i64, i16, i8, bool)>)>);
 
 pub fn expand_write(w: &StateWrite) -> Expanded {
     let mut m = BTreeMap::new();
@@ -554,7 +612,7 @@ pub fn expand_write(w: &StateWrite) -> Expanded {
                     b.state.id(),
                     b.delivery_count,
                     b.staged_txn
-                        .map(|t| (t.producer_id, t.producer_epoch, t.ack_type)),
+                        .map(|t| (t.producer_id, t.producer_epoch, t.ack_type, t.dead_lettered)),
                 ),
             );
         }
@@ -577,7 +635,7 @@ pub fn expand_store(store: &ShareStateStore, key: &SharePartitionKey) -> Option<
                     b.delivery_state,
                     b.delivery_count,
                     b.staged_txn
-                        .map(|t| (t.producer_id, t.producer_epoch, t.ack_type)),
+                        .map(|t| (t.producer_id, t.producer_epoch, t.ack_type, t.dead_lettered)),
                 ),
             );
         }

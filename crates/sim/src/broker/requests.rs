@@ -13,6 +13,12 @@ use super::*;
 const LEADER_EPOCH: i32 = 0;
 
 impl Broker {
+    /// Whether a TxnShareAcknowledge of `parts` carries dead letters: the group has a
+    /// dead-letter queue and a part REJECTs records.
+    fn carries_dead_letters(&self, parts: &[(i32, Vec<AckBatch>)]) -> bool {
+        self.layout.share.dead_letter && parts.iter().any(|(_, b)| dead_letters::has_reject(b))
+    }
+
     /// Creates the machine of `key` if it has none, as the broker's share-partition leader
     /// does: from the state the share-state coordinator reads back, or, with none (or an
     /// uninitialized one), initialized there first at the input's start.
@@ -410,10 +416,14 @@ impl Broker {
                 // One input topic, always led here.
                 Step::CheckPartitions => flow.partitions_checked(Ok(())),
                 Step::Register(state_partitions) => {
-                    let partitions = state_partitions
+                    let mut partitions: Vec<TopicPartition> = state_partitions
                         .into_iter()
                         .map(|p| TopicPartition::new(SHARE_STATE, p))
                         .collect();
+                    // The transaction carries its REJECTs' dead letters.
+                    if self.carries_dead_letters(&parts) {
+                        partitions.push(TopicPartition::new(DLQ, 0));
+                    }
                     let again = again.take().expect("one registration per request");
                     let c = self.implicit_add(
                         disk,
@@ -460,10 +470,11 @@ impl Broker {
         keys: &[SharePartitionKey],
         parts: &[(i32, Vec<AckBatch>)],
     ) -> Result<(), Refusal> {
-        let request = keys
-            .iter()
-            .zip(parts)
-            .map(|(key, (_, batches))| (key, self.sps.get(key), &batches[..], false));
+        let dead_letter = self.layout.share.dead_letter;
+        let request = keys.iter().zip(parts).map(|(key, (_, batches))| {
+            let carried = dead_letter && dead_letters::has_reject(batches);
+            (key, self.sps.get(key), &batches[..], carried)
+        });
         let staging = match Staging::on_copies(request, now, member, pid, epoch) {
             Ok(staging) => staging,
             Err(refused) => {
@@ -474,6 +485,18 @@ impl Broker {
                 return Err(refused.refusal());
             }
         };
+        // The dead letters the transaction carries, durable before the staging that says so.
+        if self.carries_dead_letters(parts) {
+            let letters: Vec<_> = staging
+                .copies()
+                .zip(parts)
+                .map(|((key, copy), (_, batches))| (key.partition, copy.dead_letters_of(batches)))
+                .collect();
+            if let Err(e) = self.write_carried(disk, (pid, epoch), &letters) {
+                self.notes.push(format!("dead letters refused: {e}"));
+                return Err(Refusal::request(ErrorCode(codes::PRODUCER_FENCED), e));
+            }
+        }
         let writes = staging.writes(LEADER_EPOCH);
         let outcome = if writes.is_empty() {
             Ok(())
