@@ -8,6 +8,7 @@
 //! | `assigner` | the elected assigner's node id | under its lease |
 //! | `assignments/<topic>/<partition>` | the node id the partition is assigned to | by the assigner, fenced by its key |
 //! | `ends/<topic>/<partition>` | the committed end offset (decimal) | by each commit |
+//! | `starts/<topic>/<partition>` | the log start offset (decimal): entries wholly below it are deleted | by the owner's trim ([`crate::retention`]), fenced |
 //! | `index/<topic>/<partition>/<base offset>` | where the records from that offset are ([`crate::ObjectRef`]) | by each commit |
 //! | `collector` | the object collector's last round: `listed referenced awaiting deleted` | under the collecting broker's lease |
 //! | `cluster-id` | the cluster id clients are told (Kafka's base64 UUID) | once, by the first broker |
@@ -85,6 +86,11 @@ impl Keys {
 
     pub fn end(&self, topic: &str, partition: i32) -> String {
         format!("{}ends/{topic}/{partition:010}", self.root)
+    }
+
+    /// The log start offset the partition's owner recorded (retention, DeleteRecords).
+    pub fn start(&self, topic: &str, partition: i32) -> String {
+        format!("{}starts/{topic}/{partition:010}", self.root)
     }
 
     pub fn index(&self, topic: &str, partition: i32) -> String {

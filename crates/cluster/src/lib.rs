@@ -21,6 +21,8 @@
 //!   bounded.
 //! - [`collector`]: objects no index entry names (replaced by compaction, or a failed or
 //!   fenced commit's) deleted once provably unreferenced; etcd's history compacted.
+//! - [`retention`]: a partition's log start recorded in etcd and the index entries wholly
+//!   below it deleted, fenced (not yet called by the broker).
 //! - [`maintenance`]: a broker's background rounds of both.
 //! - [`metadata`]: the metadata log every broker replays (appended only right after the last
 //!   record read), the cluster id, producer-id blocks.
@@ -45,6 +47,7 @@ pub mod metadata;
 pub mod objects;
 pub mod owners;
 pub mod restore;
+pub mod retention;
 pub mod rig;
 pub mod session;
 pub mod status;

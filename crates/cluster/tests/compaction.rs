@@ -433,3 +433,56 @@ async fn compaction_and_collection_bound_the_index_and_the_objects() {
     let (db, entries, listed) = measure().await;
     report("etcd defragmented", db, entries, listed);
 }
+
+#[tokio::test]
+async fn a_trim_records_the_log_start_and_drops_only_entries_wholly_below_it() {
+    use shoal_cluster::retention::{log_start, trim, Trimmed};
+
+    let (etcd, s3) = (start_etcd().unwrap(), start_s3().unwrap());
+    let objects = s3_store(&s3, "trim");
+    let dir = tempfile::tempdir().unwrap();
+    let mut logs = vec![Log::create(&dir.path().join("a"), LogConfig::default()).unwrap()];
+    let (a, b) = (session(&etcd, "c").await, session(&etcd, "c").await);
+    let fence = claim(&a, 1, 0).await;
+    group_commits(&a, &objects, &[fence], &mut logs, 10).await;
+    // Entries 0..=4 end at or below 5: deleted; entry 5 holds offset 5: kept.
+    let done = trim(&a, ("t", 0), fence, 5).await.unwrap();
+    assert_eq!(
+        done,
+        Trimmed {
+            entries_deleted: 5,
+            log_start: 5,
+            refused: false
+        }
+    );
+    assert_eq!(index(&a, "t", 0, 0).await.unwrap()[0].0, 5);
+    assert_eq!(log_start(&a, "t", 0).await.unwrap().0, 5);
+    assert_eq!(index(&a, "t", 0, 0).await.unwrap().len(), 5);
+    // The start only grows; past the committed end is an error.
+    assert_eq!(trim(&a, ("t", 0), fence, 3).await.unwrap().log_start, 5);
+    assert!(trim(&a, ("t", 0), fence, 11).await.is_err());
+    // The last entry stays even when the start reaches the committed end.
+    let done = trim(&a, ("t", 0), fence, 10).await.unwrap();
+    assert_eq!((done.entries_deleted, done.log_start), (4, 10));
+    assert_eq!(index(&a, "t", 0, 0).await.unwrap().len(), 1);
+
+    // A lost owner trims nothing.
+    group_commits(&a, &objects, &[fence], &mut logs, 3).await;
+    b.client().lease_revoke(a.lease()).await.unwrap();
+    let fence_b = claim(&b, 2, 0).await;
+    let zombie = trim(&a, ("t", 0), fence, 12).await.unwrap();
+    assert!(zombie.refused);
+    assert_eq!(log_start(&b, "t", 0).await.unwrap().0, 10);
+    assert_eq!(index(&b, "t", 0, 0).await.unwrap().len(), 4);
+    let done = trim(&b, ("t", 0), fence_b, 12).await.unwrap();
+    assert_eq!((done.entries_deleted, done.log_start), (3, 12));
+
+    // The objects of the deleted entries go with the collector; the rest stay.
+    let mut collector = Collector::new(Duration::ZERO);
+    collector.round(&b, &objects).await.unwrap();
+    assert_eq!(object_names(&objects).await, referenced(&b, 1).await);
+    assert_eq!(object_names(&objects).await.len(), 1);
+    // The old owner's log, whole, still catches up against what is left.
+    let done = catch_up(&b, &objects, "t", 0, &mut logs[0]).await.unwrap();
+    assert_eq!((done.truncated, done.fetched, done.end), (0, 0, 13));
+}
