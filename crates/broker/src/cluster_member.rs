@@ -9,7 +9,10 @@
 //! Once the broker is open and listening, [`ClusterMember::start`] registers its endpoint and
 //! starts its membership rounds over every partition of every topic it knows: the elected
 //! assigner spreads them over the live brokers, each broker claims what is assigned to it,
-//! and the broker's takeover task (`crate::takeover`) reopens what it comes to own.
+//! and the broker's takeover task (`crate::takeover`) reopens what it comes to own. Its
+//! upkeep (`shoal_cluster::maintenance`, every 30 s) compacts the index of each partition it
+//! owns into segment objects and, while it is the assigner, deletes unreferenced objects and
+//! compacts etcd's history.
 //!
 //! When the lease is lost (the process was paused, or cut off from etcd, past the session
 //! timeout) the broker's owner keys are gone and every later commit of it is fenced; it stops
@@ -25,6 +28,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use shoal_cluster::maintenance::{self, Maintenance};
 use shoal_cluster::membership::{Membership, Partitions};
 use shoal_cluster::session::{self, Session};
 use shoal_cluster::{Keys, Objects, OwnerTable};
@@ -63,7 +67,9 @@ pub struct ClusterMember {
     node_id: i32,
     session: Arc<Session>,
     table: Arc<OwnerTable>,
+    objects: Objects,
     membership: Option<Membership>,
+    maintenance: Option<Maintenance>,
 }
 
 impl std::fmt::Debug for ClusterMember {
@@ -94,9 +100,14 @@ impl ClusterMember {
         let seams = SeamOverrides {
             ownership: Some(Arc::new(EtcdOwnership::new(options.node_id, table.clone()))),
             durability: Some(Arc::new(
-                ObjectCommits::new(options.node_id, session.clone(), table.clone(), objects)
-                    // A PUT outliving the lease would commit for an owner that may be gone.
-                    .with_put_deadline(options.session_timeout),
+                ObjectCommits::new(
+                    options.node_id,
+                    session.clone(),
+                    table.clone(),
+                    objects.clone(),
+                )
+                // A PUT outliving the lease would commit for an owner that may be gone.
+                .with_put_deadline(options.session_timeout),
             )),
             metadata: Some(metadata.clone()),
             producer_ids: Some(metadata.clone()),
@@ -107,7 +118,9 @@ impl ClusterMember {
             node_id: options.node_id,
             session,
             table,
+            objects,
             membership: None,
+            maintenance: None,
         };
         Ok((member, seams))
     }
@@ -167,6 +180,13 @@ impl ClusterMember {
             partitions,
             MEMBERSHIP_PERIOD,
         ));
+        self.maintenance = Some(Maintenance::start(
+            self.session.clone(),
+            self.node_id,
+            self.table.clone(),
+            self.objects.clone(),
+            maintenance::Options::default(),
+        ));
         info!(
             node_id = self.node_id,
             endpoint,
@@ -190,6 +210,7 @@ impl ClusterMember {
     /// etcd unreachable (the lease then expires on its own).
     pub async fn leave(mut self) -> anyhow::Result<()> {
         self.membership = None;
+        self.maintenance = None;
         self.session.revoke().await?;
         info!(node_id = self.node_id, "left the cluster");
         Ok(())

@@ -1,6 +1,7 @@
 //! `shoal cluster status`: what a cluster's etcd holds — brokers and their leases, the
-//! assigner, and each partition's owner, leader epoch, assigned broker, committed end and
-//! committed runs (`shoal_cluster::status`).
+//! assigner, the object collector's last round (objects awaiting collection), and each
+//! partition's owner, leader epoch, assigned broker, committed end, committed runs and
+//! compaction lag (`shoal_cluster::status`).
 
 use std::time::Duration;
 

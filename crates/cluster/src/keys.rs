@@ -8,7 +8,9 @@
 //! | `assigner` | the elected assigner's node id | under its lease |
 //! | `assignments/<topic>/<partition>` | the node id the partition is assigned to | by the assigner, fenced by its key |
 //! | `ends/<topic>/<partition>` | the committed end offset (decimal) | by each commit |
+//! | `starts/<topic>/<partition>` | the log start offset (decimal): entries wholly below it are deleted | by the owner's trim ([`crate::retention`]), fenced |
 //! | `index/<topic>/<partition>/<base offset>` | where the records from that offset are ([`crate::ObjectRef`]) | by each commit |
+//! | `collector` | the object collector's last round: `listed referenced awaiting deleted` | under the collecting broker's lease |
 //! | `cluster-id` | the cluster id clients are told (Kafka's base64 UUID) | once, by the first broker |
 //! | `meta/<sequence>` | one metadata record (topics, configs, features, credentials) | created iff absent, by the broker that made the change |
 //! | `producer-ids` | the first producer id no broker has reserved (decimal) | compare-and-swap, a block at a time |
@@ -86,8 +88,23 @@ impl Keys {
         format!("{}ends/{topic}/{partition:010}", self.root)
     }
 
+    /// The log start offset the partition's owner recorded (retention, DeleteRecords).
+    pub fn start(&self, topic: &str, partition: i32) -> String {
+        format!("{}starts/{topic}/{partition:010}", self.root)
+    }
+
     pub fn index(&self, topic: &str, partition: i32) -> String {
         format!("{}index/{topic}/{partition:010}/", self.root)
+    }
+
+    /// Every partition's index entries.
+    pub fn index_all(&self) -> String {
+        format!("{}index/", self.root)
+    }
+
+    /// The object collector's last report (under its lease).
+    pub fn collector(&self) -> String {
+        format!("{}collector", self.root)
     }
 
     pub fn index_entry(&self, topic: &str, partition: i32, base_offset: i64) -> String {

@@ -16,6 +16,14 @@
 //! - [`commits`]: the commit point — an etcd transaction that compares the owner epoch of every
 //!   partition it touches and that each continues exactly at its committed end, then records
 //!   the new ends and where the bytes are.
+//! - [`compaction`]: a partition's small index entries rewritten by its owner into one
+//!   per-partition segment object, swapped in by one fenced transaction, so the index stays
+//!   bounded.
+//! - [`collector`]: objects no index entry names (replaced by compaction, or a failed or
+//!   fenced commit's) deleted once provably unreferenced; etcd's history compacted.
+//! - [`retention`]: a partition's log start recorded in etcd and the index entries wholly
+//!   below it deleted, fenced (not yet called by the broker).
+//! - [`maintenance`]: a broker's background rounds of both.
 //! - [`metadata`]: the metadata log every broker replays (appended only right after the last
 //!   record read), the cluster id, producer-id blocks.
 //! - [`objects`]: immutable objects under names no other write uses, on S3 or in a directory
@@ -29,13 +37,17 @@
 //! an object twice; depend on the broker (the broker's seams use this crate, not the reverse).
 
 pub mod assigner;
+pub mod collector;
 pub mod commits;
+pub mod compaction;
 pub mod keys;
+pub mod maintenance;
 pub mod membership;
 pub mod metadata;
 pub mod objects;
 pub mod owners;
 pub mod restore;
+pub mod retention;
 pub mod rig;
 pub mod session;
 pub mod status;

@@ -123,6 +123,20 @@ impl Objects {
         format!("n{node_id}-{}", uuid::Uuid::new_v4().simple())
     }
 
+    /// Whether `name` is one [`Objects::unique_name`] makes, or the temporary file a
+    /// directory store writes it through (`.NAME.tmp`): the collector deletes nothing else,
+    /// so a stray file in the store is never touched.
+    pub fn is_object_name(name: &str) -> bool {
+        let bare = name
+            .strip_prefix('.')
+            .and_then(|n| n.strip_suffix(".tmp"))
+            .unwrap_or(name);
+        let Some((node, id)) = bare.strip_prefix('n').and_then(|n| n.split_once('-')) else {
+            return false;
+        };
+        node.parse::<i32>().is_ok() && id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+    }
+
     fn path(prefix: &str, name: &str) -> ObjectPath {
         if prefix.is_empty() {
             ObjectPath::from(name)
@@ -193,6 +207,58 @@ impl Objects {
     }
 }
 
+impl Objects {
+    /// The names of every object in the store (for a directory: its files, including the
+    /// temporary `.NAME.tmp` of a PUT under way or abandoned by a crash).
+    ///
+    /// # Errors
+    /// The store failed.
+    pub async fn list(&self) -> crate::Result<Vec<String>> {
+        match self {
+            Objects::S3 { store, prefix } => {
+                let at = (!prefix.is_empty()).then(|| ObjectPath::from(prefix.as_str()));
+                let listed = store
+                    .list_with_delimiter(at.as_ref())
+                    .await
+                    .map_err(store_error)?;
+                Ok(listed
+                    .objects
+                    .into_iter()
+                    .filter_map(|meta| meta.location.filename().map(str::to_string))
+                    .collect())
+            }
+            Objects::Dir(dir) => {
+                let mut names = Vec::new();
+                let mut entries = tokio::fs::read_dir(dir).await.map_err(store_error)?;
+                while let Some(entry) = entries.next_entry().await.map_err(store_error)? {
+                    if entry.file_type().await.map_err(store_error)?.is_file() {
+                        names.push(entry.file_name().to_string_lossy().into_owned());
+                    }
+                }
+                Ok(names)
+            }
+        }
+    }
+
+    /// Deletes object `name`; one already gone is no error.
+    ///
+    /// # Errors
+    /// The store failed.
+    pub async fn delete(&self, name: &str) -> crate::Result<()> {
+        match self {
+            Objects::S3 { store, prefix } => match store.delete(&Self::path(prefix, name)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(store_error(e)),
+            },
+            Objects::Dir(dir) => match tokio::fs::remove_file(dir.join(name)).await {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(store_error(e)),
+            },
+        }
+    }
+}
+
 /// Writes `dir/name` atomically and durably: a temporary file fsynced, renamed, the directory
 /// fsynced.
 fn put_file(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
@@ -220,6 +286,23 @@ mod tests {
         assert_eq!(ObjectRef::decode(r.encode().as_bytes()).unwrap(), r);
         for bad in ["", "x", "x 1", "x 1 y", "x 1 2 3", " 1 2"] {
             assert!(ObjectRef::decode(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn only_names_the_store_makes_are_object_names() {
+        let name = Objects::unique_name(12);
+        assert!(Objects::is_object_name(&name));
+        assert!(Objects::is_object_name(&format!(".{name}.tmp")));
+        for other in [
+            "",
+            "n1-",
+            "notes.txt",
+            "n1-xyz",
+            &format!("x{name}"),
+            &format!("{name}.tmp"),
+        ] {
+            assert!(!Objects::is_object_name(other), "{other:?}");
         }
     }
 

@@ -1,7 +1,9 @@
 //! What a cluster looks like in etcd, for `shoal cluster status`: the brokers with their
 //! leases, the assigner, and per partition its owner, leader epoch, assigned broker,
-//! committed end and how many committed runs its index holds (what compacting objects into
-//! per-partition segments will shrink) — what a Kafka user reads from `kafka-metadata-quorum`
+//! committed end, how many committed runs its index holds and, of those, how many compaction
+//! has yet to fold into a segment (its compaction lag: unsealed entries, the last apart;
+//! [`crate::compaction`]); and the object collector's last round (objects awaiting collection)
+//! — what a Kafka user reads from `kafka-metadata-quorum`
 //! and `kafka-topics --describe`.
 
 use std::collections::BTreeMap;
@@ -9,7 +11,9 @@ use std::collections::BTreeMap;
 use etcd_client::{Client, GetOptions};
 
 use crate::assigner::Partition;
+use crate::compaction::Policy;
 use crate::keys::Keys;
+use crate::objects::ObjectRef;
 
 /// A registered broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +33,18 @@ pub struct PartitionStatus {
     pub committed_end: i64,
     /// Committed runs in its index.
     pub runs: usize,
+    /// Of those, unsealed ones before the last: what compaction has yet to fold.
+    pub compaction_lag: usize,
+}
+
+/// The object collector's last round, as it recorded it ([`crate::collector`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CollectorStatus {
+    pub listed: usize,
+    pub referenced: usize,
+    /// Unreferenced, within their grace.
+    pub awaiting: usize,
+    pub deleted: usize,
 }
 
 /// The whole picture.
@@ -39,6 +55,8 @@ pub struct Status {
     pub brokers: Vec<BrokerStatus>,
     pub assigner: Option<i32>,
     pub partitions: BTreeMap<Partition, PartitionStatus>,
+    /// None while no live broker has collected.
+    pub collector: Option<CollectorStatus>,
 }
 
 fn text(v: &[u8]) -> String {
@@ -60,6 +78,9 @@ pub async fn read(client: &Client, keys: &Keys) -> crate::Result<Status> {
         ..Status::default()
     };
     let mut leases = Vec::new();
+    // Per partition, whether each index entry (in key order) is sealed.
+    let mut sealed: BTreeMap<Partition, Vec<bool>> = BTreeMap::new();
+    let segment_bytes = Policy::default().segment_bytes;
     for kv in all.kvs() {
         let key = text(kv.key());
         if let Some(node_id) = keys.parse_broker(&key) {
@@ -86,8 +107,27 @@ pub async fn read(client: &Client, keys: &Keys) -> crate::Result<Status> {
             status.partitions.entry(p).or_default().committed_end =
                 text(kv.value()).parse().unwrap_or(-1);
         } else if let Some(p) = keys.parse_index_entry(&key) {
-            status.partitions.entry(p).or_default().runs += 1;
+            status.partitions.entry(p.clone()).or_default().runs += 1;
+            let len = ObjectRef::decode(kv.value()).map_or(0, |o| o.len);
+            sealed
+                .entry(p)
+                .or_default()
+                .push(len.saturating_mul(2) >= segment_bytes);
+        } else if key == keys.collector() {
+            status.collector = crate::collector::parse_report(kv.value()).map(
+                |(listed, referenced, awaiting, deleted)| CollectorStatus {
+                    listed,
+                    referenced,
+                    awaiting,
+                    deleted,
+                },
+            );
         }
+    }
+    for (p, entries) in sealed {
+        let before_last = &entries[..entries.len().saturating_sub(1)];
+        status.partitions.entry(p).or_default().compaction_lag =
+            before_last.iter().filter(|s| !**s).count();
     }
     for (broker, lease) in status.brokers.iter_mut().zip(leases) {
         if let Ok(ttl) = c.lease_time_to_live(lease, None).await {
@@ -112,24 +152,40 @@ impl std::fmt::Display for Status {
             Some(n) => writeln!(f, "assigner: node {n}")?,
             None => writeln!(f, "assigner: none")?,
         }
+        match self.collector {
+            Some(c) => writeln!(
+                f,
+                "objects: {} listed, {} referenced, {} awaiting collection, {} deleted last round",
+                c.listed, c.referenced, c.awaiting, c.deleted
+            )?,
+            None => writeln!(f, "objects: not collected yet")?,
+        }
         writeln!(f, "partitions: {}", self.partitions.len())?;
         writeln!(
             f,
-            "  {:<24} {:>9} {:>6} {:>12} {:>8} {:>13} {:>5}",
-            "TOPIC", "PARTITION", "OWNER", "LEADER-EPOCH", "ASSIGNED", "COMMITTED-END", "RUNS"
+            "  {:<24} {:>9} {:>6} {:>12} {:>8} {:>13} {:>5} {:>15}",
+            "TOPIC",
+            "PARTITION",
+            "OWNER",
+            "LEADER-EPOCH",
+            "ASSIGNED",
+            "COMMITTED-END",
+            "RUNS",
+            "COMPACTION-LAG"
         )?;
         let dash = |v: Option<i32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
         for ((topic, partition), p) in &self.partitions {
             writeln!(
                 f,
-                "  {:<24} {:>9} {:>6} {:>12} {:>8} {:>13} {:>5}",
+                "  {:<24} {:>9} {:>6} {:>12} {:>8} {:>13} {:>5} {:>15}",
                 topic,
                 partition,
                 dash(p.owner.map(|o| o.0)),
                 dash(p.owner.map(|o| o.1)),
                 dash(p.assigned),
                 p.committed_end,
-                p.runs
+                p.runs,
+                p.compaction_lag
             )?;
         }
         Ok(())

@@ -17,6 +17,10 @@
 //! did not report (a timeout) fails the commit; the next one re-reads the committed end, and
 //! the contiguity comparison keeps it from skipping or overwriting what may have landed.
 //!
+//! No transaction naming an object is sent once `shoal_cluster::collector::REFERENCE_DEADLINE`
+//! has passed since its PUT began (the commit fails retriably instead): the object collector
+//! deletes objects it has seen unreferenced for longer than that and a margin.
+//!
 //! A partition this node takes over is restored first ([`Durability::restore`]:
 //! `shoal_cluster::restore::catch_up`). A commit that surely recorded nothing (its object not
 //! stored) truncates each partition back to its committed end; the truncation bumps the log's
@@ -29,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use shoal_cluster::collector::REFERENCE_DEADLINE;
 use shoal_cluster::commits::{self, CommitRefused, PartitionCommit};
 use shoal_cluster::restore;
 use shoal_cluster::{ObjectRef, Objects, OwnerTable, Session};
@@ -209,6 +214,7 @@ impl ObjectCommits {
             });
             object.extend_from_slice(&p.bytes);
         }
+        let put_started = tokio::time::Instant::now();
         let stored =
             tokio::time::timeout(self.put_deadline, self.objects.put(&name, object.freeze()))
                 .await
@@ -232,6 +238,15 @@ impl ObjectCommits {
         {
             if outcome.is_err() {
                 self.truncate_uncommitted(pending);
+                continue;
+            }
+            // The object collector deletes an object it has seen unreferenced for its grace,
+            // trusting that nothing names an object past this deadline after its PUT began.
+            if put_started.elapsed() >= REFERENCE_DEADLINE {
+                self.truncate_uncommitted(pending);
+                outcome = Err(failed(format!(
+                    "object {name} not recorded within {REFERENCE_DEADLINE:?} of its PUT"
+                )));
                 continue;
             }
             outcome = self.record(parts, pending).await;
