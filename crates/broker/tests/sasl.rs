@@ -483,27 +483,62 @@ async fn scram_credentials_are_managed_as_kafka_does_and_survive_a_restart() {
 }
 
 #[tokio::test]
-async fn shoal_client_authenticates_over_sasl_plaintext() {
+async fn shoal_client_authenticates_over_sasl_plaintext_with_either_clients_keys() {
     use shoal_client::admin::topics::Internal;
     use shoal_client::admin::Admin;
     use shoal_client::config::ClientConfig;
+    use shoal_protocol::ErrorCode;
 
     with_timeout(async {
         let dir = tempfile::tempdir().unwrap();
         let (broker, admin_addr, sasl) = start(dir.path()).await;
         set_password(admin_addr, "carol", ScramMechanism::Sha256, "carol-pw").await;
-        for (mechanism, user, password) in [
-            ("SCRAM-SHA-256", "carol", "carol-pw"),
-            ("PLAIN", "alice", "alice-secret"),
-        ] {
-            let config = ClientConfig::from_properties([
-                ("bootstrap.servers", sasl.to_string().as_str()),
+        let jaas = |module: &str, user: &str, password: &str| {
+            format!(
+                "org.apache.kafka.common.security.{module} required username=\"{user}\" \
+                 password=\"{password}\";"
+            )
+        };
+        // librdkafka's keys, then the Java client's sasl.jaas.config.
+        let credentials = [
+            (
+                "SCRAM-SHA-256",
+                vec![
+                    ("sasl.username", "carol".to_owned()),
+                    ("sasl.password", "carol-pw".to_owned()),
+                ],
+            ),
+            (
+                "PLAIN",
+                vec![
+                    ("sasl.username", "alice".to_owned()),
+                    ("sasl.password", "alice-secret".to_owned()),
+                ],
+            ),
+            (
+                "SCRAM-SHA-256",
+                vec![(
+                    "sasl.jaas.config",
+                    jaas("scram.ScramLoginModule", "carol", "carol-pw"),
+                )],
+            ),
+            (
+                "PLAIN",
+                vec![(
+                    "sasl.jaas.config",
+                    jaas("plain.PlainLoginModule", "alice", "alice-secret"),
+                )],
+            ),
+        ];
+        for (mechanism, keys) in &credentials {
+            let bootstrap = sasl.to_string();
+            let mut properties = vec![
+                ("bootstrap.servers", bootstrap.as_str()),
                 ("security.protocol", "SASL_PLAINTEXT"),
                 ("sasl.mechanism", mechanism),
-                ("sasl.username", user),
-                ("sasl.password", password),
-            ])
-            .unwrap();
+            ];
+            properties.extend(keys.iter().map(|(k, v)| (*k, v.as_str())));
+            let config = ClientConfig::from_properties(properties).unwrap();
             let admin = Admin::connect(config).await.unwrap();
             assert!(admin
                 .list_topics(Internal::Exclude)
@@ -511,6 +546,26 @@ async fn shoal_client_authenticates_over_sasl_plaintext() {
                 .unwrap()
                 .is_empty());
         }
+        // A wrong password in the JAAS entry is refused.
+        let bootstrap = sasl.to_string();
+        let wrong = jaas("scram.ScramLoginModule", "carol", "not-carols");
+        let config = ClientConfig::from_properties([
+            ("bootstrap.servers", bootstrap.as_str()),
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "SCRAM-SHA-256"),
+            ("sasl.jaas.config", wrong.as_str()),
+            ("default.api.timeout.ms", "5000"),
+        ])
+        .unwrap();
+        let refused = match Admin::connect(config).await {
+            Err(e) => e,
+            Ok(admin) => admin.list_topics(Internal::Exclude).await.unwrap_err(),
+        };
+        assert_eq!(
+            refused.code(),
+            ErrorCode::SASL_AUTHENTICATION_FAILED,
+            "{refused}"
+        );
         broker.stop().await;
     })
     .await;

@@ -1,7 +1,9 @@
 //! Secured connections: Kafka's `security.protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT,
 //! SASL_SSL), TLS with rustls, and SASL PLAIN or SCRAM-SHA-256/512 with `sasl.mechanism`,
-//! `sasl.username` and `sasl.password` (librdkafka's spelling), run on every new connection
-//! right after ApiVersions, as Kafka's clients do.
+//! `sasl.username` and `sasl.password` (librdkafka's spelling) or the Java client's
+//! `sasl.jaas.config` (a `PlainLoginModule` or `ScramLoginModule` entry with `username` and
+//! `password` options; `sasl.username` / `sasl.password` win where both are set), run on every
+//! new connection right after ApiVersions, as Kafka's clients do.
 //!
 //! TLS takes both librdkafka's and the Java client's keys:
 //! - trust: librdkafka's `ssl.ca.location` (PEM), or Java's `ssl.truststore.type` (PEM or
@@ -35,6 +37,7 @@ use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::StrBytes;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use shoal_core::sasl::jaas;
 use shoal_core::sasl::scram::{ScramClient, ScramMechanism};
 use shoal_core::tls_store;
 use shoal_protocol::messages::ApiKey;
@@ -113,8 +116,15 @@ pub struct Security {
     mechanism: Option<SaslMechanism>,
     username: Option<String>,
     password: Option<String>,
+    /// `sasl.jaas.config`'s `username` and `password` options.
+    jaas_username: Option<String>,
+    jaas_password: Option<String>,
     tls: TlsSettings,
 }
+
+/// The JAAS login modules whose `username` and `password` options this client reads (the Java
+/// client's for PLAIN and SCRAM; either serves either mechanism, as in Java).
+const JAAS_MODULES: [&str; 2] = ["PlainLoginModule", "ScramLoginModule"];
 
 /// The TLS keys, as librdkafka and the Java client spell them (both are read; a setting of
 /// either names the same thing).
@@ -149,6 +159,8 @@ impl std::fmt::Debug for Security {
             .field("mechanism", &self.mechanism)
             .field("username", &self.username)
             .field("password", &hidden(&self.password))
+            .field("jaas_username", &self.jaas_username)
+            .field("jaas_password", &hidden(&self.jaas_password))
             .field("ca_location", &tls.ca_location)
             .field("truststore_type", &tls.truststore_type)
             .field("truststore_location", &tls.truststore_location)
@@ -191,6 +203,22 @@ impl Security {
             }
             "sasl.username" => self.username = Some(value.to_owned()),
             "sasl.password" => self.password = Some(value.to_owned()),
+            "sasl.jaas.config" => {
+                let entry = jaas::parse(value).map_err(|reason| config_error(key, reason))?;
+                let class = entry.module.rsplit('.').next().unwrap_or_default();
+                if !JAAS_MODULES.contains(&class) {
+                    return Err(config_error(
+                        key,
+                        format!(
+                            "login module {}: this client reads {} (username, password)",
+                            entry.module,
+                            JAAS_MODULES.join(" or ")
+                        ),
+                    ));
+                }
+                self.jaas_username = entry.options.get("username").cloned();
+                self.jaas_password = entry.options.get("password").cloned();
+            }
             "ssl.ca.location" => self.tls.ca_location = Some(value.to_owned()),
             "ssl.truststore.type" => self.tls.truststore_type = Some(store_type(key, value)?),
             "ssl.truststore.location" => self.tls.truststore_location = Some(value.to_owned()),
@@ -306,14 +334,22 @@ impl Security {
         let mechanism = self
             .mechanism
             .ok_or_else(|| config_error("sasl.mechanism", "required by SASL_* protocols"))?;
-        let username = self
-            .username
-            .as_deref()
-            .ok_or_else(|| config_error("sasl.username", "required by SASL_* protocols"))?;
-        let password = self
-            .password
-            .as_deref()
-            .ok_or_else(|| config_error("sasl.password", "required by SASL_* protocols"))?;
+        let username = (self.username.as_deref())
+            .or(self.jaas_username.as_deref())
+            .ok_or_else(|| {
+                config_error(
+                    "sasl.username",
+                    "required by SASL_* protocols (or sasl.jaas.config's username)",
+                )
+            })?;
+        let password = (self.password.as_deref())
+            .or(self.jaas_password.as_deref())
+            .ok_or_else(|| {
+                config_error(
+                    "sasl.password",
+                    "required by SASL_* protocols (or sasl.jaas.config's password)",
+                )
+            })?;
         let handshake = conn
             .send(
                 &SaslHandshakeRequest::default()
@@ -645,6 +681,25 @@ mod tests {
                 matches!(security.set(key, value), Err(Error::Config { .. })),
                 "{key}"
             );
+        }
+    }
+
+    #[test]
+    fn the_java_clients_jaas_entry_gives_the_credentials() {
+        let mut security = Security::default();
+        let jaas = r#"org.apache.kafka.common.security.scram.ScramLoginModule required
+            username="alice" password="pa\"ss";"#;
+        assert!(security.set("sasl.jaas.config", jaas).unwrap());
+        assert_eq!(security.jaas_username.as_deref(), Some("alice"));
+        assert_eq!(security.jaas_password.as_deref(), Some("pa\"ss"));
+        assert!(!format!("{security:?}").contains("pa\"ss"));
+        for bad in [
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+            "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;",
+            "org.apache.kafka.common.security.plain.PlainLoginModule required password=\"x",
+        ] {
+            let e = security.set("sasl.jaas.config", bad).unwrap_err();
+            assert!(matches!(e, Error::Config { ref key, .. } if key == "sasl.jaas.config"));
         }
     }
 

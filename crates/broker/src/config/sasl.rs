@@ -21,6 +21,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use shoal_core::sasl::jaas;
 use shoal_core::sasl::oauthbearer::{self, Expectations, Jwks, UnsecuredOptions, Validator};
 
 use super::{BrokerConfig, ConfigError};
@@ -137,8 +138,9 @@ impl SaslSettings {
                 listener.to_ascii_lowercase()
             );
             let jaas = config.listener_get(listener, "plain.sasl.jaas.config");
-            let options =
-                parse_jaas(jaas).map_err(|reason| invalid(&jaas_key, "(hidden)", reason))?;
+            let options = jaas::parse(jaas)
+                .map_err(|reason| invalid(&jaas_key, "(hidden)", reason))?
+                .options;
             plain_users = options
                 .into_iter()
                 .filter_map(|(k, v)| Some((k.strip_prefix("user_")?.to_string(), v)))
@@ -366,7 +368,7 @@ fn unsecured_options(
         value: "(hidden)".into(),
         reason,
     };
-    let given = parse_jaas(jaas).map_err(invalid)?;
+    let given = jaas::parse(jaas).map_err(invalid)?.options;
     let text = |name: &str| given.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
     if let Some(claim) = text("unsecuredValidatorPrincipalClaimName") {
         options.principal_claim = claim.to_string();
@@ -426,66 +428,6 @@ fn own_key(config: &BrokerConfig, listener: &str, key: &str) -> String {
     }
 }
 
-/// Parses one JAAS login-module entry, `Module flag key="value" key2=value2;`, into its
-/// options. Values are quoted (with `\"` and `\\` escapes) or bare words.
-///
-/// # Errors
-/// An empty entry, a missing control flag, an option without `=`, an unterminated quote, or
-/// a missing `;`.
-pub fn parse_jaas(text: &str) -> Result<BTreeMap<String, String>, String> {
-    let mut rest = text.trim();
-    let word = |rest: &mut &str| -> Option<String> {
-        let trimmed = rest.trim_start();
-        let end = trimmed
-            .find(|c: char| c.is_whitespace() || c == ';' || c == '=')
-            .unwrap_or(trimmed.len());
-        let found = &trimmed[..end];
-        *rest = &trimmed[end..];
-        (!found.is_empty()).then(|| found.to_string())
-    };
-    word(&mut rest).ok_or("no JAAS login module is configured")?;
-    let flag = word(&mut rest).ok_or("the JAAS entry has no control flag")?;
-    if !["required", "requisite", "sufficient", "optional"].contains(&flag.as_str()) {
-        return Err(format!("'{flag}' is not a JAAS control flag"));
-    }
-    let mut options = BTreeMap::new();
-    loop {
-        rest = rest.trim_start();
-        if let Some(after) = rest.strip_prefix(';') {
-            if !after.trim().is_empty() {
-                return Err("one JAAS login module per listener and mechanism".into());
-            }
-            return Ok(options);
-        }
-        let key = word(&mut rest).ok_or("the JAAS entry does not end with ';'")?;
-        rest = rest
-            .trim_start()
-            .strip_prefix('=')
-            .ok_or_else(|| format!("JAAS option {key} has no '='"))?
-            .trim_start();
-        let value = if let Some(quoted) = rest.strip_prefix('"') {
-            let mut value = String::new();
-            let mut chars = quoted.char_indices();
-            let end = loop {
-                match chars.next() {
-                    Some((_, '\\')) => match chars.next() {
-                        Some((_, c)) => value.push(c),
-                        None => return Err(format!("JAAS option {key}: unterminated quote")),
-                    },
-                    Some((i, '"')) => break i,
-                    Some((_, c)) => value.push(c),
-                    None => return Err(format!("JAAS option {key}: unterminated quote")),
-                }
-            };
-            rest = &quoted[end + 1..];
-            value
-        } else {
-            word(&mut rest).ok_or_else(|| format!("JAAS option {key} has no value"))?
-        };
-        options.insert(key, value);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,25 +435,6 @@ mod tests {
     const JAAS: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required
         username="admin" password="admin-secret"
         user_admin="admin-secret" user_alice="a \"quoted\" secret" user_bob=bare;"#;
-
-    #[test]
-    fn jaas_options_parse_like_kafkas() {
-        let options = parse_jaas(JAAS).unwrap();
-        assert_eq!(options["user_alice"], "a \"quoted\" secret");
-        assert_eq!(options["user_bob"], "bare");
-        assert_eq!(options["username"], "admin");
-        assert_eq!(parse_jaas("M required;").unwrap().len(), 0);
-        for bad in [
-            "",
-            "M",
-            "M maybe;",
-            "M required a=\"x;",
-            "M required a;",
-            "M required a=1",
-        ] {
-            assert!(parse_jaas(bad).is_err(), "{bad}");
-        }
-    }
 
     fn config(pairs: &[(&str, &str)]) -> BrokerConfig {
         let mut config = BrokerConfig::default();
