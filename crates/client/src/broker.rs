@@ -38,10 +38,11 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::security::{self, ReadHalf, Security, WriteHalf};
+use crate::security::{self, ReadHalf, SaslTransport, Security, WriteHalf};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use shoal_protocol::ApiKey;
@@ -240,6 +241,22 @@ impl SaslExchange<'_> {
         )
         .await?;
         decode_or_break::<R>(&conn.shared, api, version, correlation_id, body)
+    }
+}
+
+impl SaslTransport for SaslExchange<'_> {
+    async fn handshake(
+        &mut self,
+        request: &SaslHandshakeRequest,
+    ) -> Result<SaslHandshakeResponse, Error> {
+        self.send(request).await
+    }
+
+    async fn authenticate(
+        &mut self,
+        request: &SaslAuthenticateRequest,
+    ) -> Result<SaslAuthenticateResponse, Error> {
+        self.send(request).await
     }
 }
 

@@ -33,7 +33,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+use kafka_protocol::messages::{
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
 use kafka_protocol::protocol::StrBytes;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -46,7 +48,6 @@ use tokio::net::TcpStream;
 use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
-use crate::broker::SaslExchange;
 use crate::error::Error;
 
 /// Where CA certificates are looked for when `ssl.ca.location` is not set (Debian's and
@@ -323,10 +324,10 @@ impl Security {
     /// # Errors
     /// [`Error::Config`] for missing credentials; [`Error::Kafka`] with
     /// UNSUPPORTED_SASL_MECHANISM or SASL_AUTHENTICATION_FAILED from the broker; what
-    /// [`SaslExchange::send`] returns otherwise.
+    /// `conn` returns otherwise.
     pub(crate) async fn authenticate(
         &self,
-        conn: &mut SaslExchange<'_>,
+        conn: &mut impl SaslTransport,
     ) -> Result<Option<Duration>, Error> {
         if !self.protocol.uses_sasl() {
             return Ok(None);
@@ -351,7 +352,7 @@ impl Security {
                 )
             })?;
         let handshake = conn
-            .send(
+            .handshake(
                 &SaslHandshakeRequest::default()
                     .with_mechanism(StrBytes::from_static_str(mechanism.name())),
             )
@@ -590,14 +591,30 @@ pub(crate) type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
 /// The write half of a connection, plain or TLS.
 pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
 
+/// What a SASL exchange needs of a connection: its two requests sent at the negotiated
+/// version, each answered (or the connection's error). The connection layer
+/// ([`crate::broker`]) implements it on the socket it is authenticating, so this module
+/// stays below it.
+pub(crate) trait SaslTransport {
+    async fn handshake(
+        &mut self,
+        request: &SaslHandshakeRequest,
+    ) -> Result<SaslHandshakeResponse, Error>;
+
+    async fn authenticate(
+        &mut self,
+        request: &SaslAuthenticateRequest,
+    ) -> Result<SaslAuthenticateResponse, Error>;
+}
+
 /// One SaslAuthenticate round: our token out, the broker's back, with the session lifetime
 /// the broker gave (on the last round; `None` when 0).
 async fn round(
-    conn: &mut SaslExchange<'_>,
+    conn: &mut impl SaslTransport,
     token: Vec<u8>,
 ) -> Result<(Vec<u8>, Option<Duration>), Error> {
     let response = conn
-        .send(&SaslAuthenticateRequest::default().with_auth_bytes(token.into()))
+        .authenticate(&SaslAuthenticateRequest::default().with_auth_bytes(token.into()))
         .await?;
     if let Some(e) = Error::from_code(
         ApiKey::SaslAuthenticate,
