@@ -20,9 +20,9 @@
 //!
 //! Reloading ([`ListenerTls`]): a dynamic per-broker update of the store keys
 //! ([`RELOADABLE_KEYS`], Kafka's reconfigurable ones) is first checked ([`check_update`]:
-//! the stores load, the certificate keeps its subject unless `ssl.allow.dn.changes`), then new
-//! connections use the new stores while open ones carry on. Not yet: the subject alternative
-//! names check of `ssl.allow.san.changes`.
+//! the stores load, the certificate keeps its subject unless `ssl.allow.dn.changes` and its
+//! subject alternative names unless `ssl.allow.san.changes`), then new connections use the new
+//! stores while open ones carry on.
 
 use std::sync::Arc;
 
@@ -194,7 +194,8 @@ impl ListenerTls {
 
 /// Checks a dynamic update of `listener`'s stores before it is stored, as Kafka validates
 /// one: when `candidate` changes the reloadable keys, its stores must load, and its entity
-/// certificate must keep the subject of `current`'s unless `ssl.allow.dn.changes` is true.
+/// certificate must keep the subject of `current`'s unless `ssl.allow.dn.changes` is true,
+/// and its subject alternative names unless `ssl.allow.san.changes` is true.
 ///
 /// # Errors
 /// The reason the new stores cannot be used (the caller answers INVALID_REQUEST).
@@ -207,24 +208,42 @@ pub fn check_update(
         return Ok(());
     }
     let new = build(candidate, listener)?;
-    let allow_dn_changes = candidate
-        .listener_get(listener, "ssl.allow.dn.changes")
-        .trim()
-        .eq_ignore_ascii_case("true");
-    if !allow_dn_changes {
-        if let Ok(old) = build(current, listener) {
-            let (old_dn, new_dn) = (
-                crate::x500::subject(&old.entity),
-                crate::x500::subject(&new.entity),
+    let allowed = |key: &str| {
+        candidate
+            .listener_get(listener, key)
+            .trim()
+            .eq_ignore_ascii_case("true")
+    };
+    let Ok(old) = build(current, listener) else {
+        return Ok(());
+    };
+    if !allowed("ssl.allow.dn.changes") {
+        let (old_dn, new_dn) = (
+            crate::x500::subject(&old.entity),
+            crate::x500::subject(&new.entity),
+        );
+        if old_dn != new_dn {
+            bail!(
+                "listener {listener}: Keystore DistinguishedName does not match: \
+                 existing={}, new={} (ssl.allow.dn.changes is false)",
+                old_dn.unwrap_or_default(),
+                new_dn.unwrap_or_default()
             );
-            if old_dn != new_dn {
-                bail!(
-                    "listener {listener}: Keystore DistinguishedName does not match: \
-                     existing={}, new={} (ssl.allow.dn.changes is false)",
-                    old_dn.unwrap_or_default(),
-                    new_dn.unwrap_or_default()
-                );
-            }
+        }
+    }
+    if !allowed("ssl.allow.san.changes") {
+        let (old_sans, new_sans) = (
+            crate::x500::subject_alt_names(&old.entity),
+            crate::x500::subject_alt_names(&new.entity),
+        );
+        if old_sans != new_sans {
+            let shown = |sans: Option<Vec<String>>| sans.unwrap_or_default().join(", ");
+            bail!(
+                "listener {listener}: Keystore SubjectAltName does not match: \
+                 existing=[{}], new=[{}] (ssl.allow.san.changes is false)",
+                shown(old_sans),
+                shown(new_sans)
+            );
         }
     }
     Ok(())

@@ -4,8 +4,12 @@
 //! multi-valued one, the usual keywords (CN, C, L, ST, O, OU, STREET, DC, UID), other types
 //! as dotted OIDs with `#`-hex values, special characters escaped.
 //!
-//! A small DER reader walks only as far as the subject; anything it cannot read is `None`
-//! (the certificate was already verified by rustls when this runs, so that is not expected).
+//! Also a certificate's subject alternative names ([`subject_alt_names`]), which a dynamic key
+//! store update must keep unless `ssl.allow.san.changes` (as Kafka checks them).
+//!
+//! A small DER reader walks only as far as it needs; anything it cannot read is `None` (the
+//! certificate was already verified by rustls or loaded from a store when this runs, so that
+//! is not expected).
 
 /// One DER element: its tag, its contents, and what follows it.
 fn element(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
@@ -81,6 +85,88 @@ pub fn subject(cert: &[u8]) -> Option<String> {
     }
     rdns.reverse();
     Some(rdns.join(","))
+}
+
+/// The subject alternative names of the DER certificate `cert`, each as `TYPE:value`
+/// (`DNS:broker.example`, `IP:127.0.0.1`, `EMAIL:…`, `URI:…`; other kinds as `[tag]:hex`),
+/// sorted; empty when it has none.
+pub fn subject_alt_names(cert: &[u8]) -> Option<Vec<String>> {
+    let (tag, certificate, _) = element(cert)?;
+    if tag != SEQUENCE {
+        return None;
+    }
+    let (tag, mut tbs, _) = element(certificate)?;
+    if tag != SEQUENCE {
+        return None;
+    }
+    if tbs.first() == Some(&0xa0) {
+        tbs = element(tbs)?.2;
+    }
+    // serial, signature algorithm, issuer, validity, subject, subject public key info.
+    for _ in 0..6 {
+        tbs = element(tbs)?.2;
+    }
+    let mut names = Vec::new();
+    while !tbs.is_empty() {
+        let (tag, contents, rest) = element(tbs)?;
+        tbs = rest;
+        if tag != 0xa3 {
+            continue; // issuer / subject unique ids
+        }
+        let (tag, mut extensions, _) = element(contents)?;
+        if tag != SEQUENCE {
+            return None;
+        }
+        while !extensions.is_empty() {
+            let (tag, extension, rest) = element(extensions)?;
+            extensions = rest;
+            if tag != SEQUENCE {
+                return None;
+            }
+            let (tag, oid, mut rest) = element(extension)?;
+            if tag != OID || oid != [0x55, 0x1d, 0x11] {
+                continue;
+            }
+            if rest.first() == Some(&0x01) {
+                rest = element(rest)?.2; // critical
+            }
+            let (tag, value, _) = element(rest)?;
+            let (seq, mut general, _) = element(value)?;
+            if tag != 0x04 || seq != SEQUENCE {
+                return None;
+            }
+            while !general.is_empty() {
+                let (tag, name, rest) = element(general)?;
+                general = rest;
+                names.push(general_name(tag, name));
+            }
+        }
+    }
+    names.sort();
+    Some(names)
+}
+
+/// One GeneralName (RFC 5280) as `TYPE:value`.
+fn general_name(tag: u8, value: &[u8]) -> String {
+    let text = || String::from_utf8_lossy(value).into_owned();
+    match tag {
+        0x81 => format!("EMAIL:{}", text()),
+        0x82 => format!("DNS:{}", text()),
+        0x86 => format!("URI:{}", text()),
+        0x87 if value.len() == 4 => format!(
+            "IP:{}",
+            std::net::Ipv4Addr::from([value[0], value[1], value[2], value[3]])
+        ),
+        0x87 if value.len() == 16 => {
+            let mut octets = [0u8; 16];
+            octets.copy_from_slice(value);
+            format!("IP:{}", std::net::Ipv6Addr::from(octets))
+        }
+        _ => {
+            let hex: String = value.iter().map(|b| format!("{b:02x}")).collect();
+            format!("[{}]:{hex}", tag & 0x1f)
+        }
+    }
 }
 
 /// `TYPE=value` for one attribute: `value` is the DER element after the OID.

@@ -577,6 +577,26 @@ fn client_certificate_principals_are_kafkas_rfc_2253_names() {
         "User:CN=client,OU=eng,O=Example\\, Inc.,C=US"
     );
     assert_eq!(shoal_broker::tls::principal(None), "User:ANONYMOUS");
+    assert_eq!(
+        shoal_broker::x500::subject_alt_names(cert.der()),
+        Some(Vec::new())
+    );
+    let mut params = CertificateParams::new(vec![
+        "broker.example".to_string(),
+        "10.0.0.7".to_string(),
+        "::1".to_string(),
+    ])
+    .unwrap();
+    params.distinguished_name.push(DnType::CommonName, "broker");
+    let cert = params.self_signed(&key).unwrap();
+    assert_eq!(
+        shoal_broker::x500::subject_alt_names(cert.der()).unwrap(),
+        ["DNS:broker.example", "IP:10.0.0.7", "IP:::1"]
+    );
+    assert_eq!(
+        shoal_broker::x500::subject_alt_names(b"\x30\x03\x02\x01"),
+        None
+    );
 }
 
 /// Shoal's client presents a certificate with librdkafka's keys (PEM certificate and an
@@ -777,6 +797,9 @@ async fn a_key_store_update_serves_new_connections_and_bad_ones_are_refused() {
         let second = file("second.pem", format!("{key}{chain}").as_bytes());
         let (chain, key, _) = pki.leaf(names(), "someone else");
         let other = file("other.pem", format!("{key}{chain}").as_bytes());
+        let moved = vec!["127.0.0.1".to_string(), "elsewhere.example".to_string()];
+        let (chain, key, _) = pki.leaf(moved, "broker");
+        let renamed = file("renamed.pem", format!("{key}{chain}").as_bytes());
         let garbage = file("garbage.pem", b"no key here");
         let (broker, addrs) = TestBroker::start_listeners(
             dir.path(),
@@ -823,6 +846,7 @@ async fn a_key_store_update_serves_new_connections_and_bad_ones_are_refused() {
         for (location, expected) in [
             (garbage.as_str(), "holds no certificate"),
             (other.as_str(), "DistinguishedName does not match"),
+            (renamed.as_str(), "SubjectAltName does not match"),
         ] {
             let (code, message) = alter(location).await;
             assert_eq!(code, 42, "{location}: {message}");

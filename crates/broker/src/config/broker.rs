@@ -369,7 +369,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     b("socket.request.max.bytes", int(1, I32_MAX), Some("104857600"), RO, "Largest request frame."),
     b("socket.send.buffer.bytes", int(I32_MIN, I32_MAX), Some("102400"), RO, "No effect: Shoal sizes and schedules this work itself."),
     b("ssl.allow.dn.changes", Kind::Bool, Some("false"), RO, "A dynamic key store update may change the certificate's subject only when true; otherwise it is refused (INVALID_REQUEST)."),
-    b("ssl.allow.san.changes", Kind::Bool, Some("false"), RO, "No effect yet: a reloaded certificate's subject alternative names are not compared with the old ones."),
+    b("ssl.allow.san.changes", Kind::Bool, Some("false"), RO, "A dynamic key store update may change the certificate's subject alternative names only when true; otherwise it is refused (INVALID_REQUEST)."),
     b("ssl.cipher.suites", Kind::AnyList, Some(""), PER_BROKER, "No effect: rustls's own TLS 1.2/1.3 suites are offered; Java's suite names are not mapped to them."),
     b("ssl.client.auth", Kind::Choice(&["required", "requested", "none"]), Some("none"), PER_BROKER, "SSL and SASL_SSL listeners: whether client certificates are required, requested or not asked for (checked against the PEM trust store)."),
     b("ssl.enabled.protocols", Kind::AnyList, Some("TLSv1.2,TLSv1.3"), PER_BROKER, "SSL and SASL_SSL listeners: TLSv1.2 and/or TLSv1.3."),
