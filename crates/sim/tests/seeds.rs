@@ -1,7 +1,7 @@
 //! The simulator in CI: a fixed set of seeds must hold every invariant, a seed must reproduce
 //! its run exactly, and every known bug switched back on must be caught within a few seeds.
 
-use shoal_sim::shrink::shortest_failing_prefix;
+use shoal_sim::shrink::{reproduce_flags, shortest_failing_prefix};
 use shoal_sim::{run, Bugs, RunConfig};
 
 const STEPS: u64 = 1500;
@@ -125,6 +125,23 @@ fn a_failing_seed_shrinks_to_a_shorter_failing_prefix() {
     if prefix > 0 {
         assert!(run(&config_steps(seed, bugs, prefix - 1)).failure.is_none());
     }
+}
+
+/// The command a failing run prints reproduces it: it names every switch the run had (a
+/// `--two-phase` failure reproduced without `--two-phase` is another run, which passes).
+#[test]
+fn a_failing_run_prints_the_flags_that_reproduce_it() {
+    let bugs = Bugs::named("keep-prepared-aborts").expect("a known bug");
+    let config = RunConfig {
+        dead_letters: false,
+        replay_check: false,
+        ..two_phase(3, bugs)
+    };
+    assert_eq!(
+        reproduce_flags(&config),
+        " --bug keep-prepared-aborts --two-phase --no-dead-letters --no-replay-check"
+    );
+    assert_eq!(reproduce_flags(&config_steps(3, Bugs::default(), 10)), "");
 }
 
 /// The injected bugs live in the order of work the broker's coordinator runtime ships
