@@ -81,6 +81,12 @@ pub struct Model {
     /// Prepared transactions kept by an InitProducerId (KIP-939), by producer id: the epoch
     /// their records were written with and the epoch the coordinator holds them at now.
     kept: BTreeMap<i64, (i16, i16)>,
+    /// Keeps answered in a step that a crash cut, by producer id (as `kept`): the answer died
+    /// with the broker, and the keep's record may have died too (a mid-step crash undoes the
+    /// fsyncs after a random point, and the coordinator answers only once its record is
+    /// durable, as Kafka's answers from the append's callback). Which one happened shows when
+    /// the broker restarts from the logs ([`Model::restarted`]).
+    kept_unsure: BTreeMap<i64, (i16, i16)>,
 }
 
 /// A record's state as the live share partition has it.
@@ -248,9 +254,33 @@ impl Model {
         Ok(())
     }
 
+    /// A keep answered in a step a crash cut short (the answer never went out): it happened
+    /// only if its record survived the crash, which [`Model::restarted`] tells.
+    pub fn kept_if_durable(&mut self, producer_id: i64, ongoing_epoch: i16, epoch: i16) {
+        self.kept_unsure.insert(producer_id, (ongoing_epoch, epoch));
+    }
+
     /// The broker crashed: every acquisition lock is gone.
     pub fn crashed(&mut self) {
         self.holds.clear();
+    }
+
+    /// The broker restarted from its logs: a keep whose answer died in the crash happened
+    /// when the coordinator replayed its record, that is when it holds the producer's
+    /// transaction Ongoing at the epoch the keep bumped to. Otherwise the record was lost,
+    /// the keep never happened, and the transaction is still named by its earlier epoch.
+    pub fn restarted(&mut self, broker: &Broker) {
+        let coordinator = broker.txn().durable_state();
+        for (producer_id, (ongoing_epoch, epoch)) in std::mem::take(&mut self.kept_unsure) {
+            let survived = coordinator.values().any(|v| {
+                v.producer_id.0 == producer_id
+                    && v.state == TransactionState::Ongoing
+                    && v.producer_epoch.0 == epoch
+            });
+            if survived {
+                self.kept(producer_id, ongoing_epoch, epoch);
+            }
+        }
     }
 
     fn tx_hold_active(&self, h: &TxHold, disk: &Disk) -> bool {

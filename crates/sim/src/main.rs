@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use shoal_sim::shrink::shortest_failing_prefix;
+use shoal_sim::shrink::{reproduce_flags, shortest_failing_prefix};
 use shoal_sim::{run, Bugs, RunConfig};
 
 const USAGE: &str =
@@ -132,7 +132,7 @@ fn main() -> ExitCode {
             let tail = shortest.trace.len().saturating_sub(200);
             println!(
                 "shortest failing prefix: {prefix} fault steps (reproduce: shoal-sim --seed {seed} --steps {prefix}{} --trace); its last {} events:",
-                bug_flag(bugs),
+                reproduce_flags(&config),
                 shortest.trace.len() - tail
             );
             for line in &shortest.trace[tail..] {
@@ -168,14 +168,6 @@ fn main() -> ExitCode {
     }
     println!("{count} seeds ok: {total_steps} steps in {secs:.1} s ({rate:.0} steps/s)");
     ExitCode::SUCCESS
-}
-
-fn bug_flag(bugs: Bugs) -> String {
-    Bugs::NAMES
-        .iter()
-        .find(|n| Bugs::named(n) == Some(bugs))
-        .map(|n| format!(" --bug {n}"))
-        .unwrap_or_default()
 }
 
 fn usage() -> ExitCode {

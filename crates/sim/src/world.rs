@@ -343,7 +343,9 @@ impl World {
     }
 
     /// Tells the model of the prepared transactions the broker's pending answers say it kept.
-    fn note_kept(model: &mut Model, outbox: &[(Addr, u64, Resp)]) {
+    /// `sent`: the answers go out (their records are durable); otherwise a crash cut their
+    /// step, and the keeps count only if their records survived it.
+    fn note_kept(model: &mut Model, outbox: &[(Addr, u64, Resp)], sent: bool) {
         for (_, _, resp) in outbox {
             if let Resp::InitProducerId {
                 code: 0,
@@ -353,8 +355,13 @@ impl World {
                 ongoing_producer_epoch,
             } = resp
             {
-                if *ongoing_producer_id == *producer_id {
+                if *ongoing_producer_id != *producer_id {
+                    continue;
+                }
+                if sent {
                     model.kept(*producer_id, *ongoing_producer_epoch, *producer_epoch);
+                } else {
+                    model.kept_if_durable(*producer_id, *ongoing_producer_epoch, *producer_epoch);
                 }
             }
         }
@@ -384,7 +391,7 @@ impl World {
     fn crash(&mut self, mid_step: bool) -> Result<(), String> {
         self.crashes += 1;
         if let Some(mut broker) = self.broker.take() {
-            Self::note_kept(&mut self.model, &broker.outbox);
+            Self::note_kept(&mut self.model, &broker.outbox, false);
             if self.replay_check {
                 self.model.check_replay(&broker, &self.disk, self.now)?;
             }
@@ -648,6 +655,7 @@ impl World {
             Event::Restart => {
                 if self.broker.is_none() {
                     let b = Broker::start(&self.layout, &mut self.disk, self.now);
+                    self.model.restarted(&b);
                     self.broker = Some(b);
                     self.note("broker restarted".into());
                     broker_acted = true;
@@ -685,7 +693,7 @@ impl World {
                 .observe(self.now, &self.layout, &self.disk, &observed)?;
             let mut wants_markers = false;
             if let Some(b) = self.broker.as_ref() {
-                Self::note_kept(&mut self.model, &b.outbox);
+                Self::note_kept(&mut self.model, &b.outbox, true);
                 self.model.check_state(b, &self.disk)?;
                 wants_markers = b.has_marker_work();
             }

@@ -1,7 +1,7 @@
 //! The simulator in CI: a fixed set of seeds must hold every invariant, a seed must reproduce
 //! its run exactly, and every known bug switched back on must be caught within a few seeds.
 
-use shoal_sim::shrink::shortest_failing_prefix;
+use shoal_sim::shrink::{reproduce_flags, shortest_failing_prefix};
 use shoal_sim::{run, Bugs, RunConfig};
 
 const STEPS: u64 = 1500;
@@ -127,6 +127,23 @@ fn a_failing_seed_shrinks_to_a_shorter_failing_prefix() {
     }
 }
 
+/// The command a failing run prints reproduces it: it names every switch the run had (a
+/// `--two-phase` failure reproduced without `--two-phase` is another run, which passes).
+#[test]
+fn a_failing_run_prints_the_flags_that_reproduce_it() {
+    let bugs = Bugs::named("keep-prepared-aborts").expect("a known bug");
+    let config = RunConfig {
+        dead_letters: false,
+        replay_check: false,
+        ..two_phase(3, bugs)
+    };
+    assert_eq!(
+        reproduce_flags(&config),
+        " --bug keep-prepared-aborts --two-phase --no-dead-letters --no-replay-check"
+    );
+    assert_eq!(reproduce_flags(&config_steps(3, Bugs::default(), 10)), "");
+}
+
 /// The injected bugs live in the order of work the broker's coordinator runtime ships
 /// (`shoal_core::coordinator::Passes`, driving the share-state and transaction coordinators'
 /// shards), not in the simulator: answering a pass before its records are durable, answering a
@@ -210,6 +227,42 @@ fn two_phase_commit_workers_hold_every_invariant() {
         if let Some(f) = &outcome.failure {
             panic!(
                 "seed {seed} failed at step {}: {} (reproduce: cargo run --release -p shoal-sim -- --seed {seed} --steps {STEPS} --two-phase --trace)",
+                f.step, f.message
+            );
+        }
+    }
+}
+
+/// Seeds that failed "still TX_PENDING … after it ended (Ongoing, …)" on 2026-12-07, in the
+/// model, not in Shoal: a crash in the middle of the step that answered a KeepPreparedTxn
+/// undid the fsync of the keep's record, so the answer never went out and the restarted
+/// coordinator still held the prepared transaction at the epoch before the keep; the model
+/// had counted the dead answer's keep anyway and expected the later epoch. Seed 1564 with a
+/// dead-letter queue, 1163 and 1586 without. Seed 62 is the other way round: the keep's
+/// record survived the crash that killed its answer, and the coordinator holds the later
+/// epoch (it fails if the model forgets such a keep).
+#[test]
+fn two_phase_keeps_cut_by_a_crash_hold_every_invariant() {
+    let seeds = [
+        (62, true),
+        (1564, true),
+        (1163, false),
+        (1564, false),
+        (1586, false),
+    ];
+    for (seed, dead_letters) in seeds {
+        let outcome = run(&RunConfig {
+            dead_letters,
+            ..two_phase(seed, Bugs::default())
+        });
+        if let Some(f) = &outcome.failure {
+            let flag = if dead_letters {
+                ""
+            } else {
+                " --no-dead-letters"
+            };
+            panic!(
+                "seed {seed} failed at step {}: {} (reproduce: cargo run --release -p shoal-sim -- --seed {seed} --steps {STEPS} --two-phase{flag} --trace)",
                 f.step, f.message
             );
         }
