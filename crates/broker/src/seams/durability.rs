@@ -101,6 +101,27 @@ pub trait Durability: Send + Sync + std::fmt::Debug {
         let _ = (topic, partition, log);
         Box::pin(std::future::ready(Ok(())))
     }
+
+    /// Whether a partition's log start (DeleteRecords, retention) must be recorded through
+    /// [`Durability::record_log_start`] before the local log moves it. On one node the local
+    /// log's own checkpoint is the record: `false`, and callers keep their one-step path.
+    fn records_log_start(&self) -> bool {
+        false
+    }
+
+    /// Records `start` as `partition`'s log start where a node that takes it over finds it,
+    /// as its owner under the epoch it opened it with; the caller then moves the local log
+    /// start there, and only if this returned `Ok` (a refused record changes nothing: the
+    /// local log keeps its start, and the caller may try again). Records past the committed
+    /// end up to `start` are committed first. On one node there is nothing to record.
+    ///
+    /// # Errors
+    /// [`CommitError::Fenced`] if this node no longer owns `partition` under that epoch, or
+    /// [`CommitError::Failed`].
+    fn record_log_start(&self, partition: Arc<Partition>, start: i64) -> Committing<'_> {
+        let _ = (partition, start);
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// The single node's commit: fsync of the local segment files, fenced by [`Ownership`].
