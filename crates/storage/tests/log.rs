@@ -526,3 +526,62 @@ fn reset_to_starts_an_empty_log_above_its_end_durably() {
     let log = Log::open(&dir.path().join("t-1"), small_config()).unwrap();
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
 }
+
+#[test]
+fn retention_start_is_where_retention_moves_the_start() {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut log = Log::open(dirs.0.path(), small_config()).unwrap();
+    let mut twin = Log::open(dirs.1.path(), small_config()).unwrap();
+    fill(&mut log, 60);
+    fill(&mut twin, 60);
+    assert!(log.segment_count() >= 5);
+    // Batches have timestamps 1000..1060.
+    let steps = [
+        (small_config(), 1 << 40),
+        (
+            LogConfig {
+                retention_ms: 100,
+                ..small_config()
+            },
+            1110,
+        ),
+        (
+            LogConfig {
+                retention_bytes: 2500,
+                ..small_config()
+            },
+            0,
+        ),
+        (
+            LogConfig {
+                retention_ms: 100,
+                retention_bytes: 1500,
+                ..small_config()
+            },
+            1140,
+        ),
+        (
+            LogConfig {
+                retention_ms: 0,
+                ..small_config()
+            },
+            1 << 40,
+        ),
+    ];
+    for (config, now_ms) in steps {
+        log.set_config(config).unwrap();
+        twin.set_config(config).unwrap();
+        let predicted = log.retention_start(now_ms).unwrap();
+        assert_eq!(
+            twin.retention_start(now_ms).unwrap(),
+            predicted,
+            "deletes nothing"
+        );
+        log.enforce_retention(now_ms).unwrap();
+        assert_eq!(log.log_start_offset(), predicted, "{config:?} at {now_ms}");
+        // The recorded path: the same start and the same segments left.
+        assert_eq!(twin.delete_records_before(predicted).unwrap(), predicted);
+        assert_eq!(twin.segment_count(), log.segment_count());
+    }
+    assert_eq!(log.segment_count(), 1);
+}

@@ -1160,6 +1160,53 @@ impl Log {
         Ok(deleted)
     }
 
+    /// The log start offset [`Log::enforce_retention`] at `now_ms` would leave, deleting
+    /// nothing: for a caller that must record the new start elsewhere first (a cluster's
+    /// owner), then moves it with [`Log::delete_records_before`], which deletes the same
+    /// segments.
+    ///
+    /// # Errors
+    /// None today (a segment's modification time that cannot be read keeps it, as in
+    /// [`Log::enforce_retention`]); `Result` for the file reads it may need.
+    pub fn retention_start(&self, now_ms: i64) -> Result<i64> {
+        // The same predicates, over the segments in the same order, as enforce_retention.
+        let inactive = &self.segments[..self.segments.len() - 1];
+        let mut cut = inactive
+            .iter()
+            .take_while(|seg| seg.next_offset <= self.log_start_offset)
+            .count();
+        if self.config.retention_ms >= 0 {
+            let cutoff = now_ms.saturating_sub(self.config.retention_ms);
+            cut += inactive[cut..]
+                .iter()
+                .take_while(|seg| {
+                    let newest = if seg.max_timestamp >= 0 {
+                        seg.max_timestamp
+                    } else {
+                        file_mtime_ms(seg.path()).unwrap_or(i64::MAX)
+                    };
+                    newest < cutoff
+                })
+                .count();
+        }
+        if self.config.retention_bytes >= 0 {
+            let size: u64 = self.segments[cut..].iter().map(|seg| seg.size).sum();
+            let mut excess = size as i64 - self.config.retention_bytes;
+            cut += inactive[cut..]
+                .iter()
+                .take_while(|seg| {
+                    if excess - seg.size as i64 >= 0 {
+                        excess -= seg.size as i64;
+                        true
+                    } else {
+                        false
+                    }
+                })
+                .count();
+        }
+        Ok(self.segments[cut].base_offset.max(self.log_start_offset))
+    }
+
     /// Deletes inactive segments from the oldest while `pred(segment, log_start)` holds,
     /// then raises the log start offset to the first remaining segment if needed.
     fn delete_oldest_segments(
