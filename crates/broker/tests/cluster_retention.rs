@@ -1,4 +1,4 @@
-//! A cluster partition's log start (DeleteRecords, retention) under a whole broker's commit
+//! A cluster partition's log start (DeleteRecords, retention.ms) under a whole broker's commit
 //! path (`ObjectCommits`): the owner records it in etcd before its local log moves it
 //! (`shoal_cluster::retention::trim`), and a broker that takes the partition over serves the
 //! same log start — ListOffsets EARLIEST, Fetch OFFSET_OUT_OF_RANGE below it — and exactly
@@ -67,8 +67,12 @@ async fn produce(conn: &mut Connection, value: &str) -> i16 {
 
 /// Produces `value` until it is acknowledged (the broker may not own `t-0` yet).
 async fn produce_until_owned(conn: &mut Connection, value: &str, who: &str) {
+    produce_until_owned_at(conn, value, common::now_ms(), who).await;
+}
+
+async fn produce_until_owned_at(conn: &mut Connection, value: &str, timestamp_ms: i64, who: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while produce(conn, value).await != 0 {
+    while produce_at(conn, value, timestamp_ms).await != 0 {
         assert!(Instant::now() < deadline, "{who} never took t-0");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -252,5 +256,59 @@ async fn a_new_owner_serves_the_log_start_delete_records_moved() {
     assert_eq!(delete_records(&mut to_b, -1).await, (0, 11));
     assert_eq!(log_start(&b.session, "t", 0).await.unwrap().0, 11);
     assert_eq!(earliest(&mut to_b).await, (0, 11));
+    b.broker.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_owner_serves_the_log_start_retention_moved() {
+    let etcd = start_etcd().unwrap();
+    let s3 = start_s3().unwrap();
+    let objects = objects_on(&s3);
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let settings = [("log.retention.check.interval.ms", "100")];
+    let a = member(&etcd, &objects, 1, dirs.0.path(), &settings).await;
+    let b = member(&etcd, &objects, 2, dirs.1.path(), &settings).await;
+    assert!(matches!(
+        owners::claim(&a.session, 1, "t", 0).await.unwrap(),
+        Claim::Won(_)
+    ));
+    let (mut to_a, mut to_b) = (a.broker.connect().await, b.broker.connect().await);
+    // One batch per segment; records older than ten minutes go.
+    let configs = [
+        ("internal.segment.bytes", "100"),
+        ("retention.ms", "600000"),
+    ];
+    for conn in [&mut to_a, &mut to_b] {
+        common::create_topic(conn, "t", 1).await;
+        common::alter_configs(conn, common::TOPIC_RESOURCE, "t", &configs).await;
+    }
+    let old = common::now_ms() - 3_600_000;
+    produce_until_owned_at(&mut to_a, "r0", old, "A").await;
+    for i in 1..4 {
+        assert_eq!(produce_at(&mut to_a, &format!("r{i}"), old).await, 0);
+    }
+    for i in 4..10 {
+        assert_eq!(produce(&mut to_a, &format!("r{i}")).await, 0);
+    }
+
+    // A's retention moves the start past the old records, recording it first.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while earliest(&mut to_a).await != (0, 4) {
+        assert!(Instant::now() < deadline, "A's retention never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(log_start(&a.session, "t", 0).await.unwrap().0, 4);
+    let runs = index(&a.session, "t", 0, 0).await.unwrap();
+    assert_eq!(runs.first().map(|r| r.0), Some(4));
+    let served = fetch_all(&mut to_a, 4).await;
+    assert_eq!(served.len(), 6);
+
+    take_over(a, &b, &mut to_b).await;
+    assert_eq!(earliest(&mut to_b).await, (0, 4));
+    let (code, _, _) = fetch(&mut to_b, 3).await;
+    assert_eq!(code, ErrorCode::OFFSET_OUT_OF_RANGE.code());
+    let restored = fetch_all(&mut to_b, 4).await;
+    assert_eq!(restored.len(), 7, "the records from 4, and B's own");
+    assert_eq!(restored[..6], served[..]);
     b.broker.stop().await;
 }

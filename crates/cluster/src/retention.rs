@@ -12,11 +12,10 @@
 //! only grows, and the partition's last entry is never deleted (its end is the committed end,
 //! which commits move): at most one entry below the start remains.
 //!
-//! The broker's DeleteRecords calls it through its durability seam
-//! (`ObjectCommits::record_log_start`) before moving the local log start, and
-//! [`crate::restore::catch_up`] starts a new owner's log at the recorded start (an empty
+//! The broker's DeleteRecords and its retention by time and size call it through its
+//! durability seam (`ObjectCommits::record_log_start`) before moving the local log start,
+//! and [`crate::restore::catch_up`] starts a new owner's log at the recorded start (an empty
 //! local log is started at the first remaining run with `shoal_storage::Log::reset_to`).
-//! Not yet: the broker's retention by time or size moves only the local log start.
 
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 
