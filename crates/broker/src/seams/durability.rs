@@ -14,6 +14,11 @@
 //! object and compares the owner epochs in the etcd transaction that records it; see
 //! `docs/decisions/0018-the-seams-a-cluster-needs.md`).
 //!
+//! A partition's log start (DeleteRecords, retention) is durable on one node by the local
+//! log's own checkpoint; a cluster records it where a new owner finds it first
+//! ([`Durability::records_log_start`], [`Durability::record_log_start`]), and the local log
+//! moves only once that succeeded.
+//!
 //! Group commit in [`LocalDisk`]: each partition commits on its own. A writer notes the log
 //! end offset it needs on disk, queues on the partition's flush gate and, once through,
 //! returns at once if the fsync that held the gate already covered its offset; otherwise it
