@@ -218,16 +218,12 @@ fn retention_due(broker: &Broker) -> Vec<(Arc<Partition>, i64)> {
             {
                 continue;
             }
-            let log = p.lock();
-            match log.retention_start(now) {
-                Ok(start) if start > log.log_start_offset() => {
-                    drop(log);
-                    due.push((p, start));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    warn!(topic = %p.topic, partition = p.index, error = %e, "retention failed")
-                }
+            let (start, now_start) = {
+                let log = p.lock();
+                (log.retention_start(now), log.log_start_offset())
+            };
+            if start > now_start {
+                due.push((p, start));
             }
         }
     }

@@ -1163,12 +1163,9 @@ impl Log {
     /// The log start offset [`Log::enforce_retention`] at `now_ms` would leave, deleting
     /// nothing: for a caller that must record the new start elsewhere first (a cluster's
     /// owner), then moves it with [`Log::delete_records_before`], which deletes the same
-    /// segments.
-    ///
-    /// # Errors
-    /// None today (a segment's modification time that cannot be read keeps it, as in
-    /// [`Log::enforce_retention`]); `Result` for the file reads it may need.
-    pub fn retention_start(&self, now_ms: i64) -> Result<i64> {
+    /// segments. A segment without timestamps whose modification time cannot be read is kept,
+    /// as [`Log::enforce_retention`] keeps it.
+    pub fn retention_start(&self, now_ms: i64) -> i64 {
         // The same predicates, over the segments in the same order, as enforce_retention.
         let inactive = &self.segments[..self.segments.len() - 1];
         let mut cut = inactive
@@ -1204,7 +1201,7 @@ impl Log {
                 })
                 .count();
         }
-        Ok(self.segments[cut].base_offset.max(self.log_start_offset))
+        self.segments[cut].base_offset.max(self.log_start_offset)
     }
 
     /// Deletes inactive segments from the oldest while `pred(segment, log_start)` holds,
