@@ -22,6 +22,7 @@ use kafka_protocol::messages::{
     BrokerId, DeleteRecordsRequest, FetchRequest, ListOffsetsRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use shoal_broker::seams::durability::{CommitError, Durability};
 use shoal_broker::seams::object_commits::ObjectCommits;
 use shoal_broker::seams::ownership::EtcdOwnership;
 use shoal_broker::seams::SeamOverrides;
@@ -147,6 +148,8 @@ async fn fetch_all(conn: &mut Connection, mut offset: i64) -> Vec<(i64, Vec<u8>)
 
 struct Member {
     session: Arc<Session>,
+    table: Arc<OwnerTable>,
+    commits: Arc<ObjectCommits>,
     broker: TestBroker,
 }
 
@@ -170,14 +173,15 @@ async fn member(
             .await
             .unwrap(),
     );
+    let commits = Arc::new(ObjectCommits::new(
+        node_id,
+        session.clone(),
+        table.clone(),
+        objects.clone(),
+    ));
     let seams = SeamOverrides {
         ownership: Some(Arc::new(EtcdOwnership::new(node_id, table.clone()))),
-        durability: Some(Arc::new(ObjectCommits::new(
-            node_id,
-            session.clone(),
-            table,
-            objects.clone(),
-        ))),
+        durability: Some(commits.clone()),
         ..SeamOverrides::default()
     };
     let node = node_id.to_string();
@@ -188,7 +192,12 @@ async fn member(
         .register(node_id, &broker.addr.to_string())
         .await
         .unwrap();
-    Member { session, broker }
+    Member {
+        session,
+        table,
+        commits,
+        broker,
+    }
 }
 
 fn objects_on(s3: &Server) -> Objects {
@@ -310,5 +319,54 @@ async fn a_new_owner_serves_the_log_start_retention_moved() {
     let restored = fetch_all(&mut to_b, 4).await;
     assert_eq!(restored.len(), 7, "the records from 4, and B's own");
     assert_eq!(restored[..6], served[..]);
+    b.broker.stop().await;
+}
+
+#[tokio::test]
+async fn a_log_start_refused_to_a_former_owner_moves_nothing() {
+    let etcd = start_etcd().unwrap();
+    let s3 = start_s3().unwrap();
+    let objects = objects_on(&s3);
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = member(&etcd, &objects, 1, dirs.0.path(), &[]).await;
+    let b = member(&etcd, &objects, 2, dirs.1.path(), &[]).await;
+    assert!(matches!(
+        owners::claim(&a.session, 1, "t", 0).await.unwrap(),
+        Claim::Won(_)
+    ));
+    let (mut to_a, mut to_b) = (a.broker.connect().await, b.broker.connect().await);
+    common::create_topic(&mut to_a, "t", 1).await;
+    common::create_topic(&mut to_b, "t", 1).await;
+    produce_until_owned(&mut to_a, "r0", "A").await;
+    for i in 1..6 {
+        assert_eq!(produce(&mut to_a, &format!("r{i}")).await, 0);
+    }
+    let partition = a.broker.broker.topic("t").unwrap().partition(0).unwrap();
+
+    // A loses t-0 (its lease revoked, B claims it) but lives on.
+    b.session
+        .client()
+        .lease_revoke(a.session.lease())
+        .await
+        .unwrap();
+    let Claim::Won(_) = owners::claim(&b.session, 2, "t", 0).await.unwrap() else {
+        panic!("t-0 was freed with a's lease");
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while a.table.owner("t", 0).map(|o| o.node_id) != Some(2) {
+        assert!(Instant::now() < deadline, "A never saw B own t-0");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Its seam refuses the start, and neither etcd nor its log moves.
+    let refused = a.commits.record_log_start(partition.clone(), 3).await;
+    assert!(
+        matches!(refused, Err(CommitError::Fenced { .. })),
+        "{refused:?}"
+    );
+    let (code, _) = delete_records(&mut to_a, 3).await;
+    assert_eq!(code, ErrorCode::NOT_LEADER_OR_FOLLOWER.code());
+    assert_eq!(log_start(&b.session, "t", 0).await.unwrap().0, 0);
+    assert_eq!(partition.lock().log_start_offset(), 0);
+    a.broker.stop().await;
     b.broker.stop().await;
 }
