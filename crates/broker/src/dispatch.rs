@@ -149,7 +149,7 @@ async fn respond(
         }
         Request::Metadata(r) => metadata::handle(broker, ctx, version, r).await.into(),
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r).into(),
-        Request::DeleteRecords(r) => list_offsets::delete_records(broker, r).into(),
+        Request::DeleteRecords(r) => list_offsets::delete_records(broker, r).await.into(),
         Request::CreateTopics(r) => topics::create_topics(broker, version, r).await.into(),
         Request::DeleteTopics(r) => topics::delete_topics(broker, version, r).await.into(),
         Request::CreatePartitions(r) => topics::create_partitions(broker, r).await.into(),

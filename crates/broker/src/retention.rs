@@ -4,6 +4,13 @@
 //! bytes past it are scanned), pruning of superseded `__share_group_state` records
 //! (`share.coordinator.state.topic.prune.interval.ms`), and closing segment files left idle
 //! (every minute; see `shoal_storage::log::close_idle_files`).
+//!
+//! In a cluster a partition's log start is recorded where a new owner finds it before the
+//! local log moves it (`Durability::record_log_start`): retention there works out the start
+//! each partition this node owns would have ([`shoal_storage::Log::retention_start`]), records
+//! it, and only then deletes the segments below it; a start not recorded (fenced, etcd
+//! failing) leaves the local log as it was, and the next pass tries again. Partitions this
+//! node does not own keep their local logs as they are.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +19,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
+use crate::topic_registry::Partition;
 
 /// Shortest pause between maintenance passes, whatever the configuration says.
 const TICK_MIN: Duration = Duration::from_millis(100);
@@ -49,8 +57,12 @@ pub async fn run(broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
         }
         if last_retention.elapsed() >= retention_every {
             last_retention = tokio::time::Instant::now();
-            let broker = broker.clone();
-            let _ = tokio::task::spawn_blocking(move || enforce_retention(&broker)).await;
+            if broker.durability.records_log_start() {
+                enforce_recorded_retention(&broker).await;
+            } else {
+                let broker = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || enforce_retention(&broker)).await;
+            }
         }
         if last_checkpoint.elapsed() >= checkpoint_every || checkpoint_retries > 0 {
             if checkpoint_retries == 0 {
@@ -160,4 +172,60 @@ fn enforce_retention(broker: &Broker) {
             }
         }
     }
+}
+
+/// Retention in a cluster (see the module docs).
+async fn enforce_recorded_retention(broker: &Arc<Broker>) {
+    let due = {
+        let broker = broker.clone();
+        tokio::task::spawn_blocking(move || retention_due(&broker))
+            .await
+            .unwrap_or_default()
+    };
+    for (p, start) in due {
+        if let Err(e) = broker.durability.record_log_start(p.clone(), start).await {
+            warn!(topic = %p.topic, partition = p.index, start, error = %e,
+                "retention: log start not recorded");
+            continue;
+        }
+        let moved = tokio::task::spawn_blocking(move || {
+            let moved = p.lock().delete_records_before(start);
+            (p, moved)
+        })
+        .await;
+        match moved {
+            Ok((p, Ok(_))) => {
+                info!(topic = %p.topic, partition = p.index, start, "retention moved the log start")
+            }
+            Ok((p, Err(e))) => {
+                warn!(topic = %p.topic, partition = p.index, error = %e, "retention failed")
+            }
+            Err(e) => warn!(error = %e, "retention task failed"),
+        }
+    }
+}
+
+/// The partitions this node owns whose retention would move their log start, and where to.
+fn retention_due(broker: &Broker) -> Vec<(Arc<Partition>, i64)> {
+    let now = broker.now_ms();
+    let mut due = Vec::new();
+    for topic in broker.topic_list() {
+        for p in topic.partitions() {
+            if broker
+                .ownership
+                .serves(&p.topic, p.index, p.leader_epoch)
+                .is_err()
+            {
+                continue;
+            }
+            let (start, now_start) = {
+                let log = p.lock();
+                (log.retention_start(now), log.log_start_offset())
+            };
+            if start > now_start {
+                due.push((p, start));
+            }
+        }
+    }
+    due
 }

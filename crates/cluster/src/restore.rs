@@ -9,7 +9,15 @@
 //!    object does (one comparison when the log ends on this node's own last commit), and cut
 //!    otherwise — a zombie's appends after its last commit, or a log that ends inside a run;
 //! 3. the committed runs it lacks are read from the objects the commit index names and
-//!    appended, each at the offset it was committed at.
+//!    appended, each at the offset it was committed at;
+//! 4. the log start recorded by the owners' trims ([`crate::retention`]) becomes the local
+//!    log's start.
+//!
+//! A trimmed partition's index begins at the run holding the recorded start (runs wholly
+//! below it are skipped if a trim left some). A local log that ends before that run, or whose
+//! start is above the recorded one (it lacks records the cluster still serves), or whose runs
+//! to compare begin below its own start, cannot be continued: it is emptied and started again
+//! at that run's base ([`Log::reset_to`]) and the runs are fetched from there.
 //!
 //! The state machines then replay the log as after a restart. Batches keep their bytes,
 //! except that a log configured for LogAppendTime stamps them again (to be fixed with the
@@ -19,12 +27,14 @@ use shoal_storage::Log;
 
 use crate::commits::{committed_end, index};
 use crate::objects::Objects;
+use crate::retention::log_start;
 use crate::session::Session;
 
 /// What [`catch_up`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaughtUp {
-    /// Local offsets dropped (not committed, or diverged).
+    /// Local offsets dropped (not committed, or diverged); 0 when the log was started again
+    /// above its end.
     pub truncated: i64,
     /// Committed offsets fetched from the objects.
     pub fetched: i64,
@@ -68,7 +78,24 @@ pub async fn catch_up(
     if before > end {
         log.truncate_to(end).map_err(storage)?;
     }
-    let runs = index(session, topic, partition, 0).await?;
+    let mut runs = index(session, topic, partition, 0).await?;
+    // Read after the index: a trim in between only raises it (runs below it are skipped).
+    let (start, _) = log_start(session, topic, partition).await?;
+    if start > end {
+        return Err(crate::Error::Invalid {
+            what: "log start",
+            detail: format!("{topic}-{partition}: {start} is past the committed end {end}"),
+        });
+    }
+    // The run holding the start, and those after it.
+    if let Some(first) = runs.iter().rposition(|(base, _)| *base <= start) {
+        runs.drain(..first);
+    }
+    let first_base = runs.first().map_or(start, |(base, _)| *base);
+    if log.log_start_offset() > start {
+        // The local log lacks records the cluster still serves.
+        log.reset_to(first_base).map_err(storage)?;
+    }
     // From the last committed run the local log reaches into, backwards: keep the local
     // prefix once a run is found whole and byte for byte as committed; cut back past any that
     // is not. In the usual case (the local log ends on this node's own last commit, or is
@@ -78,14 +105,23 @@ pub async fn catch_up(
         if *base >= local_end {
             continue;
         }
+        if *base < log.log_start_offset() {
+            // Not comparable: the local log no longer holds the run's beginning.
+            log.reset_to(first_base).map_err(storage)?;
+            break;
+        }
         let run_end = runs.get(i + 1).map_or(end, |(next, _)| *next);
         if run_end == local_end && local_bytes(log, *base, run_end)? == objects.get(object).await? {
             break;
         }
         log.truncate_to(*base).map_err(storage)?;
     }
+    if log.log_end_offset() < first_base {
+        // What the local log holds was trimmed away: continue at the first run.
+        log.reset_to(first_base).map_err(storage)?;
+    }
     let kept = log.log_end_offset();
-    let truncated = before - kept;
+    let truncated = (before - kept).max(0);
     for (base, object) in runs.iter().filter(|(base, _)| *base >= kept) {
         if log.log_end_offset() != *base {
             return Err(crate::Error::Invalid {
@@ -106,6 +142,9 @@ pub async fn catch_up(
             what: "commit index",
             detail: format!("{topic}-{partition}: restored to {now}, committed end is {end}"),
         });
+    }
+    if log.log_start_offset() < start {
+        log.delete_records_before(start).map_err(storage)?;
     }
     Ok(CaughtUp {
         truncated,

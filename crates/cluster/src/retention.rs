@@ -12,10 +12,10 @@
 //! only grows, and the partition's last entry is never deleted (its end is the committed end,
 //! which commits move): at most one entry below the start remains.
 //!
-//! Not yet: the broker does not call it (its retention and DeleteRecords move the local log
-//! start only), and [`crate::restore::catch_up`] cannot restore a trimmed partition into an
-//! empty local log: `shoal_storage::Log` has no way to start an empty log at an offset above
-//! its end, which restore would need before appending the first remaining run.
+//! The broker's DeleteRecords and its retention by time and size call it through its
+//! durability seam (`ObjectCommits::record_log_start`) before moving the local log start,
+//! and [`crate::restore::catch_up`] starts a new owner's log at the recorded start (an empty
+//! local log is started at the first remaining run with `shoal_storage::Log::reset_to`).
 
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 

@@ -478,3 +478,106 @@ fn a_reopened_active_segment_keeps_its_index_files_until_the_next_append() {
     assert_eq!(log.iter_batches(0).count(), 3);
     log.close().unwrap();
 }
+
+#[test]
+fn reset_to_starts_an_empty_log_above_its_end_durably() {
+    let dir = tempfile::tempdir().unwrap();
+    // An empty log cannot be moved up by truncation: it is reset.
+    let mut log = Log::create(&dir.path().join("t-0"), small_config()).unwrap();
+    assert_eq!(log.truncate_to(50).unwrap(), 0);
+    log.reset_to(50).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (50, 50));
+    assert_eq!(log.flushed_offset(), 50);
+    assert_eq!(
+        log.append(&mut batch(3, 1, "x"), 0).unwrap().first_offset,
+        50
+    );
+    assert_eq!(
+        offsets(&log.read(50, 1 << 20, None).unwrap().records),
+        vec![(50, 52)]
+    );
+    drop(log); // kill -9: the start was durable, the unsynced batch may go
+    let log = Log::open(&dir.path().join("t-0"), small_config()).unwrap();
+    assert_eq!(log.log_start_offset(), 50);
+    assert!(log.log_end_offset() == 50 || log.log_end_offset() == 53);
+    drop(log);
+
+    // A log with data, several segments, is emptied wherever the new start is.
+    let mut log = Log::open(&dir.path().join("t-1"), small_config()).unwrap();
+    fill(&mut log, 40);
+    log.sync().unwrap();
+    assert!(log.segment_count() > 2);
+    let generation = log.generation();
+    log.reset_to(70).unwrap();
+    assert!(log.generation() > generation);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (70, 70));
+    assert_eq!(log.segment_count(), 1);
+    assert_eq!(
+        log.read(69, 1, None).unwrap_err().kafka_error_code(),
+        codes::OFFSET_OUT_OF_RANGE
+    );
+    drop(log);
+    let mut log = Log::open(&dir.path().join("t-1"), small_config()).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (70, 70));
+    assert!(log.reset_to(-1).is_err());
+    log.reset_to(3).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
+    log.close().unwrap();
+    let log = Log::open(&dir.path().join("t-1"), small_config()).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
+}
+
+#[test]
+fn retention_start_is_where_retention_moves_the_start() {
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut log = Log::open(dirs.0.path(), small_config()).unwrap();
+    let mut twin = Log::open(dirs.1.path(), small_config()).unwrap();
+    fill(&mut log, 60);
+    fill(&mut twin, 60);
+    assert!(log.segment_count() >= 5);
+    // Batches have timestamps 1000..1060.
+    let steps = [
+        (small_config(), 1 << 40),
+        (
+            LogConfig {
+                retention_ms: 100,
+                ..small_config()
+            },
+            1110,
+        ),
+        (
+            LogConfig {
+                retention_bytes: 2500,
+                ..small_config()
+            },
+            0,
+        ),
+        (
+            LogConfig {
+                retention_ms: 100,
+                retention_bytes: 1500,
+                ..small_config()
+            },
+            1140,
+        ),
+        (
+            LogConfig {
+                retention_ms: 0,
+                ..small_config()
+            },
+            1 << 40,
+        ),
+    ];
+    for (config, now_ms) in steps {
+        log.set_config(config).unwrap();
+        twin.set_config(config).unwrap();
+        let predicted = log.retention_start(now_ms);
+        assert_eq!(twin.retention_start(now_ms), predicted, "deletes nothing");
+        log.enforce_retention(now_ms).unwrap();
+        assert_eq!(log.log_start_offset(), predicted, "{config:?} at {now_ms}");
+        // The recorded path: the same start and the same segments left.
+        assert_eq!(twin.delete_records_before(predicted).unwrap(), predicted);
+        assert_eq!(twin.segment_count(), log.segment_count());
+    }
+    assert_eq!(log.segment_count(), 1);
+}

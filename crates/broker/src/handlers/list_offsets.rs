@@ -1,5 +1,10 @@
 //! ListOffsets (earliest, latest, by timestamp, max timestamp) and DeleteRecords.
 //!
+//! DeleteRecords in a cluster records the new log start through the durability seam
+//! (`Durability::record_log_start`) before the local log moves it, so that a node taking the
+//! partition over serves the same EARLIEST; a record refused (this node lost the partition, or
+//! etcd failed) answers NOT_LEADER_OR_FOLLOWER or KAFKA_STORAGE_ERROR and moves nothing.
+//!
 //! Isolation (ListOffsets v2+): with read_committed, LATEST is the last stable offset and a
 //! timestamp or max-timestamp lookup whose answer is at or above it finds nothing (offset -1),
 //! as Kafka's `fetchOffsetForTimestamp` filters by the last fetchable offset; read_uncommitted
@@ -148,44 +153,74 @@ pub fn handle(broker: &Broker, version: i16, request: &ListOffsetsRequest) -> Li
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-fn delete_before(broker: &Broker, topic: &str, index: i32, offset: i64) -> Result<i64, ErrorCode> {
+async fn delete_before(
+    broker: &Broker,
+    topic: &str,
+    index: i32,
+    offset: i64,
+) -> Result<i64, ErrorCode> {
     let topic = broker
         .topic(topic)
         .ok_or(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)?;
     let partition = broker.led_partition(&topic, index)?;
-    let mut log = partition.lock();
-    let high_watermark = log.log_end_offset();
-    let offset = if offset == -1 { high_watermark } else { offset };
-    if offset < 0 || offset > high_watermark {
-        return Err(ErrorCode::OFFSET_OUT_OF_RANGE);
+    let in_range = |log: &shoal_storage::Log| {
+        let high_watermark = log.log_end_offset();
+        let offset = if offset == -1 { high_watermark } else { offset };
+        if offset < 0 || offset > high_watermark {
+            return Err(ErrorCode::OFFSET_OUT_OF_RANGE);
+        }
+        Ok(offset)
+    };
+    let storage = |e: shoal_storage::StorageError| ErrorCode(e.kafka_error_code());
+    if !broker.durability.records_log_start() {
+        let mut log = partition.lock();
+        let offset = in_range(&log)?;
+        return log.delete_records_before(offset).map_err(storage);
     }
-    log.delete_records_before(offset)
-        .map_err(|e| ErrorCode(e.kafka_error_code()))
+    // A cluster: the start is recorded where a new owner finds it before the local log moves
+    // it; a refused record leaves the local start where it was.
+    let (offset, start) = {
+        let log = partition.lock();
+        (in_range(&log)?, log.log_start_offset())
+    };
+    if offset > start {
+        broker
+            .durability
+            .record_log_start(partition.clone(), offset)
+            .await
+            .map_err(|e| {
+                tracing::warn!(partition = ?partition, error = %e, "log start not recorded");
+                e.error_code()
+            })?;
+    }
+    let mut log = partition.lock();
+    log.delete_records_before(offset).map_err(storage)
 }
 
-pub fn delete_records(broker: &Broker, request: &DeleteRecordsRequest) -> DeleteRecordsResponse {
-    let topics = request
-        .topics
-        .iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    let mut out = DeleteRecordsPartitionResult::default()
-                        .with_partition_index(p.partition_index)
-                        .with_low_watermark(-1);
-                    match delete_before(broker, t.name.0.as_str(), p.partition_index, p.offset) {
-                        Ok(low) => out.low_watermark = low,
-                        Err(code) => out.error_code = code.code(),
-                    }
-                    out
-                })
-                .collect();
+/// DeleteRecords: each partition's log start moves to the offset asked (-1: the high
+/// watermark), through the durability seam in a cluster.
+pub async fn delete_records(
+    broker: &Broker,
+    request: &DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for t in &request.topics {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let mut out = DeleteRecordsPartitionResult::default()
+                .with_partition_index(p.partition_index)
+                .with_low_watermark(-1);
+            match delete_before(broker, t.name.0.as_str(), p.partition_index, p.offset).await {
+                Ok(low) => out.low_watermark = low,
+                Err(code) => out.error_code = code.code(),
+            }
+            partitions.push(out);
+        }
+        topics.push(
             DeleteRecordsTopicResult::default()
                 .with_name(t.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
+                .with_partitions(partitions),
+        );
+    }
     DeleteRecordsResponse::default().with_topics(topics)
 }

@@ -14,6 +14,11 @@
 //! object and compares the owner epochs in the etcd transaction that records it; see
 //! `docs/decisions/0018-the-seams-a-cluster-needs.md`).
 //!
+//! A partition's log start (DeleteRecords, retention) is durable on one node by the local
+//! log's own checkpoint; a cluster records it where a new owner finds it first
+//! ([`Durability::records_log_start`], [`Durability::record_log_start`]), and the local log
+//! moves only once that succeeded.
+//!
 //! Group commit in [`LocalDisk`]: each partition commits on its own. A writer notes the log
 //! end offset it needs on disk, queues on the partition's flush gate and, once through,
 //! returns at once if the fsync that held the gate already covered its offset; otherwise it
@@ -99,6 +104,27 @@ pub trait Durability: Send + Sync + std::fmt::Debug {
         log: &'a mut shoal_storage::Log,
     ) -> Committing<'a> {
         let _ = (topic, partition, log);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Whether a partition's log start (DeleteRecords, retention) must be recorded through
+    /// [`Durability::record_log_start`] before the local log moves it. On one node the local
+    /// log's own checkpoint is the record: `false`, and callers keep their one-step path.
+    fn records_log_start(&self) -> bool {
+        false
+    }
+
+    /// Records `start` as `partition`'s log start where a node that takes it over finds it,
+    /// as its owner under the epoch it opened it with; the caller then moves the local log
+    /// start there, and only if this returned `Ok` (a refused record changes nothing: the
+    /// local log keeps its start, and the caller may try again). Records past the committed
+    /// end up to `start` are committed first. On one node there is nothing to record.
+    ///
+    /// # Errors
+    /// [`CommitError::Fenced`] if this node no longer owns `partition` under that epoch, or
+    /// [`CommitError::Failed`].
+    fn record_log_start(&self, partition: Arc<Partition>, start: i64) -> Committing<'_> {
+        let _ = (partition, start);
         Box::pin(std::future::ready(Ok(())))
     }
 }

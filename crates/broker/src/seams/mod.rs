@@ -8,7 +8,8 @@
 //!   cluster's [`ownership::EtcdOwnership`] over `shoal_cluster`);
 //! - [`durability`]: the commit point of every partition write, fenced by the owner epoch
 //!   ([`durability::LocalDisk`], [`durability::FailingCommits`], and a cluster's
-//!   [`object_commits::ObjectCommits`]: an object, then a fenced etcd transaction);
+//!   [`object_commits::ObjectCommits`]: an object, then a fenced etcd transaction), and where
+//!   a partition's log start is recorded before its local log moves it (nowhere on one node);
 //! - [`metadata_store`]: the metadata records and the cluster id
 //!   ([`metadata_store::LocalMetadataLog`], [`metadata_store::MemoryMetadataStore`], and a
 //!   cluster's [`metadata_store::EtcdMetadataStore`]), and where producer ids are reserved.

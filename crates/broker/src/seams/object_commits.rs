@@ -21,6 +21,13 @@
 //! has passed since its PUT began (the commit fails retriably instead): the object collector
 //! deletes objects it has seen unreferenced for longer than that and a margin.
 //!
+//! A partition's log start (DeleteRecords, retention) is recorded in etcd before the local
+//! log moves it ([`Durability::record_log_start`]: `shoal_cluster::retention::trim`, fenced
+//! like a commit, after committing what the start would pass), so that a node that takes the
+//! partition over starts its log there too. A trim refused because a compaction rewrote the
+//! index meanwhile is tried again a few times; one refused because this node lost the
+//! partition fails with [`CommitError::Fenced`], and the local log keeps its start.
+//!
 //! A partition this node takes over is restored first ([`Durability::restore`]:
 //! `shoal_cluster::restore::catch_up`). A commit that surely recorded nothing (its object not
 //! stored) truncates each partition back to its committed end; the truncation bumps the log's
@@ -35,7 +42,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use shoal_cluster::collector::REFERENCE_DEADLINE;
 use shoal_cluster::commits::{self, CommitRefused, PartitionCommit};
-use shoal_cluster::restore;
+use shoal_cluster::{restore, retention};
 use shoal_cluster::{ObjectRef, Objects, OwnerTable, Session};
 
 use super::durability::{CommitError, Committing, Durability};
@@ -81,6 +88,13 @@ struct Pending {
 /// How long an object's PUT may take, unless set with [`ObjectCommits::with_put_deadline`]
 /// (a broker sets its lease: past it, its partitions may be someone else's anyway).
 pub const DEFAULT_PUT_DEADLINE: Duration = Duration::from_secs(9);
+
+/// Trims of one log start refused (by a compaction that rewrote the index meanwhile) before
+/// recording it fails.
+const TRIM_REFUSALS_MAX: u32 = 5;
+/// Trims of one log start at most (each deletes at most a group of index entries; the next
+/// log start's trim deletes what is left).
+const TRIM_ROUNDS_MAX: u32 = 64;
 
 /// Partitions recorded per etcd transaction at most (etcd's default `--max-txn-ops` is 128;
 /// a commit compares two keys per partition).
@@ -309,6 +323,49 @@ impl ObjectCommits {
         }
     }
 
+    /// Records `start` as `partition`'s log start (see [`Durability::record_log_start`]).
+    async fn trim(&self, partition: &Arc<Partition>, start: i64) -> Result<(), CommitError> {
+        let fence = self.fence(partition)?;
+        let key = (partition.topic.clone(), partition.index);
+        if self.committed_end(&key).await? < start {
+            self.commit_all(std::slice::from_ref(partition)).await?;
+            let end = self.committed_end(&key).await?;
+            if end < start {
+                return Err(failed(format!(
+                    "{}-{}: log start {start} is past the committed end {end}",
+                    key.0, key.1
+                )));
+            }
+        }
+        let (mut refusals, mut rounds, mut recorded) = (0, 0, false);
+        loop {
+            let trimmed = retention::trim(&self.session, (&key.0, key.1), fence, start)
+                .await
+                .map_err(failed)?;
+            if trimmed.refused {
+                // Owned elsewhere now, or the index changed under the trim; once the start
+                // is recorded, the entries left are the next trim's.
+                self.fence(partition)?;
+                if recorded {
+                    return Ok(());
+                }
+                refusals += 1;
+                if refusals >= TRIM_REFUSALS_MAX {
+                    return Err(failed(format!(
+                        "{}-{}: log start {start} refused {refusals} times",
+                        key.0, key.1
+                    )));
+                }
+                continue;
+            }
+            recorded = true;
+            rounds += 1;
+            if trimmed.entries_deleted == 0 || rounds >= TRIM_ROUNDS_MAX {
+                return Ok(());
+            }
+        }
+    }
+
     /// After a commit that surely recorded nothing: each partition's log goes back to its
     /// committed end, so that no later commit carries these bytes without their writers
     /// knowing (they are told the commit failed; the generation bump tells the others).
@@ -342,6 +399,14 @@ impl Durability for ObjectCommits {
         })
     }
 
+    fn records_log_start(&self) -> bool {
+        true
+    }
+
+    fn record_log_start(&self, partition: Arc<Partition>, start: i64) -> Committing<'_> {
+        Box::pin(async move { self.trim(&partition, start).await })
+    }
+
     fn restore<'a>(
         &'a self,
         topic: &'a str,
@@ -359,6 +424,7 @@ impl Durability for ObjectCommits {
                 truncated = done.truncated,
                 fetched = done.fetched,
                 end = done.end,
+                log_start = log.log_start_offset(),
                 "partition restored from the committed records"
             );
             self.committed

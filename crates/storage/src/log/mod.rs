@@ -1160,6 +1160,50 @@ impl Log {
         Ok(deleted)
     }
 
+    /// The log start offset [`Log::enforce_retention`] at `now_ms` would leave, deleting
+    /// nothing: for a caller that must record the new start elsewhere first (a cluster's
+    /// owner), then moves it with [`Log::delete_records_before`], which deletes the same
+    /// segments. A segment without timestamps whose modification time cannot be read is kept,
+    /// as [`Log::enforce_retention`] keeps it.
+    pub fn retention_start(&self, now_ms: i64) -> i64 {
+        // The same predicates, over the segments in the same order, as enforce_retention.
+        let inactive = &self.segments[..self.segments.len() - 1];
+        let mut cut = inactive
+            .iter()
+            .take_while(|seg| seg.next_offset <= self.log_start_offset)
+            .count();
+        if self.config.retention_ms >= 0 {
+            let cutoff = now_ms.saturating_sub(self.config.retention_ms);
+            cut += inactive[cut..]
+                .iter()
+                .take_while(|seg| {
+                    let newest = if seg.max_timestamp >= 0 {
+                        seg.max_timestamp
+                    } else {
+                        file_mtime_ms(seg.path()).unwrap_or(i64::MAX)
+                    };
+                    newest < cutoff
+                })
+                .count();
+        }
+        if self.config.retention_bytes >= 0 {
+            let size: u64 = self.segments[cut..].iter().map(|seg| seg.size).sum();
+            let mut excess = size as i64 - self.config.retention_bytes;
+            cut += inactive[cut..]
+                .iter()
+                .take_while(|seg| {
+                    if excess - seg.size as i64 >= 0 {
+                        excess -= seg.size as i64;
+                        true
+                    } else {
+                        false
+                    }
+                })
+                .count();
+        }
+        self.segments[cut].base_offset.max(self.log_start_offset)
+    }
+
     /// Deletes inactive segments from the oldest while `pred(segment, log_start)` holds,
     /// then raises the log start offset to the first remaining segment if needed.
     fn delete_oldest_segments(
@@ -1214,27 +1258,7 @@ impl Log {
             }
         }
         if offset < self.log_start_offset {
-            // Empty the log and restart it at `offset` (Kafka's truncateFullyAndStartAt).
-            while self.segments.len() > 1 {
-                let seg = self.segments.pop().expect("len > 1");
-                if let Err(e) = seg.delete_files(&dir) {
-                    self.segments.push(seg);
-                    return Err(e);
-                }
-            }
-            if self.active().base_offset == offset {
-                let active = self.active_mut();
-                active.truncate_to(&dir, offset)?;
-                active.unseal(&dir)?;
-            } else {
-                let interval = u64::from(self.config.index_interval_bytes);
-                let fresh = Segment::create(&dir, offset, interval)?;
-                let old = std::mem::replace(&mut self.segments[0], fresh);
-                self.dir_dirty_seq += 1;
-                old.delete_files(&dir)?;
-            }
-            self.log_start_offset = offset;
-            write_log_start_offset(&dir, offset)?;
+            self.start_empty_at(offset)?;
         } else {
             // The remaining last segment starts at or below `offset`.
             let active = self.active_mut();
@@ -1249,6 +1273,57 @@ impl Log {
         }
         self.flushed_offset = self.flushed_offset.min(self.log_end_offset());
         Ok(self.log_end_offset())
+    }
+
+    /// Empties the log and starts it again at `offset`, which may be above its end (Kafka's
+    /// `truncateFullyAndStartAt`): a partition whose earlier records are gone elsewhere (a
+    /// cluster's log start, past everything this node holds) continues at that offset. The new
+    /// start is durable when this returns (its checkpoint written and the directory fsynced):
+    /// a crash after it reopens the log empty at `offset`.
+    ///
+    /// # Errors
+    /// `OffsetOutOfRange` if `offset` is negative; `Io` (the log is then empty at some offset
+    /// at most `offset`, or unchanged).
+    pub fn reset_to(&mut self, offset: i64) -> Result<()> {
+        if offset < 0 {
+            return Err(self.out_of_range(offset));
+        }
+        self.generation += 1;
+        remove_recovery_point(&self.dir)?;
+        self.recovery_point = None;
+        self.recovery_point_written = None;
+        self.start_empty_at(offset)?;
+        // Nothing is below the start: all of the (empty) log is durable.
+        self.flushed_offset = offset;
+        Ok(())
+    }
+
+    /// Drops every segment and starts the log empty at `offset`, from its last segment (the
+    /// log is never without one, whatever fails); the caller bumped the generation and removed
+    /// the recovery point.
+    fn start_empty_at(&mut self, offset: i64) -> Result<()> {
+        let dir = self.dir.clone();
+        while self.segments.len() > 1 {
+            let seg = self.segments.pop().expect("len > 1");
+            if let Err(e) = seg.delete_files(&dir) {
+                self.segments.push(seg);
+                return Err(e);
+            }
+        }
+        if self.active().base_offset == offset {
+            let active = self.active_mut();
+            active.truncate_to(&dir, offset)?;
+            active.unseal(&dir)?;
+        } else {
+            let interval = u64::from(self.config.index_interval_bytes);
+            let fresh = Segment::create(&dir, offset, interval)?;
+            let old = std::mem::replace(&mut self.segments[0], fresh);
+            self.dir_dirty_seq += 1;
+            old.delete_files(&dir)?;
+        }
+        self.log_start_offset = offset;
+        // Fsyncs the directory too: the new segment and the old ones' removal are durable.
+        write_log_start_offset(&dir, offset)
     }
 
     /// Syncs, writes the index files of every segment and the clean-shutdown marker so the next
