@@ -10,7 +10,8 @@
 #                              tests (the cluster's included) and 200 simulator seeds; no
 #                              release build, interop, Python package or fuzzing
 #   SHOAL_FUZZ_SECONDS=0 ...   skip fuzzing
-#   SHOAL_SIM_SEEDS=N ...      simulator seeds 0..N in release (default 2000, about 20 s)
+#   SHOAL_SIM_SEEDS=N ...      simulator seeds 0..N in release (default 2000, about 20 s), and
+#                              0..N/2 with two-phase workers
 #   SHOAL_TEST_KAFKA=1 ...     also run the interop suite and shoal-client's integration
 #                              tests against real Apache Kafka
 set -euo pipefail
@@ -62,8 +63,10 @@ fi
 step "cargo build --release (the broker the interop suite starts, and the simulator)"
 cargo build --release --locked -p shoal-cli -p shoal-sim
 
-step "simulator: ${SHOAL_SIM_SEEDS:-2000} fixed seeds in release (crates/sim)"
+step "simulator: ${SHOAL_SIM_SEEDS:-2000} fixed seeds in release, half as many with two-phase workers (crates/sim)"
 "${CARGO_TARGET_DIR:-target}/release/shoal-sim" --seeds "0..${SHOAL_SIM_SEEDS:-2000}" --steps 1500
+# and the KIP-939 two-phase workers (prepared transactions kept across incarnations)
+"${CARGO_TARGET_DIR:-target}/release/shoal-sim" --two-phase --seeds "0..$(( ${SHOAL_SIM_SEEDS:-2000} / 2 ))" --steps 1500
 
 step "build the krafka interop driver (tests/interop/krafka: its own workspace and lockfile)"
 cargo fmt --manifest-path tests/interop/krafka/Cargo.toml -- --check
