@@ -40,8 +40,9 @@ const SEQUENCE: u8 = 0x30;
 const SET: u8 = 0x31;
 const OID: u8 = 0x06;
 
-/// The subject of the DER certificate `cert`, RFC 2253 style.
-pub fn subject(cert: &[u8]) -> Option<String> {
+/// The fields of the DER certificate `cert`'s TBSCertificate after its version: from the
+/// serial number on.
+fn to_be_signed(cert: &[u8]) -> Option<&[u8]> {
     let (tag, certificate, _) = element(cert)?;
     if tag != SEQUENCE {
         return None;
@@ -50,10 +51,16 @@ pub fn subject(cert: &[u8]) -> Option<String> {
     if tag != SEQUENCE {
         return None;
     }
-    // version [0] (optional), serial, signature algorithm, issuer, validity, subject.
     if tbs.first() == Some(&0xa0) {
-        tbs = element(tbs)?.2;
+        tbs = element(tbs)?.2; // version [0], optional
     }
+    Some(tbs)
+}
+
+/// The subject of the DER certificate `cert`, RFC 2253 style.
+pub fn subject(cert: &[u8]) -> Option<String> {
+    // serial, signature algorithm, issuer, validity, subject.
+    let mut tbs = to_be_signed(cert)?;
     for _ in 0..4 {
         tbs = element(tbs)?.2;
     }
@@ -91,18 +98,8 @@ pub fn subject(cert: &[u8]) -> Option<String> {
 /// (`DNS:broker.example`, `IP:127.0.0.1`, `EMAIL:…`, `URI:…`; other kinds as `[tag]:hex`),
 /// sorted; empty when it has none.
 pub fn subject_alt_names(cert: &[u8]) -> Option<Vec<String>> {
-    let (tag, certificate, _) = element(cert)?;
-    if tag != SEQUENCE {
-        return None;
-    }
-    let (tag, mut tbs, _) = element(certificate)?;
-    if tag != SEQUENCE {
-        return None;
-    }
-    if tbs.first() == Some(&0xa0) {
-        tbs = element(tbs)?.2;
-    }
     // serial, signature algorithm, issuer, validity, subject, subject public key info.
+    let mut tbs = to_be_signed(cert)?;
     for _ in 0..6 {
         tbs = element(tbs)?.2;
     }

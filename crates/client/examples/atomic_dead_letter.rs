@@ -34,7 +34,7 @@ use shoal_client::producer::{Producer, ProducerConfig, ProducerRecord};
 use shoal_client::share_consumer::{
     AcknowledgeType, ShareAcknowledgements, ShareGroupMetadata, ShareRecord,
 };
-use shoal_client::{Admin, ClientConfig, Error, ErrorClass};
+use shoal_client::{Error, ErrorClass};
 use shoal_protocol::ErrorCode;
 
 mod support;
@@ -74,11 +74,7 @@ async fn configure_dead_letters(
     group: &str,
     dead_letter: &str,
 ) -> anyhow::Result<()> {
-    let admin = Admin::connect(ClientConfig::from_properties([(
-        "bootstrap.servers",
-        bootstrap,
-    )])?)
-    .await?;
+    let admin = support::admin(bootstrap).await?;
     let enabled = async {
         let topic = NewTopic::new(dead_letter).config(GROUP_ENABLE, "true");
         for (_, created) in admin.create_topics(&[topic], Mode::Apply).await? {

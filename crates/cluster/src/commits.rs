@@ -153,6 +153,20 @@ pub async fn committed_end(session: &Session, topic: &str, partition: i32) -> cr
     Ok(got.kvs().first().map_or(0, |kv| parse_i64(kv.value())))
 }
 
+/// The base offset an index entry's key names (`key` is under the partition's `prefix`).
+///
+/// # Errors
+/// A key that is not `prefix` and a number.
+pub(crate) fn index_base(key: &[u8], prefix: &str) -> crate::Result<i64> {
+    let key = String::from_utf8_lossy(key);
+    key.strip_prefix(prefix)
+        .and_then(|b| b.parse().ok())
+        .ok_or_else(|| crate::Error::Invalid {
+            what: "index key",
+            detail: key.to_string(),
+        })
+}
+
 /// The index entries of `topic`-`partition` whose base offset is `from` or later: (base
 /// offset, where its records are), in offset order.
 ///
@@ -177,15 +191,10 @@ pub async fn index(
     got.kvs()
         .iter()
         .map(|kv| {
-            let key = String::from_utf8_lossy(kv.key());
-            let base = key
-                .strip_prefix(&prefix)
-                .and_then(|b| b.parse().ok())
-                .ok_or_else(|| crate::Error::Invalid {
-                    what: "index key",
-                    detail: key.to_string(),
-                })?;
-            Ok((base, ObjectRef::decode(kv.value())?))
+            Ok((
+                index_base(kv.key(), &prefix)?,
+                ObjectRef::decode(kv.value())?,
+            ))
         })
         .collect()
 }

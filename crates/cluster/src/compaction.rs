@@ -36,6 +36,7 @@
 use bytes::BytesMut;
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
 
+use crate::commits::index_base;
 use crate::objects::{ObjectRef, Objects};
 use crate::session::Session;
 
@@ -118,16 +119,8 @@ pub async fn read_index(session: &Session, topic: &str, partition: i32) -> crate
         .kvs()
         .iter()
         .map(|kv| {
-            let key = String::from_utf8_lossy(kv.key());
-            let base_offset = key
-                .strip_prefix(&prefix)
-                .and_then(|b| b.parse().ok())
-                .ok_or_else(|| crate::Error::Invalid {
-                    what: "index key",
-                    detail: key.to_string(),
-                })?;
             Ok(Entry {
-                base_offset,
+                base_offset: index_base(kv.key(), &prefix)?,
                 object: ObjectRef::decode(kv.value())?,
                 mod_revision: kv.mod_revision(),
             })

@@ -76,17 +76,19 @@ pub async fn start_at_earliest(bootstrap: &str, group: &str) -> anyhow::Result<(
     set_group_configs(bootstrap, group, &[("share.auto.offset.reset", "earliest")]).await
 }
 
+/// An admin client of the cluster at `bootstrap`.
+pub async fn admin(bootstrap: &str) -> anyhow::Result<Admin> {
+    let config = ClientConfig::from_properties([("bootstrap.servers", bootstrap)])?;
+    Ok(Admin::connect(config).await?)
+}
+
 /// Sets `configs` on group `group` (IncrementalAlterConfigs, SET), all or none.
 pub async fn set_group_configs(
     bootstrap: &str,
     group: &str,
     configs: &[(&str, &str)],
 ) -> anyhow::Result<()> {
-    let admin = Admin::connect(ClientConfig::from_properties([(
-        "bootstrap.servers",
-        bootstrap,
-    )])?)
-    .await?;
+    let admin = admin(bootstrap).await?;
     let ops = configs
         .iter()
         .map(|(name, value)| AlterConfigOp::Set {
