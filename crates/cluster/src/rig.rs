@@ -198,24 +198,28 @@ pub fn create_bucket(endpoint: &str, bucket: &str) -> crate::Result<()> {
     use std::io::{Read, Write};
     let addr = endpoint.trim_start_matches("http://");
     let start = Instant::now();
-    let mut answer = String::new();
+    // What the last attempt got: the answer, or why there was none (for a failure's message).
+    let mut last = String::new();
     while start.elapsed() < WAIT {
-        answer.clear();
-        if let Ok(mut stream) = std::net::TcpStream::connect(addr) {
+        let mut answer = String::new();
+        let attempt = std::net::TcpStream::connect(addr).and_then(|mut stream| {
             let request = format!(
                 "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
             );
-            if stream.write_all(request.as_bytes()).is_ok() {
-                let _ = stream.read_to_string(&mut answer);
-                if answer.starts_with("HTTP/1.1 200") {
-                    return Ok(());
-                }
-            }
+            stream.write_all(request.as_bytes())?;
+            stream.read_to_string(&mut answer)
+        });
+        if answer.starts_with("HTTP/1.1 200") {
+            return Ok(());
         }
+        last = match attempt {
+            Err(e) => format!("{e} (after {:?})", start.elapsed()),
+            Ok(_) => answer,
+        };
         std::thread::sleep(Duration::from_millis(200));
     }
     Err(crate::Error::Invalid {
         what: "test server",
-        detail: format!("cannot create bucket {bucket}: {answer}"),
+        detail: format!("cannot create bucket {bucket}: {last}"),
     })
 }
