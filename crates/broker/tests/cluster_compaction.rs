@@ -6,25 +6,21 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::cluster::member;
 use common::TestBroker;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use shoal_broker::seams::object_commits::ObjectCommits;
-use shoal_broker::seams::ownership::EtcdOwnership;
-use shoal_broker::seams::SeamOverrides;
 use shoal_client::Connection;
 use shoal_cluster::collector::Collector;
 use shoal_cluster::commits::{committed_end, index};
 use shoal_cluster::compaction::Policy;
 use shoal_cluster::maintenance::compact_owned;
-use shoal_cluster::rig::{create_bucket, start_etcd, start_s3, Server};
-use shoal_cluster::session::{self, Session};
-use shoal_cluster::{owners, Claim, Keys, Objects, OwnerTable};
+use shoal_cluster::rig::{create_bucket, start_etcd, start_s3};
+use shoal_cluster::{owners, Claim, Objects};
 use shoal_storage::{encode_batch, BatchOptions};
 
 /// One Produce v9 (acks=all) of one record `value` to `t-0`: its error code.
@@ -48,49 +44,6 @@ async fn produce(conn: &mut Connection, value: &str) -> i16 {
     r.responses[0].partition_responses[0].error_code
 }
 
-struct Member {
-    session: Arc<Session>,
-    table: Arc<OwnerTable>,
-    broker: TestBroker,
-}
-
-async fn member(etcd: &Server, objects: &Objects, node_id: i32, dir: &std::path::Path) -> Member {
-    let client = session::connect(std::slice::from_ref(&etcd.endpoint), Duration::from_secs(5))
-        .await
-        .unwrap();
-    let session = Arc::new(
-        Session::start(client, Keys::new("c").unwrap(), 2)
-            .await
-            .unwrap(),
-    );
-    let table = Arc::new(
-        OwnerTable::start(session.client(), session.keys().clone())
-            .await
-            .unwrap(),
-    );
-    let seams = SeamOverrides {
-        ownership: Some(Arc::new(EtcdOwnership::new(node_id, table.clone()))),
-        durability: Some(Arc::new(ObjectCommits::new(
-            node_id,
-            session.clone(),
-            table.clone(),
-            objects.clone(),
-        ))),
-        ..SeamOverrides::default()
-    };
-    let node = node_id.to_string();
-    let broker = TestBroker::start_with_seams(dir, &[("node.id", &node)], seams).await;
-    session
-        .register(node_id, &broker.addr.to_string())
-        .await
-        .unwrap();
-    Member {
-        session,
-        table,
-        broker,
-    }
-}
-
 fn log_bytes(broker: &TestBroker, end: i64) -> Bytes {
     let partition = broker.broker.topic("t").unwrap().partition(0).unwrap();
     let log = partition.lock();
@@ -109,8 +62,8 @@ async fn a_broker_restores_a_compacted_and_collected_partition_exactly() {
     let url = format!("s3://shoal/c?endpoint={}&region=us-east-1", s3.endpoint);
     let objects = Objects::from_url(&url).unwrap();
     let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = member(&etcd, &objects, 1, dirs.0.path()).await;
-    let b = member(&etcd, &objects, 2, dirs.1.path()).await;
+    let a = member(&etcd, &objects, 1, dirs.0.path(), &[], None).await;
+    let b = member(&etcd, &objects, 2, dirs.1.path(), &[], None).await;
     assert!(matches!(
         owners::claim(&a.session, 1, "t", 0).await.unwrap(),
         Claim::Won(_)

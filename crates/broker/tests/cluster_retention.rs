@@ -7,11 +7,10 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::TestBroker;
+use common::cluster::{member, Member};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
@@ -23,15 +22,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use shoal_broker::seams::durability::{CommitError, Durability};
-use shoal_broker::seams::object_commits::ObjectCommits;
-use shoal_broker::seams::ownership::EtcdOwnership;
-use shoal_broker::seams::SeamOverrides;
 use shoal_client::Connection;
 use shoal_cluster::commits::index;
 use shoal_cluster::retention::log_start;
 use shoal_cluster::rig::{create_bucket, start_etcd, start_s3, Server};
-use shoal_cluster::session::{self, Session};
-use shoal_cluster::{owners, Claim, Keys, Objects, OwnerTable};
+use shoal_cluster::{owners, Claim, Objects};
 use shoal_protocol::ErrorCode;
 use shoal_storage::batch::split_batches;
 use shoal_storage::{encode_batch, BatchOptions};
@@ -146,60 +141,6 @@ async fn fetch_all(conn: &mut Connection, mut offset: i64) -> Vec<(i64, Vec<u8>)
     }
 }
 
-struct Member {
-    session: Arc<Session>,
-    table: Arc<OwnerTable>,
-    commits: Arc<ObjectCommits>,
-    broker: TestBroker,
-}
-
-async fn member(
-    etcd: &Server,
-    objects: &Objects,
-    node_id: i32,
-    dir: &std::path::Path,
-    settings: &[(&str, &str)],
-) -> Member {
-    let client = session::connect(std::slice::from_ref(&etcd.endpoint), Duration::from_secs(5))
-        .await
-        .unwrap();
-    let session = Arc::new(
-        Session::start(client, Keys::new("c").unwrap(), 2)
-            .await
-            .unwrap(),
-    );
-    let table = Arc::new(
-        OwnerTable::start(session.client(), session.keys().clone())
-            .await
-            .unwrap(),
-    );
-    let commits = Arc::new(ObjectCommits::new(
-        node_id,
-        session.clone(),
-        table.clone(),
-        objects.clone(),
-    ));
-    let seams = SeamOverrides {
-        ownership: Some(Arc::new(EtcdOwnership::new(node_id, table.clone()))),
-        durability: Some(commits.clone()),
-        ..SeamOverrides::default()
-    };
-    let node = node_id.to_string();
-    let mut all = vec![("node.id", node.as_str())];
-    all.extend_from_slice(settings);
-    let broker = TestBroker::start_with_seams(dir, &all, seams).await;
-    session
-        .register(node_id, &broker.addr.to_string())
-        .await
-        .unwrap();
-    Member {
-        session,
-        table,
-        commits,
-        broker,
-    }
-}
-
 fn objects_on(s3: &Server) -> Objects {
     create_bucket(&s3.endpoint, "shoal").unwrap();
     std::env::set_var("AWS_ACCESS_KEY_ID", "test");
@@ -228,8 +169,8 @@ async fn a_new_owner_serves_the_log_start_delete_records_moved() {
     let s3 = start_s3().unwrap();
     let objects = objects_on(&s3);
     let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = member(&etcd, &objects, 1, dirs.0.path(), &[]).await;
-    let b = member(&etcd, &objects, 2, dirs.1.path(), &[]).await;
+    let a = member(&etcd, &objects, 1, dirs.0.path(), &[], None).await;
+    let b = member(&etcd, &objects, 2, dirs.1.path(), &[], None).await;
     assert!(matches!(
         owners::claim(&a.session, 1, "t", 0).await.unwrap(),
         Claim::Won(_)
@@ -275,8 +216,8 @@ async fn a_new_owner_serves_the_log_start_retention_moved() {
     let objects = objects_on(&s3);
     let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let settings = [("log.retention.check.interval.ms", "100")];
-    let a = member(&etcd, &objects, 1, dirs.0.path(), &settings).await;
-    let b = member(&etcd, &objects, 2, dirs.1.path(), &settings).await;
+    let a = member(&etcd, &objects, 1, dirs.0.path(), &settings, None).await;
+    let b = member(&etcd, &objects, 2, dirs.1.path(), &settings, None).await;
     assert!(matches!(
         owners::claim(&a.session, 1, "t", 0).await.unwrap(),
         Claim::Won(_)
@@ -328,8 +269,8 @@ async fn a_log_start_refused_to_a_former_owner_moves_nothing() {
     let s3 = start_s3().unwrap();
     let objects = objects_on(&s3);
     let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = member(&etcd, &objects, 1, dirs.0.path(), &[]).await;
-    let b = member(&etcd, &objects, 2, dirs.1.path(), &[]).await;
+    let a = member(&etcd, &objects, 1, dirs.0.path(), &[], None).await;
+    let b = member(&etcd, &objects, 2, dirs.1.path(), &[], None).await;
     assert!(matches!(
         owners::claim(&a.session, 1, "t", 0).await.unwrap(),
         Claim::Won(_)

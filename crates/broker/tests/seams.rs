@@ -817,39 +817,8 @@ async fn cluster_broker(
     node_id: i32,
     dir: &std::path::Path,
 ) -> (Arc<shoal_cluster::Session>, TestBroker) {
-    use shoal_broker::seams::object_commits::ObjectCommits;
-    use shoal_broker::seams::ownership::EtcdOwnership;
-    use shoal_cluster::session::{self, Session};
-    use shoal_cluster::{Keys, OwnerTable};
-
-    let client = session::connect(
-        std::slice::from_ref(&etcd.endpoint),
-        std::time::Duration::from_secs(5),
-    )
-    .await
-    .unwrap();
-    let s = Arc::new(
-        Session::start(client, Keys::new("c").unwrap(), 2)
-            .await
-            .unwrap(),
-    );
-    let table = Arc::new(
-        OwnerTable::start(s.client(), s.keys().clone())
-            .await
-            .unwrap(),
-    );
-    let seams = SeamOverrides {
-        ownership: Some(Arc::new(EtcdOwnership::new(node_id, table.clone()))),
-        durability: Some(Arc::new(
-            ObjectCommits::new(node_id, s.clone(), table, objects.clone())
-                .with_put_deadline(PUT_DEADLINE),
-        )),
-        ..SeamOverrides::default()
-    };
-    let node = node_id.to_string();
-    let broker = TestBroker::start_with_seams(dir, &[("node.id", &node)], seams).await;
-    s.register(node_id, &broker.addr.to_string()).await.unwrap();
-    (s, broker)
+    let m = common::cluster::member(etcd, objects, node_id, dir, &[], Some(PUT_DEADLINE)).await;
+    (m.session, m.broker)
 }
 
 #[tokio::test]

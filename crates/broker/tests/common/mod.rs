@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod features;
 pub mod log_cut;
 pub mod sasl;
